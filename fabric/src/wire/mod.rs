@@ -1,0 +1,1 @@
+//! RoCEv2 and PFC wire formats (being written).
