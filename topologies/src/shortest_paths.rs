@@ -1,0 +1,190 @@
+//! Minimum-hop routing with ECMP.
+//!
+//! One breadth-first search per destination host, outward from that host, gives every node its
+//! hop distance to it; links are full duplex, so searching outward from the destination is the
+//! same as searching the reverse graph. A node's next hops are then all ports whose peer is one
+//! hop closer. Total cost O(hosts × (nodes + links)), with two scratch buffers reused across
+//! searches.
+//!
+//! Whether hosts forward is a property of the fabric, not of the graph: in a Clos fabric a host
+//! is only ever an endpoint, while in a host-to-host ring or torus every host relays. The
+//! search honours this by never expanding *through* a host unless
+//! [`RoutingOptions::transit_hosts`] is set.
+
+use crate::error::TopologyError;
+use crate::graph::{Graph, NodeKind, PortId};
+use crate::routes::Routes;
+
+/// How [`shortest_paths`] may route.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoutingOptions {
+    /// `false` (the default): paths may start and end at hosts but never pass through one, as
+    /// in a Clos fabric. `true`: hosts forward too, as in host-to-host ring and torus fabrics.
+    pub transit_hosts: bool,
+}
+
+const UNREACHED: u32 = u32::MAX;
+
+/// Minimum-hop routes from every node to every host, keeping all equal-cost next hops (ECMP).
+///
+/// # Errors
+/// [`TopologyError::Unreachable`] naming the first (in rank order of destination, then source)
+/// pair of hosts with no path between them; [`TopologyError::TooLarge`] if the table cannot be
+/// addressed. Switches that reach no host are not an error; they just have no routes.
+pub fn shortest_paths(g: &Graph, opts: &RoutingOptions) -> Result<Routes, TopologyError> {
+    let mut routes = Routes::empty(g)?;
+    let n = g.nodes().len();
+    let relays = |node: usize| opts.transit_hosts || g.node(node).kind == NodeKind::Switch;
+    let mut dist = vec![UNREACHED; n];
+    let mut queue = Vec::with_capacity(n);
+    let mut hops: Vec<PortId> = Vec::new();
+
+    for (rank, dst) in g.hosts().enumerate() {
+        dist.fill(UNREACHED);
+        queue.clear();
+        dist[dst] = 0;
+        queue.push(dst);
+        let mut head = 0;
+        while let Some(&u) = queue.get(head) {
+            head += 1;
+            // A host other than the destination is reached (it may send) but does not relay.
+            if u != dst && !relays(u) {
+                continue;
+            }
+            for port in g.ports(u) {
+                if dist[port.peer] == UNREACHED {
+                    dist[port.peer] = dist[u] + 1;
+                    queue.push(port.peer);
+                }
+            }
+        }
+
+        if let Some(src) = g.hosts().find(|&h| dist[h] == UNREACHED) {
+            return Err(TopologyError::Unreachable {
+                src: g.node(src).name.clone(),
+                dst: g.node(dst).name.clone(),
+                transit_hosts: opts.transit_hosts,
+            });
+        }
+
+        // Every reached node but the destination was reached from a relaying neighbour one hop
+        // closer, so its set is never empty.
+        for &v in &queue[1..] {
+            hops.clear();
+            hops.extend(g.ports(v).iter().enumerate().filter_map(|(p, info)| {
+                let w = info.peer;
+                let closer = dist[w] != UNREACHED && dist[w] + 1 == dist[v];
+                (closer && (w == dst || relays(w))).then_some(p)
+            }));
+            routes.set_checked(v, rank, &hops)?;
+        }
+    }
+    Ok(routes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_do_not_relay_unless_allowed() {
+        // h0 - h1 - h2 in a line: h0 reaches h2 only through h1.
+        let mut g = Graph::new();
+        let h: Vec<_> = (0..3)
+            .map(|i| g.add_host(format!("h{i}")).unwrap())
+            .collect();
+        g.add_link(h[0], h[1], 1, 1).unwrap();
+        g.add_link(h[1], h[2], 1, 1).unwrap();
+        let err = shortest_paths(&g, &RoutingOptions::default()).unwrap_err();
+        assert_eq!(
+            err,
+            TopologyError::Unreachable {
+                src: "h2".into(),
+                dst: "h0".into(),
+                transit_hosts: false
+            }
+        );
+        assert!(err.to_string().contains("transit_hosts"), "{err}");
+        let r = shortest_paths(
+            &g,
+            &RoutingOptions {
+                transit_hosts: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(r.hops(h[0], h[2]), Some(2));
+        assert_eq!(r.next_hops(h[1], h[2]), &[1]);
+    }
+
+    #[test]
+    fn a_switch_path_is_not_shortcut_through_a_host() {
+        // h0 - s0 - s1 - h1, plus h0 - h2 - h1: without transit the 2-hop host path is not used.
+        let mut g = Graph::new();
+        let h0 = g.add_host("h0").unwrap();
+        let h1 = g.add_host("h1").unwrap();
+        let h2 = g.add_host("h2").unwrap();
+        let s0 = g.add_switch("s0").unwrap();
+        let s1 = g.add_switch("s1").unwrap();
+        g.add_link(h0, s0, 1, 1).unwrap(); // h0 port 0
+        g.add_link(s0, s1, 1, 1).unwrap();
+        g.add_link(s1, h1, 1, 1).unwrap();
+        g.add_link(h0, h2, 1, 1).unwrap(); // h0 port 1
+        g.add_link(h2, h1, 1, 1).unwrap();
+        g.add_link(h2, s0, 1, 1).unwrap();
+        let r = shortest_paths(&g, &RoutingOptions::default()).unwrap();
+        assert_eq!(r.next_hops(h0, h1), &[0]);
+        assert_eq!(r.hops(h0, h1), Some(3));
+        // h2 is adjacent to h1 and may use that link as a source.
+        assert_eq!(r.hops(h2, h1), Some(1));
+        let r = shortest_paths(
+            &g,
+            &RoutingOptions {
+                transit_hosts: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(r.next_hops(h0, h1), &[1]);
+        assert_eq!(r.hops(h0, h1), Some(2));
+    }
+
+    #[test]
+    fn isolated_switches_are_fine_and_unrouted() {
+        let mut g = Graph::new();
+        let h0 = g.add_host("h0").unwrap();
+        let h1 = g.add_host("h1").unwrap();
+        let s = g.add_switch("spare").unwrap();
+        g.add_link(h0, h1, 1, 1).unwrap();
+        let r = shortest_paths(&g, &RoutingOptions::default()).unwrap();
+        assert_eq!(r.hops(h0, h1), Some(1));
+        assert_eq!(r.next_hops(s, h1), &[] as &[PortId]);
+        assert_eq!(r.hops(s, h1), None);
+    }
+
+    #[test]
+    fn clos_tables_store_few_distinct_sets() {
+        let spec = crate::LeafSpineSpec {
+            leaves: 8,
+            spines: 4,
+            hosts_per_leaf: 16,
+            host_bw_bps: 1,
+            host_latency_ps: 1,
+            fabric_bw_bps: 1,
+            fabric_latency_ps: 1,
+        };
+        let g = crate::leaf_spine(spec).unwrap();
+        let r = shortest_paths(&g, &RoutingOptions::default()).unwrap();
+        // Empty, each single downlink port {0..16} (ports 0..8 double as spine downlinks),
+        // and the leaves' shared uplink set.
+        assert_eq!(r.distinct_sets(), 1 + 16 + 1);
+    }
+
+    #[test]
+    fn graphs_without_hosts_or_links_route_trivially() {
+        let r = shortest_paths(&Graph::new(), &RoutingOptions::default()).unwrap();
+        assert_eq!((r.node_count(), r.host_count()), (0, 0));
+        let mut g = Graph::new();
+        let h = g.add_host("only").unwrap();
+        let r = shortest_paths(&g, &RoutingOptions::default()).unwrap();
+        assert_eq!(r.hops(h, h), Some(0));
+    }
+}
