@@ -6,5 +6,10 @@
 //! ([`host`], [`nic`]).
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod engine;
+pub mod host;
+pub mod link;
+pub mod packet;
+pub mod route;
 pub mod units;
 pub mod wire;

@@ -102,7 +102,11 @@ fn write_decimal(f: &mut fmt::Formatter<'_>, value: u64, div: u64) -> fmt::Resul
     }
     let milli = (frac as u128 * 1000 / div as u128) as u64;
     let s = format!("{milli:03}");
-    write!(f, "{whole}.{}", s.trim_end_matches('0').trim_end_matches('.'))
+    write!(
+        f,
+        "{whole}.{}",
+        s.trim_end_matches('0').trim_end_matches('.')
+    )
 }
 
 /// A link or rate limit bandwidth, in bits per second.
@@ -463,9 +467,18 @@ mod tests {
 
     #[test]
     fn parses_bandwidths_in_bits_and_bytes() {
-        assert_eq!("100Gbps".parse::<Bandwidth>(), Ok(Bandwidth(100_000_000_000)));
-        assert_eq!("400Gb/s".parse::<Bandwidth>(), Ok(Bandwidth(400_000_000_000)));
-        assert_eq!("50GB/s".parse::<Bandwidth>(), Ok(Bandwidth(400_000_000_000)));
+        assert_eq!(
+            "100Gbps".parse::<Bandwidth>(),
+            Ok(Bandwidth(100_000_000_000))
+        );
+        assert_eq!(
+            "400Gb/s".parse::<Bandwidth>(),
+            Ok(Bandwidth(400_000_000_000))
+        );
+        assert_eq!(
+            "50GB/s".parse::<Bandwidth>(),
+            Ok(Bandwidth(400_000_000_000))
+        );
         assert_eq!(
             "50GiB/s".parse::<Bandwidth>(),
             Ok(Bandwidth(50 * 8 * (1u64 << 30)))
@@ -491,8 +504,14 @@ mod tests {
             "100furlongs".parse::<Time>(),
             Err(UnitError::UnknownUnit { .. })
         ));
-        assert!(matches!("-5ns".parse::<Time>(), Err(UnitError::BadNumber { .. })));
-        assert!(matches!("".parse::<ByteSize>(), Err(UnitError::Empty { .. })));
+        assert!(matches!(
+            "-5ns".parse::<Time>(),
+            Err(UnitError::BadNumber { .. })
+        ));
+        assert!(matches!(
+            "".parse::<ByteSize>(),
+            Err(UnitError::Empty { .. })
+        ));
         assert!(matches!(
             "1.2.3us".parse::<Time>(),
             Err(UnitError::BadNumber { .. })

@@ -1,1 +1,593 @@
-//! RoCEv2 and PFC wire formats (being written).
+//! RoCEv2 and PFC wire formats: the real bytes every fabemu packet carries.
+//!
+//! Each header kind has two faces, as in smoltcp:
+//! - a *view* over a byte buffer whose constructor checks the length once, after which field
+//!   reads and writes are cheap and infallible. Ethernet, IPv4 and UDP use `pnet_packet`'s views;
+//!   the InfiniBand headers ([`BthPacket`], [`RethPacket`], [`AethPacket`], [`ImmDtPacket`]) and
+//!   the PFC MAC-control frame ([`PfcPacket`]) have views of the same shape defined here (see
+//!   `ib.rs` for why they are not `pnet_macros` `#[packet]` structs);
+//! - a *repr*: a plain struct of the meaningful fields with `parse` (which validates lengths,
+//!   checksums and the header chain) and `emit` ([`RoceRepr`], [`BthRepr`], [`RethRepr`],
+//!   [`AethRepr`], [`PfcPauseRepr`]).
+//!
+//! A RoCEv2 frame is Ethernet II / IPv4 / UDP (destination port 4791) / BTH / extension headers
+//! the opcode implies / payload / ICRC. The hot path (switch forwarding, ECN marking) never needs
+//! a full parse: [`frame_kind`], [`ipv4_dst`], [`ecn`], [`set_ecn`] and friends read or patch the
+//! few bytes they need directly.
+//!
+//! Nothing here panics on any input: parsers return [`WireError`] and the cheap readers return
+//! `None` (or [`FrameKind::Other`]); a proptest feeds them random bytes.
+//!
+//! Byte offsets live in small `field` modules of named ranges (this file's `field` for where each
+//! layer starts, `ib.rs` and `pfc.rs` for the headers defined here), never as bare indices in logic.
+
+/// Declares a view over a fixed-length header, shaped like a `pnet_macros` packet (`new` returns
+/// `None` for a short buffer; afterwards field accessors cannot fail), but generic over the buffer
+/// as in smoltcp: `$name<&[u8]>` reads, `$name<&mut [u8]>` (alias `$mutable`) also writes.
+macro_rules! header_view {
+    ($(#[$meta:meta])* $name:ident, $mutable:ident, $len:expr) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name<T> {
+            buffer: T,
+        }
+
+        #[doc = concat!("A [`", stringify!($name), "`] over a mutable buffer, for emitting.")]
+        pub type $mutable<'a> = $name<&'a mut [u8]>;
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps `buffer`, or returns `None` if it is shorter than the header.
+            pub fn new(buffer: T) -> Option<Self> {
+                if buffer.as_ref().len() >= $len {
+                    Some(Self { buffer })
+                } else {
+                    None
+                }
+            }
+
+            /// The header length in bytes: the shortest buffer `new` accepts.
+            pub const fn minimum_packet_size() -> usize {
+                $len
+            }
+
+            /// The whole underlying buffer, starting with this header.
+            pub fn packet(&self) -> &[u8] {
+                self.buffer.as_ref()
+            }
+
+            /// The bytes after this header.
+            pub fn payload(&self) -> &[u8] {
+                &self.buffer.as_ref()[$len..]
+            }
+
+            /// Gives the buffer back.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+
+            /// The header bytes; `new` checked they exist.
+            fn header(&self) -> &[u8] {
+                &self.buffer.as_ref()[..$len]
+            }
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $name<T> {
+            /// The bytes after this header, writable.
+            pub fn payload_mut(&mut self) -> &mut [u8] {
+                &mut self.buffer.as_mut()[$len..]
+            }
+
+            /// The header bytes, writable; `new` checked they exist.
+            fn header_mut(&mut self) -> &mut [u8] {
+                &mut self.buffer.as_mut()[..$len]
+            }
+        }
+    };
+}
+
+/// Reads a big-endian unsigned integer of `bytes.len()` (at most 8) bytes.
+fn read_be(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0, |acc, &b| (acc << 8) | u64::from(b))
+}
+
+/// Writes the low `bytes.len()` bytes of `value` big-endian.
+fn write_be(bytes: &mut [u8], value: u64) {
+    let mut v = value;
+    for b in bytes.iter_mut().rev() {
+        *b = v as u8;
+        v >>= 8;
+    }
+}
+
+mod ib;
+mod icrc;
+mod peek;
+mod pfc;
+mod roce;
+mod ttl;
+
+pub use ib::{
+    AethPacket, AethRepr, BthPacket, BthRepr, ImmDtPacket, MutableAethPacket, MutableBthPacket,
+    MutableImmDtPacket, MutableRethPacket, RethPacket, RethRepr,
+};
+pub use icrc::{check_icrc, icrc};
+pub use peek::{
+    bth_opcode, bth_view, dscp, ecn, frame_kind, ipv4_dst, ipv4_src, set_ecn, udp_src_port,
+    FrameKind,
+};
+pub use pfc::{pause_quanta_to_ps, MutablePfcPacket, PfcPacket, PfcPauseRepr};
+pub use roce::{RoceRepr, CNP_DSCP};
+pub use ttl::decrement_ttl;
+
+/// UDP destination port that marks a datagram as RoCEv2 (IANA-assigned).
+pub const ROCEV2_UDP_PORT: u16 = 4791;
+/// Ethernet II header: destination, source, ethertype (no VLAN tag, no FCS).
+pub const ETH_HEADER_LEN: usize = 14;
+/// IPv4 header without options (IHL 5), the only form fabemu emits or accepts.
+pub const IPV4_HEADER_LEN: usize = 20;
+/// UDP header.
+pub const UDP_HEADER_LEN: usize = 8;
+/// InfiniBand Base Transport Header.
+pub const BTH_LEN: usize = 12;
+/// RDMA Extended Transport Header (virtual address, R_Key, DMA length).
+pub const RETH_LEN: usize = 16;
+/// ACK Extended Transport Header (syndrome, MSN).
+pub const AETH_LEN: usize = 4;
+/// Immediate data extended header.
+pub const IMMDT_LEN: usize = 4;
+/// Invariant CRC trailer of every RoCEv2 packet.
+pub const ICRC_LEN: usize = 4;
+/// Reserved bytes after the BTH of a CNP.
+pub const CNP_RESERVED_LEN: usize = 16;
+/// A PFC pause frame without FCS, padded to the Ethernet minimum (64 bytes with FCS).
+pub const PFC_FRAME_LEN: usize = 60;
+/// At least the largest header stack fabemu emits (Eth+IP+UDP+BTH+RETH+ImmDt = 74; PFC 60), so
+/// header bytes fit in a fixed inline array.
+pub const MAX_HEADER_LEN: usize = 80;
+
+/// An Ethernet MAC address, most significant byte first.
+pub type MacAddr = [u8; 6];
+
+/// Destination of PFC frames: the reserved MAC-control multicast address (802.1Qbb / 802.3x).
+pub const PFC_DST_MAC: MacAddr = [0x01, 0x80, 0xC2, 0x00, 0x00, 0x01];
+/// Ethertype of IPv4.
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// Ethertype of MAC control frames (802.3x pause, 802.1Qbb PFC).
+pub const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
+/// MAC-control opcode of a priority-based (per-class) pause frame.
+pub const PFC_OPCODE: u16 = 0x0101;
+
+/// IP protocol number of UDP.
+const IP_PROTOCOL_UDP: u8 = 17;
+
+// Header bytes live in a fixed inline array of MAX_HEADER_LEN: every stack must fit.
+const _: () = assert!(field::BTH_END + RETH_LEN + IMMDT_LEN <= MAX_HEADER_LEN);
+const _: () = assert!(field::BTH_END + CNP_RESERVED_LEN <= MAX_HEADER_LEN);
+const _: () = assert!(PFC_FRAME_LEN <= MAX_HEADER_LEN);
+
+/// Where each layer starts in a frame (IPv4 without options), and the few IPv4/UDP bytes that
+/// are touched directly rather than through `pnet_packet` (ICRC masking).
+pub(crate) mod field {
+    use super::{BTH_LEN, ETH_HEADER_LEN, IPV4_HEADER_LEN, UDP_HEADER_LEN};
+
+    /// First byte of the IPv4 header.
+    pub(crate) const IPV4: usize = ETH_HEADER_LEN;
+    /// First byte of the UDP header.
+    pub(crate) const UDP: usize = IPV4 + IPV4_HEADER_LEN;
+    /// First byte of the BTH.
+    pub(crate) const BTH: usize = UDP + UDP_HEADER_LEN;
+    /// First byte after the BTH (extension headers, or payload).
+    pub(crate) const BTH_END: usize = BTH + BTH_LEN;
+
+    /// Offsets inside the IPv4 header.
+    pub(crate) mod ipv4 {
+        use core::ops::Range;
+        /// Type of service: DSCP (6 bits) and ECN (2 bits).
+        pub(crate) const TOS: usize = 1;
+        /// Time to live.
+        pub(crate) const TTL: usize = 8;
+        /// Header checksum.
+        pub(crate) const CHECKSUM: Range<usize> = 10..12;
+    }
+
+    /// Offsets inside the UDP header.
+    pub(crate) mod udp {
+        use core::ops::Range;
+        /// UDP checksum.
+        pub(crate) const CHECKSUM: Range<usize> = 6..8;
+    }
+}
+
+/// Why a frame could not be parsed or a header could not be emitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// The frame ends before the header being read does.
+    #[error("frame truncated in the {layer} header: need {need} bytes, got {got}")]
+    Truncated {
+        /// Which header was being read.
+        layer: &'static str,
+        /// Bytes needed from the start of the frame.
+        need: usize,
+        /// Bytes available.
+        got: usize,
+    },
+    /// The output buffer cannot hold what is to be written.
+    #[error("buffer too short to emit: need {need} bytes, got {got}")]
+    BufferTooShort {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes available.
+        got: usize,
+    },
+    /// The Ethernet ethertype is not the one this parser handles.
+    #[error("unexpected ethertype {found:#06x} (expected {expected:#06x})")]
+    UnexpectedEthertype {
+        /// The ethertype the parser handles.
+        expected: u16,
+        /// The ethertype in the frame.
+        found: u16,
+    },
+    /// The IPv4 version nibble is not 4.
+    #[error("IP version {0} is not 4")]
+    BadIpVersion(u8),
+    /// The IPv4 header has options (or an impossible IHL); fabemu only handles 20-byte headers.
+    #[error("IPv4 header length {ihl} words is not supported (only 5: no options)")]
+    UnsupportedIpv4HeaderLength {
+        /// The IHL field, in 32-bit words.
+        ihl: u8,
+    },
+    /// The IPv4 header checksum does not verify.
+    #[error("IPv4 header checksum {found:#06x} is wrong (expected {expected:#06x})")]
+    BadIpv4Checksum {
+        /// The checksum computed over the header.
+        expected: u16,
+        /// The checksum in the frame.
+        found: u16,
+    },
+    /// The datagram is an IPv4 fragment; RoCEv2 is never fragmented.
+    #[error(
+        "IPv4 fragment (more-fragments flag or a non-zero offset); RoCEv2 is never fragmented"
+    )]
+    Ipv4Fragment,
+    /// The IPv4 payload is not UDP.
+    #[error("IP protocol {0} is not UDP (17)")]
+    NotUdp(u8),
+    /// The UDP destination port is not 4791.
+    #[error("UDP destination port {0} is not RoCEv2 (4791)")]
+    NotRoceV2Port(u16),
+    /// Length fields disagree with each other or with the headers they cover.
+    #[error("inconsistent length: {0}")]
+    BadLength(&'static str),
+    /// The BTH opcode is one fabemu does not model (so its extension headers are unknown).
+    #[error("unsupported BTH opcode {0:#04x}")]
+    UnsupportedOpcode(u8),
+    /// The extension headers present do not match what the opcode requires.
+    #[error("extension headers do not match opcode {opcode:#04x}: {what}")]
+    ExtensionMismatch {
+        /// The BTH opcode.
+        opcode: u8,
+        /// What is missing or superfluous.
+        what: &'static str,
+    },
+    /// A field value does not fit its wire width.
+    #[error("{field} = {value} does not fit (max {max})")]
+    FieldOutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// The largest value the field can carry.
+        max: u64,
+    },
+    /// A MAC-control frame whose opcode is not PFC (0x0101).
+    #[error("MAC-control opcode {0:#06x} is not PFC (0x0101)")]
+    NotPfc(u16),
+    /// A PFC frame not sent to 01:80:C2:00:00:01.
+    #[error("PFC frame sent to {0:02x?} instead of 01:80:c2:00:00:01")]
+    BadPfcDestination(MacAddr),
+    /// The ICRC trailer does not match the frame.
+    #[error("ICRC {found:02x?} is wrong (expected {expected:02x?})")]
+    BadIcrc {
+        /// The ICRC computed over the frame.
+        expected: [u8; 4],
+        /// The ICRC in the frame.
+        found: [u8; 4],
+    },
+}
+
+/// InfiniBand BTH opcodes fabemu uses (Reliable Connected transport, plus the RoCEv2 CNP), and
+/// which extension headers each implies (IBTA vol. 1, table 38 "header layout").
+pub mod opcode {
+    /// RC SEND first.
+    pub const SEND_FIRST: u8 = 0x00;
+    /// RC SEND middle.
+    pub const SEND_MIDDLE: u8 = 0x01;
+    /// RC SEND last.
+    pub const SEND_LAST: u8 = 0x02;
+    /// RC SEND last with immediate.
+    pub const SEND_LAST_IMM: u8 = 0x03;
+    /// RC SEND only.
+    pub const SEND_ONLY: u8 = 0x04;
+    /// RC SEND only with immediate.
+    pub const SEND_ONLY_IMM: u8 = 0x05;
+    /// RC RDMA WRITE first (carries RETH).
+    pub const WRITE_FIRST: u8 = 0x06;
+    /// RC RDMA WRITE middle.
+    pub const WRITE_MIDDLE: u8 = 0x07;
+    /// RC RDMA WRITE last.
+    pub const WRITE_LAST: u8 = 0x08;
+    /// RC RDMA WRITE last with immediate.
+    pub const WRITE_LAST_IMM: u8 = 0x09;
+    /// RC RDMA WRITE only (carries RETH).
+    pub const WRITE_ONLY: u8 = 0x0A;
+    /// RC RDMA WRITE only with immediate (carries RETH and ImmDt).
+    pub const WRITE_ONLY_IMM: u8 = 0x0B;
+    /// RC RDMA READ request (carries RETH).
+    pub const READ_REQUEST: u8 = 0x0C;
+    /// RC RDMA READ response first (carries AETH).
+    pub const READ_RESPONSE_FIRST: u8 = 0x0D;
+    /// RC RDMA READ response middle.
+    pub const READ_RESPONSE_MIDDLE: u8 = 0x0E;
+    /// RC RDMA READ response last (carries AETH).
+    pub const READ_RESPONSE_LAST: u8 = 0x0F;
+    /// RC RDMA READ response only (carries AETH).
+    pub const READ_RESPONSE_ONLY: u8 = 0x10;
+    /// RC ACKNOWLEDGE: an ACK or NAK, carrying AETH.
+    pub const ACK: u8 = 0x11;
+    /// RoCEv2 Congestion Notification Packet (16 reserved bytes after the BTH).
+    pub const CNP: u8 = 0x81;
+
+    /// Whether fabemu models this opcode (RC SEND/WRITE/READ/ACK and CNP). Atomics and the
+    /// UC/UD/RD/XRC transports are not modelled: their extension headers are not parsed.
+    pub fn is_supported(op: u8) -> bool {
+        op <= ACK || op == CNP
+    }
+
+    /// Whether packets with this opcode carry a RETH (first packet of a WRITE, and READ requests).
+    pub fn has_reth(op: u8) -> bool {
+        matches!(op, WRITE_FIRST | WRITE_ONLY | WRITE_ONLY_IMM | READ_REQUEST)
+    }
+
+    /// Whether packets with this opcode carry immediate data (the `*_IMM` opcodes).
+    pub fn has_immdt(op: u8) -> bool {
+        matches!(
+            op,
+            SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM | WRITE_ONLY_IMM
+        )
+    }
+
+    /// Whether packets with this opcode carry an AETH (ACK/NAK, and READ responses except middle).
+    pub fn has_aeth(op: u8) -> bool {
+        matches!(
+            op,
+            ACK | READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY
+        )
+    }
+}
+
+/// The ECN codepoint: the low 2 bits of the IPv4 TOS byte (RFC 3168).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ecn {
+    /// `00`: the sender does not support ECN; switches drop instead of marking.
+    NotEct,
+    /// `01`: ECN-capable transport (1).
+    Ect1,
+    /// `10`: ECN-capable transport (0), what RoCEv2 NICs send.
+    Ect0,
+    /// `11`: congestion experienced, set by a switch.
+    Ce,
+}
+
+impl Ecn {
+    /// The two wire bits.
+    pub fn bits(self) -> u8 {
+        match self {
+            Ecn::NotEct => 0b00,
+            Ecn::Ect1 => 0b01,
+            Ecn::Ect0 => 0b10,
+            Ecn::Ce => 0b11,
+        }
+    }
+
+    /// The codepoint in the low two bits of `bits` (higher bits are ignored, so a whole TOS byte
+    /// may be passed).
+    pub fn from_bits(bits: u8) -> Ecn {
+        match bits & 0b11 {
+            0b00 => Ecn::NotEct,
+            0b01 => Ecn::Ect1,
+            0b10 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    /// Whether the sender declared itself ECN-capable (ECT(0), ECT(1), or already CE).
+    pub fn is_ect(self) -> bool {
+        self != Ecn::NotEct
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn ecn_bits_round_trip() {
+        for e in [Ecn::NotEct, Ecn::Ect1, Ecn::Ect0, Ecn::Ce] {
+            assert_eq!(Ecn::from_bits(e.bits()), e);
+        }
+        // RFC 3168: 10 is ECT(0), 01 is ECT(1).
+        assert_eq!(Ecn::from_bits(0b10), Ecn::Ect0);
+        assert_eq!(Ecn::from_bits(0b01), Ecn::Ect1);
+        assert_eq!(Ecn::from_bits(0xFF), Ecn::Ce);
+    }
+
+    #[test]
+    fn opcode_extension_table() {
+        use opcode::*;
+        for op in [WRITE_FIRST, WRITE_ONLY, WRITE_ONLY_IMM, READ_REQUEST] {
+            assert!(has_reth(op), "{op:#x}");
+        }
+        for op in [
+            SEND_FIRST,
+            SEND_ONLY,
+            WRITE_MIDDLE,
+            WRITE_LAST,
+            WRITE_LAST_IMM,
+            ACK,
+            CNP,
+        ] {
+            assert!(!has_reth(op), "{op:#x}");
+        }
+        for op in [SEND_LAST_IMM, SEND_ONLY_IMM, WRITE_LAST_IMM, WRITE_ONLY_IMM] {
+            assert!(has_immdt(op), "{op:#x}");
+        }
+        assert!(!has_immdt(WRITE_ONLY) && !has_immdt(SEND_ONLY) && !has_immdt(CNP));
+        assert!(has_aeth(ACK) && has_aeth(READ_RESPONSE_ONLY));
+        assert!(!has_aeth(READ_RESPONSE_MIDDLE) && !has_aeth(CNP) && !has_aeth(SEND_ONLY));
+        assert!(is_supported(CNP) && is_supported(ACK));
+        assert!(!is_supported(0x12) && !is_supported(0x24) && !is_supported(0x64));
+    }
+
+    /// Writes one frame of every kind to a pcap for a manual decode check with tshark/Wireshark:
+    /// `cargo test -p fabemu-fabric wire::tests::write_pcap -- --ignored`, then e.g.
+    /// `tshark -r $TMPDIR/fabemu-wire.pcap -T fields -e infiniband.bth.opcode -e macc.opcode`.
+    /// The path can be set with `FABEMU_WIRE_PCAP`.
+    #[test]
+    #[ignore = "writes a file for a manual tshark check"]
+    fn write_pcap_for_tshark() {
+        use std::net::Ipv4Addr;
+        let path = std::env::var_os("FABEMU_WIRE_PCAP")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("fabemu-wire.pcap"));
+        let a = ([0x02, 0, 0, 0, 0, 0x01], Ipv4Addr::new(10, 0, 0, 1));
+        let b = ([0x02, 0, 0, 0, 0, 0x02], Ipv4Addr::new(10, 0, 1, 2));
+        let data = |op: u8, psn: u32, len: usize| RoceRepr {
+            src_mac: a.0,
+            dst_mac: b.0,
+            src_ip: a.1,
+            dst_ip: b.1,
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            ttl: 64,
+            ip_id: psn as u16,
+            udp_src_port: 49152 + psn as u16,
+            bth: BthRepr {
+                opcode: op,
+                pkey: 0xFFFF,
+                dest_qp: 0x11,
+                psn,
+                ack_req: op == opcode::WRITE_LAST_IMM || op == opcode::WRITE_ONLY_IMM,
+                ..BthRepr::default()
+            },
+            reth: opcode::has_reth(op).then_some(RethRepr {
+                va: 0x7F00_0000_0000,
+                rkey: 0x1234,
+                dma_len: 3 * 64,
+            }),
+            aeth: None,
+            immdt: opcode::has_immdt(op).then_some(0xCAFE),
+            payload_len: len,
+        };
+        let ack = |aeth: AethRepr, psn: u32| RoceRepr {
+            src_mac: b.0,
+            dst_mac: a.0,
+            src_ip: b.1,
+            dst_ip: a.1,
+            bth: BthRepr {
+                opcode: opcode::ACK,
+                ..data(opcode::SEND_ONLY, psn, 0).bth
+            },
+            aeth: Some(aeth),
+            ..data(opcode::SEND_ONLY, psn, 0)
+        };
+        let reprs = [
+            data(opcode::WRITE_FIRST, 100, 64),
+            data(opcode::WRITE_MIDDLE, 101, 64),
+            data(opcode::WRITE_LAST_IMM, 102, 64),
+            data(opcode::WRITE_ONLY, 103, 32),
+            data(opcode::WRITE_ONLY_IMM, 104, 32),
+            data(opcode::SEND_ONLY, 105, 16),
+            ack(AethRepr::ack(5), 105),
+            ack(AethRepr::nak_psn_sequence_error(5), 106),
+            RoceRepr::cnp(b.0, a.0, b.1, a.1, 49152, 0x11),
+        ];
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        for r in &reprs {
+            let payload: Vec<u8> = (0..r.payload_len).map(|i| i as u8).collect();
+            let mut buf = vec![0u8; r.frame_len()];
+            r.emit_frame(&payload, &mut buf).unwrap();
+            frames.push(buf);
+        }
+        // A CE-marked copy of the first WRITE, as a switch would forward it.
+        let mut marked = frames[0].clone();
+        set_ecn(&mut marked, Ecn::Ce).unwrap();
+        frames.push(marked);
+        for repr in [
+            PfcPauseRepr::xoff([0x02, 0, 0, 0, 0, 0xFE], 3, 0xFFFF),
+            PfcPauseRepr::xon([0x02, 0, 0, 0, 0, 0xFE], 3),
+        ] {
+            let mut buf = vec![0u8; PFC_FRAME_LEN];
+            repr.emit(&mut buf).unwrap();
+            frames.push(buf);
+        }
+        // pcap: little-endian classic format, microsecond timestamps, linktype 1 (Ethernet).
+        let mut out = Vec::new();
+        out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
+        out.extend_from_slice(&2u16.to_le_bytes());
+        out.extend_from_slice(&4u16.to_le_bytes());
+        for word in [0u32, 0, 65_535, 1] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        for (i, f) in frames.iter().enumerate() {
+            let len = f.len() as u32;
+            for word in [1u32, i as u32, len, len] {
+                out.extend_from_slice(&word.to_le_bytes());
+            }
+            out.extend_from_slice(f);
+        }
+        std::fs::write(&path, out).unwrap();
+        eprintln!("wrote {} frames to {}", frames.len(), path.display());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Every parser and cheap reader returns (never panics) on arbitrary bytes.
+        #[test]
+        fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = RoceRepr::parse(&bytes);
+            let _ = PfcPauseRepr::parse(&bytes);
+            let _ = check_icrc(&bytes);
+            let _ = icrc(&bytes, &bytes);
+            let kind = frame_kind(&bytes);
+            let _ = (ipv4_dst(&bytes), ipv4_src(&bytes), udp_src_port(&bytes));
+            let _ = (ecn(&bytes), dscp(&bytes), bth_opcode(&bytes));
+            let mut copy = bytes.clone();
+            let _ = set_ecn(&mut copy, Ecn::Ce);
+            // A frame classified as PFC always parses as one.
+            if kind == FrameKind::PfcPause {
+                prop_assert!(PfcPauseRepr::parse(&bytes).is_ok());
+            }
+        }
+
+        /// The same with a valid RoCEv2 prefix, so the fuzzing reaches the BTH and beyond.
+        #[test]
+        fn parsers_never_panic_behind_valid_headers(
+            tail in proptest::collection::vec(any::<u8>(), 0..120),
+            cut in 0usize..200,
+        ) {
+            let repr = roce::tests::sample_write_only_imm();
+            let mut frame = [0u8; MAX_HEADER_LEN];
+            let n = repr.emit(&mut frame).unwrap();
+            // Keep Eth/IP/UDP and a random BTH and beyond.
+            let mut bytes = frame[..field::BTH].to_vec();
+            bytes.extend_from_slice(&tail);
+            bytes.truncate(cut.min(bytes.len()));
+            let _ = RoceRepr::parse(&bytes);
+            let _ = check_icrc(&bytes);
+            let _ = (frame_kind(&bytes), bth_opcode(&bytes), udp_src_port(&bytes));
+            let _ = n;
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The engine: sans-IO actors driven by a conservative parallel discrete-event simulation.
+//!
+//! Actors (hosts, switches) are plain state machines implementing [`Actor`]. They react to an
+//! [`Event`] — a packet arrived on a port, a port finished transmitting, a timer fired — and act
+//! through a [`Ctx`]: transmit on an idle port, arm a timer. The engine owns everything else:
+//! virtual time, the event queues, the ports' serialization and the links' latency.
+//!
+//! **Determinism.** Every event carries the key (time, origin actor, origin sequence number).
+//! An actor's sequence counter advances only when the actor itself emits, and every actor sees
+//! its events in key order, so the keys — and hence every actor's history — do not depend on
+//! how actors are spread over threads.
+//!
+//! **Parallelism.** Actors are partitioned onto worker threads ([`partition`]). The lookahead L
+//! is the smallest latency of a link between partitions: an event a partition creates at time t
+//! for another partition arrives no earlier than t + L. So all partitions can run every event
+//! before `global_min + L` on their own; packets for other partitions go to an outbox and are
+//! exchanged (crossbeam channels) at a barrier, and the next window starts at the new global
+//! minimum, which skips idle stretches. One partition runs without barriers at all.
+
+pub mod partition;
+mod queue;
+mod worker;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::link::{Channel, EthernetOverhead};
+use crate::packet::Packet;
+use crate::units::Time;
+
+pub use self::queue::EventKey;
+use self::worker::{Partition, Sched};
+
+/// Index of an actor in the world, 0-based, dense.
+pub type ActorId = u32;
+
+/// What happens to an actor.
+#[derive(Debug)]
+pub enum Event {
+    /// The last bit of `packet` arrived on `port`.
+    Packet {
+        /// The receiving port.
+        port: usize,
+        /// The frame.
+        packet: Packet,
+    },
+    /// `port` finished putting its frame on the wire and can transmit again.
+    TxDone {
+        /// The port that became idle.
+        port: usize,
+    },
+    /// A timer armed with [`Ctx::set_timer`] fired.
+    Timer {
+        /// The token given when it was armed.
+        token: u64,
+    },
+}
+
+/// A sans-IO state machine: a host, a switch, or a test double.
+pub trait Actor: Send {
+    /// Called once at time zero, in actor-id order, before any event.
+    fn start(&mut self, ctx: &mut Ctx<'_>);
+    /// Reacts to one event.
+    fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>);
+}
+
+/// The far end of one port: which actor and port a transmitted frame reaches, over which channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortWiring {
+    /// The actor at the other end of the link.
+    pub peer: ActorId,
+    /// The peer's port for this link.
+    pub peer_port: usize,
+    /// This direction of the link (the transmitting side's rate and the latency).
+    pub channel: Channel,
+}
+
+/// How actors' ports connect: `ports[actor][port]`.
+#[derive(Clone, Debug, Default)]
+pub struct Wiring {
+    /// Per actor, per port, the far end.
+    pub ports: Vec<Vec<PortWiring>>,
+}
+
+impl Wiring {
+    /// Checks that every port's peer exists and points back at it.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        for (a, ports) in self.ports.iter().enumerate() {
+            for (p, w) in ports.iter().enumerate() {
+                let back = self
+                    .ports
+                    .get(w.peer as usize)
+                    .and_then(|pp| pp.get(w.peer_port));
+                match back {
+                    Some(b) if b.peer as usize == a && b.peer_port == p => {}
+                    _ => return Err(EngineError::BadWiring(format!(
+                        "actor {a} port {p} points at actor {} port {}, which does not point back",
+                        w.peer, w.peer_port
+                    ))),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Worker threads asked for (at least 1). Fewer are used when the wiring cannot be split
+    /// into that many partitions with a non-zero lookahead.
+    pub threads: usize,
+    /// Stop before any event later than this (simulated time).
+    pub until: Time,
+    /// Ethernet's per-frame overhead on the wire.
+    pub overhead: EthernetOverhead,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            threads: 1,
+            until: Time::NEVER,
+            overhead: EthernetOverhead::default(),
+        }
+    }
+}
+
+/// Per-port transmit counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames transmitted.
+    pub tx_packets: u64,
+    /// Frame bytes transmitted (without FCS, preamble, gap).
+    pub tx_frame_bytes: u64,
+    /// Wire bytes transmitted (with Ethernet overhead).
+    pub tx_wire_bytes: u64,
+    /// Time the port spent serializing.
+    pub busy: Time,
+}
+
+/// What a run counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Events handled by actors.
+    pub events: u64,
+    /// Frames that crossed a link (one frame over one link = one hop).
+    pub packet_hops: u64,
+    /// Time of the last event handled.
+    pub end_time: Time,
+    /// True when the run stopped at `until` with events still pending.
+    pub stopped_at_limit: bool,
+}
+
+/// How the engine spread the work (varies with the thread count; not part of results).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineLayout {
+    /// Partitions (= worker threads) actually used.
+    pub partitions: usize,
+    /// Lookahead between partitions (`Time::NEVER` with one partition).
+    pub lookahead: Time,
+    /// Synchronization windows executed.
+    pub windows: u64,
+}
+
+/// The result of a run: the actors in id order (to read their state), and what was counted.
+pub struct RunOutput<A> {
+    /// The actors, in id order, as they ended.
+    pub actors: Vec<A>,
+    /// Per actor, per port, transmit counters.
+    pub port_stats: Vec<Vec<PortStats>>,
+    /// Deterministic counters.
+    pub stats: EngineStats,
+    /// How the work was spread (thread-dependent).
+    pub layout: EngineLayout,
+}
+
+/// Why a run could not be done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// Wiring and actors disagree.
+    #[error("bad wiring: {0}")]
+    BadWiring(String),
+    /// An actor misbehaved (e.g. transmitted on a busy port) or a worker thread panicked.
+    #[error("engine failure: {0}")]
+    Failure(String),
+}
+
+/// Progress shared with an observer while a run goes on.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Simulated time reached (picoseconds).
+    pub sim_time_ps: AtomicU64,
+    /// Events handled so far.
+    pub events: AtomicU64,
+    /// Set to ask the run to stop early.
+    pub cancel: AtomicBool,
+}
+
+/// The actor's window on the engine while it handles an event.
+pub struct Ctx<'a> {
+    now: Time,
+    me: u32,
+    sched: &'a mut Sched,
+}
+
+/// Why a transmit was refused.
+#[derive(Debug)]
+pub enum TransmitError {
+    /// The port is still serializing a previous frame; the frame is handed back.
+    Busy(Packet),
+    /// The actor has no such port; the frame is handed back.
+    NoSuchPort(Packet),
+}
+
+impl Ctx<'_> {
+    /// Current virtual time.
+    #[inline]
+    pub fn now(&self) -> Time {
+        self.now
+    }
+    /// This actor's id.
+    pub fn id(&self) -> ActorId {
+        self.sched.global_id(self.me)
+    }
+    /// Number of ports this actor has.
+    pub fn port_count(&self) -> usize {
+        self.sched.port_count(self.me)
+    }
+    /// True when `port` can transmit now.
+    #[inline]
+    pub fn port_idle(&self, port: usize) -> bool {
+        self.sched.port_idle(self.me, port, self.now)
+    }
+    /// The channel `port` transmits on.
+    pub fn channel(&self, port: usize) -> Option<Channel> {
+        self.sched.channel(self.me, port)
+    }
+    /// Bytes a frame of `frame_len` bytes occupies on the wire (with Ethernet's overhead).
+    pub fn wire_bytes(&self, frame_len: usize) -> u64 {
+        self.sched.overhead().wire_bytes(frame_len)
+    }
+    /// Puts `packet` on the wire of `port`. The port is busy for the frame's serialization time,
+    /// then a [`Event::TxDone`] follows; the peer gets [`Event::Packet`] when the last bit
+    /// arrives (serialization + latency later).
+    #[inline]
+    pub fn transmit(&mut self, port: usize, packet: Packet) -> Result<(), TransmitError> {
+        self.sched.transmit(self.me, port, packet, self.now)
+    }
+    /// Arms a timer that fires at `at` (clamped to now) with `token`. Timers cannot be
+    /// cancelled: actors ignore stale tokens.
+    #[inline]
+    pub fn set_timer(&mut self, at: Time, token: u64) {
+        let at = at.max(self.now);
+        self.sched.timer(self.me, at, token);
+    }
+}
+
+/// Runs `actors` wired by `wiring` until no event is left (or `cfg.until`).
+///
+/// `actors[i]` is actor `i`; `wiring.ports[i]` its ports.
+pub fn run<A: Actor>(
+    actors: Vec<A>,
+    wiring: &Wiring,
+    cfg: &EngineConfig,
+    progress: Option<&Progress>,
+) -> Result<RunOutput<A>, EngineError> {
+    if wiring.ports.len() != actors.len() {
+        return Err(EngineError::BadWiring(format!(
+            "{} actors but wiring for {}",
+            actors.len(),
+            wiring.ports.len()
+        )));
+    }
+    if actors.len() >= (1 << queue::ACTOR_BITS) {
+        return Err(EngineError::BadWiring(format!(
+            "{} actors exceed the engine's limit of {}",
+            actors.len(),
+            1u64 << queue::ACTOR_BITS
+        )));
+    }
+    wiring.validate()?;
+    let plan = partition::plan(wiring, cfg.threads.max(1));
+    let n_actors = actors.len();
+    let mut parts = Partition::build(actors, wiring, &plan, cfg);
+    let until = cfg.until;
+    let default_progress = Progress::default();
+    let progress = progress.unwrap_or(&default_progress);
+
+    let windows = if parts.len() == 1 {
+        let p = &mut parts[0];
+        p.start_all();
+        p.run_window(until.ps().saturating_add(1), progress)?;
+        1
+    } else {
+        worker::run_parallel(&mut parts, plan.lookahead, until, progress)?
+    };
+
+    // Reassemble in id order.
+    let mut stats = EngineStats::default();
+    let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
+    for p in parts {
+        stats.events += p.sched.events;
+        stats.packet_hops += p.sched.packet_hops;
+        stats.end_time = stats.end_time.max(p.sched.last_time);
+        stats.stopped_at_limit |= p.sched.pending() > 0;
+        for (gid, actor, ports) in p.into_actors() {
+            slots[gid as usize] = Some((actor, ports));
+        }
+    }
+    let mut actors_out = Vec::with_capacity(n_actors);
+    let mut port_stats = Vec::with_capacity(n_actors);
+    for (i, s) in slots.into_iter().enumerate() {
+        let (a, ps) =
+            s.ok_or_else(|| EngineError::Failure(format!("actor {i} lost by the engine")))?;
+        actors_out.push(a);
+        port_stats.push(ps);
+    }
+    Ok(RunOutput {
+        actors: actors_out,
+        port_stats,
+        stats,
+        layout: EngineLayout {
+            partitions: plan.parts,
+            lookahead: plan.lookahead,
+            windows,
+        },
+    })
+}
+
+pub(crate) fn abort_requested(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::Relaxed)
+}

@@ -1,0 +1,197 @@
+//! Placing actors onto partitions (worker threads) and deriving the lookahead.
+//!
+//! The lookahead is the smallest latency of any link between two partitions, so a link with
+//! zero latency must never be cut: its ends are merged first (union-find). The remaining
+//! groups are laid out in breadth-first order from actor 0 — neighbours stay together, so few
+//! links are cut — and the sequence is cut into contiguous runs of about equal weight, where an
+//! actor weighs one plus its port count (work grows with the packets it handles, which grows
+//! with its ports). When fewer groups than threads exist, fewer partitions are used; a wiring
+//! that cannot be split at all runs on one partition rather than hang.
+
+use std::collections::VecDeque;
+
+use super::Wiring;
+use crate::units::Time;
+
+/// Where each actor runs, and the resulting lookahead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Number of partitions (>= 1).
+    pub parts: usize,
+    /// Partition of every actor.
+    pub assignment: Vec<u32>,
+    /// Smallest latency of a link between partitions (`Time::NEVER` when none crosses).
+    pub lookahead: Time,
+}
+
+fn find(parent: &mut [usize], mut x: usize) -> usize {
+    while parent[x] != x {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    x
+}
+
+/// Plans at most `threads` partitions for `wiring`.
+pub fn plan(wiring: &Wiring, threads: usize) -> Plan {
+    let n = wiring.ports.len();
+    let single = Plan {
+        parts: 1,
+        assignment: vec![0; n],
+        lookahead: Time::NEVER,
+    };
+    if threads <= 1 || n <= 1 {
+        return single;
+    }
+    // Merge ends of zero-latency links: they cannot be cut.
+    let mut parent: Vec<usize> = (0..n).collect();
+    for (a, ports) in wiring.ports.iter().enumerate() {
+        for w in ports {
+            if w.channel.latency == Time::ZERO {
+                let (ra, rb) = (find(&mut parent, a), find(&mut parent, w.peer as usize));
+                if ra != rb {
+                    parent[ra.max(rb)] = ra.min(rb);
+                }
+            }
+        }
+    }
+    // Breadth-first order over groups.
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for a in 0..n {
+        let r = find(&mut parent, a);
+        members[r].push(a);
+    }
+    let mut seen = vec![false; n];
+    let mut order: Vec<usize> = Vec::new(); // group roots in visiting order
+    for start in 0..n {
+        let root = find(&mut parent, start);
+        if seen[root] {
+            continue;
+        }
+        seen[root] = true;
+        let mut q = VecDeque::from([root]);
+        while let Some(g) = q.pop_front() {
+            order.push(g);
+            for &a in &members[g] {
+                for w in &wiring.ports[a] {
+                    let r = find(&mut parent, w.peer as usize);
+                    if !seen[r] {
+                        seen[r] = true;
+                        q.push_back(r);
+                    }
+                }
+            }
+        }
+    }
+    let k = threads.min(order.len());
+    if k <= 1 {
+        return single;
+    }
+    let weight = |g: usize| -> u64 {
+        members[g]
+            .iter()
+            .map(|&a| 1 + wiring.ports[a].len() as u64)
+            .sum()
+    };
+    let total: u64 = order.iter().map(|&g| weight(g)).sum();
+    let mut assignment = vec![0u32; n];
+    let mut acc = 0u64;
+    let mut used = vec![false; k];
+    for &g in &order {
+        let w = weight(g);
+        // The part whose share contains this group's midpoint.
+        let mid = acc * 2 + w;
+        let part = ((mid as u128 * k as u128) / (2 * total as u128)).min(k as u128 - 1) as usize;
+        used[part] = true;
+        for &a in &members[g] {
+            assignment[a] = part as u32;
+        }
+        acc += w;
+    }
+    // Renumber so that partitions are dense.
+    let mut remap = vec![0u32; k];
+    let mut parts = 0u32;
+    for (p, u) in used.iter().enumerate() {
+        if *u {
+            remap[p] = parts;
+            parts += 1;
+        }
+    }
+    for a in assignment.iter_mut() {
+        *a = remap[*a as usize];
+    }
+    if parts <= 1 {
+        return single;
+    }
+    let mut lookahead = Time::NEVER;
+    for (a, ports) in wiring.ports.iter().enumerate() {
+        for w in ports {
+            if assignment[a] != assignment[w.peer as usize] {
+                lookahead = lookahead.min(w.channel.latency);
+            }
+        }
+    }
+    Plan {
+        parts: parts as usize,
+        assignment,
+        lookahead,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::PortWiring;
+    use crate::link::{Channel, Rate};
+    use crate::units::Bandwidth;
+
+    fn chain(lat: &[u64]) -> Wiring {
+        // actors 0..=len in a line; link i joins i and i+1.
+        let n = lat.len() + 1;
+        let mut ports = vec![Vec::new(); n];
+        for (i, &l) in lat.iter().enumerate() {
+            let ch = Channel {
+                rate: Rate::new(Bandwidth::from_gbps(100)),
+                latency: Time(l),
+            };
+            let pa = ports[i].len();
+            let pb = ports[i + 1].len();
+            ports[i].push(PortWiring {
+                peer: (i + 1) as u32,
+                peer_port: pb,
+                channel: ch,
+            });
+            ports[i + 1].push(PortWiring {
+                peer: i as u32,
+                peer_port: pa,
+                channel: ch,
+            });
+        }
+        Wiring { ports }
+    }
+
+    #[test]
+    fn splits_a_chain_in_two() {
+        let p = plan(&chain(&[10, 10, 10]), 2);
+        assert_eq!(p.parts, 2);
+        assert_eq!(p.lookahead, Time(10));
+    }
+
+    #[test]
+    fn never_cuts_zero_latency_links() {
+        let p = plan(&chain(&[0, 0, 0]), 4);
+        assert_eq!(p.parts, 1);
+        let p = plan(&chain(&[0, 5, 0]), 4);
+        assert_eq!(p.parts, 2);
+        assert_eq!(p.lookahead, Time(5));
+        assert_eq!(p.assignment[0], p.assignment[1]);
+        assert_eq!(p.assignment[2], p.assignment[3]);
+    }
+
+    #[test]
+    fn one_thread_is_one_partition() {
+        let p = plan(&chain(&[1, 1]), 1);
+        assert_eq!(p.parts, 1);
+        assert_eq!(p.lookahead, Time::NEVER);
+    }
+}

@@ -1,0 +1,469 @@
+//! One partition's state and the worker loop that runs partitions in parallel windows.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam::channel::{unbounded, Receiver, Sender};
+use crossbeam::utils::{Backoff, CachePadded};
+
+use super::partition::Plan;
+use super::queue::{Entry, EventKey, EventQueue, Kind};
+use super::{
+    abort_requested, Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress,
+    TransmitError, Wiring,
+};
+use crate::link::{Channel, EthernetOverhead};
+use crate::packet::Packet;
+use crate::units::Time;
+
+/// A transmitting port and where its frames go.
+struct PortState {
+    channel: Channel,
+    peer_part: u32,
+    peer_local: u32,
+    peer_port: u16,
+    busy_until: u64,
+    stats: PortStats,
+}
+
+/// A frame bound for another partition.
+pub(crate) struct Remote {
+    key: EventKey,
+    dst: u32,
+    port: u16,
+    packet: Packet,
+}
+
+/// Everything of a partition except its actors (so an actor and the scheduler can be borrowed
+/// at once).
+pub(crate) struct Sched {
+    part: u32,
+    queue: EventQueue,
+    ports: Vec<PortState>,
+    /// `port_base[i]..port_base[i+1]` are local actor i's ports.
+    port_base: Vec<u32>,
+    seq: Vec<u64>,
+    gids: Vec<ActorId>,
+    outbox: Vec<Vec<Remote>>,
+    overhead: EthernetOverhead,
+    pub(crate) events: u64,
+    pub(crate) packet_hops: u64,
+    pub(crate) last_time: Time,
+}
+
+impl Sched {
+    pub(crate) fn global_id(&self, me: u32) -> ActorId {
+        self.gids[me as usize]
+    }
+
+    fn port_range(&self, me: u32) -> (usize, usize) {
+        (
+            self.port_base[me as usize] as usize,
+            self.port_base[me as usize + 1] as usize,
+        )
+    }
+
+    pub(crate) fn overhead(&self) -> &EthernetOverhead {
+        &self.overhead
+    }
+
+    pub(crate) fn port_count(&self, me: u32) -> usize {
+        let (a, b) = self.port_range(me);
+        b - a
+    }
+
+    #[inline]
+    pub(crate) fn port_idle(&self, me: u32, port: usize, now: Time) -> bool {
+        let (a, b) = self.port_range(me);
+        a + port < b && self.ports[a + port].busy_until <= now.ps()
+    }
+
+    pub(crate) fn channel(&self, me: u32, port: usize) -> Option<Channel> {
+        let (a, b) = self.port_range(me);
+        (a + port < b).then(|| self.ports[a + port].channel)
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.queue.len() + self.outbox.iter().map(Vec::len).sum::<usize>()
+    }
+
+    #[inline]
+    fn next_key(&mut self, me: u32, time: u64) -> EventKey {
+        let seq = &mut self.seq[me as usize];
+        let k = EventKey::new(time, self.gids[me as usize], *seq);
+        *seq += 1;
+        k
+    }
+
+    #[inline]
+    pub(crate) fn transmit(
+        &mut self,
+        me: u32,
+        port: usize,
+        packet: Packet,
+        now: Time,
+    ) -> Result<(), TransmitError> {
+        let (a, b) = self.port_range(me);
+        if a + port >= b {
+            return Err(TransmitError::NoSuchPort(packet));
+        }
+        let ps = &mut self.ports[a + port];
+        if ps.busy_until > now.ps() {
+            return Err(TransmitError::Busy(packet));
+        }
+        let frame = packet.frame_len() as u64;
+        let wire = self.overhead.wire_bytes(frame as usize);
+        let ser = ps.channel.rate.serialization_time(wire);
+        let done = now.ps().saturating_add(ser.ps());
+        let arrive = done.saturating_add(ps.channel.latency.ps());
+        ps.busy_until = done;
+        ps.stats.tx_packets += 1;
+        ps.stats.tx_frame_bytes += frame;
+        ps.stats.tx_wire_bytes += wire;
+        ps.stats.busy = ps.stats.busy + ser;
+        let (peer_part, peer_local, peer_port) = (ps.peer_part, ps.peer_local, ps.peer_port);
+        self.packet_hops += 1;
+        let k_done = self.next_key(me, done);
+        let k_arrive = self.next_key(me, arrive);
+        self.queue.push(Entry {
+            key: k_done,
+            dst: me,
+            port: port as u16,
+            kind: Kind::TxDone,
+            data: 0,
+        });
+        if peer_part == self.part {
+            self.queue
+                .push_packet(k_arrive, peer_local, peer_port, packet);
+        } else {
+            self.outbox[peer_part as usize].push(Remote {
+                key: k_arrive,
+                dst: peer_local,
+                port: peer_port,
+                packet,
+            });
+        }
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn timer(&mut self, me: u32, at: Time, token: u64) {
+        let key = self.next_key(me, at.ps());
+        self.queue.push(Entry {
+            key,
+            dst: me,
+            port: 0,
+            kind: Kind::Timer,
+            data: token,
+        });
+    }
+}
+
+/// A partition: some actors and their scheduler.
+pub(crate) struct Partition<A> {
+    actors: Vec<A>,
+    pub(crate) sched: Sched,
+}
+
+impl<A: Actor> Partition<A> {
+    /// Splits `actors` into the partitions of `plan`; local order follows actor id.
+    pub(crate) fn build(
+        actors: Vec<A>,
+        wiring: &Wiring,
+        plan: &Plan,
+        cfg: &EngineConfig,
+    ) -> Vec<Partition<A>> {
+        let n_parts = plan.parts;
+        // Local index of every actor within its partition.
+        let mut local = vec![0u32; actors.len()];
+        let mut counts = vec![0u32; n_parts];
+        for (i, &p) in plan.assignment.iter().enumerate() {
+            local[i] = counts[p as usize];
+            counts[p as usize] += 1;
+        }
+        let mut parts: Vec<Partition<A>> = (0..n_parts)
+            .map(|p| Partition {
+                actors: Vec::with_capacity(counts[p] as usize),
+                sched: Sched {
+                    part: p as u32,
+                    queue: EventQueue::default(),
+                    ports: Vec::new(),
+                    port_base: vec![0],
+                    seq: Vec::with_capacity(counts[p] as usize),
+                    gids: Vec::with_capacity(counts[p] as usize),
+                    outbox: (0..n_parts).map(|_| Vec::new()).collect(),
+                    overhead: cfg.overhead,
+                    events: 0,
+                    packet_hops: 0,
+                    last_time: Time::ZERO,
+                },
+            })
+            .collect();
+        for (gid, actor) in actors.into_iter().enumerate() {
+            let p = &mut parts[plan.assignment[gid] as usize];
+            p.actors.push(actor);
+            p.sched.gids.push(gid as ActorId);
+            p.sched.seq.push(0);
+            for w in &wiring.ports[gid] {
+                let peer = w.peer as usize;
+                p.sched.ports.push(PortState {
+                    channel: w.channel,
+                    peer_part: plan.assignment[peer],
+                    peer_local: local[peer],
+                    peer_port: w.peer_port as u16,
+                    busy_until: 0,
+                    stats: PortStats::default(),
+                });
+            }
+            let n = p.sched.ports.len() as u32;
+            p.sched.port_base.push(n);
+        }
+        parts
+    }
+
+    /// Calls every actor's `start` at time zero.
+    pub(crate) fn start_all(&mut self) {
+        for (i, actor) in self.actors.iter_mut().enumerate() {
+            let mut ctx = Ctx {
+                now: Time::ZERO,
+                me: i as u32,
+                sched: &mut self.sched,
+            };
+            actor.start(&mut ctx);
+        }
+    }
+
+    /// Handles every local event with time < `end`.
+    pub(crate) fn run_window(&mut self, end: u64, progress: &Progress) -> Result<(), EngineError> {
+        let mut since_report = 0u32;
+        while let Some(e) = self.sched.queue.pop_before(end) {
+            let now = Time(e.key.time);
+            self.sched.last_time = now;
+            self.sched.events += 1;
+            let event = match e.kind {
+                Kind::Packet => match self.sched.queue.take_packet(e.data) {
+                    Some(packet) => Event::Packet {
+                        port: e.port as usize,
+                        packet,
+                    },
+                    None => {
+                        return Err(EngineError::Failure(format!(
+                            "packet slot {} empty",
+                            e.data
+                        )))
+                    }
+                },
+                Kind::TxDone => Event::TxDone {
+                    port: e.port as usize,
+                },
+                Kind::Timer => Event::Timer { token: e.data },
+            };
+            let actor = &mut self.actors[e.dst as usize];
+            let mut ctx = Ctx {
+                now,
+                me: e.dst,
+                sched: &mut self.sched,
+            };
+            actor.handle(event, &mut ctx);
+            since_report += 1;
+            if since_report == 1 << 16 {
+                since_report = 0;
+                progress.events.fetch_add(1 << 16, Ordering::Relaxed);
+                progress.sim_time_ps.fetch_max(now.ps(), Ordering::Relaxed);
+                if progress.cancel.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+            }
+        }
+        progress
+            .events
+            .fetch_add(since_report as u64, Ordering::Relaxed);
+        progress
+            .sim_time_ps
+            .fetch_max(self.sched.last_time.ps(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn ingest(&mut self, batch: Vec<Remote>) {
+        for r in batch {
+            self.sched.queue.push_packet(r.key, r.dst, r.port, r.packet);
+        }
+    }
+
+    /// The actors with their global ids and port counters.
+    pub(crate) fn into_actors(self) -> impl Iterator<Item = (ActorId, A, Vec<PortStats>)> {
+        let Sched {
+            ports,
+            port_base,
+            gids,
+            ..
+        } = self.sched;
+        let stats: Vec<Vec<PortStats>> = port_base
+            .windows(2)
+            .map(|w| {
+                ports[w[0] as usize..w[1] as usize]
+                    .iter()
+                    .map(|p| p.stats)
+                    .collect()
+            })
+            .collect();
+        gids.into_iter()
+            .zip(self.actors)
+            .zip(stats)
+            .map(|((g, a), s)| (g, a, s))
+    }
+}
+
+/// A reusable barrier that spins briefly, then yields; it gives up when the run is aborted.
+///
+/// Windows are short (often a few microseconds of work), so a futex-based barrier's wake-up
+/// latency would dominate; spinning with crossbeam's exponential backoff keeps the hand-off
+/// near the cost of a cache-line transfer, and yielding keeps oversubscribed runs (more threads
+/// than cores) moving.
+struct SpinBarrier {
+    n: usize,
+    count: CachePadded<AtomicUsize>,
+    generation: CachePadded<AtomicUsize>,
+}
+
+impl SpinBarrier {
+    fn new(n: usize) -> SpinBarrier {
+        SpinBarrier {
+            n,
+            count: CachePadded::new(AtomicUsize::new(0)),
+            generation: CachePadded::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Returns false when the run was aborted while waiting.
+    fn wait(&self, abort: &AtomicBool) -> bool {
+        let gen = self.generation.load(Ordering::Acquire);
+        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.count.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return true;
+        }
+        let backoff = Backoff::new();
+        while self.generation.load(Ordering::Acquire) == gen {
+            if abort_requested(abort) {
+                return false;
+            }
+            if backoff.is_completed() {
+                std::thread::yield_now();
+            } else {
+                backoff.snooze();
+            }
+        }
+        true
+    }
+}
+
+/// Runs the partitions on one thread each, window by window. Returns the window count.
+pub(crate) fn run_parallel<A: Actor>(
+    parts: &mut [Partition<A>],
+    lookahead: Time,
+    until: Time,
+    progress: &Progress,
+) -> Result<u64, EngineError> {
+    let n = parts.len();
+    let barrier = SpinBarrier::new(n);
+    let mins: Vec<CachePadded<AtomicU64>> = (0..n)
+        .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
+        .collect();
+    let abort = AtomicBool::new(false);
+    let (txs, rxs): (Vec<Sender<Vec<Remote>>>, Vec<Receiver<Vec<Remote>>>) =
+        (0..n).map(|_| unbounded()).unzip();
+    let limit = until.ps();
+
+    let results: Vec<Result<u64, EngineError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = parts
+            .iter_mut()
+            .zip(rxs)
+            .enumerate()
+            .map(|(me, (part, rx))| {
+                let (barrier, mins, abort, txs) = (&barrier, &mins, &abort, &txs);
+                s.spawn(move || {
+                    let body = AssertUnwindSafe(|| -> Result<u64, EngineError> {
+                        part.start_all();
+                        let mut windows = 0u64;
+                        loop {
+                            while let Ok(batch) = rx.try_recv() {
+                                part.ingest(batch);
+                            }
+                            mins[me].store(part.sched.queue.next_time(), Ordering::Release);
+                            if !barrier.wait(abort) {
+                                return Err(EngineError::Failure("aborted".into()));
+                            }
+                            let gmin = mins
+                                .iter()
+                                .map(|m| m.load(Ordering::Acquire))
+                                .min()
+                                .unwrap_or(u64::MAX);
+                            if gmin == u64::MAX
+                                || gmin > limit
+                                || progress.cancel.load(Ordering::Relaxed)
+                            {
+                                return Ok(windows);
+                            }
+                            windows += 1;
+                            let end = gmin
+                                .saturating_add(lookahead.ps())
+                                .min(limit.saturating_add(1));
+                            part.run_window(end, progress)?;
+                            for (dst, out) in part.sched.outbox.iter_mut().enumerate() {
+                                if !out.is_empty() {
+                                    let _ = txs[dst].send(std::mem::take(out));
+                                }
+                            }
+                            if !barrier.wait(abort) {
+                                return Err(EngineError::Failure("aborted".into()));
+                            }
+                        }
+                    });
+                    match catch_unwind(body) {
+                        Ok(Ok(w)) => Ok(w),
+                        Ok(Err(e)) => {
+                            abort.store(true, Ordering::Relaxed);
+                            Err(e)
+                        }
+                        Err(panic) => {
+                            abort.store(true, Ordering::Relaxed);
+                            let msg = panic
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_else(|| "unknown panic".into());
+                            Err(EngineError::Failure(format!("worker {me} panicked: {msg}")))
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(EngineError::Failure("worker thread lost".into())))
+            })
+            .collect()
+    });
+    // Report the root cause rather than the other workers' "aborted".
+    let mut windows = 0;
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(w) => windows = windows.max(w),
+            Err(e) => errors.push(e),
+        }
+    }
+    let is_abort = |e: &EngineError| matches!(e, EngineError::Failure(m) if m == "aborted");
+    let first_err = errors
+        .iter()
+        .position(|e| !is_abort(e))
+        .or(if errors.is_empty() { None } else { Some(0) })
+        .map(|i| errors.swap_remove(i));
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(windows),
+    }
+}

@@ -1,0 +1,770 @@
+//! Hosts: an NPU's RoCE NIC with its queue pairs, and the application that drives it.
+//!
+//! [`Host`] is the actor. Its [`Nic`] keeps one RC queue pair per peer host ([`qp`]), segments
+//! posted messages into MTU packets with real RoCEv2 headers, acknowledges what it receives
+//! (coalescing configurable), and recovers losses with go-back-N on a NAK or a retransmission
+//! timeout. Each QP has a rate limiter (congestion control will drive it); per port, control
+//! packets (ACK/NAK) go first, then QPs take turns round-robin. A host with several ports
+//! forwards frames not addressed to it (host-to-host fabrics such as rings).
+//!
+//! The layer above the NIC is an [`Application`]: it posts sends and sees completions through
+//! an [`AppApi`], and can arm its own timers. [`MessageApp`] is the point-to-point workload.
+
+mod app;
+pub(crate) mod qp;
+
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Actor, Ctx, Event, TransmitError};
+use crate::packet::{Packet, Payload};
+use crate::route::{flow_hash, RouteTable};
+use crate::units::{Bandwidth, ByteSize, Time};
+use crate::wire::{self, opcode, AethRepr, BthRepr, Ecn, FrameKind, MacAddr, RethRepr, RoceRepr};
+
+pub use self::app::{message_bytes, MessageApp, MessageSpec, RecvRecord, SendRecord};
+use self::qp::{Qp, RxAction};
+
+/// First QP number used; host `i`'s QP toward peer `p` has number `QPN_BASE + p`.
+pub const QPN_BASE: u32 = 0x100;
+
+/// A host's addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostAddr {
+    /// IPv4 address written into its packets.
+    pub ip: Ipv4Addr,
+    /// MAC address.
+    pub mac: MacAddr,
+}
+
+/// Every host's addresses, by host index, and the reverse map.
+#[derive(Clone, Debug, Default)]
+pub struct HostDirectory {
+    hosts: Vec<HostAddr>,
+    by_ip: FxHashMap<u32, u32>,
+}
+
+impl HostDirectory {
+    /// Builds the directory; host `i` is `hosts[i]`.
+    pub fn new(hosts: Vec<HostAddr>) -> HostDirectory {
+        let by_ip = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (u32::from(h.ip), i as u32))
+            .collect();
+        HostDirectory { hosts, by_ip }
+    }
+    /// Addresses of host `i`.
+    pub fn get(&self, i: u32) -> Option<&HostAddr> {
+        self.hosts.get(i as usize)
+    }
+    /// The host with address `ip`.
+    pub fn index_of(&self, ip: Ipv4Addr) -> Option<u32> {
+        self.by_ip.get(&u32::from(ip)).copied()
+    }
+    /// Number of hosts.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+    /// True when there are no hosts.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+    /// The conventional address of host `i`: 10.x.y.z with the index in the low 24 bits plus
+    /// one (so no host is 10.0.0.0), and a locally administered MAC 02:00:xx:xx:xx:xx.
+    pub fn default_addr(i: u32) -> HostAddr {
+        let v = 0x0A00_0000 | ((i + 1) & 0x00FF_FFFF);
+        let b = (i + 1).to_be_bytes();
+        HostAddr {
+            ip: Ipv4Addr::from(v),
+            mac: [0x02, 0x00, b[0], b[1], b[2], b[3]],
+        }
+    }
+}
+
+/// NIC transport settings (the scenario's `nic:` section).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicConfig {
+    /// Payload bytes per packet (the RoCE path MTU): 256B..4KiB in practice.
+    pub mtu: ByteSize,
+    /// Acknowledge after this many in-order packets (and always on a message's last packet).
+    pub ack_every: u32,
+    /// Retransmission timeout: with packets unacknowledged this long, go back to the oldest.
+    pub rto: Time,
+    /// DSCP of data packets.
+    pub dscp: u8,
+    /// DSCP of ACK/NAK/CNP packets.
+    pub control_dscp: u8,
+    /// Mark data packets ECN-capable (ECT(0)) so switches can mark CE instead of dropping.
+    pub ecn_capable: bool,
+    /// Initial per-QP rate limit; absent means the line rate of the QP's port.
+    pub qp_rate: Option<Bandwidth>,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            mtu: ByteSize(4096),
+            ack_every: 1,
+            rto: Time::from_us(100),
+            dscp: 26,
+            control_dscp: 48,
+            ecn_capable: true,
+            qp_rate: None,
+        }
+    }
+}
+
+/// What a host's NIC counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HostStats {
+    /// Data packets transmitted, first transmissions and retransmissions.
+    pub data_packets_sent: u64,
+    /// Data payload bytes transmitted, including retransmissions.
+    pub data_bytes_sent: u64,
+    /// Data packets retransmitted (go-back-N).
+    pub retransmitted_packets: u64,
+    /// Payload bytes retransmitted.
+    pub retransmitted_bytes: u64,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u64,
+    /// NAKs sent by this host's receive side.
+    pub naks_sent: u64,
+    /// NAKs received by this host's send side.
+    pub naks_received: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// ACKs received.
+    pub acks_received: u64,
+    /// Data packets received in order.
+    pub data_packets_received: u64,
+    /// Data packets dropped for arriving out of order (after a loss).
+    pub out_of_order_dropped: u64,
+    /// Duplicate data packets (already received).
+    pub duplicates_received: u64,
+    /// CNPs received (congestion control acts on them).
+    pub cnps_received: u64,
+    /// PFC pause frames received.
+    pub pause_frames_received: u64,
+    /// Frames forwarded for other hosts.
+    pub forwarded: u64,
+    /// Frames dropped because they were malformed, unroutable or from an unknown host.
+    pub dropped_invalid: u64,
+    /// Messages whose received length differed from the announced one.
+    pub length_mismatches: u64,
+    /// Sum and count of one-way latency of received data packets (for the mean).
+    pub latency_sum: Time,
+}
+
+/// A completion delivered to the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// Every packet of a posted message was acknowledged.
+    SendDone {
+        /// Peer host.
+        dst: u32,
+        /// The tag given to `post_send`.
+        tag: u64,
+    },
+    /// A whole message arrived from `src`.
+    Received {
+        /// Sending host.
+        src: u32,
+        /// Low 32 bits of the sender's tag (carried as RDMA immediate data).
+        imm: u32,
+        /// Bytes received.
+        len: u64,
+        /// The bytes, in data mode.
+        data: Option<Bytes>,
+    },
+}
+
+/// The application's handle on its NIC and time while it reacts.
+pub struct AppApi<'n, 'c, 'e> {
+    nic: &'n mut Nic,
+    ctx: &'c mut Ctx<'e>,
+}
+
+impl AppApi<'_, '_, '_> {
+    /// Current virtual time.
+    pub fn now(&self) -> Time {
+        self.ctx.now()
+    }
+    /// This host's index.
+    pub fn host(&self) -> u32 {
+        self.nic.index
+    }
+    /// Posts an RDMA WRITE of `len` bytes to host `dst`; `data` must be `len` bytes in data
+    /// mode and `None` in timing mode. Completes with [`Completion::SendDone`] here and
+    /// [`Completion::Received`] at `dst`. Returns false when `dst` is unknown or unroutable.
+    pub fn post_send(&mut self, dst: u32, tag: u64, len: u64, data: Option<Bytes>) -> bool {
+        self.nic.post_send(dst, tag, len, data, self.ctx)
+    }
+    /// Arms an application timer; [`Application::on_timer`] gets `token` at `at`.
+    pub fn set_timer(&mut self, at: Time, token: u64) {
+        self.ctx.set_timer(at, token << TOKEN_KIND_BITS | TOKEN_APP);
+    }
+}
+
+/// What runs on a host above the NIC: a workload, a collective's program executor, ...
+pub trait Application: Send {
+    /// Called once at time zero.
+    fn start(&mut self, api: &mut AppApi<'_, '_, '_>);
+    /// A timer armed with [`AppApi::set_timer`] fired.
+    fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>);
+    /// A send or receive completed.
+    fn on_completion(&mut self, completion: Completion, api: &mut AppApi<'_, '_, '_>);
+}
+
+const TOKEN_KIND_BITS: u32 = 2;
+const TOKEN_APP: u64 = 0;
+const TOKEN_PACE: u64 = 1;
+const TOKEN_RTO: u64 = 2;
+
+/// Per-port transmit state of a NIC.
+#[derive(Debug, Default)]
+struct NicPort {
+    /// ACK/NAK/CNP and forwarded frames, sent before data.
+    control: VecDeque<Packet>,
+    /// QPs (by peer) with data to send, in round-robin order.
+    active: VecDeque<u32>,
+    /// Pacing timer pending at this time (to avoid arming duplicates).
+    pace_timer_at: Option<Time>,
+}
+
+/// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
+pub struct Nic {
+    index: u32,
+    addr: HostAddr,
+    dir: Arc<HostDirectory>,
+    routes: Arc<RouteTable>,
+    cfg: NicConfig,
+    seed: u64,
+    qps: FxHashMap<u32, Qp>,
+    ports: Vec<NicPort>,
+    done_scratch: Vec<u64>,
+    completions: VecDeque<Completion>,
+    /// Counters.
+    pub stats: HostStats,
+}
+
+impl Nic {
+    fn qp_entry(&mut self, peer: u32) -> Option<&mut Qp> {
+        if !self.qps.contains_key(&peer) {
+            let paddr = self.dir.get(peer)?;
+            let udp = 0xC000
+                | (flow_hash(self.addr.ip, paddr.ip, peer as u16, self.seed) as u16 & 0x3FFF);
+            let h = flow_hash(self.addr.ip, paddr.ip, udp, self.seed);
+            let port = if self.ports.len() == 1 {
+                0
+            } else {
+                self.routes.select(paddr.ip, h)?
+            };
+            self.qps.insert(peer, Qp::new(port, udp));
+        }
+        self.qps.get_mut(&peer)
+    }
+
+    fn post_send(
+        &mut self,
+        dst: u32,
+        tag: u64,
+        len: u64,
+        data: Option<Bytes>,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        let mtu = self.cfg.mtu.bytes().max(1);
+        let Some(qp) = self.qp_entry(dst) else {
+            return false;
+        };
+        qp.post(tag, len, data, mtu);
+        let port = qp.port;
+        self.activate(dst);
+        self.pump(port, ctx);
+        true
+    }
+
+    /// Puts QP `peer` into its port's round-robin list if it has data and is not there yet.
+    fn activate(&mut self, peer: u32) {
+        if let Some(qp) = self.qps.get_mut(&peer) {
+            if qp.has_data() && !qp.active {
+                qp.active = true;
+                self.ports[qp.port].active.push_back(peer);
+            }
+        }
+    }
+
+    /// Sends the next frame on `port` if it is idle: control first, then round-robin data.
+    fn pump(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+        if !ctx.port_idle(port) {
+            return;
+        }
+        if let Some(pkt) = self.ports[port].control.pop_front() {
+            self.send(port, pkt, ctx);
+            return;
+        }
+        let now = ctx.now();
+        let mut earliest = Time::NEVER;
+        for _ in 0..self.ports[port].active.len() {
+            let Some(peer) = self.ports[port].active.pop_front() else {
+                break;
+            };
+            let Some(qp) = self.qps.get_mut(&peer) else {
+                continue;
+            };
+            if !qp.has_data() {
+                qp.active = false;
+                continue;
+            }
+            if qp.next_send_time > now {
+                earliest = earliest.min(qp.next_send_time);
+                self.ports[port].active.push_back(peer);
+                continue;
+            }
+            self.send_data(peer, port, ctx);
+            return;
+        }
+        if earliest != Time::NEVER {
+            let np = &mut self.ports[port];
+            if np.pace_timer_at.is_none_or(|t| t > earliest) {
+                np.pace_timer_at = Some(earliest);
+                ctx.set_timer(earliest, (port as u64) << TOKEN_KIND_BITS | TOKEN_PACE);
+            }
+        }
+    }
+
+    fn send(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+        match ctx.transmit(port, pkt) {
+            Ok(()) => {}
+            Err(TransmitError::Busy(_)) | Err(TransmitError::NoSuchPort(_)) => {
+                self.stats.dropped_invalid += 1;
+            }
+        }
+    }
+
+    fn send_data(&mut self, peer: u32, port: usize, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let mtu = self.cfg.mtu.bytes().max(1);
+        let Some(paddr) = self.dir.get(peer).copied() else {
+            return;
+        };
+        let line = ctx.channel(port).map(|c| c.rate.bandwidth());
+        let Some(qp) = self.qps.get_mut(&peer) else {
+            return;
+        };
+        let Some(seg) = qp.next_segment(mtu) else {
+            qp.active = false;
+            return;
+        };
+        let repr = RoceRepr {
+            src_mac: self.addr.mac,
+            dst_mac: paddr.mac,
+            src_ip: self.addr.ip,
+            dst_ip: paddr.ip,
+            dscp: self.cfg.dscp,
+            ecn: if self.cfg.ecn_capable {
+                Ecn::Ect0
+            } else {
+                Ecn::NotEct
+            },
+            ttl: 64,
+            ip_id: seg.psn as u16,
+            udp_src_port: qp.udp_src_port,
+            bth: BthRepr {
+                opcode: seg.opcode,
+                pkey: 0xFFFF,
+                dest_qp: QPN_BASE + self.index,
+                ack_req: seg.ack_req,
+                psn: (seg.psn & qp::PSN_MASK) as u32,
+                ..BthRepr::default()
+            },
+            reth: seg.dma_len.map(|len| RethRepr {
+                va: 0,
+                rkey: 0,
+                dma_len: len,
+            }),
+            aeth: None,
+            immdt: seg.imm,
+            payload_len: seg.payload_len as usize,
+        };
+        let payload = match seg.data {
+            Some(d) => Payload::Data(d),
+            None => Payload::Timing(seg.payload_len),
+        };
+        let Some(mut pkt) = build(&repr, payload) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        pkt.meta.created_at = now;
+        self.stats.data_packets_sent += 1;
+        self.stats.data_bytes_sent += seg.payload_len as u64;
+        if seg.retransmission {
+            self.stats.retransmitted_packets += 1;
+            self.stats.retransmitted_bytes += seg.payload_len as u64;
+        }
+        // Rate limiter: the next packet may start once this one would have finished at the
+        // QP's rate (at line rate this never binds: the port itself is busy that long).
+        let rate = self.cfg.qp_rate.or(line);
+        if let (Some(rate), Some(line)) = (rate, line) {
+            if rate < line {
+                let wire = ctx.wire_bytes(pkt.frame_len());
+                qp.next_send_time = now.max(qp.next_send_time) + rate.serialization_time(wire);
+            }
+        }
+        if qp.has_data() {
+            self.ports[port].active.push_back(peer);
+        } else {
+            qp.active = false;
+        }
+        // Arm the retransmission timer lazily: one pending event per QP at a time.
+        qp.rto_deadline = now + self.cfg.rto;
+        if !qp.rto_armed {
+            qp.rto_armed = true;
+            ctx.set_timer(
+                qp.rto_deadline,
+                (peer as u64) << TOKEN_KIND_BITS | TOKEN_RTO,
+            );
+        }
+        self.send(port, pkt, ctx);
+    }
+
+    fn on_rto(&mut self, peer: u32, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let Some(qp) = self.qps.get_mut(&peer) else {
+            return;
+        };
+        qp.rto_armed = false;
+        if !qp.outstanding() {
+            return;
+        }
+        if now < qp.rto_deadline {
+            qp.rto_armed = true;
+            ctx.set_timer(
+                qp.rto_deadline,
+                (peer as u64) << TOKEN_KIND_BITS | TOKEN_RTO,
+            );
+            return;
+        }
+        qp.on_timeout();
+        self.stats.timeouts += 1;
+        qp.rto_deadline = now + self.cfg.rto;
+        qp.rto_armed = true;
+        ctx.set_timer(
+            qp.rto_deadline,
+            (peer as u64) << TOKEN_KIND_BITS | TOKEN_RTO,
+        );
+        let port = qp.port;
+        self.activate(peer);
+        self.pump(port, ctx);
+    }
+
+    /// Queues a control frame for `peer` (ACK/NAK) on the QP's port.
+    fn send_control(&mut self, peer: u32, aeth: AethRepr, psn: u32, ctx: &mut Ctx<'_>) {
+        let Some(paddr) = self.dir.get(peer).copied() else {
+            return;
+        };
+        let Some(qp) = self.qps.get(&peer) else {
+            return;
+        };
+        let (port, udp) = (qp.port, qp.udp_src_port);
+        let repr = RoceRepr {
+            src_mac: self.addr.mac,
+            dst_mac: paddr.mac,
+            src_ip: self.addr.ip,
+            dst_ip: paddr.ip,
+            dscp: self.cfg.control_dscp,
+            ecn: Ecn::NotEct,
+            ttl: 64,
+            ip_id: psn as u16,
+            udp_src_port: udp,
+            bth: BthRepr {
+                opcode: opcode::ACK,
+                pkey: 0xFFFF,
+                dest_qp: QPN_BASE + self.index,
+                psn,
+                ..BthRepr::default()
+            },
+            reth: None,
+            aeth: Some(aeth),
+            immdt: None,
+            payload_len: 0,
+        };
+        let Some(mut pkt) = build(&repr, Payload::Timing(0)) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        pkt.meta.created_at = ctx.now();
+        self.ports[port].control.push_back(pkt);
+        self.pump(port, ctx);
+    }
+
+    /// Handles a frame that arrived on `port`.
+    fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+        match wire::frame_kind(pkt.header()) {
+            FrameKind::RoceV2 => {}
+            FrameKind::PfcPause => {
+                self.stats.pause_frames_received += 1;
+                return;
+            }
+            FrameKind::Other => {
+                self.stats.dropped_invalid += 1;
+                return;
+            }
+        }
+        let Some(dst) = wire::ipv4_dst(pkt.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        if dst != self.addr.ip {
+            self.forward(port, dst, pkt, ctx);
+            return;
+        }
+        let Ok(repr) = RoceRepr::parse(pkt.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(src) = self.dir.index_of(repr.src_ip) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        match repr.bth.opcode {
+            opcode::ACK => self.on_ack_frame(src, &repr, ctx),
+            opcode::CNP => self.stats.cnps_received += 1,
+            op if is_write(op) => self.on_data_frame(src, &repr, pkt, ctx),
+            _ => self.stats.dropped_invalid += 1,
+        }
+    }
+
+    fn on_ack_frame(&mut self, src: u32, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+        let Some(aeth) = repr.aeth else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(qp) = self.qps.get_mut(&src) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let mut done = std::mem::take(&mut self.done_scratch);
+        let now = ctx.now();
+        if aeth.is_nak() {
+            self.stats.naks_received += 1;
+            if qp.on_nak(repr.bth.psn, &mut done).is_some() {
+                qp.rto_deadline = now + self.cfg.rto;
+            }
+        } else {
+            self.stats.acks_received += 1;
+            if qp.on_ack(repr.bth.psn, &mut done) {
+                qp.rto_deadline = now + self.cfg.rto;
+            }
+        }
+        let port = qp.port;
+        for tag in done.drain(..) {
+            self.completions
+                .push_back(Completion::SendDone { dst: src, tag });
+        }
+        self.done_scratch = done;
+        self.activate(src);
+        self.pump(port, ctx);
+    }
+
+    fn on_data_frame(&mut self, src: u32, repr: &RoceRepr, pkt: Packet, ctx: &mut Ctx<'_>) {
+        let ack_every = self.cfg.ack_every;
+        let Some(qp) = self.qp_entry(src) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let data = match pkt.payload() {
+            Payload::Data(b) => Some(b),
+            Payload::Timing(_) => None,
+        };
+        let mut received = None;
+        let action = qp.on_data(
+            repr.bth.psn,
+            repr.bth.opcode,
+            repr.bth.ack_req,
+            repr.reth.map(|r| r.dma_len),
+            repr.immdt,
+            data,
+            pkt.payload().len(),
+            ack_every,
+            &mut received,
+        );
+        let (ack_psn, exp_psn, msn) = (qp.ack_psn(), qp.expected_psn(), qp.msn);
+        match action {
+            RxAction::Accepted { ack } => {
+                self.stats.data_packets_received += 1;
+                self.stats.latency_sum =
+                    self.stats.latency_sum + ctx.now().saturating_sub(pkt.meta.created_at);
+                if ack {
+                    self.stats.acks_sent += 1;
+                    self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);
+                }
+            }
+            RxAction::Nak => {
+                self.stats.out_of_order_dropped += 1;
+                self.stats.naks_sent += 1;
+                self.send_control(src, AethRepr::nak_psn_sequence_error(msn), exp_psn, ctx);
+            }
+            RxAction::DropOutOfOrder => self.stats.out_of_order_dropped += 1,
+            RxAction::Duplicate => {
+                self.stats.duplicates_received += 1;
+                self.stats.acks_sent += 1;
+                self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);
+            }
+        }
+        if let Some(r) = received {
+            if r.len != r.dma_len {
+                self.stats.length_mismatches += 1;
+            }
+            self.completions.push_back(Completion::Received {
+                src,
+                imm: r.imm,
+                len: r.len,
+                data: r.data,
+            });
+        }
+    }
+
+    fn forward(&mut self, in_port: usize, dst: Ipv4Addr, pkt: Packet, ctx: &mut Ctx<'_>) {
+        let h = match (
+            wire::ipv4_src(pkt.header()),
+            wire::udp_src_port(pkt.header()),
+        ) {
+            (Some(s), Some(p)) => flow_hash(s, dst, p, self.seed),
+            _ => 0,
+        };
+        match self.routes.select(dst, h) {
+            Some(out) if out != in_port || self.ports.len() == 1 => {
+                self.stats.forwarded += 1;
+                self.ports[out].control.push_back(pkt);
+                self.pump(out, ctx);
+            }
+            _ => self.stats.dropped_invalid += 1,
+        }
+    }
+}
+
+fn is_write(op: u8) -> bool {
+    matches!(
+        op,
+        opcode::WRITE_FIRST
+            | opcode::WRITE_MIDDLE
+            | opcode::WRITE_LAST
+            | opcode::WRITE_LAST_IMM
+            | opcode::WRITE_ONLY
+            | opcode::WRITE_ONLY_IMM
+    )
+}
+
+/// Emits `repr` into a new packet with `payload` and the ICRC (computed over real bytes in data
+/// mode; zero in timing mode, where the payload bytes do not exist).
+fn build(repr: &RoceRepr, payload: Payload) -> Option<Packet> {
+    let mut pkt = Packet::with_header_len(repr.header_len(), payload).ok()?;
+    repr.emit(pkt.header_mut()).ok()?;
+    let icrc = match pkt.payload() {
+        Payload::Data(d) => wire::icrc(pkt.header(), d),
+        Payload::Timing(_) => [0; 4],
+    };
+    pkt.set_trailer(&icrc).ok()?;
+    Some(pkt)
+}
+
+/// A host: a NIC plus the application above it.
+pub struct Host<A> {
+    /// The NIC.
+    pub nic: Nic,
+    /// The application.
+    pub app: A,
+}
+
+impl<A: Application> Host<A> {
+    /// A host with index `index` (its place in `dir`), its routes (used when it has several
+    /// ports or forwards), NIC settings and the run's seed.
+    pub fn new(
+        index: u32,
+        dir: Arc<HostDirectory>,
+        routes: Arc<RouteTable>,
+        ports: usize,
+        cfg: NicConfig,
+        seed: u64,
+        app: A,
+    ) -> Option<Host<A>> {
+        let addr = *dir.get(index)?;
+        Some(Host {
+            nic: Nic {
+                index,
+                addr,
+                dir,
+                routes,
+                cfg,
+                seed,
+                qps: FxHashMap::default(),
+                ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
+                done_scratch: Vec::new(),
+                completions: VecDeque::new(),
+                stats: HostStats::default(),
+            },
+            app,
+        })
+    }
+
+    /// True when every QP has nothing posted, in flight or unacknowledged.
+    pub fn quiescent(&self) -> bool {
+        self.nic.qps.values().all(Qp::idle)
+    }
+
+    fn deliver_completions(&mut self, ctx: &mut Ctx<'_>) {
+        while let Some(c) = self.nic.completions.pop_front() {
+            let mut api = AppApi {
+                nic: &mut self.nic,
+                ctx,
+            };
+            self.app.on_completion(c, &mut api);
+        }
+    }
+}
+
+impl<A: Application> Actor for Host<A> {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        let mut api = AppApi {
+            nic: &mut self.nic,
+            ctx,
+        };
+        self.app.start(&mut api);
+        self.deliver_completions(ctx);
+    }
+
+    fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
+        match event {
+            Event::Packet { port, packet } => self.nic.receive(port, packet, ctx),
+            Event::TxDone { port } => self.nic.pump(port, ctx),
+            Event::Timer { token } => {
+                let arg = token >> TOKEN_KIND_BITS;
+                match token & ((1 << TOKEN_KIND_BITS) - 1) {
+                    TOKEN_APP => {
+                        let mut api = AppApi {
+                            nic: &mut self.nic,
+                            ctx,
+                        };
+                        self.app.on_timer(arg, &mut api);
+                    }
+                    TOKEN_PACE => {
+                        let port = arg as usize;
+                        if let Some(p) = self.nic.ports.get_mut(port) {
+                            p.pace_timer_at = None;
+                            self.nic.pump(port, ctx);
+                        }
+                    }
+                    _ => self.nic.on_rto(arg as u32, ctx),
+                }
+            }
+        }
+        self.deliver_completions(ctx);
+    }
+}

@@ -1,0 +1,445 @@
+//! One RC queue pair's transport state: segmentation, PSNs, acknowledgement, go-back-N.
+//!
+//! This is pure protocol logic. It decides *what* the next data packet is and how to react to
+//! ACK/NAK/data; the NIC around it decides *when* (port idle, rate limiter) and builds the frame.
+//!
+//! PSNs are 24 bits on the wire; internally they are `u64` counters that never wrap, and wire
+//! values are mapped back by their distance from the current window (a window is far below
+//! 2^23 packets, so the mapping is unambiguous).
+//!
+//! Messages are RDMA WRITEs: FIRST (with RETH) / MIDDLE / LAST-with-immediate, or
+//! ONLY-with-immediate for a single packet. The immediate carries the low 32 bits of the
+//! message tag so the receiver can complete the right message; the last packet asks for an ACK.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::units::Time;
+use crate::wire::opcode;
+
+/// Mask of a 24-bit PSN.
+pub(crate) const PSN_MASK: u64 = 0x00FF_FFFF;
+const HALF_PSN_SPACE: u64 = 1 << 23;
+
+/// A message posted for sending.
+#[derive(Clone, Debug)]
+pub(crate) struct SendMsg {
+    pub(crate) tag: u64,
+    pub(crate) len: u64,
+    pub(crate) data: Option<Bytes>,
+    pub(crate) first_psn: u64,
+    pub(crate) npkts: u64,
+}
+
+/// What the next data packet carries.
+#[derive(Clone, Debug)]
+pub(crate) struct Segment {
+    pub(crate) psn: u64,
+    pub(crate) opcode: u8,
+    pub(crate) ack_req: bool,
+    /// RETH DMA length on FIRST/ONLY.
+    pub(crate) dma_len: Option<u32>,
+    /// Immediate data on LAST/ONLY.
+    pub(crate) imm: Option<u32>,
+    pub(crate) payload_len: u32,
+    /// The payload bytes in data mode.
+    pub(crate) data: Option<Bytes>,
+    /// True when this PSN was sent before (a go-back-N retransmission).
+    pub(crate) retransmission: bool,
+}
+
+/// What the receive side did with a data packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RxAction {
+    /// Accepted in order; `ack` asks for an ACK of everything up to `psn`.
+    Accepted {
+        /// Whether to send an ACK now.
+        ack: bool,
+    },
+    /// A gap: send a NAK (sequence error) naming the expected PSN, once per gap.
+    Nak,
+    /// A gap already NAKed: drop silently.
+    DropOutOfOrder,
+    /// A duplicate of something already received: re-ACK so the sender moves on.
+    Duplicate,
+}
+
+/// A message fully received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Received {
+    pub(crate) imm: u32,
+    /// Bytes that arrived.
+    pub(crate) len: u64,
+    /// Bytes the first packet's RETH announced.
+    pub(crate) dma_len: u64,
+    pub(crate) data: Option<Bytes>,
+}
+
+/// Send and receive state of one QP (one per peer host).
+#[derive(Debug)]
+pub(crate) struct Qp {
+    /// Egress port this QP's packets leave by.
+    pub(crate) port: usize,
+    /// UDP source port (flow entropy for ECMP).
+    pub(crate) udp_src_port: u16,
+    // Send side.
+    msgs: VecDeque<SendMsg>,
+    /// Oldest unacknowledged PSN.
+    snd_una: u64,
+    /// Next PSN to transmit.
+    snd_nxt: u64,
+    /// One past the highest PSN ever transmitted.
+    snd_max: u64,
+    /// One past the last PSN allocated to a posted message.
+    alloc: u64,
+    /// Index in `msgs` of the message containing `snd_nxt`.
+    cursor: usize,
+    /// Rate limiter: earliest time the next packet may start.
+    pub(crate) next_send_time: Time,
+    /// Retransmission deadline while packets are outstanding.
+    pub(crate) rto_deadline: Time,
+    /// Whether an RTO timer event is pending.
+    pub(crate) rto_armed: bool,
+    /// Whether the QP sits in its port's round-robin list.
+    pub(crate) active: bool,
+    // Receive side.
+    epsn: u64,
+    nak_outstanding: bool,
+    since_ack: u32,
+    rx_msg: Option<RxMsg>,
+    /// Messages completed by the receive side (the AETH MSN).
+    pub(crate) msn: u32,
+}
+
+#[derive(Debug)]
+struct RxMsg {
+    len: u64,
+    got: u64,
+    buf: Option<BytesMut>,
+}
+
+/// Maps a 24-bit wire PSN to the internal counter nearest to `base` (forward or backward).
+pub(crate) fn unwrap_psn(base: u64, wire: u32) -> (u64, bool) {
+    let d = (wire as u64).wrapping_sub(base) & PSN_MASK;
+    if d < HALF_PSN_SPACE {
+        (base + d, true)
+    } else {
+        (base.saturating_sub(PSN_MASK + 1 - d), false)
+    }
+}
+
+impl Qp {
+    pub(crate) fn new(port: usize, udp_src_port: u16) -> Qp {
+        Qp {
+            port,
+            udp_src_port,
+            msgs: VecDeque::new(),
+            snd_una: 0,
+            snd_nxt: 0,
+            snd_max: 0,
+            alloc: 0,
+            cursor: 0,
+            next_send_time: Time::ZERO,
+            rto_deadline: Time::NEVER,
+            rto_armed: false,
+            active: false,
+            epsn: 0,
+            nak_outstanding: false,
+            since_ack: 0,
+            rx_msg: None,
+            msn: 0,
+        }
+    }
+
+    /// Queues a message of `len` bytes split into packets of at most `mtu` payload bytes.
+    pub(crate) fn post(&mut self, tag: u64, len: u64, data: Option<Bytes>, mtu: u64) {
+        let npkts = len.div_ceil(mtu).max(1);
+        self.msgs.push_back(SendMsg {
+            tag,
+            len,
+            data,
+            first_psn: self.alloc,
+            npkts,
+        });
+        self.alloc += npkts;
+    }
+
+    /// True when a data packet is waiting to be (re)transmitted.
+    pub(crate) fn has_data(&self) -> bool {
+        self.snd_nxt < self.alloc
+    }
+
+    /// True when packets are in flight without acknowledgement.
+    pub(crate) fn outstanding(&self) -> bool {
+        self.snd_una < self.snd_max
+    }
+
+    /// True when nothing is posted, in flight or unacknowledged.
+    pub(crate) fn idle(&self) -> bool {
+        self.msgs.is_empty()
+    }
+
+    /// Takes the next segment to transmit and advances `snd_nxt`.
+    pub(crate) fn next_segment(&mut self, mtu: u64) -> Option<Segment> {
+        if !self.has_data() {
+            return None;
+        }
+        while self.cursor < self.msgs.len() {
+            let m = &self.msgs[self.cursor];
+            if self.snd_nxt < m.first_psn + m.npkts {
+                break;
+            }
+            self.cursor += 1;
+        }
+        let m = self.msgs.get(self.cursor)?;
+        let idx = self.snd_nxt - m.first_psn;
+        let offset = idx * mtu;
+        let payload_len = (m.len - offset.min(m.len)).min(mtu);
+        let first = idx == 0;
+        let last = idx + 1 == m.npkts;
+        let op = match (first, last) {
+            (true, true) => opcode::WRITE_ONLY_IMM,
+            (true, false) => opcode::WRITE_FIRST,
+            (false, true) => opcode::WRITE_LAST_IMM,
+            (false, false) => opcode::WRITE_MIDDLE,
+        };
+        let data = m
+            .data
+            .as_ref()
+            .map(|d| d.slice(offset as usize..(offset + payload_len) as usize));
+        let seg = Segment {
+            psn: self.snd_nxt,
+            opcode: op,
+            ack_req: last,
+            dma_len: first.then_some(m.len as u32),
+            imm: last.then_some(m.tag as u32),
+            payload_len: payload_len as u32,
+            data,
+            retransmission: self.snd_nxt < self.snd_max,
+        };
+        self.snd_nxt += 1;
+        self.snd_max = self.snd_max.max(self.snd_nxt);
+        Some(seg)
+    }
+
+    /// Handles a cumulative ACK of every PSN up to `wire_psn`; returns the completed sends'
+    /// tags, oldest first.
+    pub(crate) fn on_ack(&mut self, wire_psn: u32, done: &mut Vec<u64>) -> bool {
+        let (acked, fwd) = unwrap_psn(self.snd_una, wire_psn);
+        if !fwd || acked >= self.snd_max {
+            return false;
+        }
+        self.advance_una(acked + 1, done);
+        true
+    }
+
+    /// Handles a NAK (PSN sequence error) whose PSN is the receiver's expected PSN: everything
+    /// before it arrived; go back and resend from it. Returns the number of PSNs rewound.
+    pub(crate) fn on_nak(&mut self, wire_psn: u32, done: &mut Vec<u64>) -> Option<u64> {
+        let (expected, fwd) = unwrap_psn(self.snd_una, wire_psn);
+        if !fwd || expected > self.snd_max {
+            return None;
+        }
+        self.advance_una(expected, done);
+        Some(self.go_back())
+    }
+
+    /// Retransmission timeout: resend everything unacknowledged. Returns PSNs rewound.
+    pub(crate) fn on_timeout(&mut self) -> u64 {
+        self.go_back()
+    }
+
+    fn go_back(&mut self) -> u64 {
+        let rewound = self.snd_nxt.saturating_sub(self.snd_una);
+        self.snd_nxt = self.snd_una;
+        self.cursor = 0;
+        rewound
+    }
+
+    fn advance_una(&mut self, new_una: u64, done: &mut Vec<u64>) {
+        if new_una <= self.snd_una {
+            return;
+        }
+        self.snd_una = new_una;
+        if self.snd_nxt < new_una {
+            self.snd_nxt = new_una;
+        }
+        while let Some(m) = self.msgs.front() {
+            if m.first_psn + m.npkts <= new_una {
+                done.push(m.tag);
+                self.msgs.pop_front();
+                self.cursor = self.cursor.saturating_sub(1);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The wire PSN to acknowledge: the last one received in order.
+    pub(crate) fn ack_psn(&self) -> u32 {
+        (self.epsn.wrapping_sub(1) & PSN_MASK) as u32
+    }
+
+    /// The wire PSN the receiver expects next (the NAK's PSN).
+    pub(crate) fn expected_psn(&self) -> u32 {
+        (self.epsn & PSN_MASK) as u32
+    }
+
+    /// Handles a data packet. On a completed message, returns it through `received`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_data(
+        &mut self,
+        wire_psn: u32,
+        op: u8,
+        ack_req: bool,
+        dma_len: Option<u32>,
+        imm: Option<u32>,
+        payload: Option<&Bytes>,
+        payload_len: usize,
+        ack_every: u32,
+        received: &mut Option<Received>,
+    ) -> RxAction {
+        let (psn, fwd) = unwrap_psn(self.epsn, wire_psn);
+        if !fwd {
+            return RxAction::Duplicate;
+        }
+        if psn != self.epsn {
+            if self.nak_outstanding {
+                return RxAction::DropOutOfOrder;
+            }
+            self.nak_outstanding = true;
+            return RxAction::Nak;
+        }
+        self.epsn += 1;
+        self.nak_outstanding = false;
+        let first = matches!(
+            op,
+            opcode::WRITE_FIRST | opcode::WRITE_ONLY | opcode::WRITE_ONLY_IMM
+        );
+        let last = matches!(
+            op,
+            opcode::WRITE_LAST
+                | opcode::WRITE_LAST_IMM
+                | opcode::WRITE_ONLY
+                | opcode::WRITE_ONLY_IMM
+        );
+        if first {
+            let len = dma_len.unwrap_or(0) as u64;
+            self.rx_msg = Some(RxMsg {
+                len,
+                got: 0,
+                buf: payload.map(|_| BytesMut::with_capacity(len as usize)),
+            });
+        }
+        if let Some(m) = self.rx_msg.as_mut() {
+            m.got += payload_len as u64;
+            if let (Some(buf), Some(p)) = (m.buf.as_mut(), payload) {
+                buf.extend_from_slice(p);
+            }
+        }
+        if last {
+            if let Some(m) = self.rx_msg.take() {
+                self.msn = self.msn.wrapping_add(1);
+                *received = Some(Received {
+                    imm: imm.unwrap_or(0),
+                    len: m.got,
+                    dma_len: m.len,
+                    data: m.buf.map(BytesMut::freeze),
+                });
+            }
+        }
+        self.since_ack += 1;
+        let ack = ack_req || self.since_ack >= ack_every.max(1);
+        if ack {
+            self.since_ack = 0;
+        }
+        RxAction::Accepted { ack }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(qp: &mut Qp, mtu: u64) -> Vec<Segment> {
+        std::iter::from_fn(|| qp.next_segment(mtu)).collect()
+    }
+
+    #[test]
+    fn segments_a_message() {
+        let mut qp = Qp::new(0, 1);
+        qp.post(7, 10_000, None, 4096);
+        let segs = drain(&mut qp, 4096);
+        let ops: Vec<u8> = segs.iter().map(|s| s.opcode).collect();
+        assert_eq!(
+            ops,
+            vec![
+                opcode::WRITE_FIRST,
+                opcode::WRITE_MIDDLE,
+                opcode::WRITE_LAST_IMM
+            ]
+        );
+        let lens: Vec<u32> = segs.iter().map(|s| s.payload_len).collect();
+        assert_eq!(lens, vec![4096, 4096, 1808]);
+        assert_eq!(segs[0].dma_len, Some(10_000));
+        assert_eq!(segs[2].imm, Some(7));
+        assert!(segs[2].ack_req && !segs[0].ack_req);
+    }
+
+    #[test]
+    fn zero_length_message_is_one_packet() {
+        let mut qp = Qp::new(0, 1);
+        qp.post(1, 0, None, 1024);
+        let segs = drain(&mut qp, 1024);
+        assert_eq!(segs.len(), 1);
+        assert_eq!(segs[0].opcode, opcode::WRITE_ONLY_IMM);
+    }
+
+    #[test]
+    fn go_back_n_on_nak() {
+        let mut qp = Qp::new(0, 1);
+        qp.post(1, 5 * 100, None, 100);
+        assert_eq!(drain(&mut qp, 100).len(), 5);
+        let mut done = vec![];
+        // Receiver got PSN 0 and 1 and expects 2.
+        assert_eq!(qp.on_nak(2, &mut done), Some(3));
+        let again = drain(&mut qp, 100);
+        assert_eq!(
+            again.iter().map(|s| s.psn).collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
+        assert!(again.iter().all(|s| s.retransmission));
+        assert!(qp.on_ack(4, &mut done));
+        assert_eq!(done, vec![1]);
+        assert!(qp.idle());
+    }
+
+    #[test]
+    fn receiver_naks_once_per_gap_and_reacks_duplicates() {
+        let mut qp = Qp::new(0, 1);
+        let mut rx = None;
+        let mut data = |qp: &mut Qp, psn: u32, op: u8| {
+            qp.on_data(psn, op, false, Some(300), Some(9), None, 100, 100, &mut rx)
+        };
+        assert_eq!(
+            data(&mut qp, 0, opcode::WRITE_FIRST),
+            RxAction::Accepted { ack: false }
+        );
+        assert_eq!(data(&mut qp, 2, opcode::WRITE_LAST_IMM), RxAction::Nak);
+        assert_eq!(
+            data(&mut qp, 2, opcode::WRITE_LAST_IMM),
+            RxAction::DropOutOfOrder
+        );
+        assert_eq!(data(&mut qp, 0, opcode::WRITE_FIRST), RxAction::Duplicate);
+        assert_eq!(qp.expected_psn(), 1);
+        assert_eq!(qp.ack_psn(), 0);
+    }
+
+    #[test]
+    fn psn_unwraps_across_24_bits() {
+        assert_eq!(unwrap_psn(PSN_MASK, 0), (PSN_MASK + 1, true));
+        assert_eq!(unwrap_psn(PSN_MASK + 5, PSN_MASK as u32), (PSN_MASK, false));
+        assert_eq!(unwrap_psn(10, 12), (12, true));
+    }
+}

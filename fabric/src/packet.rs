@@ -1,0 +1,165 @@
+//! A packet in flight: its real header bytes, its payload, and a few cached facts.
+//!
+//! The header bytes (Ethernet up to the last transport header) live inline in a fixed array so
+//! that building, forwarding and dropping a packet allocates nothing. The payload is either real
+//! data, a zero-copy [`Bytes`] slice of the sender's buffer ("data mode"), or just a length
+//! ("timing mode"). The trailer holds the RoCEv2 ICRC. The bytes are the truth; [`PacketMeta`]
+//! only caches what the emulator itself needs for statistics and never changes forwarding.
+
+use bytes::Bytes;
+
+use crate::units::Time;
+use crate::wire::MAX_HEADER_LEN;
+
+/// The payload of a packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// Real bytes, a slice of the sender's message buffer (data mode).
+    Data(Bytes),
+    /// Only the length is simulated (timing mode); the bytes would be zeros.
+    Timing(u32),
+}
+
+impl Payload {
+    /// Number of payload bytes on the wire.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Data(b) => b.len(),
+            Payload::Timing(n) => *n as usize,
+        }
+    }
+    /// True when the payload has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Facts the emulator caches beside the bytes for its own bookkeeping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// When the sending NIC created the packet (for one-way latency statistics).
+    pub created_at: Time,
+    /// When the packet entered its current queue (set by whoever queues it).
+    pub enqueued_at: Time,
+}
+
+/// One Ethernet frame in flight.
+#[derive(Clone, Debug)]
+pub struct Packet {
+    header: [u8; MAX_HEADER_LEN],
+    header_len: u8,
+    trailer: [u8; 4],
+    trailer_len: u8,
+    payload: Payload,
+    /// Cached bookkeeping (not part of the frame).
+    pub meta: PacketMeta,
+}
+
+/// Why a packet could not be assembled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    /// The header stack does not fit the inline header array.
+    #[error("header of {len} bytes exceeds the {max}-byte inline header")]
+    HeaderTooLong {
+        /// The header length asked for.
+        len: usize,
+        /// The inline capacity.
+        max: usize,
+    },
+    /// The trailer is longer than 4 bytes.
+    #[error("trailer of {0} bytes exceeds 4 bytes")]
+    TrailerTooLong(usize),
+}
+
+impl Packet {
+    /// Assembles a packet from header bytes, a payload and a trailer (the ICRC, or empty).
+    pub fn new(header: &[u8], payload: Payload, trailer: &[u8]) -> Result<Packet, PacketError> {
+        let mut p = Packet::with_header_len(header.len(), payload)?;
+        p.header_mut().copy_from_slice(header);
+        p.set_trailer(trailer)?;
+        Ok(p)
+    }
+
+    /// A packet whose `len` header bytes are zero, to be written in place with
+    /// [`Packet::header_mut`] (how the NIC emits headers without a copy).
+    pub fn with_header_len(len: usize, payload: Payload) -> Result<Packet, PacketError> {
+        if len > MAX_HEADER_LEN {
+            return Err(PacketError::HeaderTooLong {
+                len,
+                max: MAX_HEADER_LEN,
+            });
+        }
+        Ok(Packet {
+            header: [0; MAX_HEADER_LEN],
+            header_len: len as u8,
+            trailer: [0; 4],
+            trailer_len: 0,
+            payload,
+            meta: PacketMeta::default(),
+        })
+    }
+
+    /// Sets the trailer bytes (ICRC).
+    pub fn set_trailer(&mut self, trailer: &[u8]) -> Result<(), PacketError> {
+        if trailer.len() > 4 {
+            return Err(PacketError::TrailerTooLong(trailer.len()));
+        }
+        self.trailer[..trailer.len()].copy_from_slice(trailer);
+        self.trailer_len = trailer.len() as u8;
+        Ok(())
+    }
+
+    /// The header bytes, starting at the Ethernet destination address.
+    pub fn header(&self) -> &[u8] {
+        &self.header[..self.header_len as usize]
+    }
+    /// The header bytes, writable (switches rewrite ECN this way).
+    pub fn header_mut(&mut self) -> &mut [u8] {
+        &mut self.header[..self.header_len as usize]
+    }
+    /// The payload.
+    pub fn payload(&self) -> &Payload {
+        &self.payload
+    }
+    /// The trailer bytes (the ICRC for RoCEv2; empty otherwise).
+    pub fn trailer(&self) -> &[u8] {
+        &self.trailer[..self.trailer_len as usize]
+    }
+    /// Length of the frame without FCS: header + payload + trailer.
+    pub fn frame_len(&self) -> usize {
+        self.header_len as usize + self.payload.len() + self.trailer_len as usize
+    }
+
+    /// The whole frame as bytes (payload zeros in timing mode); for captures and tests, not the
+    /// hot path.
+    pub fn to_frame_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.frame_len());
+        v.extend_from_slice(self.header());
+        match &self.payload {
+            Payload::Data(b) => v.extend_from_slice(b),
+            Payload::Timing(n) => v.resize(v.len() + *n as usize, 0),
+        }
+        v.extend_from_slice(self.trailer());
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_len_counts_all_parts() {
+        let p = Packet::new(&[1; 58], Payload::Timing(1000), &[9; 4]).unwrap();
+        assert_eq!(p.frame_len(), 1062);
+        assert_eq!(p.to_frame_bytes().len(), 1062);
+        let d = Packet::new(&[1; 10], Payload::Data(Bytes::from_static(b"abc")), &[]).unwrap();
+        assert_eq!(&d.to_frame_bytes()[10..], b"abc");
+    }
+
+    #[test]
+    fn rejects_oversized_header() {
+        assert!(Packet::new(&[0; MAX_HEADER_LEN + 1], Payload::Timing(0), &[]).is_err());
+        assert!(Packet::new(&[0; 8], Payload::Timing(0), &[0; 5]).is_err());
+    }
+}

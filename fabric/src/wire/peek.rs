@@ -1,0 +1,249 @@
+//! Cheap hot-path reads on a frame's first bytes, without a full parse: what a switch needs to
+//! classify, route, hash and ECN-mark a frame. They return `None` (or [`FrameKind::Other`]) when
+//! the frame is not what is asked, and never panic. IPv4 options are skipped by IHL here even
+//! though [`super::RoceRepr`] rejects them, so forwarding stays correct for any IPv4 frame.
+
+use std::net::Ipv4Addr;
+
+use pnet_packet::ethernet::EthernetPacket;
+use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
+use pnet_packet::udp::UdpPacket;
+
+use super::ib::BthPacket;
+use super::{
+    field, Ecn, PfcPauseRepr, WireError, ETHERTYPE_IPV4, ETHERTYPE_MAC_CONTROL, ETH_HEADER_LEN,
+    IPV4_HEADER_LEN, IP_PROTOCOL_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+};
+
+/// Flag bit saying more fragments follow.
+const IPV4_MORE_FRAGMENTS: u8 = 0b001;
+
+/// What a frame is, as far as the fabric cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// IPv4 / UDP to port 4791 (the rest is not validated; see [`super::RoceRepr::parse`]).
+    RoceV2,
+    /// A PFC pause frame that [`PfcPauseRepr::parse`] accepts.
+    PfcPause,
+    /// Anything else.
+    Other,
+}
+
+fn ethertype(frame: &[u8]) -> Option<u16> {
+    EthernetPacket::new(frame).map(|eth| eth.get_ethertype().0)
+}
+
+/// The IPv4 header of an IPv4 frame with version 4.
+fn ipv4(frame: &[u8]) -> Option<Ipv4Packet<'_>> {
+    if ethertype(frame)? != ETHERTYPE_IPV4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new(frame.get(field::IPV4..)?)?;
+    (ip.get_version() == 4).then_some(ip)
+}
+
+/// The UDP header of an unfragmented IPv4/UDP frame, and where it starts.
+fn udp(frame: &[u8]) -> Option<(usize, UdpPacket<'_>)> {
+    let ip = ipv4(frame)?;
+    let unfragmented = ip.get_flags() & IPV4_MORE_FRAGMENTS == 0 && ip.get_fragment_offset() == 0;
+    if ip.get_next_level_protocol().0 != IP_PROTOCOL_UDP || !unfragmented {
+        return None;
+    }
+    let ihl = usize::from(ip.get_header_length()) * 4;
+    if ihl < IPV4_HEADER_LEN {
+        return None;
+    }
+    let start = ETH_HEADER_LEN + ihl;
+    Some((start, UdpPacket::new(frame.get(start..)?)?))
+}
+
+/// The BTH of a RoCEv2 frame, as a view (for the PSN, QP and flags without a full parse).
+pub fn bth_view(frame: &[u8]) -> Option<BthPacket<&[u8]>> {
+    let (start, udp) = udp(frame)?;
+    if udp.get_destination() != ROCEV2_UDP_PORT {
+        return None;
+    }
+    BthPacket::new(frame.get(start + UDP_HEADER_LEN..)?)
+}
+
+/// Classifies a frame: RoCEv2, PFC pause, or other.
+pub fn frame_kind(frame: &[u8]) -> FrameKind {
+    match ethertype(frame) {
+        Some(ETHERTYPE_IPV4) => match udp(frame) {
+            Some((_, udp)) if udp.get_destination() == ROCEV2_UDP_PORT => FrameKind::RoceV2,
+            _ => FrameKind::Other,
+        },
+        // Pause frames are rare; the full parse (34 bytes, no allocation) is cheap enough.
+        Some(ETHERTYPE_MAC_CONTROL) if PfcPauseRepr::parse(frame).is_ok() => FrameKind::PfcPause,
+        _ => FrameKind::Other,
+    }
+}
+
+/// IPv4 destination address of an IPv4 frame.
+pub fn ipv4_dst(frame: &[u8]) -> Option<Ipv4Addr> {
+    ipv4(frame).map(|ip| Ipv4Addr::from(ip.get_destination().octets()))
+}
+
+/// IPv4 source address of an IPv4 frame.
+pub fn ipv4_src(frame: &[u8]) -> Option<Ipv4Addr> {
+    ipv4(frame).map(|ip| Ipv4Addr::from(ip.get_source().octets()))
+}
+
+/// UDP source port of an IPv4/UDP frame (the ECMP entropy of RoCEv2).
+pub fn udp_src_port(frame: &[u8]) -> Option<u16> {
+    udp(frame).map(|(_, udp)| udp.get_source())
+}
+
+/// ECN codepoint of an IPv4 frame.
+pub fn ecn(frame: &[u8]) -> Option<Ecn> {
+    ipv4(frame).map(|ip| Ecn::from_bits(ip.get_ecn()))
+}
+
+/// DSCP of an IPv4 frame.
+pub fn dscp(frame: &[u8]) -> Option<u8> {
+    ipv4(frame).map(|ip| ip.get_dscp())
+}
+
+/// BTH opcode of a RoCEv2 frame.
+pub fn bth_opcode(frame: &[u8]) -> Option<u8> {
+    bth_view(frame).map(|bth| bth.get_opcode())
+}
+
+/// Rewrites the ECN bits of the IPv4 header in place and fixes the header checksum (switches
+/// mark CE this way). The checksum is recomputed over the whole header, so a header that arrived
+/// with a wrong checksum leaves with a right one; fabemu never corrupts headers. Whether a
+/// codepoint may be changed (RFC 3168: only ECT packets are marked) is the caller's decision.
+pub fn set_ecn(frame: &mut [u8], ecn: Ecn) -> Result<(), WireError> {
+    let got = frame.len();
+    let truncated = |layer, need| WireError::Truncated { layer, need, got };
+    let found = ethertype(frame).ok_or(truncated("Ethernet", ETH_HEADER_LEN))?;
+    if found != ETHERTYPE_IPV4 {
+        return Err(WireError::UnexpectedEthertype {
+            expected: ETHERTYPE_IPV4,
+            found,
+        });
+    }
+    let ip_bytes = frame
+        .get_mut(field::IPV4..)
+        .ok_or(truncated("IPv4", field::UDP))?;
+    let mut ip = MutableIpv4Packet::new(ip_bytes).ok_or(truncated("IPv4", field::UDP))?;
+    if ip.get_version() != 4 {
+        return Err(WireError::BadIpVersion(ip.get_version()));
+    }
+    let ihl = ip.get_header_length();
+    if usize::from(ihl) * 4 < IPV4_HEADER_LEN {
+        return Err(WireError::UnsupportedIpv4HeaderLength { ihl });
+    }
+    let need = ETH_HEADER_LEN + usize::from(ihl) * 4;
+    if got < need {
+        return Err(truncated("IPv4 options", need));
+    }
+    ip.set_ecn(ecn.bits());
+    // pnet's checksum covers IHL * 4 bytes (all present, checked above).
+    let checksum = ipv4::checksum(&ip.to_immutable());
+    ip.set_checksum(checksum);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::roce::tests::{rfc1071_ok, sample_write_only_imm};
+    use crate::wire::{opcode, RoceRepr, MAX_HEADER_LEN, PFC_FRAME_LEN};
+
+    fn frame() -> Vec<u8> {
+        let mut buf = [0u8; MAX_HEADER_LEN];
+        let n = sample_write_only_imm().emit(&mut buf).unwrap();
+        buf[..n].to_vec()
+    }
+
+    #[test]
+    fn reads_a_roce_frame() {
+        let f = frame();
+        let repr = sample_write_only_imm();
+        assert_eq!(frame_kind(&f), FrameKind::RoceV2);
+        assert_eq!(ipv4_dst(&f), Some(repr.dst_ip));
+        assert_eq!(ipv4_src(&f), Some(repr.src_ip));
+        assert_eq!(udp_src_port(&f), Some(repr.udp_src_port));
+        assert_eq!(ecn(&f), Some(Ecn::Ect0));
+        assert_eq!(dscp(&f), Some(26));
+        assert_eq!(bth_opcode(&f), Some(opcode::WRITE_ONLY_IMM));
+        assert_eq!(bth_view(&f).map(|b| b.get_psn()), Some(repr.bth.psn));
+    }
+
+    #[test]
+    fn set_ecn_marks_and_keeps_checksum_valid() {
+        let mut f = frame();
+        for mark in [Ecn::Ce, Ecn::NotEct, Ecn::Ect1, Ecn::Ect0, Ecn::Ce] {
+            set_ecn(&mut f, mark).unwrap();
+            assert_eq!(ecn(&f), Some(mark));
+            assert_eq!(dscp(&f), Some(26), "DSCP untouched");
+            assert!(rfc1071_ok(&f[field::IPV4..field::UDP]));
+            let parsed = RoceRepr::parse(&f).unwrap();
+            assert_eq!(
+                parsed,
+                RoceRepr {
+                    ecn: mark,
+                    ..sample_write_only_imm()
+                }
+            );
+        }
+        // Only the TOS byte and the checksum changed.
+        let orig = frame();
+        let changed: Vec<usize> = (0..f.len()).filter(|&i| f[i] != orig[i]).collect();
+        assert!(changed.contains(&15), "{changed:?}");
+        assert!(
+            changed.iter().all(|i| [15, 24, 25].contains(i)),
+            "{changed:?}"
+        );
+    }
+
+    #[test]
+    fn set_ecn_rejects_non_ipv4_and_truncated() {
+        let mut pfc = [0u8; PFC_FRAME_LEN];
+        PfcPauseRepr::xon([2, 0, 0, 0, 0, 1], 3)
+            .emit(&mut pfc)
+            .unwrap();
+        assert!(matches!(
+            set_ecn(&mut pfc, Ecn::Ce),
+            Err(WireError::UnexpectedEthertype { .. })
+        ));
+        let f = frame();
+        for cut in 0..field::UDP {
+            let mut short = f[..cut].to_vec();
+            assert!(matches!(
+                set_ecn(&mut short, Ecn::Ce),
+                Err(WireError::Truncated { .. })
+            ));
+            assert_eq!(short, f[..cut], "untouched on error");
+        }
+    }
+
+    #[test]
+    fn classifies_other_frames() {
+        let mut pfc = [0u8; PFC_FRAME_LEN];
+        PfcPauseRepr::xoff([2, 0, 0, 0, 0, 1], 3, 100)
+            .emit(&mut pfc)
+            .unwrap();
+        assert_eq!(frame_kind(&pfc), FrameKind::PfcPause);
+        assert_eq!(ipv4_dst(&pfc), None);
+        assert_eq!(bth_opcode(&pfc), None);
+
+        let mut not_roce = frame();
+        not_roce[37] = 0x35; // UDP destination 4661
+        assert_eq!(frame_kind(&not_roce), FrameKind::Other);
+        assert_eq!(bth_opcode(&not_roce), None);
+        assert_eq!(udp_src_port(&not_roce), Some(0xC0DE));
+
+        let mut tcp = frame();
+        tcp[23] = 6;
+        assert_eq!(frame_kind(&tcp), FrameKind::Other);
+        assert_eq!(udp_src_port(&tcp), None);
+        assert!(ipv4_dst(&tcp).is_some());
+
+        assert_eq!(frame_kind(&[]), FrameKind::Other);
+        assert_eq!(frame_kind(&frame()[..field::BTH - 1]), FrameKind::Other);
+        assert_eq!(ecn(&frame()[..field::UDP - 1]), None);
+        assert_eq!(bth_opcode(&frame()[..field::BTH_END - 1]), None);
+    }
+}

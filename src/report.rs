@@ -1,0 +1,519 @@
+//! What a run reports: the JSON report (every figure, units in field names), the readable
+//! summary, and the invariant checks that decide exit code 3.
+//!
+//! Everything outside the top-level `"host"` object is a function of the scenario and seed
+//! only; `"host"` holds what depends on the machine and the thread count.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use fabemu_fabric::host::HostStats;
+use fabemu_fabric::units::{ByteSize, Time};
+use fabemu_switch::{SwitchPortStats, SwitchStats};
+use serde::Serialize;
+
+use crate::scenario::{Mode, Source};
+use crate::world::{Finished, Node};
+
+/// The whole report.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// fabemu's version.
+    pub fabemu_version: &'static str,
+    /// What was run.
+    pub scenario: ScenarioInfo,
+    /// Per message of the workload, by tag.
+    pub messages: Vec<MessageResult>,
+    /// Totals over the run.
+    pub totals: Totals,
+    /// Per link, both directions.
+    pub links: Vec<LinkReport>,
+    /// Per host, its NIC's counters.
+    pub nics: Vec<NicReport>,
+    /// Per switch, its counters.
+    pub switches: Vec<SwitchReport>,
+    /// Invariant checks.
+    pub invariants: Invariants,
+    /// Machine- and thread-dependent figures (excluded from determinism comparisons).
+    pub host: HostInfo,
+}
+
+/// The scenario's identity.
+#[derive(Debug, Serialize)]
+pub struct ScenarioInfo {
+    /// Its name, if it has one.
+    pub name: Option<String>,
+    /// Seed used.
+    pub seed: u64,
+    /// `data` or `timing`.
+    pub mode: Mode,
+    /// Host count.
+    pub hosts: usize,
+    /// Switch count.
+    pub switches: usize,
+    /// Link count.
+    pub links: usize,
+}
+
+/// One message's fate.
+#[derive(Debug, Serialize)]
+pub struct MessageResult {
+    /// Workload-wide number.
+    pub tag: u64,
+    /// Sender's name.
+    pub src: String,
+    /// Receiver's name.
+    pub dst: String,
+    /// Size.
+    pub size_bytes: u64,
+    /// When it was posted.
+    pub start_ps: u64,
+    /// When its last byte reached the receiver.
+    pub delivered_ps: Option<u64>,
+    /// When the sender saw it acknowledged.
+    pub acked_ps: Option<u64>,
+    /// delivered − start.
+    pub completion_time_ps: Option<u64>,
+    /// size × 8 / completion time.
+    pub goodput_gbps: Option<f64>,
+    /// Data mode: received bytes equal sent bytes.
+    pub data_ok: Option<bool>,
+}
+
+/// Totals.
+#[derive(Debug, Default, Serialize)]
+pub struct Totals {
+    /// Messages in the workload.
+    pub messages: usize,
+    /// Messages delivered and acknowledged.
+    pub messages_completed: usize,
+    /// Payload bytes delivered.
+    pub bytes_delivered: u64,
+    /// Data packets sent by NICs (with retransmissions).
+    pub data_packets_sent: u64,
+    /// ACK and NAK frames sent.
+    pub control_packets_sent: u64,
+    /// Frames over links (one frame over one link = one hop).
+    pub packet_hops: u64,
+    /// Frames dropped by switches (buffer full, no route, TTL).
+    pub drops: u64,
+    /// Data packets retransmitted.
+    pub retransmitted_packets: u64,
+    /// Payload bytes retransmitted.
+    pub retransmitted_bytes: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Events handled.
+    pub events: u64,
+    /// Time of the last event.
+    pub simulated_time_ps: u64,
+    /// Mean one-way latency of data packets (NIC to NIC).
+    pub mean_packet_latency_ps: u64,
+}
+
+/// One direction of a link.
+#[derive(Debug, Serialize)]
+pub struct Direction {
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Wire bytes sent (frames + Ethernet overhead).
+    pub tx_wire_bytes: u64,
+    /// Busy time / simulated time.
+    pub utilization: f64,
+}
+
+/// A link and its two directions.
+#[derive(Debug, Serialize)]
+pub struct LinkReport {
+    /// One end.
+    pub a: String,
+    /// Other end.
+    pub b: String,
+    /// Bandwidth.
+    pub bandwidth_bps: u64,
+    /// Latency.
+    pub latency_ps: u64,
+    /// a → b.
+    pub a_to_b: Direction,
+    /// b → a.
+    pub b_to_a: Direction,
+}
+
+/// A host's NIC counters.
+#[derive(Debug, Serialize)]
+pub struct NicReport {
+    /// Host name.
+    pub name: String,
+    /// Counters.
+    #[serde(flatten)]
+    pub stats: HostStats,
+}
+
+/// A switch's counters.
+#[derive(Debug, Serialize)]
+pub struct SwitchReport {
+    /// Switch name.
+    pub name: String,
+    /// Whole-switch counters.
+    #[serde(flatten)]
+    pub stats: SwitchStats,
+    /// Frames left in queues at the end.
+    pub stranded_packets: usize,
+    /// Per egress port.
+    pub ports: Vec<SwitchPortStats>,
+}
+
+/// Invariant checks; any violation makes the run exit with code 3.
+#[derive(Debug, Serialize)]
+pub struct Invariants {
+    /// True when every check passed.
+    pub ok: bool,
+    /// What failed, in words.
+    pub violations: Vec<String>,
+}
+
+/// Figures that depend on the machine and thread count.
+#[derive(Debug, Serialize)]
+pub struct HostInfo {
+    /// Wall-clock time of the run (emulation only).
+    pub wall_time_s: f64,
+    /// Threads asked for.
+    pub threads: usize,
+    /// Partitions used.
+    pub partitions: usize,
+    /// Lookahead between partitions (null with one partition).
+    pub lookahead_ps: Option<u64>,
+    /// Synchronization windows.
+    pub windows: u64,
+    /// Events per wall second.
+    pub events_per_second: f64,
+    /// Packet-hops per wall second.
+    pub packet_hops_per_second: f64,
+}
+
+/// Builds the report of a finished run.
+pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Report {
+    let g = &fin.graph;
+    let out = &fin.output;
+    let host_name = |rank: u32| {
+        g.host_at(rank as usize)
+            .map(|id| g.node(id).name.clone())
+            .unwrap_or_else(|| format!("host{rank}"))
+    };
+    // (receiver, sender, imm) -> (delivered, data_ok)
+    let mut deliveries: HashMap<(u32, u32, u32), (Time, Option<bool>)> = HashMap::new();
+    let mut acks: HashMap<u64, Time> = HashMap::new();
+    let mut totals = Totals::default();
+    let mut nics = Vec::new();
+    let mut switches = Vec::new();
+    let mut latency_sum = 0u128;
+    let mut invalid = 0u64;
+    let mut length_mismatches = 0u64;
+    for (id, actor) in out.actors.iter().enumerate() {
+        let name = g.node(id).name.clone();
+        match actor {
+            Node::Host(h) => {
+                let rank = g.host_index(id).unwrap_or(0) as u32;
+                for r in &h.app.received {
+                    deliveries.insert((rank, r.src, r.imm), (r.delivered_at, r.data_ok));
+                }
+                for s in &h.app.sends {
+                    if let Some(t) = s.acked_at {
+                        acks.insert(s.spec.tag, t);
+                    }
+                }
+                let st = &h.nic.stats;
+                totals.data_packets_sent += st.data_packets_sent;
+                totals.control_packets_sent += st.acks_sent + st.naks_sent;
+                totals.retransmitted_packets += st.retransmitted_packets;
+                totals.retransmitted_bytes += st.retransmitted_bytes;
+                totals.timeouts += st.timeouts;
+                latency_sum += st.latency_sum.ps() as u128;
+                invalid += st.dropped_invalid;
+                length_mismatches += st.length_mismatches;
+                nics.push(NicReport {
+                    name,
+                    stats: st.clone(),
+                });
+            }
+            Node::Switch(s) => {
+                totals.drops += s.dropped_packets()
+                    + s.stats.no_route
+                    + s.stats.ttl_expired
+                    + s.stats.malformed;
+                invalid += s.stats.tx_refused;
+                switches.push(SwitchReport {
+                    name,
+                    stats: s.stats.clone(),
+                    stranded_packets: s.queued_packets(),
+                    ports: s.port_stats.clone(),
+                });
+            }
+        }
+    }
+    let received_packets: u64 = nics.iter().map(|n| n.stats.data_packets_received).sum();
+    totals.mean_packet_latency_ps = (latency_sum / received_packets.max(1) as u128) as u64;
+
+    let mut violations = Vec::new();
+    let mut messages = Vec::with_capacity(fin.messages.len());
+    let mut undelivered = 0usize;
+    let mut corrupted = 0usize;
+    for m in &fin.messages {
+        let d = deliveries.get(&(m.dst, m.src, m.tag as u32)).copied();
+        let acked = acks.get(&m.tag).copied();
+        let delivered = d.map(|x| x.0);
+        let ct = delivered.map(|t| t.saturating_sub(m.start));
+        let data_ok = d.and_then(|x| x.1);
+        if delivered.is_none() || acked.is_none() {
+            undelivered += 1;
+        } else {
+            totals.messages_completed += 1;
+            totals.bytes_delivered += m.len;
+        }
+        if data_ok == Some(false) {
+            corrupted += 1;
+        }
+        messages.push(MessageResult {
+            tag: m.tag,
+            src: host_name(m.src),
+            dst: host_name(m.dst),
+            size_bytes: m.len,
+            start_ps: m.start.ps(),
+            delivered_ps: delivered.map(Time::ps),
+            acked_ps: acked.map(Time::ps),
+            completion_time_ps: ct.map(Time::ps),
+            goodput_gbps: ct
+                .filter(|t| t.ps() > 0)
+                .map(|t| m.len as f64 * 8.0 / t.as_secs_f64() / 1e9),
+            data_ok,
+        });
+    }
+    totals.messages = fin.messages.len();
+    totals.packet_hops = out.stats.packet_hops;
+    totals.events = out.stats.events;
+    totals.simulated_time_ps = out.stats.end_time.ps();
+
+    if undelivered > 0 {
+        let why = if out.stats.stopped_at_limit {
+            format!(
+                " (the run reached `until` = {} with work pending)",
+                src.scenario.until
+            )
+        } else {
+            String::new()
+        };
+        violations.push(format!(
+            "{undelivered} of {} messages never finished{why}",
+            fin.messages.len()
+        ));
+    }
+    if corrupted > 0 {
+        violations.push(format!(
+            "{corrupted} messages arrived with data different from what was sent"
+        ));
+    }
+    if length_mismatches > 0 {
+        violations.push(format!(
+            "{length_mismatches} messages arrived with a length different from the one announced"
+        ));
+    }
+    if src.scenario.lossless && totals.drops > 0 {
+        violations.push(format!(
+            "the scenario is lossless but {} frames were dropped",
+            totals.drops
+        ));
+    }
+    if invalid > 0 {
+        violations.push(format!(
+            "{invalid} frames were lost inside fabemu (unroutable at a host, malformed, or refused by a port)"
+        ));
+    }
+
+    let end = out.stats.end_time.ps().max(1) as f64;
+    let links = g
+        .links()
+        .iter()
+        .enumerate()
+        .map(|(li, l)| {
+            let dir = |node: usize| {
+                let port = g.ports(node).iter().position(|p| p.link == li);
+                let s = port
+                    .and_then(|p| out.port_stats.get(node).and_then(|v| v.get(p)))
+                    .copied()
+                    .unwrap_or_default();
+                Direction {
+                    tx_packets: s.tx_packets,
+                    tx_wire_bytes: s.tx_wire_bytes,
+                    utilization: s.busy.ps() as f64 / end,
+                }
+            };
+            LinkReport {
+                a: g.node(l.a).name.clone(),
+                b: g.node(l.b).name.clone(),
+                bandwidth_bps: l.bandwidth_bps,
+                latency_ps: l.latency_ps,
+                a_to_b: dir(l.a),
+                b_to_a: dir(l.b),
+            }
+        })
+        .collect();
+
+    let secs = wall.as_secs_f64().max(1e-9);
+    Report {
+        fabemu_version: env!("CARGO_PKG_VERSION"),
+        scenario: ScenarioInfo {
+            name: src.scenario.name.clone(),
+            seed: src.scenario.seed,
+            mode: src.scenario.mode,
+            hosts: g.host_count(),
+            switches: g.nodes().len() - g.host_count(),
+            links: g.links().len(),
+        },
+        messages,
+        totals,
+        links,
+        nics,
+        switches,
+        invariants: Invariants {
+            ok: violations.is_empty(),
+            violations,
+        },
+        host: HostInfo {
+            wall_time_s: wall.as_secs_f64(),
+            threads,
+            partitions: out.layout.partitions,
+            lookahead_ps: (out.layout.partitions > 1).then_some(out.layout.lookahead.ps()),
+            windows: out.layout.windows,
+            events_per_second: out.stats.events as f64 / secs,
+            packet_hops_per_second: out.stats.packet_hops as f64 / secs,
+        },
+    }
+}
+
+/// The readable summary.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    let sc = &r.scenario;
+    let _ = writeln!(
+        s,
+        "fabemu {} — {}: {} hosts, {} switches, {} links; {} mode, seed {}",
+        r.fabemu_version,
+        sc.name.as_deref().unwrap_or("scenario"),
+        sc.hosts,
+        sc.switches,
+        sc.links,
+        match sc.mode {
+            Mode::Data => "data",
+            Mode::Timing => "timing",
+        },
+        sc.seed
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:>6}  {:<10} {:<10} {:>10} {:>12} {:>14} {:>13}",
+        "msg", "src", "dst", "size", "start", "completion", "goodput"
+    );
+    let show = if r.messages.len() > 40 {
+        20
+    } else {
+        r.messages.len()
+    };
+    for m in r.messages.iter().take(show) {
+        let ct = m
+            .completion_time_ps
+            .map_or("unfinished".to_string(), |t| Time(t).to_string());
+        let gp = m
+            .goodput_gbps
+            .map_or("-".to_string(), |g| format!("{g:.2} Gb/s"));
+        let _ = writeln!(
+            s,
+            "{:>6}  {:<10} {:<10} {:>10} {:>12} {:>14} {:>13}{}",
+            m.tag,
+            m.src,
+            m.dst,
+            ByteSize(m.size_bytes).to_string(),
+            Time(m.start_ps).to_string(),
+            ct,
+            gp,
+            if m.data_ok == Some(false) {
+                "  DATA MISMATCH"
+            } else {
+                ""
+            }
+        );
+    }
+    if show < r.messages.len() {
+        let cts: Vec<u64> = r
+            .messages
+            .iter()
+            .filter_map(|m| m.completion_time_ps)
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:>6}  ... {} more (all in the JSON report)",
+            "",
+            r.messages.len() - show
+        );
+        if !cts.is_empty() {
+            let mean = cts.iter().map(|&c| c as u128).sum::<u128>() / cts.len() as u128;
+            let _ = writeln!(
+                s,
+                "{:>6}  completion time: min {}, mean {}, max {}",
+                "",
+                Time(cts.iter().copied().min().unwrap_or(0)),
+                Time(mean as u64),
+                Time(cts.iter().copied().max().unwrap_or(0))
+            );
+        }
+    }
+    let t = &r.totals;
+    let verified = if sc.mode == Mode::Data {
+        " (data verified)"
+    } else {
+        ""
+    };
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "Totals: {}/{} messages delivered{}, {} delivered; {} data packets, {} drops, {} retransmitted packets, {} timeouts",
+        t.messages_completed,
+        t.messages,
+        if corrupted_free(r) { verified } else { "" },
+        ByteSize(t.bytes_delivered),
+        t.data_packets_sent,
+        t.drops,
+        t.retransmitted_packets,
+        t.timeouts
+    );
+    let _ = writeln!(
+        s,
+        "        {} packet-hops, {} events, simulated time {}, mean packet latency {}",
+        t.packet_hops,
+        t.events,
+        Time(t.simulated_time_ps),
+        Time(t.mean_packet_latency_ps)
+    );
+    let h = &r.host;
+    let _ = writeln!(
+        s,
+        "Run:    wall {:.3} s on {} thread(s) ({} partition(s)), {:.2} M events/s, {:.2} M packet-hops/s",
+        h.wall_time_s,
+        h.threads,
+        h.partitions,
+        h.events_per_second / 1e6,
+        h.packet_hops_per_second / 1e6
+    );
+    if !r.invariants.ok {
+        let _ = writeln!(s);
+        for v in &r.invariants.violations {
+            let _ = writeln!(s, "INVARIANT VIOLATED: {v}");
+        }
+    }
+    s
+}
+
+fn corrupted_free(r: &Report) -> bool {
+    r.messages.iter().all(|m| m.data_ok != Some(false))
+}

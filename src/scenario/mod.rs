@@ -1,0 +1,347 @@
+//! Scenario files: what a user writes to describe a fabric and a workload.
+//!
+//! A scenario is YAML, read with serde_yaml with unknown fields rejected; every quantity
+//! carries its unit (`100Gbps`, `1.5us`, `4KiB`). Errors — syntax, types, units, unknown
+//! fields, and problems found later such as a link to an unknown node — name the file, the
+//! line and column, and the field ([`ScenarioError`]).
+//!
+//! The fabric is either listed explicitly (`hosts`, `switches`, `links`) or built by a
+//! `topology` builder (`star`, `ring`, `leaf_spine`). Routes are shortest paths with ECMP by
+//! default, or given explicitly (`routing: explicit` plus `routes`).
+
+mod locate;
+mod validate;
+
+use std::fmt;
+use std::path::Path;
+
+use fabemu_fabric::host::NicConfig;
+use fabemu_fabric::link::EthernetOverhead;
+use fabemu_fabric::units::{Bandwidth, ByteSize, Time};
+use fabemu_switch::buffer::BufferConfig;
+use serde::{Deserialize, Serialize};
+
+pub use self::locate::{locate, FieldPath, Seg};
+
+/// The default scenario, compiled into the binary (`examples/quickstart.yaml`).
+pub const QUICKSTART: &str = include_str!("../../examples/quickstart.yaml");
+
+/// Whether payloads are real bytes or lengths only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Payloads are real bytes; receivers check them.
+    Data,
+    /// Payloads are lengths only (for scale); headers are still real.
+    #[default]
+    Timing,
+}
+
+/// How routes are made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Shortest paths by hop count; equal-cost next hops are all kept (ECMP).
+    #[default]
+    ShortestPath,
+    /// Only the routes listed under `routes`.
+    Explicit,
+}
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// A short name for reports.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Seed of every random choice (ECMP hashing, data patterns); same seed, same results.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// `data` or `timing`.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Stop the run at this simulated time; messages not finished by then are an error.
+    #[serde(default = "default_until")]
+    pub until: Time,
+    /// Assert that no frame is dropped anywhere (a drop is then an invariant violation).
+    #[serde(default)]
+    pub lossless: bool,
+    /// NIC transport settings for every host.
+    #[serde(default)]
+    pub nic: NicConfig,
+    /// Ethernet overhead counted on the wire.
+    #[serde(default)]
+    pub ethernet: EthernetOverhead,
+    /// Buffer of every switch that does not set its own.
+    #[serde(default)]
+    pub switch_buffer: BufferConfig,
+    /// Host names (explicit fabric).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Switches (explicit fabric).
+    #[serde(default)]
+    pub switches: Vec<SwitchSpec>,
+    /// Links (explicit fabric).
+    #[serde(default)]
+    pub links: Vec<LinkSpec>,
+    /// A generated fabric instead of the explicit lists.
+    #[serde(default)]
+    pub topology: Option<TopologySpec>,
+    /// `shortest_path` (default) or `explicit`.
+    #[serde(default)]
+    pub routing: Routing,
+    /// Routes, with `routing: explicit`.
+    #[serde(default)]
+    pub routes: Vec<RouteSpec>,
+    /// What the hosts do.
+    pub workload: Workload,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_until() -> Time {
+    Time(10 * fabemu_fabric::units::PS_PER_S)
+}
+
+/// A switch of an explicit fabric.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Unique node name.
+    pub name: String,
+    /// Its buffer; the scenario's `switch_buffer` when absent.
+    #[serde(default)]
+    pub buffer: Option<BufferConfig>,
+}
+
+/// A full-duplex link of an explicit fabric.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// One end (a host or switch name).
+    pub a: String,
+    /// The other end.
+    pub b: String,
+    /// Bandwidth of each direction.
+    pub bandwidth: Bandwidth,
+    /// Propagation latency of each direction.
+    pub latency: Time,
+}
+
+/// A generated fabric: exactly one of the fields.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    /// Hosts around one switch.
+    #[serde(default)]
+    pub star: Option<UniformSpec>,
+    /// Hosts in a bidirectional ring of host-to-host links (hosts forward).
+    #[serde(default)]
+    pub ring: Option<UniformSpec>,
+    /// Two-tier leaf-spine Clos.
+    #[serde(default)]
+    pub leaf_spine: Option<LeafSpineYaml>,
+}
+
+/// A fabric of `hosts` hosts whose links are all alike.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UniformSpec {
+    /// Number of hosts.
+    pub hosts: usize,
+    /// Bandwidth of every link.
+    pub bandwidth: Bandwidth,
+    /// Latency of every link.
+    pub latency: Time,
+}
+
+/// A leaf-spine fabric.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeafSpineYaml {
+    /// Leaf (top-of-rack) switches.
+    pub leaves: usize,
+    /// Spine switches; every leaf links to every spine.
+    pub spines: usize,
+    /// Hosts under each leaf.
+    pub hosts_per_leaf: usize,
+    /// Host-to-leaf link bandwidth.
+    pub host_bandwidth: Bandwidth,
+    /// Host-to-leaf link latency.
+    pub host_latency: Time,
+    /// Leaf-to-spine link bandwidth.
+    pub fabric_bandwidth: Bandwidth,
+    /// Leaf-to-spine link latency.
+    pub fabric_latency: Time,
+}
+
+/// An explicit route: at node `at`, frames for host `dst` leave toward the neighbours `via`
+/// (several neighbours: ECMP among them).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// The forwarding node.
+    pub at: String,
+    /// The destination host.
+    pub dst: String,
+    /// Neighbour nodes to forward to.
+    pub via: Vec<String>,
+}
+
+/// The workload.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Point-to-point messages.
+    #[serde(default)]
+    pub messages: Vec<MessageYaml>,
+    /// Every host sends `size` to every other host (n(n-1) messages), all at `start`.
+    #[serde(default)]
+    pub all_to_all: Option<AllToAllYaml>,
+}
+
+/// One point-to-point message (an RDMA WRITE).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageYaml {
+    /// Sending host.
+    pub src: String,
+    /// Receiving host.
+    pub dst: String,
+    /// Size.
+    pub size: ByteSize,
+    /// When the sender posts it (default 0s).
+    #[serde(default)]
+    pub start: Time,
+}
+
+/// An all-to-all exchange of point-to-point messages.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllToAllYaml {
+    /// Bytes from each host to each other host.
+    pub size: ByteSize,
+    /// When every host posts its messages (default 0s).
+    #[serde(default)]
+    pub start: Time,
+}
+
+/// A problem with a scenario, pointing at where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// The file (or `<embedded quickstart>`).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+    /// The field, e.g. `links[3].bandwidth` (empty when the whole document is at fault).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, ":{l}:{c}")?;
+        }
+        if self.field.is_empty() {
+            write!(f, ": {}", self.message)
+        } else {
+            write!(f, ": field `{}`: {}", self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A parsed scenario with the text it came from (for locating later errors).
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Its text.
+    pub text: String,
+    /// Its file name, for messages.
+    pub file: String,
+}
+
+impl Source {
+    /// An error about the value at `path`, located in the text.
+    pub fn error_at(&self, path: &FieldPath, message: impl Into<String>) -> ScenarioError {
+        let loc = locate(&self.text, path);
+        ScenarioError {
+            file: self.file.clone(),
+            line: loc.map(|l| l.0),
+            column: loc.map(|l| l.1),
+            field: path.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads and checks the scenario in file `path`.
+pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: file.clone(),
+        line: None,
+        column: None,
+        field: String::new(),
+        message: format!("cannot read the scenario: {e}"),
+    })?;
+    load_str(&text, &file)
+}
+
+/// Parses and checks a scenario given as text; `file` names it in messages.
+pub fn load_str(text: &str, file: &str) -> Result<Source, ScenarioError> {
+    let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| from_yaml_error(&e, file))?;
+    let src = Source {
+        scenario,
+        text: text.to_string(),
+        file: file.to_string(),
+    };
+    validate::check(&src)?;
+    Ok(src)
+}
+
+/// Converts serde_yaml's error (`path: message at line L column C`) into ours.
+fn from_yaml_error(e: &serde_yaml::Error, file: &str) -> ScenarioError {
+    let mut msg = e.to_string();
+    if let Some(loc) = e.location() {
+        let suffix = format!(" at line {} column {}", loc.line(), loc.column());
+        if let Some(i) = msg.find(&suffix) {
+            msg.replace_range(i..i + suffix.len(), "");
+        }
+    }
+    // serde_yaml prefixes the path of nested errors: `links[0].bandwidth: ...`.
+    let mut field = String::new();
+    if let Some((head, rest)) = msg.split_once(": ") {
+        let is_path = !head.is_empty()
+            && head
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.[]".contains(c));
+        if is_path {
+            field = head.to_string();
+            msg = rest.to_string();
+        }
+    }
+    if msg.starts_with("EOF while parsing") || msg.contains("invalid type: unit value") {
+        msg = format!("{msg} (is the file empty?)");
+    }
+    ScenarioError {
+        file: file.to_string(),
+        line: e.location().map(|l| l.line()),
+        column: e.location().map(|l| l.column()),
+        field,
+        message: msg,
+    }
+}

@@ -1,0 +1,347 @@
+//! Turning a scenario into a world — a graph, routes, one actor per node, the wiring — and
+//! running it.
+//!
+//! Hosts are ranked in graph order (rank = host index) and get the conventional addresses
+//! of [`HostDirectory::default_addr`]. Each node's forwarding table maps every destination
+//! host's address to that node's equal-cost egress ports.
+
+use std::sync::Arc;
+
+use fabemu_fabric::engine::{
+    self, Actor, Ctx, EngineConfig, EngineError, Event, PortWiring, Progress, RunOutput, Wiring,
+};
+use fabemu_fabric::host::{Host, HostDirectory, MessageApp, MessageSpec};
+use fabemu_fabric::link::{Channel, Rate};
+use fabemu_fabric::route::RouteTable;
+use fabemu_fabric::units::{Bandwidth, Time};
+use fabemu_switch::{Switch, SwitchConfig};
+use fabemu_topologies::{
+    self as topo, Graph, LeafSpineSpec, NodeKind, Routes, RoutingOptions, TopologyError,
+};
+
+use crate::scenario::{FieldPath, Mode, Routing, ScenarioError, Source};
+
+/// An actor of the world: a host running the point-to-point workload, or a switch.
+pub enum Node {
+    /// A host.
+    Host(Box<Host<MessageApp>>),
+    /// A switch.
+    Switch(Box<Switch>),
+}
+
+impl Actor for Node {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        match self {
+            Node::Host(h) => h.start(ctx),
+            Node::Switch(s) => s.start(ctx),
+        }
+    }
+    #[inline]
+    fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
+        match self {
+            Node::Host(h) => h.handle(event, ctx),
+            Node::Switch(s) => s.handle(event, ctx),
+        }
+    }
+}
+
+/// A world ready to run.
+pub struct World {
+    /// The fabric.
+    pub graph: Graph,
+    /// One actor per graph node, same order.
+    pub actors: Vec<Node>,
+    /// Ports and links.
+    pub wiring: Wiring,
+    /// Every message of the workload, by tag.
+    pub messages: Vec<MessageSpec>,
+    /// Host addresses.
+    pub directory: Arc<HostDirectory>,
+}
+
+fn topo_err(src: &Source, path: FieldPath, e: TopologyError) -> ScenarioError {
+    src.error_at(&path, e.to_string())
+}
+
+/// Builds the fabric graph the scenario describes.
+fn build_graph(src: &Source) -> Result<Graph, ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    if let Some(t) = &s.topology {
+        let tp = root.key("topology");
+        let g = if let Some(u) = &t.star {
+            topo::star(u.hosts, u.bandwidth.bps(), u.latency.ps())
+                .map_err(|e| topo_err(src, tp.key("star"), e))?
+        } else if let Some(u) = &t.ring {
+            topo::ring(u.hosts, u.bandwidth.bps(), u.latency.ps())
+                .map_err(|e| topo_err(src, tp.key("ring"), e))?
+        } else if let Some(l) = &t.leaf_spine {
+            topo::leaf_spine(LeafSpineSpec {
+                leaves: l.leaves,
+                spines: l.spines,
+                hosts_per_leaf: l.hosts_per_leaf,
+                host_bw_bps: l.host_bandwidth.bps(),
+                host_latency_ps: l.host_latency.ps(),
+                fabric_bw_bps: l.fabric_bandwidth.bps(),
+                fabric_latency_ps: l.fabric_latency.ps(),
+            })
+            .map_err(|e| topo_err(src, tp.key("leaf_spine"), e))?
+        } else {
+            return Err(src.error_at(&tp, "no topology kind given"));
+        };
+        return Ok(g);
+    }
+    let mut g = Graph::new();
+    for (i, h) in s.hosts.iter().enumerate() {
+        g.add_host(h.as_str())
+            .map_err(|e| topo_err(src, root.key("hosts").index(i), e))?;
+    }
+    for (i, sw) in s.switches.iter().enumerate() {
+        g.add_switch(sw.name.as_str())
+            .map_err(|e| topo_err(src, root.key("switches").index(i).key("name"), e))?;
+    }
+    for (i, l) in s.links.iter().enumerate() {
+        let lp = root.key("links").index(i);
+        let end = |f: &str, name: &str| {
+            g.find(name).ok_or_else(|| {
+                src.error_at(
+                    &lp.key(f),
+                    format!("unknown node `{name}`: not among `hosts` or `switches`"),
+                )
+            })
+        };
+        let (a, b) = (end("a", &l.a)?, end("b", &l.b)?);
+        g.add_link(a, b, l.bandwidth.bps(), l.latency.ps())
+            .map_err(|e| topo_err(src, lp.clone(), e))?;
+    }
+    Ok(g)
+}
+
+/// Routes for the graph: shortest paths, or the explicit list.
+fn build_routes(src: &Source, g: &Graph) -> Result<Routes, ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    // Host-to-host fabrics (rings) need hosts to forward.
+    let transit_hosts = s.topology.as_ref().is_some_and(|t| t.ring.is_some())
+        || g.hosts().any(|h| g.ports(h).len() > 1);
+    match s.routing {
+        Routing::ShortestPath => topo::shortest_paths(g, &RoutingOptions { transit_hosts })
+            .map_err(|e| topo_err(src, root.key("links"), e)),
+        Routing::Explicit => {
+            let mut r = Routes::empty(g).map_err(|e| topo_err(src, root.key("routes"), e))?;
+            for (i, rs) in s.routes.iter().enumerate() {
+                let rp = root.key("routes").index(i);
+                let find = |f: &str, name: &str| {
+                    g.find(name)
+                        .ok_or_else(|| src.error_at(&rp.key(f), format!("unknown node `{name}`")))
+                };
+                let at = find("at", &rs.at)?;
+                let dst = find("dst", &rs.dst)?;
+                if g.node(dst).kind != NodeKind::Host {
+                    return Err(src.error_at(
+                        &rp.key("dst"),
+                        format!("`{}` is a switch; routes lead to hosts", rs.dst),
+                    ));
+                }
+                let mut ports = Vec::new();
+                for (j, v) in rs.via.iter().enumerate() {
+                    let peer = find("via", v).map_err(|mut e| {
+                        e.field = rp.key("via").index(j).to_string();
+                        e
+                    })?;
+                    let before = ports.len();
+                    ports.extend(
+                        g.ports(at)
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, p)| p.peer == peer)
+                            .map(|(k, _)| k),
+                    );
+                    if ports.len() == before {
+                        return Err(src.error_at(
+                            &rp.key("via").index(j),
+                            format!("`{v}` is not a neighbour of `{}`", rs.at),
+                        ));
+                    }
+                }
+                r.set(at, dst, &ports)
+                    .map_err(|e| topo_err(src, rp.clone(), e))?;
+            }
+            topo::validate_routes(g, &r).map_err(|e| topo_err(src, root.key("routes"), e))?;
+            Ok(r)
+        }
+    }
+}
+
+/// The workload's messages, numbered by tag, with the hosts' ranks.
+fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>, ScenarioError> {
+    let s = &src.scenario;
+    let wp = FieldPath::root().key("workload");
+    let mut out = Vec::new();
+    let host_rank = |p: FieldPath, name: &str| -> Result<u32, ScenarioError> {
+        let id = g
+            .find(name)
+            .ok_or_else(|| src.error_at(&p, format!("unknown host `{name}`")))?;
+        g.host_index(id)
+            .map(|i| i as u32)
+            .ok_or_else(|| src.error_at(&p, format!("`{name}` is a switch, not a host")))
+    };
+    for (i, m) in s.workload.messages.iter().enumerate() {
+        let mp = wp.key("messages").index(i);
+        let a = host_rank(mp.key("src"), &m.src)?;
+        let b = host_rank(mp.key("dst"), &m.dst)?;
+        if a == b {
+            return Err(src.error_at(
+                &mp.key("dst"),
+                format!("`{}` sends to itself; a message needs two hosts", m.src),
+            ));
+        }
+        out.push(MessageSpec {
+            tag: out.len() as u64,
+            src: a,
+            dst: b,
+            len: m.size.bytes(),
+            start: m.start,
+        });
+    }
+    if let Some(a2a) = &s.workload.all_to_all {
+        let n = g.host_count() as u32;
+        // Shifted order: in round k host i sends to i+k, so no receiver is hit by all at once.
+        for k in 1..n {
+            for i in 0..n {
+                out.push(MessageSpec {
+                    tag: out.len() as u64,
+                    src: i,
+                    dst: (i + k) % n,
+                    len: a2a.size.bytes(),
+                    start: a2a.start,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds the world for a checked scenario.
+pub fn build(src: &Source) -> Result<World, ScenarioError> {
+    let s = &src.scenario;
+    let g = build_graph(src)?;
+    let routes = build_routes(src, &g)?;
+    let messages = build_messages(src, &g)?;
+    let n_hosts = g.host_count();
+    let directory = Arc::new(HostDirectory::new(
+        (0..n_hosts as u32)
+            .map(HostDirectory::default_addr)
+            .collect(),
+    ));
+    let mut per_host: Vec<Vec<MessageSpec>> = vec![Vec::new(); n_hosts];
+    for m in &messages {
+        per_host[m.src as usize].push(m.clone());
+    }
+    let data_mode = s.mode == Mode::Data;
+    let mut actors = Vec::with_capacity(g.nodes().len());
+    let mut wiring = Wiring::default();
+    for (id, node) in g.nodes().iter().enumerate() {
+        let mut table = RouteTable::new();
+        for dst in g.hosts() {
+            let hops = routes.next_hops(id, dst);
+            if !hops.is_empty() {
+                let rank = g.host_index(dst).unwrap_or(0) as u32;
+                if let Some(addr) = directory.get(rank) {
+                    table.insert(addr.ip, hops);
+                }
+            }
+        }
+        let ports = g.ports(id);
+        wiring.ports.push(
+            ports
+                .iter()
+                .map(|p| {
+                    let l = g.link(p.link);
+                    PortWiring {
+                        peer: p.peer as u32,
+                        peer_port: p.peer_port,
+                        channel: Channel {
+                            rate: Rate::new(Bandwidth(l.bandwidth_bps)),
+                            latency: Time(l.latency_ps),
+                        },
+                    }
+                })
+                .collect(),
+        );
+        let actor = match node.kind {
+            NodeKind::Host => {
+                let rank = g.host_index(id).unwrap_or(0);
+                let app = MessageApp::new(s.seed, data_mode, std::mem::take(&mut per_host[rank]));
+                let host = Host::new(
+                    rank as u32,
+                    directory.clone(),
+                    Arc::new(table),
+                    ports.len(),
+                    s.nic.clone(),
+                    s.seed,
+                    app,
+                )
+                .ok_or_else(|| {
+                    src.error_at(
+                        &FieldPath::root(),
+                        format!("host `{}` has no address", node.name),
+                    )
+                })?;
+                Node::Host(Box::new(host))
+            }
+            NodeKind::Switch => {
+                let buffer = s
+                    .switches
+                    .iter()
+                    .find(|sw| sw.name == node.name)
+                    .and_then(|sw| sw.buffer)
+                    .unwrap_or(s.switch_buffer);
+                Node::Switch(Box::new(Switch::new(
+                    ports.len(),
+                    table,
+                    &SwitchConfig { buffer },
+                    s.seed,
+                )))
+            }
+        };
+        actors.push(actor);
+    }
+    Ok(World {
+        graph: g,
+        actors,
+        wiring,
+        messages,
+        directory,
+    })
+}
+
+/// A finished run: the world's static parts and the engine's output.
+pub struct Finished {
+    /// The fabric.
+    pub graph: Graph,
+    /// The workload.
+    pub messages: Vec<MessageSpec>,
+    /// Actors, counters and layout.
+    pub output: RunOutput<Node>,
+}
+
+/// Runs a world on `threads` threads.
+pub fn run(
+    world: World,
+    src: &Source,
+    threads: usize,
+    progress: Option<&Progress>,
+) -> Result<Finished, EngineError> {
+    let cfg = EngineConfig {
+        threads,
+        until: src.scenario.until,
+        overhead: src.scenario.ethernet,
+    };
+    let output = engine::run(world.actors, &world.wiring, &cfg, progress)?;
+    Ok(Finished {
+        graph: world.graph,
+        messages: world.messages,
+        output,
+    })
+}

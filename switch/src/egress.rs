@@ -1,0 +1,64 @@
+//! Egress scheduling: the order in which an egress port sends the frames queued for it.
+//!
+//! [`EgressScheduler`] is the seam for programmable scheduling: the switch decides *whether* a
+//! frame may be queued (buffer admission) and *when* the port is free; the scheduler decides
+//! *which* queued frame goes next. [`Fifo`] is the default.
+
+use std::collections::VecDeque;
+
+use fabemu_fabric::packet::Packet;
+use fabemu_fabric::units::Time;
+
+/// Orders the frames waiting for one egress port.
+pub trait EgressScheduler: Send {
+    /// Queues an admitted frame.
+    fn enqueue(&mut self, packet: Packet, now: Time);
+    /// The next frame to transmit, if any.
+    fn dequeue(&mut self, now: Time) -> Option<Packet>;
+    /// Frames waiting.
+    fn len(&self) -> usize;
+    /// True when no frame waits.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// First in, first out.
+#[derive(Debug, Default)]
+pub struct Fifo {
+    q: VecDeque<Packet>,
+}
+
+impl EgressScheduler for Fifo {
+    fn enqueue(&mut self, packet: Packet, _now: Time) {
+        self.q.push_back(packet);
+    }
+    fn dequeue(&mut self, _now: Time) -> Option<Packet> {
+        self.q.pop_front()
+    }
+    fn len(&self) -> usize {
+        self.q.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabemu_fabric::packet::Payload;
+
+    #[test]
+    fn fifo_keeps_arrival_order() {
+        let mut f = Fifo::default();
+        for n in 1..=3u32 {
+            f.enqueue(
+                Packet::new(&[0; 14], Payload::Timing(n), &[]).unwrap(),
+                Time::ZERO,
+            );
+        }
+        let order: Vec<usize> = std::iter::from_fn(|| f.dequeue(Time::ZERO))
+            .map(|p| p.payload().len())
+            .collect();
+        assert_eq!(order, vec![1, 2, 3]);
+        assert!(f.is_empty());
+    }
+}

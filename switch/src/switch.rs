@@ -1,0 +1,187 @@
+//! The switch actor: forwarding, buffer admission and per-port egress.
+
+use std::net::Ipv4Addr;
+
+use fabemu_fabric::engine::{Actor, Ctx, Event};
+use fabemu_fabric::packet::Packet;
+use fabemu_fabric::route::{flow_hash, RouteTable};
+use fabemu_fabric::units::Time;
+use fabemu_fabric::wire::{self, FrameKind};
+use serde::{Deserialize, Serialize};
+
+use crate::buffer::{BufferConfig, Refusal, SharedBuffer};
+use crate::egress::{EgressScheduler, Fifo};
+
+/// A switch's settings (the scenario's per-switch fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchConfig {
+    /// Packet memory.
+    #[serde(default)]
+    pub buffer: BufferConfig,
+}
+
+/// Per egress port counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SwitchPortStats {
+    /// Frames admitted to this port's queue.
+    pub enqueued: u64,
+    /// Frames dropped at admission (buffer full).
+    pub dropped_packets: u64,
+    /// Bytes of frames dropped at admission.
+    pub dropped_bytes: u64,
+    /// Deepest the queue got, in bytes.
+    pub max_queue_bytes: u64,
+    /// Total time frames waited in this queue (for the mean queueing delay).
+    pub queueing_delay_sum: Time,
+    /// Frames that left the queue.
+    pub dequeued: u64,
+}
+
+/// Whole-switch counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SwitchStats {
+    /// Frames received.
+    pub received: u64,
+    /// Frames dropped because no route matched the destination.
+    pub no_route: u64,
+    /// Frames dropped because their TTL ran out (a routing loop).
+    pub ttl_expired: u64,
+    /// Frames dropped because they could not be parsed.
+    pub malformed: u64,
+    /// PFC pause frames received (acted upon by the lossless configuration).
+    pub pause_frames_received: u64,
+    /// Peak shared-buffer occupancy in bytes.
+    pub peak_buffer_bytes: u64,
+    /// Frames the engine refused to transmit (an internal error; always 0 in a sound run).
+    pub tx_refused: u64,
+}
+
+/// A switch: forwarding table, shared buffer, one egress scheduler per port.
+pub struct Switch {
+    routes: RouteTable,
+    seed: u64,
+    buffer: SharedBuffer,
+    queues: Vec<Box<dyn EgressScheduler>>,
+    /// Per egress port counters.
+    pub port_stats: Vec<SwitchPortStats>,
+    /// Whole-switch counters.
+    pub stats: SwitchStats,
+}
+
+impl Switch {
+    /// A switch with `ports` ports, FIFO egress, forwarding by `routes`, ECMP hashed with `seed`.
+    pub fn new(ports: usize, routes: RouteTable, cfg: &SwitchConfig, seed: u64) -> Switch {
+        Switch {
+            routes,
+            seed,
+            buffer: SharedBuffer::new(&cfg.buffer, ports),
+            queues: (0..ports)
+                .map(|_| Box::new(Fifo::default()) as Box<dyn EgressScheduler>)
+                .collect(),
+            port_stats: vec![SwitchPortStats::default(); ports],
+            stats: SwitchStats::default(),
+        }
+    }
+
+    /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
+    pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
+        if let Some(q) = self.queues.get_mut(port) {
+            *q = sched;
+        }
+    }
+
+    /// Total frames dropped at admission.
+    pub fn dropped_packets(&self) -> u64 {
+        self.port_stats.iter().map(|p| p.dropped_packets).sum()
+    }
+
+    /// Frames still queued (non-zero after a run means frames were stranded).
+    pub fn queued_packets(&self) -> usize {
+        self.queues.iter().map(|q| q.len()).sum()
+    }
+
+    fn egress_port(&self, pkt: &Packet) -> Option<usize> {
+        let h = pkt.header();
+        let dst: Ipv4Addr = wire::ipv4_dst(h)?;
+        let src = wire::ipv4_src(h)?;
+        let sport = wire::udp_src_port(h).unwrap_or(0);
+        self.routes
+            .select(dst, flow_hash(src, dst, sport, self.seed))
+    }
+
+    fn on_packet(&mut self, mut pkt: Packet, ctx: &mut Ctx<'_>) {
+        self.stats.received += 1;
+        match wire::frame_kind(pkt.header()) {
+            FrameKind::RoceV2 => {}
+            FrameKind::PfcPause => {
+                self.stats.pause_frames_received += 1;
+                return;
+            }
+            FrameKind::Other => {
+                self.stats.malformed += 1;
+                return;
+            }
+        }
+        let Some(out) = self.egress_port(&pkt) else {
+            self.stats.no_route += 1;
+            return;
+        };
+        match wire::decrement_ttl(pkt.header_mut()) {
+            Ok(0) => {
+                self.stats.ttl_expired += 1;
+                return;
+            }
+            Ok(_) => {}
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        }
+        let len = pkt.frame_len() as u64;
+        let ps = &mut self.port_stats[out];
+        match self.buffer.admit(out, len) {
+            Ok(()) => {
+                ps.enqueued += 1;
+                ps.max_queue_bytes = ps.max_queue_bytes.max(self.buffer.queue_bytes(out));
+                pkt.meta.enqueued_at = ctx.now();
+                self.queues[out].enqueue(pkt, ctx.now());
+                self.stats.peak_buffer_bytes = self.buffer.peak();
+                self.start_tx(out, ctx);
+            }
+            Err(Refusal::PoolFull) | Err(Refusal::QueueFull) => {
+                ps.dropped_packets += 1;
+                ps.dropped_bytes += len;
+            }
+        }
+    }
+
+    fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+        if !ctx.port_idle(port) {
+            return;
+        }
+        let now = ctx.now();
+        if let Some(pkt) = self.queues[port].dequeue(now) {
+            self.buffer.release(port, pkt.frame_len() as u64);
+            let ps = &mut self.port_stats[port];
+            ps.dequeued += 1;
+            ps.queueing_delay_sum =
+                ps.queueing_delay_sum + now.saturating_sub(pkt.meta.enqueued_at);
+            if ctx.transmit(port, pkt).is_err() {
+                self.stats.tx_refused += 1;
+            }
+        }
+    }
+}
+
+impl Actor for Switch {
+    fn start(&mut self, _ctx: &mut Ctx<'_>) {}
+
+    fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
+        match event {
+            Event::Packet { packet, .. } => self.on_packet(packet, ctx),
+            Event::TxDone { port } => self.start_tx(port, ctx),
+            Event::Timer { .. } => {}
+        }
+    }
+}
