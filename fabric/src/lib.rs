@@ -3,7 +3,7 @@
 //! The foundation of fabemu: virtual time and units ([`units`]), real RoCEv2 and PFC frames
 //! ([`wire`], [`packet`]), links and ports ([`link`]), the sans-IO actor interface and the
 //! deterministic parallel discrete-event engine ([`engine`]), and hosts with RoCE NICs
-//! ([`host`], [`nic`]).
+//! ([`host`]).
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod engine;

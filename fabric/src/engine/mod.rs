@@ -92,10 +92,12 @@ impl Wiring {
                     .and_then(|pp| pp.get(w.peer_port));
                 match back {
                     Some(b) if b.peer as usize == a && b.peer_port == p => {}
-                    _ => return Err(EngineError::BadWiring(format!(
+                    _ => {
+                        return Err(EngineError::BadWiring(format!(
                         "actor {a} port {p} points at actor {} port {}, which does not point back",
                         w.peer, w.peer_port
-                    ))),
+                    )))
+                    }
                 }
             }
         }
@@ -203,13 +205,14 @@ pub struct Ctx<'a> {
     sched: &'a mut Sched,
 }
 
-/// Why a transmit was refused.
-#[derive(Debug)]
+/// Why a transmit was refused (an actor bug: actors check [`Ctx::port_idle`] first). The frame
+/// is dropped; the actor should count it so the run reports the loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransmitError {
-    /// The port is still serializing a previous frame; the frame is handed back.
-    Busy(Packet),
-    /// The actor has no such port; the frame is handed back.
-    NoSuchPort(Packet),
+    /// The port is still serializing a previous frame.
+    Busy,
+    /// The actor has no such port.
+    NoSuchPort,
 }
 
 impl Ctx<'_> {

@@ -105,11 +105,11 @@ impl Sched {
     ) -> Result<(), TransmitError> {
         let (a, b) = self.port_range(me);
         if a + port >= b {
-            return Err(TransmitError::NoSuchPort(packet));
+            return Err(TransmitError::NoSuchPort);
         }
         let ps = &mut self.ports[a + port];
         if ps.busy_until > now.ps() {
-            return Err(TransmitError::Busy(packet));
+            return Err(TransmitError::Busy);
         }
         let frame = packet.frame_len() as u64;
         let wire = self.overhead.wire_bytes(frame as usize);
@@ -371,7 +371,8 @@ pub(crate) fn run_parallel<A: Actor>(
         .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
         .collect();
     let abort = AtomicBool::new(false);
-    let (txs, rxs): (Vec<Sender<Vec<Remote>>>, Vec<Receiver<Vec<Remote>>>) =
+    type Batch = Vec<Remote>;
+    let (txs, rxs): (Vec<Sender<Batch>>, Vec<Receiver<Batch>>) =
         (0..n).map(|_| unbounded()).unzip();
     let limit = until.ps();
 

@@ -1,6 +1,6 @@
 //! Hosts: an NPU's RoCE NIC with its queue pairs, and the application that drives it.
 //!
-//! [`Host`] is the actor. Its [`Nic`] keeps one RC queue pair per peer host ([`qp`]), segments
+//! [`Host`] is the actor. Its [`Nic`] keeps one RC queue pair per peer host, segments
 //! posted messages into MTU packets with real RoCEv2 headers, acknowledges what it receives
 //! (coalescing configurable), and recovers losses with go-back-N on a NAK or a retransmission
 //! timeout. Each QP has a rate limiter (congestion control will drive it); per port, control
@@ -342,7 +342,7 @@ impl Nic {
     fn send(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
         match ctx.transmit(port, pkt) {
             Ok(()) => {}
-            Err(TransmitError::Busy(_)) | Err(TransmitError::NoSuchPort(_)) => {
+            Err(TransmitError::Busy) | Err(TransmitError::NoSuchPort) => {
                 self.stats.dropped_invalid += 1;
             }
         }

@@ -3,9 +3,10 @@
 //! Each header kind has two faces, as in smoltcp:
 //! - a *view* over a byte buffer whose constructor checks the length once, after which field
 //!   reads and writes are cheap and infallible. Ethernet, IPv4 and UDP use `pnet_packet`'s views;
-//!   the InfiniBand headers ([`BthPacket`], [`RethPacket`], [`AethPacket`], [`ImmDtPacket`]) and
-//!   the PFC MAC-control frame ([`PfcPacket`]) have views of the same shape defined here (see
-//!   `ib.rs` for why they are not `pnet_macros` `#[packet]` structs);
+//!   the views of the InfiniBand headers ([`BthPacket`], [`RethPacket`], [`AethPacket`],
+//!   [`ImmDtPacket`]) and of the PFC MAC-control body ([`PfcPacket`]), with their `Mutable`
+//!   forms, are generated here by `pnet_macros`' `#[packet]` (field accessors are
+//!   `get_<field>` / `set_<field>`; see `ib.rs` and `pfc.rs` for the field layouts);
 //! - a *repr*: a plain struct of the meaningful fields with `parse` (which validates lengths,
 //!   checksums and the header chain) and `emit` ([`RoceRepr`], [`BthRepr`], [`RethRepr`],
 //!   [`AethRepr`], [`PfcPauseRepr`]).
@@ -18,86 +19,9 @@
 //! Nothing here panics on any input: parsers return [`WireError`] and the cheap readers return
 //! `None` (or [`FrameKind::Other`]); a proptest feeds them random bytes.
 //!
-//! Byte offsets live in small `field` modules of named ranges (this file's `field` for where each
-//! layer starts, `ib.rs` and `pfc.rs` for the headers defined here), never as bare indices in logic.
-
-/// Declares a view over a fixed-length header, shaped like a `pnet_macros` packet (`new` returns
-/// `None` for a short buffer; afterwards field accessors cannot fail), but generic over the buffer
-/// as in smoltcp: `$name<&[u8]>` reads, `$name<&mut [u8]>` (alias `$mutable`) also writes.
-macro_rules! header_view {
-    ($(#[$meta:meta])* $name:ident, $mutable:ident, $len:expr) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub struct $name<T> {
-            buffer: T,
-        }
-
-        #[doc = concat!("A [`", stringify!($name), "`] over a mutable buffer, for emitting.")]
-        pub type $mutable<'a> = $name<&'a mut [u8]>;
-
-        impl<T: AsRef<[u8]>> $name<T> {
-            /// Wraps `buffer`, or returns `None` if it is shorter than the header.
-            pub fn new(buffer: T) -> Option<Self> {
-                if buffer.as_ref().len() >= $len {
-                    Some(Self { buffer })
-                } else {
-                    None
-                }
-            }
-
-            /// The header length in bytes: the shortest buffer `new` accepts.
-            pub const fn minimum_packet_size() -> usize {
-                $len
-            }
-
-            /// The whole underlying buffer, starting with this header.
-            pub fn packet(&self) -> &[u8] {
-                self.buffer.as_ref()
-            }
-
-            /// The bytes after this header.
-            pub fn payload(&self) -> &[u8] {
-                &self.buffer.as_ref()[$len..]
-            }
-
-            /// Gives the buffer back.
-            pub fn into_inner(self) -> T {
-                self.buffer
-            }
-
-            /// The header bytes; `new` checked they exist.
-            fn header(&self) -> &[u8] {
-                &self.buffer.as_ref()[..$len]
-            }
-        }
-
-        impl<T: AsRef<[u8]> + AsMut<[u8]>> $name<T> {
-            /// The bytes after this header, writable.
-            pub fn payload_mut(&mut self) -> &mut [u8] {
-                &mut self.buffer.as_mut()[$len..]
-            }
-
-            /// The header bytes, writable; `new` checked they exist.
-            fn header_mut(&mut self) -> &mut [u8] {
-                &mut self.buffer.as_mut()[..$len]
-            }
-        }
-    };
-}
-
-/// Reads a big-endian unsigned integer of `bytes.len()` (at most 8) bytes.
-fn read_be(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0, |acc, &b| (acc << 8) | u64::from(b))
-}
-
-/// Writes the low `bytes.len()` bytes of `value` big-endian.
-fn write_be(bytes: &mut [u8], value: u64) {
-    let mut v = value;
-    for b in bytes.iter_mut().rev() {
-        *b = v as u8;
-        v >>= 8;
-    }
-}
+//! Byte offsets live in this file's `field` module of named ranges (where each layer starts, and
+//! the few IPv4/UDP bytes patched directly), never as bare indices in logic; the layouts of the
+//! headers defined here are the `#[packet]` structs in `ib.rs` and `pfc.rs`.
 
 mod ib;
 mod icrc;

@@ -58,7 +58,7 @@ fn udp(frame: &[u8]) -> Option<(usize, UdpPacket<'_>)> {
 }
 
 /// The BTH of a RoCEv2 frame, as a view (for the PSN, QP and flags without a full parse).
-pub fn bth_view(frame: &[u8]) -> Option<BthPacket<&[u8]>> {
+pub fn bth_view(frame: &[u8]) -> Option<BthPacket<'_>> {
     let (start, udp) = udp(frame)?;
     if udp.get_destination() != ROCEV2_UDP_PORT {
         return None;

@@ -1,6 +1,7 @@
 //! A whole RoCEv2 header stack: Ethernet II / IPv4 / UDP (destination 4791) / BTH / the
 //! extension headers the opcode implies (/ 16 reserved bytes for a CNP). Ethernet, IPv4 and UDP
-//! go through `pnet_packet`'s views; the InfiniBand headers through the views in `ib.rs`.
+//! go through `pnet_packet`'s views; the InfiniBand headers through the `pnet_macros` views in
+//! `ib.rs`.
 
 use std::net::Ipv4Addr;
 
@@ -14,9 +15,9 @@ use super::ib::{
     MutableImmDtPacket, MutableRethPacket, RethPacket, RethRepr,
 };
 use super::{
-    field, icrc, opcode, Ecn, MacAddr, WireError, AETH_LEN, CNP_RESERVED_LEN, ETHERTYPE_IPV4,
-    ETH_HEADER_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, IP_PROTOCOL_UDP, RETH_LEN,
-    ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    field, icrc, opcode, Ecn, MacAddr, WireError, AETH_LEN, BTH_LEN, CNP_RESERVED_LEN,
+    ETHERTYPE_IPV4, ETH_HEADER_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, IP_PROTOCOL_UDP,
+    RETH_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 
 /// DSCP that [`RoceRepr::cnp`] uses: 48 (CS6), the NVIDIA/Mellanox default `cnp_dscp`, so CNPs
@@ -32,6 +33,14 @@ const MAX_DSCP: u8 = 63;
 const IPV4_IHL_NO_OPTIONS: u8 = 5;
 /// Flag bit saying more fragments follow.
 const IPV4_MORE_FRAGMENTS: u8 = 0b001;
+
+/// Splits the first `len` bytes off `rest` (which keeps the remainder), or `None` if it is
+/// shorter.
+fn split_off_front<'a>(rest: &mut &'a mut [u8], len: usize) -> Option<&'a mut [u8]> {
+    let (front, tail) = std::mem::take(rest).split_at_mut_checked(len)?;
+    *rest = tail;
+    Some(front)
+}
 
 /// One RoCEv2 packet's headers: Ethernet II / IPv4 / UDP(dst 4791) / BTH / \[RETH\] /
 /// \[AETH\] / \[ImmDt\] (/ 16 reserved bytes for a CNP).
@@ -188,24 +197,24 @@ impl RoceRepr {
         udp.set_length(ip_total - IPV4_HEADER_LEN as u16);
         udp.set_checksum(0);
 
-        let mut bth = MutableBthPacket::new(rest).ok_or_else(short)?;
-        self.bth.emit(&mut bth)?;
+        let mut rest = rest;
+        let bytes = split_off_front(&mut rest, BTH_LEN).ok_or_else(short)?;
+        self.bth
+            .emit(&mut MutableBthPacket::new(bytes).ok_or_else(short)?)?;
         // Extension headers in IBTA order: RETH, AETH, ImmDt; then a CNP's reserved bytes.
-        let mut rest = bth.payload_mut();
         if let Some(reth) = &self.reth {
-            let mut view = MutableRethPacket::new(rest).ok_or_else(short)?;
-            reth.emit(&mut view);
-            rest = view.into_inner().get_mut(RETH_LEN..).ok_or_else(short)?;
+            let bytes = split_off_front(&mut rest, RETH_LEN).ok_or_else(short)?;
+            reth.emit(&mut MutableRethPacket::new(bytes).ok_or_else(short)?);
         }
         if let Some(aeth) = &self.aeth {
-            let mut view = MutableAethPacket::new(rest).ok_or_else(short)?;
-            aeth.emit(&mut view)?;
-            rest = view.into_inner().get_mut(AETH_LEN..).ok_or_else(short)?;
+            let bytes = split_off_front(&mut rest, AETH_LEN).ok_or_else(short)?;
+            aeth.emit(&mut MutableAethPacket::new(bytes).ok_or_else(short)?)?;
         }
         if let Some(imm) = self.immdt {
-            let mut view = MutableImmDtPacket::new(rest).ok_or_else(short)?;
-            view.set_imm(imm);
-            rest = view.into_inner().get_mut(IMMDT_LEN..).ok_or_else(short)?;
+            let bytes = split_off_front(&mut rest, IMMDT_LEN).ok_or_else(short)?;
+            MutableImmDtPacket::new(bytes)
+                .ok_or_else(short)?
+                .set_imm(imm);
         }
         // Whatever is left is the CNP's reserved block (empty for other opcodes).
         rest.fill(0);
