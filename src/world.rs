@@ -125,8 +125,31 @@ fn build_routes(src: &Source, g: &Graph) -> Result<Routes, ScenarioError> {
     let transit_hosts = s.topology.as_ref().is_some_and(|t| t.ring.is_some())
         || g.hosts().any(|h| g.ports(h).len() > 1);
     match s.routing {
-        Routing::ShortestPath => topo::shortest_paths(g, &RoutingOptions { transit_hosts })
-            .map_err(|e| topo_err(src, root.key("links"), e)),
+        Routing::ShortestPath => {
+            topo::shortest_paths(g, &RoutingOptions { transit_hosts }).map_err(|e| match e {
+                TopologyError::Unreachable { src: a, dst: b, .. } => {
+                    // Point at the host that is cut off: the listed name if there is a list.
+                    let cut = if g.ports(g.find(&b).unwrap_or(0)).is_empty() { &b } else { &a };
+                    let path = s
+                        .hosts
+                        .iter()
+                        .position(|h| h == cut)
+                        .map_or(root.key("links"), |i| root.key("hosts").index(i));
+                    src.error_at(
+                        &path,
+                        format!(
+                            "host `{b}` cannot be reached from host `{a}`: no path over the links{}",
+                            if g.ports(g.find(cut).unwrap_or(0)).is_empty() {
+                                format!(" (`{cut}` has no link at all)")
+                            } else {
+                                String::new()
+                            }
+                        ),
+                    )
+                }
+                e => topo_err(src, root.key("links"), e),
+            })
+        }
         Routing::Explicit => {
             let mut r = Routes::empty(g).map_err(|e| topo_err(src, root.key("routes"), e))?;
             for (i, rs) in s.routes.iter().enumerate() {

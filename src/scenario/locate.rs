@@ -59,7 +59,21 @@ impl fmt::Display for FieldPath {
 
 const HERE: &str = "\u{0}fabemu-probe-here";
 
-struct Probe<'p>(&'p [Seg]);
+/// Walks `path`; at its end fails with [`HERE`] — or, when `repeated` names a key, walks on
+/// into the mapping there and fails at the value of that key's second occurrence.
+struct Probe<'p> {
+    path: &'p [Seg],
+    repeated: Option<&'p str>,
+}
+
+impl<'p> Probe<'p> {
+    fn new(path: &'p [Seg]) -> Probe<'p> {
+        Probe {
+            path,
+            repeated: None,
+        }
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for Probe<'_> {
     type Value = ();
@@ -76,12 +90,28 @@ impl<'de> Visitor<'de> for Probe<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let Some((Seg::Key(want), rest)) = self.0.split_first() else {
+        if let ([], Some(key)) = (self.path, self.repeated) {
+            let mut seen = 0;
+            while let Some(k) = map.next_key::<KeyString>()? {
+                if k.0.as_deref() == Some(key) {
+                    seen += 1;
+                    if seen == 2 {
+                        return map.next_value_seed(Probe::new(&[]));
+                    }
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            return Ok(());
+        }
+        let Some((Seg::Key(want), rest)) = self.path.split_first() else {
             return Err(de::Error::custom(HERE));
         };
         while let Some(k) = map.next_key::<KeyString>()? {
             if k.0.as_deref() == Some(want.as_str()) {
-                return map.next_value_seed(Probe(rest));
+                return map.next_value_seed(Probe {
+                    path: rest,
+                    repeated: self.repeated,
+                });
             }
             map.next_value::<IgnoredAny>()?;
         }
@@ -89,13 +119,17 @@ impl<'de> Visitor<'de> for Probe<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let Some((Seg::Index(want), rest)) = self.0.split_first() else {
+        let Some((Seg::Index(want), rest)) = self.path.split_first() else {
             return Err(de::Error::custom(HERE));
         };
         let mut i = 0;
         loop {
             if i == *want {
-                return match seq.next_element_seed(Probe(rest))? {
+                let probe = Probe {
+                    path: rest,
+                    repeated: self.repeated,
+                };
+                return match seq.next_element_seed(probe)? {
                     Some(()) => Ok(()),
                     None => Ok(()),
                 };
@@ -132,7 +166,7 @@ impl<'de> Visitor<'de> for Probe<'_> {
 
 impl Probe<'_> {
     fn scalar<E: de::Error>(&self) -> Result<(), E> {
-        if self.0.is_empty() {
+        if self.path.is_empty() && self.repeated.is_none() {
             Err(E::custom(HERE))
         } else {
             Ok(())
@@ -178,16 +212,62 @@ impl<'de> de::Deserialize<'de> for KeyString {
 /// of its nearest existing ancestor.
 pub fn locate(text: &str, path: &FieldPath) -> Option<(usize, usize)> {
     for n in (0..=path.0.len()).rev() {
-        let de = serde_yaml::Deserializer::from_str(text);
-        if let Err(e) = Probe(&path.0[..n]).deserialize(de) {
-            if e.to_string().contains(HERE) {
-                if let Some(loc) = e.location() {
-                    return Some((loc.line(), loc.column()));
-                }
-            }
+        if let Some(loc) = probe(text, Probe::new(&path.0[..n])) {
+            return Some(loc);
         }
     }
     None
+}
+
+/// Line and column (1-based) of the value of the second `key` in the mapping at `path`, for
+/// "duplicate field" errors (serde_yaml points those at the start of the mapping).
+pub(super) fn locate_repeated_key(
+    text: &str,
+    path: &FieldPath,
+    key: &str,
+) -> Option<(usize, usize)> {
+    probe(
+        text,
+        Probe {
+            path: &path.0,
+            repeated: Some(key),
+        },
+    )
+}
+
+fn probe(text: &str, p: Probe<'_>) -> Option<(usize, usize)> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    match p.deserialize(de) {
+        Err(e) if e.to_string().contains(HERE) => e.location().map(|l| (l.line(), l.column())),
+        _ => None,
+    }
+}
+
+impl FieldPath {
+    /// Parses a path as [`FieldPath`]'s `Display` writes it (`links[3].a`; empty for the top
+    /// level). `None` for anything else.
+    pub(super) fn parse(s: &str) -> Option<FieldPath> {
+        let mut segs = Vec::new();
+        if s.is_empty() {
+            return Some(FieldPath(segs));
+        }
+        for part in s.split('.') {
+            let (name, mut rest) = part.split_at(part.find('[').unwrap_or(part.len()));
+            if name.is_empty() {
+                return None;
+            }
+            segs.push(Seg::Key(name.to_string()));
+            while let Some(r) = rest.strip_prefix('[') {
+                let (n, r) = r.split_once(']')?;
+                segs.push(Seg::Index(n.parse().ok()?));
+                rest = r;
+            }
+            if !rest.is_empty() {
+                return None;
+            }
+        }
+        Some(FieldPath(segs))
+    }
 }
 
 #[cfg(test)]
@@ -206,6 +286,41 @@ mod tests {
         let p = FieldPath::root().key("hosts").index(1);
         assert_eq!(locate(DOC, &p), Some((6, 13)));
         assert_eq!(p.to_string(), "hosts[1]");
+    }
+
+    #[test]
+    fn finds_the_second_occurrence_of_a_key() {
+        let doc = "seed: 1\nlinks:\n  - {a: h0, b: s0, a: h2}\nseed: 2\n";
+        assert_eq!(
+            locate_repeated_key(doc, &FieldPath::root(), "seed"),
+            Some((4, 7))
+        );
+        let p = FieldPath::root().key("links").index(0);
+        assert_eq!(locate_repeated_key(doc, &p, "a"), Some((3, 23)));
+        assert_eq!(locate_repeated_key(doc, &p, "b"), None);
+    }
+
+    #[test]
+    fn parses_field_paths() {
+        for s in [
+            "",
+            "seed",
+            "links[3].a",
+            "workload.messages[0].size",
+            "x[1][2]",
+        ] {
+            assert_eq!(
+                FieldPath::parse(s).map(|p| p.to_string()),
+                Some(if s.is_empty() {
+                    "(top level)".to_string()
+                } else {
+                    s.to_string()
+                })
+            );
+        }
+        for s in ["links[", "a..b", "[0]", "links[x]", "a[0]b"] {
+            assert_eq!(FieldPath::parse(s), None, "{s}");
+        }
     }
 
     #[test]

@@ -303,7 +303,8 @@ pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
 
 /// Parses and checks a scenario given as text; `file` names it in messages.
 pub fn load_str(text: &str, file: &str) -> Result<Source, ScenarioError> {
-    let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| from_yaml_error(&e, file))?;
+    let scenario: Scenario =
+        serde_yaml::from_str(text).map_err(|e| from_yaml_error(&e, text, file))?;
     let src = Source {
         scenario,
         text: text.to_string(),
@@ -314,8 +315,26 @@ pub fn load_str(text: &str, file: &str) -> Result<Source, ScenarioError> {
 }
 
 /// Converts serde_yaml's error (`path: message at line L column C`) into ours.
-fn from_yaml_error(e: &serde_yaml::Error, file: &str) -> ScenarioError {
+fn from_yaml_error(e: &serde_yaml::Error, text: &str, file: &str) -> ScenarioError {
+    // An empty document (nothing, only comments, `---`, `~`) reads as an empty mapping or as
+    // null; serde_yaml then complains about a missing field, which hides the real problem.
+    if matches!(
+        serde_yaml::from_str::<serde_yaml::Value>(text),
+        Ok(serde_yaml::Value::Null)
+    ) {
+        return ScenarioError {
+            file: file.to_string(),
+            line: None,
+            column: None,
+            field: String::new(),
+            message: "the scenario is empty: it needs a fabric (`hosts` and `links`, or \
+                      `topology`) and a `workload`"
+                .to_string(),
+        };
+    }
     let mut msg = e.to_string();
+    let mut line = e.location().map(|l| l.line());
+    let mut column = e.location().map(|l| l.column());
     if let Some(loc) = e.location() {
         let suffix = format!(" at line {} column {}", loc.line(), loc.column());
         if let Some(i) = msg.find(&suffix) {
@@ -334,13 +353,53 @@ fn from_yaml_error(e: &serde_yaml::Error, file: &str) -> ScenarioError {
             msg = rest.to_string();
         }
     }
-    if msg.starts_with("EOF while parsing") || msg.contains("invalid type: unit value") {
+    if msg.starts_with("EOF while parsing") {
         msg = format!("{msg} (is the file empty?)");
+    }
+    // A list or a scalar where a section belongs: serde names the Rust type (`expected struct
+    // Workload`), which means nothing to a scenario author.
+    if msg.starts_with("invalid type: ") {
+        if let Some(i) = msg.find("expected struct ") {
+            let what = if field.is_empty() {
+                "a mapping of scenario fields (`hosts:`, `workload:`, ...)"
+            } else {
+                "a mapping of fields"
+            };
+            let name = i + "expected struct ".len();
+            let end = msg[name..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(msg.len(), |j| name + j);
+            msg.replace_range(i..end, &format!("expected {what}"));
+        }
+    }
+    // serde_yaml points a repeated key at the start of its mapping; point at the repeat.
+    if let Some(key) = msg
+        .strip_prefix("duplicate field `")
+        .and_then(|k| k.strip_suffix('`'))
+    {
+        if let Some((l, c)) =
+            FieldPath::parse(&field).and_then(|p| locate::locate_repeated_key(text, &p, key))
+        {
+            line = Some(l);
+            column = Some(c);
+        }
+    }
+    // YAML indents with spaces; a tab there gives a scanner error that does not say so.
+    if let Some(l) = line {
+        let indent = text
+            .lines()
+            .nth(l.saturating_sub(1))
+            .map(|s| &s[..s.len() - s.trim_start().len()]);
+        if indent.is_some_and(|i| i.contains('\t')) {
+            msg.push_str(&format!(
+                " (line {l} is indented with a tab; YAML indents with spaces only)"
+            ));
+        }
     }
     ScenarioError {
         file: file.to_string(),
-        line: e.location().map(|l| l.line()),
-        column: e.location().map(|l| l.column()),
+        line,
+        column,
         field,
         message: msg,
     }

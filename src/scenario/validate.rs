@@ -104,7 +104,11 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             if u.hosts < min {
                 return Err(src.error_at(
                     &p.key("hosts"),
-                    format!("{} hosts; at least {min} needed", u.hosts),
+                    format!(
+                        "{} host{}; at least {min} needed",
+                        u.hosts,
+                        if u.hosts == 1 { "" } else { "s" }
+                    ),
                 ));
             }
             if u.bandwidth.bps() == 0 {
