@@ -158,6 +158,15 @@ mod tests {
     }
 
     #[test]
+    fn packet_fits_two_cache_lines() {
+        assert!(
+            std::mem::size_of::<Packet>() <= 128,
+            "{}",
+            std::mem::size_of::<Packet>()
+        );
+    }
+
+    #[test]
     fn rejects_oversized_header() {
         assert!(Packet::new(&[0; MAX_HEADER_LEN + 1], Payload::Timing(0), &[]).is_err());
         assert!(Packet::new(&[0; 8], Payload::Timing(0), &[0; 5]).is_err());

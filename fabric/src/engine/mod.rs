@@ -17,6 +17,7 @@
 //! exchanged (crossbeam channels) at a barrier, and the next window starts at the new global
 //! minimum, which skips idle stretches. One partition runs without barriers at all.
 
+mod calendar;
 pub mod partition;
 mod queue;
 mod worker;

@@ -1,12 +1,13 @@
-//! The event queue of one partition: a binary heap of small entries ordered by [`EventKey`].
+//! The event queue of one partition: small entries ordered by [`EventKey`] in a calendar
+//! queue.
 //!
-//! Entries stay 32 bytes so heap sifts move little memory; packets wait in a slab beside the
+//! Entries stay 32 bytes so sorting and moving them is cheap; packets wait in a slab beside the
 //! heap and entries carry the slab index. The slab's free list makes steady-state operation
 //! allocation-free.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
+use super::calendar::Calendar;
 use crate::packet::Packet;
 
 /// Bits of the tie-break word that hold the origin actor (the rest hold its sequence number).
@@ -57,6 +58,14 @@ pub(crate) struct Entry {
     pub(crate) data: u64,
 }
 
+impl Entry {
+    /// The key as one integer, so that ordering is a single 128-bit comparison.
+    #[inline]
+    fn rank(&self) -> u128 {
+        (self.key.time as u128) << 64 | self.key.tie as u128
+    }
+}
+
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
         self.key == other.key
@@ -70,15 +79,16 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     /// Reversed, so that `BinaryHeap` (a max-heap) pops the smallest key first.
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        other.key.cmp(&self.key)
+        other.rank().cmp(&self.rank())
     }
 }
 
-/// Heap of entries plus the packet slab.
+/// The event order (a calendar queue) plus the packet slab.
 #[derive(Default)]
 pub(crate) struct EventQueue {
-    heap: BinaryHeap<Entry>,
+    heap: Calendar,
     slab: Vec<Option<Packet>>,
     free: Vec<u32>,
 }
@@ -112,17 +122,13 @@ impl EventQueue {
 
     /// Time of the earliest entry, or `u64::MAX`.
     #[inline]
-    pub(crate) fn next_time(&self) -> u64 {
-        self.heap.peek().map_or(u64::MAX, |e| e.key.time)
+    pub(crate) fn next_time(&mut self) -> u64 {
+        self.heap.next_time()
     }
 
     #[inline]
     pub(crate) fn pop_before(&mut self, end: u64) -> Option<Entry> {
-        if self.heap.peek()?.key.time < end {
-            self.heap.pop()
-        } else {
-            None
-        }
+        self.heap.pop_before(end)
     }
 
     /// Takes the packet of a `Kind::Packet` entry out of the slab.

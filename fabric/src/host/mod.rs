@@ -112,7 +112,7 @@ impl Default for NicConfig {
         NicConfig {
             mtu: ByteSize(4096),
             ack_every: 1,
-            rto: Time::from_us(100),
+            rto: Time::from_us(1000),
             dscp: 26,
             control_dscp: 48,
             ecn_capable: true,
