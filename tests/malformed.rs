@@ -242,7 +242,11 @@ const CASES: &[Case] = &[
     case(
         "disconnected_destination.yaml",
         Some(2),
-        &["field `hosts[2]`", "cannot be reached", "`h2` has no link at all"],
+        &[
+            "field `hosts[2]`",
+            "cannot be reached",
+            "`h2` has no link at all",
+        ],
     ),
     // --- Generated fabrics.
     case(

@@ -82,7 +82,7 @@ impl Calendar {
         let slot = (self.cur as usize) & (BUCKETS - 1);
         if !self.buckets[slot].is_empty() {
             if !self.sorted {
-                self.buckets[slot].sort_unstable_by(|a, b| b.key.cmp(&a.key));
+                self.buckets[slot].sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
                 self.sorted = true;
             }
             return true;
@@ -105,7 +105,7 @@ impl Calendar {
             if let Some(b) = self.next_occupied() {
                 self.cur = b;
                 let slot = (b as usize) & (BUCKETS - 1);
-                self.buckets[slot].sort_unstable_by(|a, b| b.key.cmp(&a.key));
+                self.buckets[slot].sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
                 self.sorted = true;
                 return true;
             }
