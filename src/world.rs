@@ -324,7 +324,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     ports.len(),
                     table,
                     &SwitchConfig { buffer },
-                    s.seed,
+                    fabemu_fabric::route::mix(s.seed ^ (id as u64) << 32),
                 )))
             }
         };

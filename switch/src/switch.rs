@@ -1,7 +1,5 @@
 //! The switch actor: forwarding, buffer admission and per-port egress.
 
-use std::net::Ipv4Addr;
-
 use fabemu_fabric::engine::{Actor, Ctx, Event};
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::route::{flow_hash, RouteTable};
@@ -70,7 +68,9 @@ pub struct Switch {
 }
 
 impl Switch {
-    /// A switch with `ports` ports, FIFO egress, forwarding by `routes`, ECMP hashed with `seed`.
+    /// A switch with `ports` ports, FIFO egress, forwarding by `routes`, ECMP hashed with `seed`
+    /// (give each switch its own seed, as real switches salt their hash, or two tiers of ECMP
+    /// would make the same choice and polarize).
     pub fn new(ports: usize, routes: RouteTable, cfg: &SwitchConfig, seed: u64) -> Switch {
         Switch {
             routes,
@@ -101,29 +101,21 @@ impl Switch {
         self.queues.iter().map(|q| q.len()).sum()
     }
 
-    fn egress_port(&self, pkt: &Packet) -> Option<usize> {
-        let h = pkt.header();
-        let dst: Ipv4Addr = wire::ipv4_dst(h)?;
-        let src = wire::ipv4_src(h)?;
-        let sport = wire::udp_src_port(h).unwrap_or(0);
-        self.routes
-            .select(dst, flow_hash(src, dst, sport, self.seed))
-    }
-
     fn on_packet(&mut self, mut pkt: Packet, ctx: &mut Ctx<'_>) {
         self.stats.received += 1;
-        match wire::frame_kind(pkt.header()) {
-            FrameKind::RoceV2 => {}
-            FrameKind::PfcPause => {
+        let flow = match wire::peek_roce_flow(pkt.header()) {
+            (FrameKind::RoceV2, Some(flow)) => flow,
+            (FrameKind::PfcPause, _) => {
                 self.stats.pause_frames_received += 1;
                 return;
             }
-            FrameKind::Other => {
+            _ => {
                 self.stats.malformed += 1;
                 return;
             }
-        }
-        let Some(out) = self.egress_port(&pkt) else {
+        };
+        let hash = flow_hash(flow.src, flow.dst, flow.udp_src_port, self.seed);
+        let Some(out) = self.routes.select(flow.dst, hash) else {
             self.stats.no_route += 1;
             return;
         };

@@ -232,7 +232,7 @@ const TOKEN_RTO: u64 = 2;
 struct NicPort {
     /// ACK/NAK/CNP and forwarded frames, sent before data.
     control: VecDeque<Packet>,
-    /// QPs (by peer) with data to send, in round-robin order.
+    /// QPs (by index) with data to send, in round-robin order.
     active: VecDeque<u32>,
     /// Pacing timer pending at this time (to avoid arming duplicates).
     pace_timer_at: Option<Time>,
@@ -246,7 +246,9 @@ pub struct Nic {
     routes: Arc<RouteTable>,
     cfg: NicConfig,
     seed: u64,
-    qps: FxHashMap<u32, Qp>,
+    /// Queue pairs, created on first use; `qp_index` maps a peer host to its QP.
+    qps: Vec<Qp>,
+    qp_index: FxHashMap<u32, u32>,
     ports: Vec<NicPort>,
     done_scratch: Vec<u64>,
     completions: VecDeque<Completion>,
@@ -255,8 +257,12 @@ pub struct Nic {
 }
 
 impl Nic {
-    fn qp_entry(&mut self, peer: u32) -> Option<&mut Qp> {
-        if !self.qps.contains_key(&peer) {
+    /// The index of the QP toward `peer`, created on first use.
+    fn qp_entry(&mut self, peer: u32) -> Option<usize> {
+        if let Some(&i) = self.qp_index.get(&peer) {
+            return Some(i as usize);
+        }
+        {
             let paddr = self.dir.get(peer)?;
             let udp = 0xC000
                 | (flow_hash(self.addr.ip, paddr.ip, peer as u16, self.seed) as u16 & 0x3FFF);
@@ -266,9 +272,10 @@ impl Nic {
             } else {
                 self.routes.select(paddr.ip, h)?
             };
-            self.qps.insert(peer, Qp::new(port, udp));
+            self.qps.push(Qp::new(peer, port, udp));
+            self.qp_index.insert(peer, (self.qps.len() - 1) as u32);
         }
-        self.qps.get_mut(&peer)
+        Some(self.qps.len() - 1)
     }
 
     fn post_send(
@@ -280,22 +287,23 @@ impl Nic {
         ctx: &mut Ctx<'_>,
     ) -> bool {
         let mtu = self.cfg.mtu.bytes().max(1);
-        let Some(qp) = self.qp_entry(dst) else {
+        let Some(i) = self.qp_entry(dst) else {
             return false;
         };
+        let qp = &mut self.qps[i];
         qp.post(tag, len, data, mtu);
         let port = qp.port;
-        self.activate(dst);
+        self.activate(i);
         self.pump(port, ctx);
         true
     }
 
-    /// Puts QP `peer` into its port's round-robin list if it has data and is not there yet.
-    fn activate(&mut self, peer: u32) {
-        if let Some(qp) = self.qps.get_mut(&peer) {
+    /// Puts QP `i` into its port's round-robin list if it has data and is not there yet.
+    fn activate(&mut self, i: usize) {
+        if let Some(qp) = self.qps.get_mut(i) {
             if qp.has_data() && !qp.active {
                 qp.active = true;
-                self.ports[qp.port].active.push_back(peer);
+                self.ports[qp.port].active.push_back(i as u32);
             }
         }
     }
@@ -312,10 +320,10 @@ impl Nic {
         let now = ctx.now();
         let mut earliest = Time::NEVER;
         for _ in 0..self.ports[port].active.len() {
-            let Some(peer) = self.ports[port].active.pop_front() else {
+            let Some(i) = self.ports[port].active.pop_front() else {
                 break;
             };
-            let Some(qp) = self.qps.get_mut(&peer) else {
+            let Some(qp) = self.qps.get_mut(i as usize) else {
                 continue;
             };
             if !qp.has_data() {
@@ -324,10 +332,10 @@ impl Nic {
             }
             if qp.next_send_time > now {
                 earliest = earliest.min(qp.next_send_time);
-                self.ports[port].active.push_back(peer);
+                self.ports[port].active.push_back(i);
                 continue;
             }
-            self.send_data(peer, port, ctx);
+            self.send_data(i as usize, port, ctx);
             return;
         }
         if earliest != Time::NEVER {
@@ -348,14 +356,14 @@ impl Nic {
         }
     }
 
-    fn send_data(&mut self, peer: u32, port: usize, ctx: &mut Ctx<'_>) {
+    fn send_data(&mut self, i: usize, port: usize, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
         let mtu = self.cfg.mtu.bytes().max(1);
-        let Some(paddr) = self.dir.get(peer).copied() else {
+        let line = ctx.channel(port).map(|c| c.rate.bandwidth());
+        let Some(qp) = self.qps.get_mut(i) else {
             return;
         };
-        let line = ctx.channel(port).map(|c| c.rate.bandwidth());
-        let Some(qp) = self.qps.get_mut(&peer) else {
+        let Some(paddr) = self.dir.get(qp.peer).copied() else {
             return;
         };
         let Some(seg) = qp.next_segment(mtu) else {
@@ -418,7 +426,7 @@ impl Nic {
             }
         }
         if qp.has_data() {
-            self.ports[port].active.push_back(peer);
+            self.ports[port].active.push_back(i as u32);
         } else {
             qp.active = false;
         }
@@ -426,17 +434,14 @@ impl Nic {
         qp.rto_deadline = now + self.cfg.rto;
         if !qp.rto_armed {
             qp.rto_armed = true;
-            ctx.set_timer(
-                qp.rto_deadline,
-                (peer as u64) << TOKEN_KIND_BITS | TOKEN_RTO,
-            );
+            ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
         }
         self.send(port, pkt, ctx);
     }
 
-    fn on_rto(&mut self, peer: u32, ctx: &mut Ctx<'_>) {
+    fn on_rto(&mut self, i: usize, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
-        let Some(qp) = self.qps.get_mut(&peer) else {
+        let Some(qp) = self.qps.get_mut(i) else {
             return;
         };
         qp.rto_armed = false;
@@ -445,22 +450,16 @@ impl Nic {
         }
         if now < qp.rto_deadline {
             qp.rto_armed = true;
-            ctx.set_timer(
-                qp.rto_deadline,
-                (peer as u64) << TOKEN_KIND_BITS | TOKEN_RTO,
-            );
+            ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
             return;
         }
         qp.on_timeout();
         self.stats.timeouts += 1;
         qp.rto_deadline = now + self.cfg.rto;
         qp.rto_armed = true;
-        ctx.set_timer(
-            qp.rto_deadline,
-            (peer as u64) << TOKEN_KIND_BITS | TOKEN_RTO,
-        );
+        ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
         let port = qp.port;
-        self.activate(peer);
+        self.activate(i);
         self.pump(port, ctx);
     }
 
@@ -469,7 +468,11 @@ impl Nic {
         let Some(paddr) = self.dir.get(peer).copied() else {
             return;
         };
-        let Some(qp) = self.qps.get(&peer) else {
+        let Some(qp) = self
+            .qp_index
+            .get(&peer)
+            .and_then(|&i| self.qps.get(i as usize))
+        else {
             return;
         };
         let (port, udp) = (qp.port, qp.udp_src_port);
@@ -546,10 +549,12 @@ impl Nic {
             self.stats.dropped_invalid += 1;
             return;
         };
-        let Some(qp) = self.qps.get_mut(&src) else {
+        let Some(&i) = self.qp_index.get(&src) else {
             self.stats.dropped_invalid += 1;
             return;
         };
+        let i = i as usize;
+        let qp = &mut self.qps[i];
         let mut done = std::mem::take(&mut self.done_scratch);
         let now = ctx.now();
         if aeth.is_nak() {
@@ -569,16 +574,17 @@ impl Nic {
                 .push_back(Completion::SendDone { dst: src, tag });
         }
         self.done_scratch = done;
-        self.activate(src);
+        self.activate(i);
         self.pump(port, ctx);
     }
 
     fn on_data_frame(&mut self, src: u32, repr: &RoceRepr, pkt: Packet, ctx: &mut Ctx<'_>) {
         let ack_every = self.cfg.ack_every;
-        let Some(qp) = self.qp_entry(src) else {
+        let Some(i) = self.qp_entry(src) else {
             self.stats.dropped_invalid += 1;
             return;
         };
+        let qp = &mut self.qps[i];
         let data = match pkt.payload() {
             Payload::Data(b) => Some(b),
             Payload::Timing(_) => None,
@@ -704,7 +710,8 @@ impl<A: Application> Host<A> {
                 routes,
                 cfg,
                 seed,
-                qps: FxHashMap::default(),
+                qps: Vec::new(),
+                qp_index: FxHashMap::default(),
                 ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
                 done_scratch: Vec::new(),
                 completions: VecDeque::new(),
@@ -716,7 +723,7 @@ impl<A: Application> Host<A> {
 
     /// True when every QP has nothing posted, in flight or unacknowledged.
     pub fn quiescent(&self) -> bool {
-        self.nic.qps.values().all(Qp::idle)
+        self.nic.qps.iter().all(Qp::idle)
     }
 
     fn deliver_completions(&mut self, ctx: &mut Ctx<'_>) {
@@ -761,7 +768,7 @@ impl<A: Application> Actor for Host<A> {
                             self.nic.pump(port, ctx);
                         }
                     }
-                    _ => self.nic.on_rto(arg as u32, ctx),
+                    _ => self.nic.on_rto(arg as usize, ctx),
                 }
             }
         }

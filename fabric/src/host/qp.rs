@@ -79,6 +79,8 @@ pub(crate) struct Received {
 /// Send and receive state of one QP (one per peer host).
 #[derive(Debug)]
 pub(crate) struct Qp {
+    /// The peer host.
+    pub(crate) peer: u32,
     /// Egress port this QP's packets leave by.
     pub(crate) port: usize,
     /// UDP source port (flow entropy for ECMP).
@@ -130,8 +132,9 @@ pub(crate) fn unwrap_psn(base: u64, wire: u32) -> (u64, bool) {
 }
 
 impl Qp {
-    pub(crate) fn new(port: usize, udp_src_port: u16) -> Qp {
+    pub(crate) fn new(peer: u32, port: usize, udp_src_port: u16) -> Qp {
         Qp {
+            peer,
             port,
             udp_src_port,
             msgs: VecDeque::new(),
@@ -368,7 +371,7 @@ mod tests {
 
     #[test]
     fn segments_a_message() {
-        let mut qp = Qp::new(0, 1);
+        let mut qp = Qp::new(1, 0, 1);
         qp.post(7, 10_000, None, 4096);
         let segs = drain(&mut qp, 4096);
         let ops: Vec<u8> = segs.iter().map(|s| s.opcode).collect();
@@ -389,7 +392,7 @@ mod tests {
 
     #[test]
     fn zero_length_message_is_one_packet() {
-        let mut qp = Qp::new(0, 1);
+        let mut qp = Qp::new(1, 0, 1);
         qp.post(1, 0, None, 1024);
         let segs = drain(&mut qp, 1024);
         assert_eq!(segs.len(), 1);
@@ -398,7 +401,7 @@ mod tests {
 
     #[test]
     fn go_back_n_on_nak() {
-        let mut qp = Qp::new(0, 1);
+        let mut qp = Qp::new(1, 0, 1);
         qp.post(1, 5 * 100, None, 100);
         assert_eq!(drain(&mut qp, 100).len(), 5);
         let mut done = vec![];
@@ -417,7 +420,7 @@ mod tests {
 
     #[test]
     fn receiver_naks_once_per_gap_and_reacks_duplicates() {
-        let mut qp = Qp::new(0, 1);
+        let mut qp = Qp::new(1, 0, 1);
         let mut rx = None;
         let mut data = |qp: &mut Qp, psn: u32, op: u8| {
             qp.on_data(psn, op, false, Some(300), Some(9), None, 100, 100, &mut rx)

@@ -79,6 +79,41 @@ pub fn frame_kind(frame: &[u8]) -> FrameKind {
     }
 }
 
+/// What forwarding needs from a RoCEv2 frame, read in one pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoceFlow {
+    /// IPv4 source address.
+    pub src: Ipv4Addr,
+    /// IPv4 destination address.
+    pub dst: Ipv4Addr,
+    /// UDP source port (the flow's ECMP entropy).
+    pub udp_src_port: u16,
+}
+
+/// Classifies a frame and, for RoCEv2, returns its flow in the same pass — the switch's per-frame
+/// read (one validation of the headers instead of one per field).
+pub fn peek_roce_flow(frame: &[u8]) -> (FrameKind, Option<RoceFlow>) {
+    match ethertype(frame) {
+        Some(ETHERTYPE_IPV4) => {
+            let Some(ip) = ipv4(frame) else {
+                return (FrameKind::Other, None);
+            };
+            match udp(frame) {
+                Some((_, udp)) if udp.get_destination() == ROCEV2_UDP_PORT => (
+                    FrameKind::RoceV2,
+                    Some(RoceFlow {
+                        src: Ipv4Addr::from(ip.get_source().octets()),
+                        dst: Ipv4Addr::from(ip.get_destination().octets()),
+                        udp_src_port: udp.get_source(),
+                    }),
+                ),
+                _ => (FrameKind::Other, None),
+            }
+        }
+        _ => (frame_kind(frame), None),
+    }
+}
+
 /// IPv4 destination address of an IPv4 frame.
 pub fn ipv4_dst(frame: &[u8]) -> Option<Ipv4Addr> {
     ipv4(frame).map(|ip| Ipv4Addr::from(ip.get_destination().octets()))
