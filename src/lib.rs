@@ -34,8 +34,24 @@ pub fn run_source(
     progress: Option<&Progress>,
 ) -> Result<Report, RunError> {
     let world = world::build(src)?;
+    tracing::info!(
+        scenario = %src.file,
+        actors = world.actors.len(),
+        links = world.graph.links().len(),
+        messages = world.messages.len(),
+        "world built"
+    );
     let t0 = Instant::now();
     let fin = world::run(world, src, threads, progress)?;
     let wall = t0.elapsed();
+    let layout = &fin.output.layout;
+    tracing::info!(
+        events = fin.output.stats.events,
+        partitions = layout.partitions,
+        lookahead_ps = layout.lookahead.ps(),
+        windows = layout.windows,
+        wall_s = wall.as_secs_f64(),
+        "run finished"
+    );
     Ok(report::build(src, &fin, threads, wall))
 }

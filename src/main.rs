@@ -38,7 +38,7 @@ struct RunArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
-    /// Write the JSON report to this file (`-` for stdout).
+    /// Write the JSON report to this file (`-` for stdout, instead of the summary).
     #[arg(long)]
     json: Option<PathBuf>,
     /// Print nothing but errors.
@@ -48,6 +48,11 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs go to stderr, off unless RUST_LOG asks (e.g. RUST_LOG=fabemu=info).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     match std::panic::catch_unwind(|| real_main(cli)) {
         Ok(code) => code,
         Err(_) => {
@@ -94,7 +99,8 @@ fn real_main(cli: Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if !args.quiet {
+    let json_on_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if !args.quiet && !json_on_stdout {
         print!("{}", fabemu::report::summary(&report));
     }
     if let Some(path) = &args.json {

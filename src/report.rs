@@ -106,8 +106,11 @@ pub struct Totals {
     pub timeouts: u64,
     /// Events handled.
     pub events: u64,
-    /// Time of the last event.
+    /// Time of the last event (can include retransmission timers that fire after the traffic).
     pub simulated_time_ps: u64,
+    /// When the last message was delivered and acknowledged (the workload's makespan); link
+    /// utilization is relative to it.
+    pub completion_time_ps: u64,
     /// Mean one-way latency of data packets (NIC to NIC).
     pub mean_packet_latency_ps: u64,
 }
@@ -119,7 +122,7 @@ pub struct Direction {
     pub tx_packets: u64,
     /// Wire bytes sent (frames + Ethernet overhead).
     pub tx_wire_bytes: u64,
-    /// Busy time / simulated time.
+    /// Busy time / the workload's completion time (or the simulated time when nothing completed).
     pub utilization: f64,
 }
 
@@ -229,7 +232,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.retransmitted_packets += st.retransmitted_packets;
                 totals.retransmitted_bytes += st.retransmitted_bytes;
                 totals.timeouts += st.timeouts;
-                latency_sum += st.latency_sum.ps() as u128;
+                latency_sum += st.latency_sum_ps as u128;
                 invalid += st.dropped_invalid;
                 length_mismatches += st.length_mismatches;
                 nics.push(NicReport {
@@ -268,6 +271,8 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         if delivered.is_none() || acked.is_none() {
             undelivered += 1;
         } else {
+            let last = delivered.max(acked).map_or(0, Time::ps);
+            totals.completion_time_ps = totals.completion_time_ps.max(last);
             totals.messages_completed += 1;
             totals.bytes_delivered += m.len;
         }
@@ -330,7 +335,12 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         ));
     }
 
-    let end = out.stats.end_time.ps().max(1) as f64;
+    let end = if totals.completion_time_ps > 0 {
+        totals.completion_time_ps
+    } else {
+        out.stats.end_time.ps()
+    }
+    .max(1) as f64;
     let links = g
         .links()
         .iter()
@@ -489,10 +499,10 @@ pub fn summary(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "        {} packet-hops, {} events, simulated time {}, mean packet latency {}",
+        "        {} packet-hops, {} events, completion time {}, mean packet latency {}",
         t.packet_hops,
         t.events,
-        Time(t.simulated_time_ps),
+        Time(t.completion_time_ps),
         Time(t.mean_packet_latency_ps)
     );
     let h = &r.host;

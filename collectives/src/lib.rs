@@ -1,1 +1,31 @@
-//! placeholder
+//! # fabemu-collectives
+//!
+//! Collective operations as fabemu runs them: an algorithm (ring, direct, ...) is compiled into
+//! one small **program per rank**, a DAG of send / receive(-reduce) / copy steps over chunks of
+//! the rank's buffer. Hosts will execute these programs on their queue pairs; before that, the
+//! reference interpreter runs them in memory to prove that an algorithm computes the right thing
+//! independently of the network.
+//!
+//! - [`op`]: the collectives and their nccl-tests bus-bandwidth factors.
+//! - [`metrics`]: nccl-tests algorithm and bus bandwidth.
+//! - [`chunk`]: element ranges of a buffer and the even split of a buffer into chunks.
+//! - [`program`]: the program IR (the seam for custom algorithms), a builder that derives
+//!   dependencies from data hazards, and [`program::validate`].
+//! - [`algorithms`]: generators for ring Reduce-Scatter / All-Gather / All-Reduce and direct
+//!   All-To-All.
+//! - [`interpret`]: the reference interpreter [`interpret::run_local`].
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod algorithms;
+pub mod chunk;
+pub mod interpret;
+pub mod metrics;
+pub mod op;
+pub mod program;
+mod reach;
+
+pub use algorithms::AlgorithmError;
+pub use chunk::ChunkRange;
+pub use interpret::{run_local, RunError};
+pub use op::Collective;
+pub use program::{validate, Program, ProgramBuilder, Step, StepId, StepKind, ValidationError};

@@ -45,7 +45,8 @@ impl RouteTable {
         match ports.len() {
             0 => None,
             1 => Some(ports[0] as usize),
-            n => Some(ports[(flow_hash % n as u64) as usize] as usize),
+            // Multiply-shift maps the hash onto 0..n without a division (Lemire's fastrange).
+            n => Some(ports[((flow_hash as u128 * n as u128) >> 64) as usize] as usize),
         }
     }
 

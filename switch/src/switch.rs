@@ -3,7 +3,6 @@
 use fabemu_fabric::engine::{Actor, Ctx, Event};
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::route::{flow_hash, RouteTable};
-use fabemu_fabric::units::Time;
 use fabemu_fabric::wire::{self, FrameKind};
 use serde::{Deserialize, Serialize};
 
@@ -30,8 +29,8 @@ pub struct SwitchPortStats {
     pub dropped_bytes: u64,
     /// Deepest the queue got, in bytes.
     pub max_queue_bytes: u64,
-    /// Total time frames waited in this queue (for the mean queueing delay).
-    pub queueing_delay_sum: Time,
+    /// Total time frames waited in this queue, in ps; divide by `dequeued` for the mean.
+    pub queueing_delay_sum_ps: u64,
     /// Frames that left the queue.
     pub dequeued: u64,
 }
@@ -47,7 +46,7 @@ pub struct SwitchStats {
     pub ttl_expired: u64,
     /// Frames dropped because they could not be parsed.
     pub malformed: u64,
-    /// PFC pause frames received (acted upon by the lossless configuration).
+    /// PFC pause frames received (counted and dropped; PFC is not implemented yet).
     pub pause_frames_received: u64,
     /// Peak shared-buffer occupancy in bytes.
     pub peak_buffer_bytes: u64,
@@ -157,8 +156,7 @@ impl Switch {
             self.buffer.release(port, pkt.frame_len() as u64);
             let ps = &mut self.port_stats[port];
             ps.dequeued += 1;
-            ps.queueing_delay_sum =
-                ps.queueing_delay_sum + now.saturating_sub(pkt.meta.enqueued_at);
+            ps.queueing_delay_sum_ps += now.saturating_sub(pkt.meta.enqueued_at).ps();
             if ctx.transmit(port, pkt).is_err() {
                 self.stats.tx_refused += 1;
             }

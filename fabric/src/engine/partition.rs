@@ -1,7 +1,9 @@
 //! Placing actors onto partitions (worker threads) and deriving the lookahead.
 //!
 //! The lookahead is the smallest latency of any link between two partitions, so a link with
-//! zero latency must never be cut: its ends are merged first (union-find). The remaining
+//! zero latency must never be cut: its ends are merged first (union-find). Actors with a single
+//! link (hosts under a switch) are merged with their neighbour when enough groups remain. The
+//! remaining
 //! groups are laid out in breadth-first order from actor 0 — neighbours stay together, so few
 //! links are cut — and the sequence is cut into contiguous runs of about equal weight, where an
 //! actor weighs one plus its port count (work grows with the packets it handles, which grows
@@ -54,6 +56,25 @@ pub fn plan(wiring: &Wiring, threads: usize) -> Plan {
                 }
             }
         }
+    }
+    // Keep an edge actor (one link, e.g. a host under its top-of-rack switch) with its
+    // neighbour: it exchanges every frame with it, so cutting there costs the most messages and
+    // gains no lookahead. Skipped when it would leave too few groups to balance.
+    let mut contracted = parent.clone();
+    for (a, ports) in wiring.ports.iter().enumerate() {
+        if let [w] = ports.as_slice() {
+            let (ra, rb) = (
+                find(&mut contracted, a),
+                find(&mut contracted, w.peer as usize),
+            );
+            if ra != rb {
+                contracted[ra.max(rb)] = ra.min(rb);
+            }
+        }
+    }
+    let groups = (0..n).filter(|&a| find(&mut contracted, a) == a).count();
+    if groups >= 2 * threads {
+        parent = contracted;
     }
     // Breadth-first order over groups.
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];

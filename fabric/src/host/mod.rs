@@ -91,7 +91,8 @@ impl HostDirectory {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NicConfig {
-    /// Payload bytes per packet (the RoCE path MTU): 256B..4KiB in practice.
+    /// Payload bytes per packet (the RoCE path MTU). Accepted: 64B..8KiB; RoCE uses 256B, 512B,
+    /// 1KiB, 2KiB or 4KiB.
     pub mtu: ByteSize,
     /// Acknowledge after this many in-order packets (and always on a message's last packet).
     pub ack_every: u32,
@@ -99,9 +100,10 @@ pub struct NicConfig {
     pub rto: Time,
     /// DSCP of data packets.
     pub dscp: u8,
-    /// DSCP of ACK/NAK/CNP packets.
+    /// DSCP of ACK/NAK packets.
     pub control_dscp: u8,
-    /// Mark data packets ECN-capable (ECT(0)) so switches can mark CE instead of dropping.
+    /// Send data packets as ECN-capable (ECT(0)), ready for switches that mark CE (ECN marking
+    /// itself is not implemented yet).
     pub ecn_capable: bool,
     /// Initial per-QP rate limit; absent means the line rate of the QP's port.
     pub qp_rate: Option<Bandwidth>,
@@ -148,9 +150,9 @@ pub struct HostStats {
     pub out_of_order_dropped: u64,
     /// Duplicate data packets (already received).
     pub duplicates_received: u64,
-    /// CNPs received (congestion control acts on them).
+    /// CNPs received (counted; congestion control is not implemented yet).
     pub cnps_received: u64,
-    /// PFC pause frames received.
+    /// PFC pause frames received (counted; PFC is not implemented yet).
     pub pause_frames_received: u64,
     /// Frames forwarded for other hosts.
     pub forwarded: u64,
@@ -158,8 +160,9 @@ pub struct HostStats {
     pub dropped_invalid: u64,
     /// Messages whose received length differed from the announced one.
     pub length_mismatches: u64,
-    /// Sum and count of one-way latency of received data packets (for the mean).
-    pub latency_sum: Time,
+    /// Sum of the one-way latency (NIC to NIC) of data packets received in order, in ps; divide
+    /// by `data_packets_received` for the mean.
+    pub latency_sum_ps: u64,
 }
 
 /// A completion delivered to the application.
@@ -605,8 +608,7 @@ impl Nic {
         match action {
             RxAction::Accepted { ack } => {
                 self.stats.data_packets_received += 1;
-                self.stats.latency_sum =
-                    self.stats.latency_sum + ctx.now().saturating_sub(pkt.meta.created_at);
+                self.stats.latency_sum_ps += ctx.now().saturating_sub(pkt.meta.created_at).ps();
                 if ack {
                     self.stats.acks_sent += 1;
                     self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);
@@ -637,7 +639,12 @@ impl Nic {
         }
     }
 
-    fn forward(&mut self, in_port: usize, dst: Ipv4Addr, pkt: Packet, ctx: &mut Ctx<'_>) {
+    fn forward(&mut self, in_port: usize, dst: Ipv4Addr, mut pkt: Packet, ctx: &mut Ctx<'_>) {
+        // A forwarding host is a router too: TTL ends a routing loop.
+        if !matches!(wire::decrement_ttl(pkt.header_mut()), Ok(ttl) if ttl > 0) {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
         let h = match (
             wire::ipv4_src(pkt.header()),
             wire::udp_src_port(pkt.header()),
