@@ -4,7 +4,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam::channel::{unbounded, Receiver, Sender};
-use crossbeam::utils::{Backoff, CachePadded};
+use crossbeam::utils::CachePadded;
 
 use super::partition::Plan;
 use super::queue::{Entry, EventKey, EventQueue, Kind};
@@ -314,22 +314,25 @@ impl<A: Actor> Partition<A> {
     }
 }
 
-/// A reusable barrier that spins briefly, then yields; it gives up when the run is aborted.
+/// A reusable barrier that spins, then yields; it gives up when the run is aborted.
 ///
 /// Windows are short (often a few microseconds of work), so a futex-based barrier's wake-up
-/// latency would dominate; spinning with crossbeam's exponential backoff keeps the hand-off
-/// near the cost of a cache-line transfer, and yielding keeps oversubscribed runs (more threads
-/// than cores) moving.
+/// latency would dominate. Each waiter spins (the hand-off then costs about one cache-line
+/// transfer) for up to `spin` rounds before yielding its core: long when every worker has a core
+/// of its own, short when threads outnumber cores and spinning would starve the laggard.
 struct SpinBarrier {
     n: usize,
+    spin: u32,
     count: CachePadded<AtomicUsize>,
     generation: CachePadded<AtomicUsize>,
 }
 
 impl SpinBarrier {
     fn new(n: usize) -> SpinBarrier {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         SpinBarrier {
             n,
+            spin: if n <= cores { 1 << 16 } else { 1 << 6 },
             count: CachePadded::new(AtomicUsize::new(0)),
             generation: CachePadded::new(AtomicUsize::new(0)),
         }
@@ -343,15 +346,19 @@ impl SpinBarrier {
             self.generation.fetch_add(1, Ordering::Release);
             return true;
         }
-        let backoff = Backoff::new();
+        let mut rounds = 0u32;
         while self.generation.load(Ordering::Acquire) == gen {
-            if abort_requested(abort) {
-                return false;
-            }
-            if backoff.is_completed() {
-                std::thread::yield_now();
+            if rounds < self.spin {
+                rounds += 1;
+                std::hint::spin_loop();
             } else {
-                backoff.snooze();
+                if abort_requested(abort) {
+                    return false;
+                }
+                std::thread::yield_now();
+            }
+            if rounds & 1023 == 0 && abort_requested(abort) {
+                return false;
             }
         }
         true

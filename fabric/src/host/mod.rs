@@ -369,6 +369,7 @@ impl Nic {
         let Some(paddr) = self.dir.get(qp.peer).copied() else {
             return;
         };
+        let was_outstanding = qp.outstanding();
         let Some(seg) = qp.next_segment(mtu) else {
             qp.active = false;
             return;
@@ -433,8 +434,12 @@ impl Nic {
         } else {
             qp.active = false;
         }
-        // Arm the retransmission timer lazily: one pending event per QP at a time.
-        qp.rto_deadline = now + self.cfg.rto;
+        // The transport timer (as InfiniBand RC defines it) starts when a request goes out with nothing
+        // outstanding and restarts on every ACK that makes progress; sending more does not
+        // restart it. Armed lazily: one pending timer event per QP at a time.
+        if !was_outstanding {
+            qp.rto_deadline = now + self.cfg.rto;
+        }
         if !qp.rto_armed {
             qp.rto_armed = true;
             ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
