@@ -24,9 +24,9 @@ use crate::scenario::{FieldPath, Mode, Routing, ScenarioError, Source};
 /// An actor of the world: a host running the point-to-point workload, or a switch.
 pub enum Node {
     /// A host.
-    Host(Box<Host<MessageApp>>),
+    Host(Host<MessageApp>),
     /// A switch.
-    Switch(Box<Switch>),
+    Switch(Switch),
 }
 
 impl Actor for Node {
@@ -311,7 +311,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                         format!("host `{}` has no address", node.name),
                     )
                 })?;
-                Node::Host(Box::new(host))
+                Node::Host(host)
             }
             NodeKind::Switch => {
                 let buffer = s
@@ -320,12 +320,12 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     .find(|sw| sw.name == node.name)
                     .and_then(|sw| sw.buffer)
                     .unwrap_or(s.switch_buffer);
-                Node::Switch(Box::new(Switch::new(
+                Node::Switch(Switch::new(
                     ports.len(),
                     table,
                     &SwitchConfig { buffer },
                     fabemu_fabric::route::mix(s.seed ^ (id as u64) << 32),
-                )))
+                ))
             }
         };
         actors.push(actor);

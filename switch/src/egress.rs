@@ -30,14 +30,54 @@ pub struct Fifo {
 }
 
 impl EgressScheduler for Fifo {
+    #[inline]
     fn enqueue(&mut self, packet: Packet, _now: Time) {
         self.q.push_back(packet);
     }
+    #[inline]
     fn dequeue(&mut self, _now: Time) -> Option<Packet> {
         self.q.pop_front()
     }
     fn len(&self) -> usize {
         self.q.len()
+    }
+}
+
+/// A port's scheduler: the FIFO inline (no indirection on the common path), or any other
+/// discipline behind a trait object.
+pub enum Egress {
+    /// First in, first out.
+    Fifo(Fifo),
+    /// Any other scheduler.
+    Custom(Box<dyn EgressScheduler>),
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Egress::Fifo(Fifo::default())
+    }
+}
+
+impl EgressScheduler for Egress {
+    #[inline]
+    fn enqueue(&mut self, packet: Packet, now: Time) {
+        match self {
+            Egress::Fifo(f) => f.enqueue(packet, now),
+            Egress::Custom(c) => c.enqueue(packet, now),
+        }
+    }
+    #[inline]
+    fn dequeue(&mut self, now: Time) -> Option<Packet> {
+        match self {
+            Egress::Fifo(f) => f.dequeue(now),
+            Egress::Custom(c) => c.dequeue(now),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Egress::Fifo(f) => f.len(),
+            Egress::Custom(c) => c.len(),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use fabemu_fabric::wire::{self, FrameKind};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufferConfig, Refusal, SharedBuffer};
-use crate::egress::{EgressScheduler, Fifo};
+use crate::egress::{Egress, EgressScheduler};
 
 /// A switch's settings (the scenario's per-switch fields).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +59,7 @@ pub struct Switch {
     routes: RouteTable,
     seed: u64,
     buffer: SharedBuffer,
-    queues: Vec<Box<dyn EgressScheduler>>,
+    queues: Vec<Egress>,
     /// Per egress port counters.
     pub port_stats: Vec<SwitchPortStats>,
     /// Whole-switch counters.
@@ -75,9 +75,7 @@ impl Switch {
             routes,
             seed,
             buffer: SharedBuffer::new(&cfg.buffer, ports),
-            queues: (0..ports)
-                .map(|_| Box::new(Fifo::default()) as Box<dyn EgressScheduler>)
-                .collect(),
+            queues: (0..ports).map(|_| Egress::default()).collect(),
             port_stats: vec![SwitchPortStats::default(); ports],
             stats: SwitchStats::default(),
         }
@@ -86,7 +84,7 @@ impl Switch {
     /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
     pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
         if let Some(q) = self.queues.get_mut(port) {
-            *q = sched;
+            *q = Egress::Custom(sched);
         }
     }
 
