@@ -97,6 +97,13 @@ pub(crate) struct Qp {
     alloc: u64,
     /// Index in `msgs` of the message containing `snd_nxt`.
     cursor: usize,
+    /// Copy of `msgs[cursor]`'s bounds, so sending does not touch the message queue's memory
+    /// for every packet (valid while `cur_valid`).
+    cur: CurMsg,
+    cur_valid: bool,
+    /// One past the last PSN of `msgs[0]` (`u64::MAX` when empty): ACKs compare against it
+    /// without touching the queue.
+    front_end: u64,
     /// Rate limiter: earliest time the next packet may start.
     pub(crate) next_send_time: Time,
     /// Retransmission deadline while packets are outstanding.
@@ -112,6 +119,15 @@ pub(crate) struct Qp {
     rx_msg: Option<RxMsg>,
     /// Messages completed by the receive side (the AETH MSN).
     pub(crate) msn: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CurMsg {
+    first: u64,
+    end: u64,
+    len: u64,
+    tag: u64,
+    has_data: bool,
 }
 
 #[derive(Debug)]
@@ -143,6 +159,9 @@ impl Qp {
             snd_max: 0,
             alloc: 0,
             cursor: 0,
+            cur: CurMsg::default(),
+            cur_valid: false,
+            front_end: u64::MAX,
             next_send_time: Time::ZERO,
             rto_deadline: Time::NEVER,
             rto_armed: false,
@@ -158,6 +177,9 @@ impl Qp {
     /// Queues a message of `len` bytes split into packets of at most `mtu` payload bytes.
     pub(crate) fn post(&mut self, tag: u64, len: u64, data: Option<Bytes>, mtu: u64) {
         let npkts = len.div_ceil(mtu).max(1);
+        if self.msgs.is_empty() {
+            self.front_end = self.alloc + npkts;
+        }
         self.msgs.push_back(SendMsg {
             tag,
             len,
@@ -188,29 +210,44 @@ impl Qp {
         if !self.has_data() {
             return None;
         }
-        while self.cursor < self.msgs.len() {
-            let m = &self.msgs[self.cursor];
-            if self.snd_nxt < m.first_psn + m.npkts {
-                break;
+        if !self.cur_valid || self.snd_nxt >= self.cur.end || self.snd_nxt < self.cur.first {
+            while self.cursor < self.msgs.len() {
+                let m = &self.msgs[self.cursor];
+                if self.snd_nxt < m.first_psn + m.npkts {
+                    break;
+                }
+                self.cursor += 1;
             }
-            self.cursor += 1;
+            let m = self.msgs.get(self.cursor)?;
+            self.cur = CurMsg {
+                first: m.first_psn,
+                end: m.first_psn + m.npkts,
+                len: m.len,
+                tag: m.tag,
+                has_data: m.data.is_some(),
+            };
+            self.cur_valid = true;
         }
-        let m = self.msgs.get(self.cursor)?;
-        let idx = self.snd_nxt - m.first_psn;
+        let m = self.cur;
+        let idx = self.snd_nxt - m.first;
         let offset = idx * mtu;
         let payload_len = (m.len - offset.min(m.len)).min(mtu);
         let first = idx == 0;
-        let last = idx + 1 == m.npkts;
+        let last = m.first + idx + 1 == m.end;
         let op = match (first, last) {
             (true, true) => opcode::WRITE_ONLY_IMM,
             (true, false) => opcode::WRITE_FIRST,
             (false, true) => opcode::WRITE_LAST_IMM,
             (false, false) => opcode::WRITE_MIDDLE,
         };
-        let data = m
-            .data
-            .as_ref()
-            .map(|d| d.slice(offset as usize..(offset + payload_len) as usize));
+        let data = if m.has_data {
+            self.msgs[self.cursor]
+                .data
+                .as_ref()
+                .map(|d| d.slice(offset as usize..(offset + payload_len) as usize))
+        } else {
+            None
+        };
         let seg = Segment {
             psn: self.snd_nxt,
             opcode: op,
@@ -257,6 +294,7 @@ impl Qp {
         let rewound = self.snd_nxt.saturating_sub(self.snd_una);
         self.snd_nxt = self.snd_una;
         self.cursor = 0;
+        self.cur_valid = false;
         rewound
     }
 
@@ -268,14 +306,17 @@ impl Qp {
         if self.snd_nxt < new_una {
             self.snd_nxt = new_una;
         }
-        while let Some(m) = self.msgs.front() {
-            if m.first_psn + m.npkts <= new_una {
-                done.push(m.tag);
-                self.msgs.pop_front();
-                self.cursor = self.cursor.saturating_sub(1);
-            } else {
+        while self.front_end <= new_una {
+            let Some(m) = self.msgs.pop_front() else {
                 break;
-            }
+            };
+            done.push(m.tag);
+            // The cached cursor message keeps its bounds; only its index shifts.
+            self.cursor = self.cursor.saturating_sub(1);
+            self.front_end = self
+                .msgs
+                .front()
+                .map_or(u64::MAX, |m| m.first_psn + m.npkts);
         }
     }
 
