@@ -7,6 +7,50 @@ use fabemu_fabric::units::Time;
 /// Largest message an RDMA WRITE can carry: RETH's DMA length is 32 bits.
 pub(crate) const MAX_MESSAGE: u64 = u32::MAX as u64;
 
+/// Most hosts a fabric may have (QP numbers and addresses have room for more; this keeps the
+/// per-node routing tables and the all-to-all workload within a laptop's memory).
+pub(crate) const MAX_HOSTS: u64 = 65_536;
+/// Most links a fabric may have.
+pub(crate) const MAX_LINKS: u64 = 1 << 22;
+/// Most (node, destination host) routing entries: 4 bytes each.
+pub(crate) const MAX_ROUTE_ENTRIES: u64 = 1 << 28;
+/// Most payload bytes a data-mode workload may carry: each message's bytes are held by the
+/// sender and again by the receiver.
+pub(crate) const MAX_DATA_MODE_BYTES: u64 = 4 << 30;
+/// Most messages a workload may have.
+pub(crate) const MAX_MESSAGES: u64 = 1 << 24;
+
+/// (hosts, switches, links) the fabric will have, computed without building it; `None` when
+/// the product overflows.
+fn fabric_size(s: &super::Scenario) -> Option<(u64, u64, u64)> {
+    match &s.topology {
+        Some(t) => {
+            if let Some(u) = &t.star {
+                let h = u.hosts as u64;
+                Some((h, 1, h))
+            } else if let Some(u) = &t.ring {
+                let h = u.hosts as u64;
+                Some((h, 0, h))
+            } else if let Some(l) = &t.leaf_spine {
+                let h = (l.leaves as u64).checked_mul(l.hosts_per_leaf as u64)?;
+                let fabric = (l.leaves as u64).checked_mul(l.spines as u64)?;
+                Some((
+                    h,
+                    (l.leaves as u64).checked_add(l.spines as u64)?,
+                    h.checked_add(fabric)?,
+                ))
+            } else {
+                Some((0, 0, 0))
+            }
+        }
+        None => Some((
+            s.hosts.len() as u64,
+            s.switches.len() as u64,
+            s.links.len() as u64,
+        )),
+    }
+}
+
 pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
     let s = &src.scenario;
     let root = FieldPath::root();
@@ -155,6 +199,67 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
                     root.key("links").index(i).key("bandwidth"),
                     "must be greater than zero".into(),
                 );
+            }
+        }
+    }
+
+    // Sizes: refuse before building what would not fit in memory or time.
+    let fabric_path = if s.topology.is_some() {
+        root.key("topology")
+    } else {
+        root.key("hosts")
+    };
+    let too_big = |what: String| Err(src.error_at(&fabric_path, what));
+    match fabric_size(s) {
+        None => return too_big("the fabric's size overflows 64 bits".into()),
+        Some((h, sw, l)) => {
+            if h > MAX_HOSTS {
+                return too_big(format!("{h} hosts; fabemu supports at most {MAX_HOSTS}"));
+            }
+            if l > MAX_LINKS {
+                return too_big(format!("{l} links; fabemu supports at most {MAX_LINKS}"));
+            }
+            if h * (h + sw) > MAX_ROUTE_ENTRIES {
+                return too_big(format!(
+                    "{h} hosts and {sw} switches need {} routing entries; at most {MAX_ROUTE_ENTRIES}",
+                    h * (h + sw)
+                ));
+            }
+            let a2a = if s.workload.all_to_all.is_some() {
+                h * h.saturating_sub(1)
+            } else {
+                0
+            };
+            let messages = s.workload.messages.len() as u64 + a2a;
+            if messages > MAX_MESSAGES {
+                return err(
+                    root.key("workload"),
+                    format!("{messages} messages; fabemu supports at most {MAX_MESSAGES}"),
+                );
+            }
+            if s.mode == super::Mode::Data {
+                let bytes = s
+                    .workload
+                    .messages
+                    .iter()
+                    .map(|m| m.size.bytes())
+                    .sum::<u64>()
+                    .saturating_add(
+                        s.workload
+                            .all_to_all
+                            .as_ref()
+                            .map_or(0, |a| a.size.bytes().saturating_mul(a2a)),
+                    );
+                if bytes > MAX_DATA_MODE_BYTES {
+                    return err(
+                        root.key("mode"),
+                        format!(
+                            "data mode holds every payload byte in memory twice; this workload has {} (limit {}); use `mode: timing`",
+                            fabemu_fabric::units::ByteSize(bytes),
+                            fabemu_fabric::units::ByteSize(MAX_DATA_MODE_BYTES)
+                        ),
+                    );
+                }
             }
         }
     }

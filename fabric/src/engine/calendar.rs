@@ -74,7 +74,8 @@ impl Calendar {
         let v = &mut self.buckets[slot];
         if b == self.cur && self.sorted {
             // Keep the bucket being drained sorted: descending, minimum last.
-            let pos = v.partition_point(|x| x.key > e.key);
+            let r = e.rank();
+            let pos = v.partition_point(|x| x.rank() > r);
             v.insert(pos, e);
         } else {
             v.push(e);
@@ -87,7 +88,7 @@ impl Calendar {
         let slot = (self.cur as usize) & (BUCKETS - 1);
         if !self.buckets[slot].is_empty() {
             if !self.sorted {
-                self.buckets[slot].sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+                self.buckets[slot].sort_unstable_by_key(|e| std::cmp::Reverse(e.rank()));
                 self.sorted = true;
             }
             return true;
@@ -110,7 +111,7 @@ impl Calendar {
             if let Some(b) = self.next_occupied() {
                 self.cur = b;
                 let slot = (b as usize) & (BUCKETS - 1);
-                self.buckets[slot].sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+                self.buckets[slot].sort_unstable_by_key(|e| std::cmp::Reverse(e.rank()));
                 self.sorted = true;
                 return true;
             }

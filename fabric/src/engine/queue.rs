@@ -61,7 +61,7 @@ pub(crate) struct Entry {
 impl Entry {
     /// The key as one integer, so that ordering is a single 128-bit comparison.
     #[inline]
-    fn rank(&self) -> u128 {
+    pub(crate) fn rank(&self) -> u128 {
         (self.key.time as u128) << 64 | self.key.tie as u128
     }
 }

@@ -52,16 +52,28 @@ pub struct RecvRecord {
 /// The bytes of message `tag` in data mode: a pseudo-random pattern from the seed, so the
 /// receiver can check them without a copy of the sender's buffer.
 pub fn message_bytes(seed: u64, tag: u64, len: u64) -> Bytes {
-    let mut v = Vec::with_capacity(len as usize);
+    let mut v = vec![0u8; len as usize];
     let base = mix(seed ^ mix(tag));
-    let mut i = 0u64;
-    while (v.len() as u64) < len {
-        let w = mix(base.wrapping_add(i)).to_le_bytes();
-        let take = ((len - v.len() as u64) as usize).min(8);
-        v.extend_from_slice(&w[..take]);
-        i += 1;
+    for (i, chunk) in v.chunks_mut(8).enumerate() {
+        let w = mix(base.wrapping_add(i as u64)).to_le_bytes();
+        chunk.copy_from_slice(&w[..chunk.len()]);
     }
     Bytes::from(v)
+}
+
+/// True when `data` is exactly message `tag`'s pattern ([`message_bytes`]), checked word by
+/// word without building a copy.
+pub fn message_bytes_match(seed: u64, tag: u64, data: &[u8]) -> bool {
+    let base = mix(seed ^ mix(tag));
+    let words = data.chunks_exact(8);
+    let tail = words.remainder();
+    let n = words.len();
+    let body_ok = words.enumerate().all(|(i, chunk)| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        u64::from_le_bytes(w) == mix(base.wrapping_add(i as u64))
+    });
+    body_ok && tail == &mix(base.wrapping_add(n as u64)).to_le_bytes()[..tail.len()]
 }
 
 /// Sends a host's share of a point-to-point workload.
@@ -129,7 +141,9 @@ impl Application for MessageApp {
                 len,
                 data,
             } => {
-                let data_ok = data.map(|d| d == message_bytes(self.seed, imm as u64, len));
+                let data_ok = data.map(|d| {
+                    d.len() as u64 == len && message_bytes_match(self.seed, imm as u64, &d)
+                });
                 self.received.push(RecvRecord {
                     src,
                     imm,
@@ -152,5 +166,11 @@ mod tests {
         assert_ne!(message_bytes(1, 2, 13), message_bytes(1, 3, 13));
         assert_eq!(message_bytes(1, 2, 13).len(), 13);
         assert_eq!(&message_bytes(1, 2, 20)[..13], &message_bytes(1, 2, 13)[..]);
+        let m = message_bytes(5, 9, 1001);
+        assert!(message_bytes_match(5, 9, &m));
+        let mut bad = m.to_vec();
+        bad[1000] ^= 1;
+        assert!(!message_bytes_match(5, 9, &bad));
+        assert!(!message_bytes_match(5, 10, &m));
     }
 }

@@ -27,7 +27,9 @@ use crate::route::{flow_hash, RouteTable};
 use crate::units::{Bandwidth, ByteSize, Time};
 use crate::wire::{self, opcode, AethRepr, BthRepr, Ecn, FrameKind, MacAddr, RethRepr, RoceRepr};
 
-pub use self::app::{message_bytes, MessageApp, MessageSpec, RecvRecord, SendRecord};
+pub use self::app::{
+    message_bytes, message_bytes_match, MessageApp, MessageSpec, RecvRecord, SendRecord,
+};
 use self::qp::{Qp, RxAction};
 
 /// First QP number used; host `i`'s QP toward peer `p` has number `QPN_BASE + p`.
