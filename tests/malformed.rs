@@ -292,6 +292,16 @@ const CASES: &[Case] = &[
         Some(4),
         &["field `topology.star.hosts`", "0 hosts;", "at least 1"],
     ),
+    case(
+        "star_too_many_hosts.yaml",
+        Some(4),
+        &["field `topology.star`", "too large", "at most 65536"],
+    ),
+    case(
+        "data_mode_too_much_payload.yaml",
+        Some(2),
+        &["field `mode`", "use `mode: timing`", "limit 4GiB"],
+    ),
     // --- Routing.
     case(
         "explicit_routing_without_routes.yaml",

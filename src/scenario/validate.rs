@@ -204,20 +204,26 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
     }
 
     // Sizes: refuse before building what would not fit in memory or time.
-    let fabric_path = if s.topology.is_some() {
-        root.key("topology")
-    } else {
-        root.key("hosts")
+    let fabric_path = match &s.topology {
+        Some(t) if t.star.is_some() => root.key("topology").key("star"),
+        Some(t) if t.ring.is_some() => root.key("topology").key("ring"),
+        Some(t) if t.leaf_spine.is_some() => root.key("topology").key("leaf_spine"),
+        Some(_) => root.key("topology"),
+        None => root.key("hosts"),
     };
     let too_big = |what: String| Err(src.error_at(&fabric_path, what));
     match fabric_size(s) {
-        None => return too_big("the fabric's size overflows 64 bits".into()),
+        None => return too_big("the fabric is too large: its size overflows 64 bits".into()),
         Some((h, sw, l)) => {
             if h > MAX_HOSTS {
-                return too_big(format!("{h} hosts; fabemu supports at most {MAX_HOSTS}"));
+                return too_big(format!(
+                    "the fabric is too large: {h} hosts; fabemu supports at most {MAX_HOSTS}"
+                ));
             }
             if l > MAX_LINKS {
-                return too_big(format!("{l} links; fabemu supports at most {MAX_LINKS}"));
+                return too_big(format!(
+                    "the fabric is too large: {l} links; fabemu supports at most {MAX_LINKS}"
+                ));
             }
             if h * (h + sw) > MAX_ROUTE_ENTRIES {
                 return too_big(format!(
