@@ -1,12 +1,16 @@
-//! Ready-made fabrics: star, ring and leaf-spine.
+//! Ready-made fabrics: star, ring and leaf-spine (fat-tree, torus and multi-dimensional
+//! fabrics have modules of their own).
 //!
 //! Builders add hosts first, so a host's [`NodeId`](crate::NodeId) equals its rank, and add
 //! links in a fixed order, so port numbers are documented facts a test or a dimension-order
 //! router can rely on. Names follow one scheme everywhere: hosts `h0..`, then switches named
-//! for their role with their own counter (`leaf0..`, `spine0..`).
+//! for their role with their own counter (`leaf0..`, `spine0..`). Each builder records its
+//! [`FabricKind`] and tags each link with its [`LinkClass`]: a star and a ring are
+//! one-dimensional fabrics (links of dimension 0), leaf-spine links are of tier
+//! [`Tier::Host`] or [`Tier::LeafSpine`].
 
 use crate::error::TopologyError;
-use crate::graph::Graph;
+use crate::graph::{FabricKind, Graph, LinkClass, Tier};
 
 fn at_least(
     topology: &'static str,
@@ -44,8 +48,15 @@ pub fn star(hosts: usize, bandwidth_bps: u64, latency_ps: u64) -> Result<Graph, 
     add_hosts(&mut g, hosts)?;
     let switch = g.add_switch("switch0")?;
     for h in 0..hosts {
-        g.add_link(h, switch, bandwidth_bps, latency_ps)?;
+        g.add_link_with_class(
+            h,
+            switch,
+            bandwidth_bps,
+            latency_ps,
+            LinkClass::Dimension(0),
+        )?;
     }
+    g.set_fabric(FabricKind::Star { hosts });
     Ok(g)
 }
 
@@ -70,8 +81,15 @@ pub fn ring(hosts: usize, bandwidth_bps: u64, latency_ps: u64) -> Result<Graph, 
         n => n,
     };
     for i in 0..links {
-        g.add_link(i, (i + 1) % hosts, bandwidth_bps, latency_ps)?;
+        g.add_link_with_class(
+            i,
+            (i + 1) % hosts,
+            bandwidth_bps,
+            latency_ps,
+            LinkClass::Dimension(0),
+        )?;
     }
+    g.set_fabric(FabricKind::Ring { hosts });
     Ok(g)
 }
 
@@ -128,18 +146,26 @@ pub fn leaf_spine(spec: LeafSpineSpec) -> Result<Graph, TopologyError> {
     }
     for h in 0..hosts {
         let leaf = leaf0 + h / spec.hosts_per_leaf;
-        g.add_link(h, leaf, spec.host_bw_bps, spec.host_latency_ps)?;
+        g.add_link_with_class(
+            h,
+            leaf,
+            spec.host_bw_bps,
+            spec.host_latency_ps,
+            LinkClass::Tier(Tier::Host),
+        )?;
     }
     for l in 0..spec.leaves {
         for s in 0..spec.spines {
-            g.add_link(
+            g.add_link_with_class(
                 leaf0 + l,
                 spine0 + s,
                 spec.fabric_bw_bps,
                 spec.fabric_latency_ps,
+                LinkClass::Tier(Tier::LeafSpine),
             )?;
         }
     }
+    g.set_fabric(FabricKind::LeafSpine(spec));
     Ok(g)
 }
 

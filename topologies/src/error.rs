@@ -130,4 +130,66 @@ pub enum TopologyError {
         /// What overflowed, e.g. `leaf-spine host count (leaves × hosts_per_leaf)`.
         what: &'static str,
     },
+
+    /// A multi-dimensional or torus fabric with no dimension at all.
+    #[error("{topology}: at least one dimension is needed")]
+    NoDimensions {
+        /// The builder, e.g. `torus`.
+        topology: &'static str,
+    },
+
+    /// A dimension of fewer than 2 hosts.
+    #[error("{topology}: dimension {dim} has size {size}; every dimension needs at least 2")]
+    DimensionTooSmall {
+        /// The builder, e.g. `multi-dimensional`.
+        topology: &'static str,
+        /// The dimension (0-based).
+        dim: usize,
+        /// The size given.
+        size: usize,
+    },
+
+    /// A bandwidth (or other parameter) that must be positive was zero.
+    #[error("{topology}: `{param}` must be greater than 0")]
+    MustBePositive {
+        /// The builder, e.g. `fat-tree`.
+        topology: &'static str,
+        /// The parameter, e.g. `host_bw_bps` or `dimension 1 bandwidth_bps`.
+        param: String,
+    },
+
+    /// A fat-tree whose `k` is odd: a k-ary fat-tree splits each switch's k ports in halves.
+    #[error("fat-tree: `k` must be even, got {k}")]
+    OddFatTreeK {
+        /// The `k` given.
+        k: usize,
+    },
+
+    /// A rank that the fabric does not have.
+    #[error("rank {rank} does not exist (the fabric has {hosts} hosts)")]
+    UnknownRank {
+        /// The rank asked for.
+        rank: usize,
+        /// How many hosts the fabric has (valid ranks are `0..hosts`).
+        hosts: usize,
+    },
+
+    /// Coordinates that do not fit the dimensions (wrong count, or a coordinate past its size).
+    #[error("coordinates {coords:?} do not fit dimensions of sizes {dims:?}")]
+    BadCoordinates {
+        /// The coordinates given.
+        coords: Vec<usize>,
+        /// The dimension sizes.
+        dims: Vec<usize>,
+    },
+
+    /// Dimension-order routing asked of a fabric without dimensions.
+    #[error(
+        "dimension-order routing needs a fabric with dimensions (multi-dimensional, torus, ring \
+         or star), not a {fabric} fabric"
+    )]
+    NotDimensional {
+        /// The fabric's kind, e.g. `fat-tree`.
+        fabric: &'static str,
+    },
 }

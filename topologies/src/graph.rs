@@ -4,9 +4,19 @@
 //! (actors, routes, statistics) can be a plain `Vec` indexed by [`NodeId`]. Each link end
 //! becomes one port of its node; a node's ports are numbered in the order its links were
 //! added, which makes port numbers predictable from the scenario file alone.
+//!
+//! A graph made by a builder also knows what it is ([`FabricKind`]): that fixes its routing
+//! policy, its formulas (bisection) and, for fabrics with dimensions, each host's coordinates
+//! and address. Each link carries a [`LinkClass`] (its dimension or tier) so reports can count
+//! links and bytes per dimension or tier.
 
 use std::collections::HashMap;
+use std::fmt;
 
+use crate::address;
+use crate::builders::LeafSpineSpec;
+use crate::clos::FatTreeSpec;
+use crate::dimensional::{DimKind, DimSpec, TorusSpec};
 use crate::error::TopologyError;
 
 /// Index of a node in its [`Graph`] (`0..graph.nodes().len()`), in insertion order.
@@ -34,6 +44,115 @@ pub struct Node {
     pub kind: NodeKind,
 }
 
+/// A tier of a Clos fabric (leaf-spine or fat-tree), named for the two layers a link joins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tier {
+    /// A host to its leaf (leaf-spine) or edge (fat-tree) switch.
+    Host,
+    /// A leaf to a spine (leaf-spine).
+    LeafSpine,
+    /// An edge switch to an aggregation switch of its pod (fat-tree).
+    EdgeAggregation,
+    /// An aggregation switch to a core switch (fat-tree).
+    AggregationCore,
+}
+
+impl Tier {
+    /// The label reports use: `host`, `leaf-spine`, `edge-aggregation`, `aggregation-core`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Tier::Host => "host",
+            Tier::LeafSpine => "leaf-spine",
+            Tier::EdgeAggregation => "edge-aggregation",
+            Tier::AggregationCore => "aggregation-core",
+        }
+    }
+}
+
+/// What role a link plays in its fabric, so reports can give links (and bytes) per dimension or
+/// tier. Ordered: explicit links first, then dimensions in order, then tiers from the hosts up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LinkClass {
+    /// No structural role: a link written out by hand ([`Graph::add_link`]'s default).
+    #[default]
+    Explicit,
+    /// A link of dimension `d` (0-based) of a star, ring, torus or multi-dimensional fabric.
+    Dimension(usize),
+    /// A link of a tier of a Clos fabric.
+    Tier(Tier),
+}
+
+impl fmt::Display for LinkClass {
+    /// `explicit`, `dim0`, `dim1`, ..., or the tier's [`Tier::label`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkClass::Explicit => f.write_str("explicit"),
+            LinkClass::Dimension(d) => write!(f, "dim{d}"),
+            LinkClass::Tier(t) => f.write_str(t.label()),
+        }
+    }
+}
+
+/// What a graph is: written by hand, or one of the builders' fabrics with the parameters it was
+/// built from.
+///
+/// Builders set it; any change to the graph afterwards ([`Graph::add_host`],
+/// [`Graph::add_switch`], [`Graph::add_link`]) turns it back to [`FabricKind::Explicit`], so a
+/// kind other than `Explicit` always describes the graph exactly and formulas may rely on it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FabricKind {
+    /// Built by hand (or changed after building).
+    #[default]
+    Explicit,
+    /// [`star`](crate::star): one dimension of kind [`DimKind::Switch`].
+    Star {
+        /// Number of hosts.
+        hosts: usize,
+    },
+    /// [`ring`](crate::ring): one dimension of kind [`DimKind::Ring`].
+    Ring {
+        /// Number of hosts.
+        hosts: usize,
+    },
+    /// [`leaf_spine`](crate::leaf_spine).
+    LeafSpine(LeafSpineSpec),
+    /// [`fat_tree`](crate::fat_tree).
+    FatTree(FatTreeSpec),
+    /// [`torus`](crate::torus): every dimension a ring.
+    Torus(TorusSpec),
+    /// [`multi_dim`](crate::multi_dim).
+    MultiDim(Vec<DimSpec>),
+}
+
+impl FabricKind {
+    /// A short name for messages and reports: `explicit`, `star`, `ring`, `leaf-spine`,
+    /// `fat-tree`, `torus`, `multi-dimensional`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FabricKind::Explicit => "explicit",
+            FabricKind::Star { .. } => "star",
+            FabricKind::Ring { .. } => "ring",
+            FabricKind::LeafSpine(_) => "leaf-spine",
+            FabricKind::FatTree(_) => "fat-tree",
+            FabricKind::Torus(_) => "torus",
+            FabricKind::MultiDim(_) => "multi-dimensional",
+        }
+    }
+
+    /// The kind and size of each dimension, for the fabrics that have dimensions (star, ring,
+    /// torus, multi-dimensional); `None` for the others.
+    pub fn dimensions(&self) -> Option<Vec<(DimKind, usize)>> {
+        match self {
+            FabricKind::Star { hosts } => Some(vec![(DimKind::Switch, *hosts)]),
+            FabricKind::Ring { hosts } => Some(vec![(DimKind::Ring, *hosts)]),
+            FabricKind::Torus(t) => Some(t.sizes.iter().map(|&s| (DimKind::Ring, s)).collect()),
+            FabricKind::MultiDim(dims) => Some(dims.iter().map(|d| (d.kind, d.size)).collect()),
+            FabricKind::Explicit | FabricKind::LeafSpine(_) | FabricKind::FatTree(_) => None,
+        }
+    }
+}
+
 /// A full-duplex link; `a` and `b` each get one port for it (the port index is the position of
 /// this link among the node's links, in insertion order).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +165,8 @@ pub struct Link {
     pub bandwidth_bps: u64,
     /// One-way propagation latency, in picoseconds.
     pub latency_ps: u64,
+    /// The link's dimension or tier ([`LinkClass::Explicit`] for links added by hand).
+    pub class: LinkClass,
 }
 
 /// One port of a node: which link it drives and what is at the other end.
@@ -72,6 +193,9 @@ pub struct Graph {
     /// Dense rank of each node among hosts; `None` for switches.
     host_index: Vec<Option<usize>>,
     hosts: Vec<NodeId>,
+    fabric: FabricKind,
+    /// Size of each dimension, when `fabric` has dimensions.
+    dims: Option<Vec<usize>>,
 }
 
 impl Graph {
@@ -104,6 +228,7 @@ impl Graph {
         if self.by_name.contains_key(&name) {
             return Err(TopologyError::DuplicateName { name });
         }
+        self.set_fabric(FabricKind::Explicit);
         let id = self.nodes.len();
         self.by_name.insert(name.clone(), id);
         self.nodes.push(Node { name, kind });
@@ -118,7 +243,8 @@ impl Graph {
         Ok(id)
     }
 
-    /// Joins `a` and `b` with a full-duplex link; each gets a new port at the end of its list.
+    /// Joins `a` and `b` with a full-duplex link of class [`LinkClass::Explicit`]; each gets a
+    /// new port at the end of its list.
     ///
     /// # Errors
     /// [`TopologyError::UnknownNode`], [`TopologyError::SelfLoop`] or
@@ -129,6 +255,21 @@ impl Graph {
         b: NodeId,
         bandwidth_bps: u64,
         latency_ps: u64,
+    ) -> Result<LinkId, TopologyError> {
+        self.add_link_with_class(a, b, bandwidth_bps, latency_ps, LinkClass::Explicit)
+    }
+
+    /// Like [`Graph::add_link`], with the link's dimension or tier.
+    ///
+    /// # Errors
+    /// As [`Graph::add_link`].
+    pub fn add_link_with_class(
+        &mut self,
+        a: NodeId,
+        b: NodeId,
+        bandwidth_bps: u64,
+        latency_ps: u64,
+        class: LinkClass,
     ) -> Result<LinkId, TopologyError> {
         for id in [a, b] {
             if id >= self.nodes.len() {
@@ -149,6 +290,7 @@ impl Graph {
                 b: self.nodes[b].name.clone(),
             });
         }
+        self.set_fabric(FabricKind::Explicit);
         let link = self.links.len();
         let port_a = self.ports[a].len();
         let port_b = self.ports[b].len();
@@ -167,8 +309,58 @@ impl Graph {
             b,
             bandwidth_bps,
             latency_ps,
+            class,
         });
         Ok(link)
+    }
+
+    /// Records what a builder made (builders call this last).
+    pub(crate) fn set_fabric(&mut self, fabric: FabricKind) {
+        self.dims = fabric
+            .dimensions()
+            .map(|d| d.into_iter().map(|(_, s)| s).collect());
+        self.fabric = fabric;
+    }
+
+    /// What this graph is; [`FabricKind::Explicit`] unless a builder made it and it was not
+    /// changed since.
+    pub fn fabric(&self) -> &FabricKind {
+        &self.fabric
+    }
+
+    /// The size of each dimension for fabrics with dimensions (star, ring, torus,
+    /// multi-dimensional), else `None`. The host of rank `c0 + s0*c1 + s0*s1*c2 + ...` has
+    /// coordinates `[c0, c1, c2, ...]`: dimension 0 varies fastest, as in ASTRA-sim.
+    pub fn dimensions(&self) -> Option<&[usize]> {
+        self.dims.as_deref()
+    }
+
+    /// The coordinates of the host of rank `rank` (see [`Graph::dimensions`]); `None` if the
+    /// fabric has no dimensions or there is no such rank.
+    pub fn coordinates(&self, rank: usize) -> Option<Vec<usize>> {
+        let dims = self.dims.as_deref()?;
+        (rank < self.host_count()).then(|| address::coordinates_of(rank, dims))
+    }
+
+    /// The IPv4 address of the host of rank `rank`, the one its packets carry: derived from
+    /// its coordinates on fabrics with dimensions ([`host_ipv4`](crate::host_ipv4)), else
+    /// `10.0.0.0 + rank + 1` ([`rank_ipv4`](crate::rank_ipv4)). On one-dimensional fabrics
+    /// (star, ring) the two schemes agree, so those keep the rank-based addresses.
+    ///
+    /// # Errors
+    /// [`TopologyError::UnknownRank`], or [`TopologyError::TooLarge`] past the 10.0.0.0/8
+    /// address space.
+    pub fn host_address(&self, rank: usize) -> Result<[u8; 4], TopologyError> {
+        if rank >= self.host_count() {
+            return Err(TopologyError::UnknownRank {
+                rank,
+                hosts: self.host_count(),
+            });
+        }
+        match self.dims.as_deref() {
+            Some(dims) => address::host_ipv4(&address::coordinates_of(rank, dims), dims),
+            None => address::rank_ipv4(rank),
+        }
     }
 
     /// The node with id `id`.

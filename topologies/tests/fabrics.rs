@@ -1,11 +1,12 @@
 //! Builders and routing through the public API: sizes against formulas, and for every pair of
 //! hosts that every choice of next hop arrives in exactly the expected number of hops.
 
-use std::collections::BTreeSet;
+mod common;
 
+use common::{assert_all_pairs, count};
 use fabemu_topologies::{
-    leaf_spine, ring, shortest_paths, star, validate_routes, Graph, LeafSpineSpec, NodeId,
-    NodeKind, Routes, RoutingOptions, TopologyError,
+    leaf_spine, ring, shortest_paths, star, validate_routes, Graph, LeafSpineSpec, NodeKind,
+    Routes, RoutingOptions, TopologyError,
 };
 use proptest::prelude::*;
 
@@ -22,66 +23,6 @@ fn spec(leaves: usize, spines: usize, hosts_per_leaf: usize) -> LeafSpineSpec {
         host_latency_ps: 500_000,
         fabric_bw_bps: 400_000_000_000,
         fabric_latency_ps: 1_000_000,
-    }
-}
-
-fn count(g: &Graph, kind: NodeKind) -> usize {
-    g.nodes().iter().filter(|n| n.kind == kind).count()
-}
-
-/// Follows *every* choice of next hop at once: the set of nodes a packet can be at after each
-/// step. All paths reach `dst` in exactly `expected` steps iff the set never holds `dst` early,
-/// never holds a node without a route, and is exactly `{dst}` after `expected` steps. (A loop
-/// would keep some path away from `dst` forever.)
-fn assert_every_path_takes(g: &Graph, r: &Routes, src: NodeId, dst: NodeId, expected: u32) {
-    let name = |n: NodeId| g.node(n).name.as_str();
-    let mut frontier = BTreeSet::from([src]);
-    for step in 0..expected {
-        let mut next = BTreeSet::new();
-        for &v in &frontier {
-            assert_ne!(
-                v,
-                dst,
-                "{} -> {}: arrived after only {step} hops",
-                name(src),
-                name(dst)
-            );
-            let hops = r.next_hops(v, dst);
-            assert!(
-                !hops.is_empty(),
-                "{} -> {}: stuck at {}",
-                name(src),
-                name(dst),
-                name(v)
-            );
-            assert!(
-                hops.windows(2).all(|w| w[0] < w[1]),
-                "next hops not sorted: {hops:?}"
-            );
-            for &p in hops {
-                next.insert(g.ports(v)[p].peer);
-            }
-        }
-        frontier = next;
-    }
-    assert_eq!(
-        frontier,
-        BTreeSet::from([dst]),
-        "{} -> {}",
-        name(src),
-        name(dst)
-    );
-    assert!(r.next_hops(dst, dst).is_empty());
-}
-
-/// Every ordered pair of hosts (and each host to itself) against `expected(src_rank, dst_rank)`.
-fn assert_all_pairs(g: &Graph, r: &Routes, expected: impl Fn(usize, usize) -> u32) {
-    for (i, src) in g.hosts().enumerate() {
-        for (j, dst) in g.hosts().enumerate() {
-            let want = expected(i, j);
-            assert_eq!(r.hops(src, dst), Some(want), "hops h{i} -> h{j}");
-            assert_every_path_takes(g, r, src, dst, want);
-        }
     }
 }
 
