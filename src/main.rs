@@ -26,6 +26,22 @@ struct Cli {
 enum Command {
     /// Run a scenario file and print a summary (and a JSON report with --json).
     Run(RunArgs),
+    /// Show the fabric a scenario (or an ASTRA-sim network file) builds: hosts, switches,
+    /// links per dimension or tier, per-host bandwidth, diameter, bisection bandwidth.
+    Topo(TopoArgs),
+}
+
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["scenario", "astra_sim"])))]
+struct TopoArgs {
+    /// The scenario (YAML).
+    scenario: Option<PathBuf>,
+    /// An ASTRA-sim network file instead of a scenario.
+    #[arg(long, value_name = "FILE")]
+    astra_sim: Option<PathBuf>,
+    /// Also write the fabric as a Graphviz graph to this file.
+    #[arg(long, value_name = "PATH")]
+    dot: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -62,8 +78,55 @@ fn main() -> ExitCode {
     }
 }
 
+fn topo(args: TopoArgs) -> ExitCode {
+    let built = match (&args.astra_sim, &args.scenario) {
+        (Some(file), _) => scenario::load_astra_file(file).and_then(|a| {
+            let g = a.network.build().map_err(|e| fabemu::ScenarioError {
+                file: a.path.clone(),
+                line: None,
+                column: None,
+                field: String::new(),
+                message: e.to_string(),
+            })?;
+            let r = fabemu_topologies::routes_for(&g).map_err(|e| fabemu::ScenarioError {
+                file: a.path.clone(),
+                line: None,
+                column: None,
+                field: String::new(),
+                message: e.to_string(),
+            })?;
+            Ok((g, r))
+        }),
+        (None, Some(path)) => scenario::load_file(path).and_then(|src| fabemu::world::fabric(&src)),
+        (None, None) => scenario::load_str(QUICKSTART, "<embedded quickstart>")
+            .and_then(|src| fabemu::world::fabric(&src)),
+    };
+    let (g, routes) = match built {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match fabemu_topologies::summary::summarize(&g, &routes) {
+        Ok(summary) => print!("{summary}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if let Some(path) = &args.dot {
+        if let Err(e) = std::fs::write(path, fabemu_topologies::summary::to_dot(&g)) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 fn real_main(cli: Cli) -> ExitCode {
     let args = match cli.command {
+        Some(Command::Topo(t)) => return topo(t),
         Some(Command::Run(a)) => a,
         None => RunArgs {
             scenario: PathBuf::from("<embedded quickstart>"),

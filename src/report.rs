@@ -54,6 +54,9 @@ pub struct ScenarioInfo {
     pub switches: usize,
     /// Link count.
     pub links: usize,
+    /// The kind of fabric (`explicit`, `star`, `ring`, `leaf-spine`, `fat-tree`, `torus`,
+    /// `multi-dimensional`).
+    pub fabric: String,
 }
 
 /// One message's fate.
@@ -133,6 +136,9 @@ pub struct LinkReport {
     pub a: String,
     /// Other end.
     pub b: String,
+    /// What the link is part of: `dim0`, `dim1`, ... (multi-dimensional fabrics), a tier
+    /// (`host`, `leaf-spine`, `edge-aggregation`, `aggregation-core`), or `explicit`.
+    pub class: String,
     /// Bandwidth.
     pub bandwidth_bps: u64,
     /// Latency.
@@ -361,6 +367,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             LinkReport {
                 a: g.node(l.a).name.clone(),
                 b: g.node(l.b).name.clone(),
+                class: l.class.to_string(),
                 bandwidth_bps: l.bandwidth_bps,
                 latency_ps: l.latency_ps,
                 a_to_b: dir(l.a),
@@ -379,6 +386,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             hosts: g.host_count(),
             switches: g.nodes().len() - g.host_count(),
             links: g.links().len(),
+            fabric: g.fabric().name().to_string(),
         },
         messages,
         totals,

@@ -16,10 +16,11 @@ use fabemu_fabric::route::RouteTable;
 use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_switch::{Switch, SwitchConfig};
 use fabemu_topologies::{
-    self as topo, Graph, LeafSpineSpec, NodeKind, Routes, RoutingOptions, TopologyError,
+    self as topo, DimKind, DimSpec, FatTreeSpec, Graph, LeafSpineSpec, NodeKind, Routes,
+    RoutingOptions, RoutingPolicy, TopologyError,
 };
 
-use crate::scenario::{FieldPath, Mode, Routing, ScenarioError, Source};
+use crate::scenario::{DimKindYaml, FieldPath, Mode, Routing, ScenarioError, Source};
 
 /// An actor of the world: a host running the point-to-point workload, or a switch.
 pub enum Node {
@@ -86,6 +87,41 @@ fn build_graph(src: &Source) -> Result<Graph, ScenarioError> {
                 fabric_latency_ps: l.fabric_latency.ps(),
             })
             .map_err(|e| topo_err(src, tp.key("leaf_spine"), e))?
+        } else if let Some(f) = &t.fat_tree {
+            topo::fat_tree(FatTreeSpec {
+                k: f.k,
+                oversubscription: f.oversubscription,
+                host_bw_bps: f.host_bandwidth.bps(),
+                host_latency_ps: f.host_latency.ps(),
+                edge_agg_bw_bps: f.fabric_bandwidth.bps(),
+                edge_agg_latency_ps: f.fabric_latency.ps(),
+                agg_core_bw_bps: f.core_bandwidth.unwrap_or(f.fabric_bandwidth).bps(),
+                agg_core_latency_ps: f.core_latency.unwrap_or(f.fabric_latency).ps(),
+            })
+            .map_err(|e| topo_err(src, tp.key("fat_tree"), e))?
+        } else if let Some(tor) = &t.torus {
+            topo::torus(&tor.dims, tor.bandwidth.bps(), tor.latency.ps())
+                .map_err(|e| topo_err(src, tp.key("torus"), e))?
+        } else if let Some(m) = &t.multi_dim {
+            let dims: Vec<DimSpec> = m
+                .dimensions
+                .iter()
+                .map(|d| DimSpec {
+                    kind: match d.kind {
+                        DimKindYaml::Ring => DimKind::Ring,
+                        DimKindYaml::FullyConnected => DimKind::FullyConnected,
+                        DimKindYaml::Switch => DimKind::Switch,
+                    },
+                    size: d.size,
+                    bandwidth_bps: d.bandwidth.bps(),
+                    latency_ps: d.latency.ps(),
+                })
+                .collect();
+            topo::multi_dim(&dims).map_err(|e| topo_err(src, tp.key("multi_dim"), e))?
+        } else if let Some(a) = &src.astra {
+            a.network
+                .build()
+                .map_err(|e| topo_err(src, tp.key("astra_sim"), e))?
         } else {
             return Err(src.error_at(&tp, "no topology kind given"));
         };
@@ -117,16 +153,34 @@ fn build_graph(src: &Source) -> Result<Graph, ScenarioError> {
     Ok(g)
 }
 
-/// Routes for the graph: shortest paths, or the explicit list.
+/// Routes for the graph: by the fabric's kind, shortest paths, dimension order, or the
+/// explicit list.
 fn build_routes(src: &Source, g: &Graph) -> Result<Routes, ScenarioError> {
     let s = &src.scenario;
     let root = FieldPath::root();
-    // Host-to-host fabrics (rings) need hosts to forward.
-    let transit_hosts = s.topology.as_ref().is_some_and(|t| t.ring.is_some())
-        || g.hosts().any(|h| g.ports(h).len() > 1);
-    match s.routing {
-        Routing::ShortestPath => {
-            topo::shortest_paths(g, &RoutingOptions { transit_hosts }).map_err(|e| match e {
+    let policy = match s.routing {
+        Routing::Auto => Some(RoutingPolicy::for_graph(g)),
+        Routing::ShortestPath => Some(RoutingPolicy::ShortestPath(RoutingOptions {
+            // Host-to-host fabrics (rings, tori) need hosts to forward.
+            transit_hosts: g.hosts().any(|h| g.ports(h).len() > 1),
+        })),
+        Routing::DimensionOrder => {
+            if g.dimensions().is_none() {
+                return Err(src.error_at(
+                    &root.key("routing"),
+                    format!(
+                        "dimension-order routing needs a fabric with dimensions (torus, multi_dim, astra_sim, star, ring), not `{}`",
+                        g.fabric().name()
+                    ),
+                ));
+            }
+            Some(RoutingPolicy::DimensionOrder)
+        }
+        Routing::Explicit => None,
+    };
+    match policy {
+        Some(policy) => {
+            topo::compute_routes(g, policy).map_err(|e| match e {
                 TopologyError::Unreachable { src: a, dst: b, .. } => {
                     // Point at the host that is cut off: the listed name if there is a list.
                     let cut = if g.ports(g.find(&b).unwrap_or(0)).is_empty() { &b } else { &a };
@@ -150,7 +204,7 @@ fn build_routes(src: &Source, g: &Graph) -> Result<Routes, ScenarioError> {
                 e => topo_err(src, root.key("links"), e),
             })
         }
-        Routing::Explicit => {
+        None => {
             let mut r = Routes::empty(g).map_err(|e| topo_err(src, root.key("routes"), e))?;
             for (i, rs) in s.routes.iter().enumerate() {
                 let rp = root.key("routes").index(i);
@@ -245,18 +299,29 @@ fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>, ScenarioE
     Ok(out)
 }
 
+/// The fabric a checked scenario describes, and its routes (what `fabemu topo` shows).
+pub fn fabric(src: &Source) -> Result<(Graph, Routes), ScenarioError> {
+    let g = build_graph(src)?;
+    let routes = build_routes(src, &g)?;
+    Ok((g, routes))
+}
+
 /// Builds the world for a checked scenario.
 pub fn build(src: &Source) -> Result<World, ScenarioError> {
     let s = &src.scenario;
-    let g = build_graph(src)?;
-    let routes = build_routes(src, &g)?;
+    let (g, routes) = fabric(src)?;
     let messages = build_messages(src, &g)?;
     let n_hosts = g.host_count();
-    let directory = Arc::new(HostDirectory::new(
-        (0..n_hosts as u32)
-            .map(HostDirectory::default_addr)
-            .collect(),
-    ));
+    let mut addrs = Vec::with_capacity(n_hosts);
+    for rank in 0..n_hosts {
+        let ip = g
+            .host_address(rank)
+            .map_err(|e| topo_err(src, FieldPath::root().key("topology"), e))?;
+        let mut a = HostDirectory::default_addr(rank as u32);
+        a.ip = ip.into();
+        addrs.push(a);
+    }
+    let directory = Arc::new(HostDirectory::new(addrs));
     let mut per_host: Vec<Vec<MessageSpec>> = vec![Vec::new(); n_hosts];
     for m in &messages {
         per_host[m.src as usize].push(m.clone());

@@ -293,6 +293,56 @@ const CASES: &[Case] = &[
         &["field `topology.star.hosts`", "0 hosts;", "at least 1"],
     ),
     case(
+        "torus_dimension_of_one.yaml",
+        Some(4),
+        &["field `topology.torus.dims[1]`", "size 1", "at least 2"],
+    ),
+    case(
+        "multi_dim_size_one.yaml",
+        Some(6),
+        &[
+            "field `topology.multi_dim.dimensions[1].size`",
+            "at least 2",
+        ],
+    ),
+    case(
+        "multi_dim_unknown_kind.yaml",
+        Some(5),
+        &[
+            "dimensions[0].kind",
+            "unknown variant `mesh`",
+            "fully_connected",
+        ],
+    ),
+    case(
+        "multi_dim_missing_unit.yaml",
+        Some(5),
+        &["dimensions[0].bandwidth", "`100` has no unit"],
+    ),
+    case(
+        "fat_tree_odd_k.yaml",
+        Some(4),
+        &["field `topology.fat_tree.k`", "k = 5", "even"],
+    ),
+    case(
+        "astra_sim_missing_file.yaml",
+        Some(3),
+        &[
+            "field `topology.astra_sim`",
+            "no ASTRA-sim network file",
+            "no-such-network.yaml",
+        ],
+    ),
+    case(
+        "dimension_order_on_clos.yaml",
+        Some(2),
+        &[
+            "field `routing`",
+            "needs a fabric with dimensions",
+            "leaf-spine",
+        ],
+    ),
+    case(
         "star_too_many_hosts.yaml",
         Some(4),
         &["field `topology.star`", "too large", "at most 65536"],
@@ -310,7 +360,7 @@ const CASES: &[Case] = &[
     ),
     case(
         "routes_with_shortest_path.yaml",
-        Some(9),
+        Some(10),
         &["field `routes`", "`shortest_path`", "routing: explicit"],
     ),
     case(

@@ -41,9 +41,15 @@ pub enum Mode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Routing {
-    /// Shortest paths by hop count; equal-cost next hops are all kept (ECMP).
+    /// By the kind of fabric: dimension-order on tori and multi-dimensional fabrics, shortest
+    /// paths with ECMP everywhere else.
     #[default]
+    Auto,
+    /// Shortest paths by hop count; equal-cost next hops are all kept (ECMP). Hosts forward
+    /// when some host has several ports.
     ShortestPath,
+    /// Dimension-order routing (tori and multi-dimensional fabrics only).
+    DimensionOrder,
     /// Only the routes listed under `routes`.
     Explicit,
 }
@@ -147,6 +153,115 @@ pub struct TopologySpec {
     /// Two-tier leaf-spine Clos.
     #[serde(default)]
     pub leaf_spine: Option<LeafSpineYaml>,
+    /// Three-tier k-ary fat-tree.
+    #[serde(default)]
+    pub fat_tree: Option<FatTreeYaml>,
+    /// k-dimensional torus of host-to-host links (hosts forward).
+    #[serde(default)]
+    pub torus: Option<TorusYaml>,
+    /// ASTRA-sim-style multi-dimensional fabric: a list of dimensions.
+    #[serde(default)]
+    pub multi_dim: Option<MultiDimYaml>,
+    /// An ASTRA-sim network file, read as it is (path relative to this scenario's folder).
+    #[serde(default)]
+    pub astra_sim: Option<String>,
+}
+
+impl TopologySpec {
+    /// The names of the kinds given (a valid spec has exactly one).
+    pub fn kinds(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (name, given) in [
+            ("star", self.star.is_some()),
+            ("ring", self.ring.is_some()),
+            ("leaf_spine", self.leaf_spine.is_some()),
+            ("fat_tree", self.fat_tree.is_some()),
+            ("torus", self.torus.is_some()),
+            ("multi_dim", self.multi_dim.is_some()),
+            ("astra_sim", self.astra_sim.is_some()),
+        ] {
+            if given {
+                v.push(name);
+            }
+        }
+        v
+    }
+}
+
+/// A three-tier k-ary fat-tree: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 core
+/// switches; each edge switch has `oversubscription` x k/2 hosts under its k/2 uplinks.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FatTreeYaml {
+    /// Switch radix (even, at least 2).
+    pub k: usize,
+    /// Hosts per uplink at the edge (1 = non-blocking; 2 = 2:1 oversubscribed ...).
+    #[serde(default = "one")]
+    pub oversubscription: usize,
+    /// Host-to-edge link bandwidth.
+    pub host_bandwidth: Bandwidth,
+    /// Host-to-edge link latency.
+    pub host_latency: Time,
+    /// Edge-to-aggregation and aggregation-to-core link bandwidth.
+    pub fabric_bandwidth: Bandwidth,
+    /// Edge-to-aggregation and aggregation-to-core link latency.
+    pub fabric_latency: Time,
+    /// Aggregation-to-core bandwidth, if different from `fabric_bandwidth`.
+    #[serde(default)]
+    pub core_bandwidth: Option<Bandwidth>,
+    /// Aggregation-to-core latency, if different from `fabric_latency`.
+    #[serde(default)]
+    pub core_latency: Option<Time>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A k-dimensional torus: every host links to its neighbours in each dimension, wrapping around.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorusYaml {
+    /// Size of each dimension (each at least 2), dimension 0 first.
+    pub dims: Vec<usize>,
+    /// Bandwidth of every link.
+    pub bandwidth: Bandwidth,
+    /// Latency of every link.
+    pub latency: Time,
+}
+
+/// A multi-dimensional fabric as ASTRA-sim defines it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MultiDimYaml {
+    /// The dimensions, dimension 0 (varying fastest in the rank) first.
+    pub dimensions: Vec<DimYaml>,
+}
+
+/// The kind of one dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DimKindYaml {
+    /// Each group of `size` hosts forms a bidirectional ring of host-to-host links.
+    Ring,
+    /// A direct link between every pair of the group.
+    FullyConnected,
+    /// One switch per group, one link from each host.
+    Switch,
+}
+
+/// One dimension.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DimYaml {
+    /// `ring`, `fully_connected` or `switch`.
+    pub kind: DimKindYaml,
+    /// Hosts per group (at least 2).
+    pub size: usize,
+    /// Bandwidth of this dimension's links.
+    pub bandwidth: Bandwidth,
+    /// Latency of this dimension's links.
+    pub latency: Time,
 }
 
 /// A fabric of `hosts` hosts whose links are all alike.
@@ -272,6 +387,61 @@ pub struct Source {
     pub text: String,
     /// Its file name, for messages.
     pub file: String,
+    /// The ASTRA-sim network file `topology.astra_sim` names, read and parsed.
+    pub astra: Option<AstraFile>,
+}
+
+/// An ASTRA-sim network file read for a scenario.
+#[derive(Clone, Debug)]
+pub struct AstraFile {
+    /// Its path as resolved (relative paths are relative to the scenario's folder).
+    pub path: String,
+    /// The dimensions it defines.
+    pub network: fabemu_topologies::astra_sim::AstraNetwork,
+}
+
+/// Reads and parses an ASTRA-sim network file; errors name that file, and the line and column
+/// of the offending entry when it has one.
+pub fn load_astra_file(path: &Path) -> Result<AstraFile, ScenarioError> {
+    use fabemu_topologies::astra_sim::{self, AstraSimError};
+    let file = path.display().to_string();
+    let plain = |message: String| ScenarioError {
+        file: file.clone(),
+        line: None,
+        column: None,
+        field: String::new(),
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| plain(format!("cannot read the ASTRA-sim network file: {e}")))?;
+    let network = astra_sim::parse(&text).map_err(|e| {
+        let root = FieldPath::root();
+        let at = match &e {
+            AstraSimError::LengthMismatch { field, .. } | AstraSimError::NotAList { field } => {
+                Some(root.key(field))
+            }
+            AstraSimError::UnknownKind { index, .. } => Some(root.key("topology").index(*index)),
+            AstraSimError::BadValue { field, index, .. } => Some(root.key(field).index(*index)),
+            _ => None,
+        };
+        match at {
+            Some(p) => {
+                let loc = locate(&text, &p);
+                ScenarioError {
+                    file: file.clone(),
+                    line: loc.map(|l| l.0),
+                    column: loc.map(|l| l.1),
+                    field: p.to_string(),
+                    message: e.to_string(),
+                }
+            }
+            None => plain(e.to_string()),
+        }
+    })?;
+    Ok(AstraFile {
+        path: file,
+        network,
+    })
 }
 
 impl Source {
@@ -305,11 +475,38 @@ pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
 pub fn load_str(text: &str, file: &str) -> Result<Source, ScenarioError> {
     let scenario: Scenario =
         serde_yaml::from_str(text).map_err(|e| from_yaml_error(&e, text, file))?;
-    let src = Source {
+    let mut src = Source {
         scenario,
         text: text.to_string(),
         file: file.to_string(),
+        astra: None,
     };
+    if let Some(rel) = src
+        .scenario
+        .topology
+        .as_ref()
+        .and_then(|t| t.astra_sim.clone())
+    {
+        // Relative to the scenario's folder, as a user reading the file would expect.
+        let base = Path::new(file)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty() && !file.starts_with('<'));
+        let path = match base {
+            Some(b) => b.join(&rel),
+            None => Path::new(&rel).to_path_buf(),
+        };
+        if !path.is_file() {
+            return Err(src.error_at(
+                &FieldPath::root().key("topology").key("astra_sim"),
+                format!("no ASTRA-sim network file at {}", path.display()),
+            ));
+        }
+        let astra = load_astra_file(&path)?;
+        for k in &astra.network.ignored_keys {
+            tracing::warn!(file = %astra.path, key = %k, "ASTRA-sim network file: key ignored");
+        }
+        src.astra = Some(astra);
+    }
     validate::check(&src)?;
     Ok(src)
 }

@@ -1,8 +1,9 @@
 //! Checks of a parsed scenario that do not need the fabric graph: ranges, mutually exclusive
 //! sections, sizes. References between nodes are checked when the world is built.
 
-use super::{FieldPath, Routing, ScenarioError, Source};
+use super::{DimKindYaml, FieldPath, Routing, ScenarioError, Source};
 use fabemu_fabric::units::Time;
+use fabemu_topologies::DimKind;
 
 /// Largest message an RDMA WRITE can carry: RETH's DMA length is 32 bits.
 pub(crate) const MAX_MESSAGE: u64 = u32::MAX as u64;
@@ -20,9 +21,35 @@ pub(crate) const MAX_DATA_MODE_BYTES: u64 = 4 << 30;
 /// Most messages a workload may have.
 pub(crate) const MAX_MESSAGES: u64 = 1 << 24;
 
+/// (hosts, switches, links) of a multi-dimensional fabric with these dimensions.
+fn dims_size(dims: impl Iterator<Item = (DimKindYaml, usize)> + Clone) -> Option<(u64, u64, u64)> {
+    let hosts = dims
+        .clone()
+        .try_fold(1u64, |acc, (_, n)| acc.checked_mul(n as u64))?;
+    let (mut switches, mut links) = (0u64, 0u64);
+    for (kind, n) in dims {
+        let n = (n as u64).max(1);
+        let groups = hosts / n;
+        match kind {
+            // A ring of two is one link.
+            DimKindYaml::Ring if n == 2 => links = links.checked_add(groups)?,
+            DimKindYaml::Ring => links = links.checked_add(hosts)?,
+            DimKindYaml::FullyConnected => {
+                links = links.checked_add(groups.checked_mul(n * (n - 1) / 2)?)?
+            }
+            DimKindYaml::Switch => {
+                switches = switches.checked_add(groups)?;
+                links = links.checked_add(hosts)?;
+            }
+        }
+    }
+    Some((hosts, switches, links))
+}
+
 /// (hosts, switches, links) the fabric will have, computed without building it; `None` when
 /// the product overflows.
-fn fabric_size(s: &super::Scenario) -> Option<(u64, u64, u64)> {
+fn fabric_size(src: &Source) -> Option<(u64, u64, u64)> {
+    let s = &src.scenario;
     match &s.topology {
         Some(t) => {
             if let Some(u) = &t.star {
@@ -39,6 +66,29 @@ fn fabric_size(s: &super::Scenario) -> Option<(u64, u64, u64)> {
                     (l.leaves as u64).checked_add(l.spines as u64)?,
                     h.checked_add(fabric)?,
                 ))
+            } else if let Some(f) = &t.fat_tree {
+                let k = f.k as u64;
+                let half = k / 2;
+                let hosts = (f.oversubscription as u64)
+                    .checked_mul(k)?
+                    .checked_mul(half)?
+                    .checked_mul(half)?;
+                let switches = k.checked_mul(k)?.checked_add(half.checked_mul(half)?)?;
+                let fabric = k.checked_mul(half)?.checked_mul(half)?.checked_mul(2)?;
+                Some((hosts, switches, hosts.checked_add(fabric)?))
+            } else if let Some(tor) = &t.torus {
+                dims_size(tor.dims.iter().map(|&d| (DimKindYaml::Ring, d)))
+            } else if let Some(m) = &t.multi_dim {
+                dims_size(m.dimensions.iter().map(|d| (d.kind, d.size)))
+            } else if let Some(a) = &src.astra {
+                dims_size(a.network.dims.iter().map(|d| {
+                    let kind = match d.kind {
+                        DimKind::Ring => DimKindYaml::Ring,
+                        DimKind::FullyConnected => DimKindYaml::FullyConnected,
+                        DimKind::Switch => DimKindYaml::Switch,
+                    };
+                    (kind, d.size)
+                }))
             } else {
                 Some((0, 0, 0))
             }
@@ -122,15 +172,81 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
 
     if let Some(t) = &s.topology {
         let tp = root.key("topology");
-        let given = [t.star.is_some(), t.ring.is_some(), t.leaf_spine.is_some()]
-            .iter()
-            .filter(|x| **x)
-            .count();
-        if given != 1 {
+        let kinds = t.kinds();
+        if kinds.len() != 1 {
             return err(
                 tp,
-                format!("give exactly one of `star`, `ring`, `leaf_spine` (found {given})"),
+                format!(
+                    "give exactly one of `star`, `ring`, `leaf_spine`, `fat_tree`, `torus`, `multi_dim`, `astra_sim` (found {}{})",
+                    kinds.len(),
+                    if kinds.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", kinds.join(", "))
+                    }
+                ),
             );
+        }
+        if let Some(f) = &t.fat_tree {
+            let fp = tp.key("fat_tree");
+            if f.k < 2 || f.k % 2 == 1 {
+                return err(
+                    fp.key("k"),
+                    format!("k = {} must be even and at least 2", f.k),
+                );
+            }
+            if f.oversubscription == 0 {
+                return err(fp.key("oversubscription"), "must be at least 1".into());
+            }
+            for (field, bw) in [
+                ("host_bandwidth", Some(f.host_bandwidth)),
+                ("fabric_bandwidth", Some(f.fabric_bandwidth)),
+                ("core_bandwidth", f.core_bandwidth),
+            ] {
+                if bw.is_some_and(|b| b.bps() == 0) {
+                    return err(fp.key(field), "must be greater than zero".into());
+                }
+            }
+        }
+        if let Some(tor) = &t.torus {
+            let p = tp.key("torus");
+            if tor.dims.is_empty() {
+                return err(p.key("dims"), "list at least one dimension".into());
+            }
+            for (i, &d) in tor.dims.iter().enumerate() {
+                if d < 2 {
+                    return err(
+                        p.key("dims").index(i),
+                        format!("a dimension of size {d}; each needs at least 2 hosts"),
+                    );
+                }
+            }
+            if tor.bandwidth.bps() == 0 {
+                return err(p.key("bandwidth"), "must be greater than zero".into());
+            }
+        }
+        if let Some(m) = &t.multi_dim {
+            let p = tp.key("multi_dim").key("dimensions");
+            if m.dimensions.is_empty() {
+                return err(p, "list at least one dimension".into());
+            }
+            for (i, d) in m.dimensions.iter().enumerate() {
+                if d.size < 2 {
+                    return err(
+                        p.index(i).key("size"),
+                        format!(
+                            "a dimension of size {}; each needs at least 2 hosts",
+                            d.size
+                        ),
+                    );
+                }
+                if d.bandwidth.bps() == 0 {
+                    return err(
+                        p.index(i).key("bandwidth"),
+                        "must be greater than zero".into(),
+                    );
+                }
+            }
         }
         for (f, given) in [
             ("hosts", !s.hosts.is_empty()),
@@ -208,11 +324,15 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
         Some(t) if t.star.is_some() => root.key("topology").key("star"),
         Some(t) if t.ring.is_some() => root.key("topology").key("ring"),
         Some(t) if t.leaf_spine.is_some() => root.key("topology").key("leaf_spine"),
+        Some(t) if t.fat_tree.is_some() => root.key("topology").key("fat_tree"),
+        Some(t) if t.torus.is_some() => root.key("topology").key("torus"),
+        Some(t) if t.multi_dim.is_some() => root.key("topology").key("multi_dim"),
+        Some(t) if t.astra_sim.is_some() => root.key("topology").key("astra_sim"),
         Some(_) => root.key("topology"),
         None => root.key("hosts"),
     };
     let too_big = |what: String| Err(src.error_at(&fabric_path, what));
-    match fabric_size(s) {
+    match fabric_size(src) {
         None => return too_big("the fabric is too large: its size overflows 64 bits".into()),
         Some((h, sw, l)) => {
             if h > MAX_HOSTS {
@@ -271,11 +391,18 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
     }
 
     match s.routing {
-        Routing::ShortestPath if !s.routes.is_empty() => {
+        Routing::Auto | Routing::ShortestPath | Routing::DimensionOrder if !s.routes.is_empty() => {
             return err(
                 root.key("routes"),
-                "routes are listed but `routing` is `shortest_path`; set `routing: explicit`"
-                    .into(),
+                format!(
+                    "routes are listed but `routing` is `{}`; set `routing: explicit`",
+                    match s.routing {
+                        Routing::Auto => "auto",
+                        Routing::ShortestPath => "shortest_path",
+                        Routing::DimensionOrder => "dimension_order",
+                        Routing::Explicit => "explicit",
+                    }
+                ),
             );
         }
         Routing::Explicit if s.routes.is_empty() => {
