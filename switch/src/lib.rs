@@ -11,6 +11,7 @@
 
 pub mod buffer;
 pub mod egress;
+pub mod pifo;
 mod switch;
 
 pub use crate::switch::{Switch, SwitchConfig, SwitchPortStats, SwitchStats};
