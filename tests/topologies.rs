@@ -255,3 +255,50 @@ fn bad_astra_sim_files_name_the_file_line_and_field() {
         }
     }
 }
+
+/// Packets each edge switch sent up to each aggregation switch, per edge switch.
+fn edge_uplink_packets(r: &fabemu::Report) -> Vec<Vec<u64>> {
+    let mut per_edge: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for l in r.links.iter().filter(|l| l.class == "edge-aggregation") {
+        // Links are listed edge -> aggregation or the other way; count the edge's direction.
+        let (edge, up) = if l.a.starts_with("edge") {
+            (&l.a, l.a_to_b.tx_packets)
+        } else {
+            (&l.b, l.b_to_a.tx_packets)
+        };
+        per_edge.entry(edge.clone()).or_default().push(up);
+    }
+    per_edge.into_values().collect()
+}
+
+#[test]
+fn ecmp_spreads_flows_over_fat_tree_uplinks_with_the_emulators_hash() {
+    // k = 8: 128 hosts, 16256 one-packet flows; each edge switch sends ~500 flows leaving its
+    // pod or edge over 4 uplinks. A uniform hash gives each uplink 1/4 (binomial sd ~10 per
+    // uplink of ~125); 30% is over 3 sd, so a fair hash passes and a biased one fails.
+    let yaml = "mode: timing\nnic: {ack_every: 1}\ntopology:\n  fat_tree: {k: 8, host_bandwidth: 100Gbps, host_latency: 500ns, fabric_bandwidth: 100Gbps, fabric_latency: 1us}\nworkload:\n  all_to_all: {size: 1000B}\n";
+    let r = run_yaml(yaml, 1);
+    assert!(r.invariants.ok);
+    for ups in edge_uplink_packets(&r) {
+        assert_eq!(ups.len(), 4);
+        let total: u64 = ups.iter().sum();
+        let mean = total as f64 / 4.0;
+        for u in &ups {
+            assert!(
+                (*u as f64 - mean).abs() / mean < 0.30,
+                "uplinks {ups:?} (data + ACK packets)"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_flow_keeps_one_path() {
+    // A 1 MiB message (256 packets) from h0 to a host in another pod: exactly one of h0's
+    // edge switch's uplinks carries it (its ACKs come back down, not up).
+    let yaml = "mode: timing\ntopology:\n  fat_tree: {k: 4, host_bandwidth: 100Gbps, host_latency: 500ns, fabric_bandwidth: 100Gbps, fabric_latency: 1us}\nworkload:\n  messages:\n    - {src: h0, dst: h15, size: 1MiB}\n";
+    let r = run_yaml(yaml, 1);
+    let ups = &edge_uplink_packets(&r)[0];
+    assert_eq!(ups.iter().filter(|&&u| u > 0).count(), 1, "{ups:?}");
+    assert_eq!(ups.iter().sum::<u64>(), 256);
+}
