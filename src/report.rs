@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use fabemu_fabric::host::HostStats;
 use fabemu_fabric::units::{ByteSize, Time};
+use fabemu_switch::egress::ClassReport;
 use fabemu_switch::{SwitchPortStats, SwitchStats};
 use serde::Serialize;
 
@@ -169,8 +170,21 @@ pub struct SwitchReport {
     pub stats: SwitchStats,
     /// Frames left in queues at the end.
     pub stranded_packets: usize,
+    /// Frames sent while a smaller rank waited in the same PIFO (PIFO-tree ports only).
+    pub priority_inversions: u64,
     /// Per egress port.
-    pub ports: Vec<SwitchPortStats>,
+    pub ports: Vec<PortReport>,
+}
+
+/// One egress port of a switch.
+#[derive(Debug, Serialize)]
+pub struct PortReport {
+    /// Counters.
+    #[serde(flatten)]
+    pub stats: SwitchPortStats,
+    /// Per class (PIFO-tree leaf): frames, bytes, queueing delay, drops; empty for FIFO ports.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassReport>,
 }
 
 /// Invariant checks; any violation makes the run exit with code 3.
@@ -256,7 +270,14 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     name,
                     stats: s.stats.clone(),
                     stranded_packets: s.queued_packets(),
-                    ports: s.port_stats.clone(),
+                    priority_inversions: s.priority_inversions(),
+                    ports: s
+                        .port_stats
+                        .iter()
+                        .cloned()
+                        .zip(s.port_classes())
+                        .map(|(stats, classes)| PortReport { stats, classes })
+                        .collect(),
                 });
             }
         }

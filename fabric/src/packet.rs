@@ -39,8 +39,11 @@ impl Payload {
 pub struct PacketMeta {
     /// When the sending NIC created the packet (for one-way latency statistics).
     pub created_at: Time,
-    /// When the packet entered its current queue (set by whoever queues it).
-    pub enqueued_at: Time,
+    /// Size of the message this packet belongs to, in bytes (written by the sending NIC; what
+    /// pFabric-style schedulers such as SJF read). Messages are below 4 GiB (RETH's DMA length).
+    pub message_len: u32,
+    /// Bytes of the message still to send, this packet included (SRPT's rank).
+    pub message_remaining: u32,
 }
 
 /// One Ethernet frame in flight.

@@ -13,5 +13,6 @@ pub mod buffer;
 pub mod egress;
 pub mod pifo;
 mod switch;
+pub mod tree_egress;
 
 pub use crate::switch::{Switch, SwitchConfig, SwitchPortStats, SwitchStats};

@@ -3,11 +3,12 @@
 use fabemu_fabric::engine::{Actor, Ctx, Event};
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::route::{flow_hash, RouteTable};
+use fabemu_fabric::units::Time;
 use fabemu_fabric::wire::{self, FrameKind};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufferConfig, Refusal, SharedBuffer};
-use crate::egress::{Egress, EgressScheduler};
+use crate::egress::{ClassReport, Egress, EgressScheduler};
 
 /// A switch's settings (the scenario's per-switch fields).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +61,8 @@ pub struct Switch {
     seed: u64,
     buffer: SharedBuffer,
     queues: Vec<Egress>,
+    /// Per port, a pending shaping wake-up timer.
+    wake_at: Vec<Option<Time>>,
     /// Per egress port counters.
     pub port_stats: Vec<SwitchPortStats>,
     /// Whole-switch counters.
@@ -76,6 +79,7 @@ impl Switch {
             seed,
             buffer: SharedBuffer::new(&cfg.buffer, ports),
             queues: (0..ports).map(|_| Egress::default()).collect(),
+            wake_at: vec![None; ports],
             port_stats: vec![SwitchPortStats::default(); ports],
             stats: SwitchStats::default(),
         }
@@ -133,9 +137,16 @@ impl Switch {
             Ok(()) => {
                 ps.enqueued += 1;
                 ps.max_queue_bytes = ps.max_queue_bytes.max(self.buffer.queue_bytes(out));
-                pkt.meta.enqueued_at = ctx.now();
-                self.queues[out].enqueue(pkt, ctx.now());
                 self.stats.peak_buffer_bytes = self.buffer.peak();
+                if let Some(dropped) = self.queues[out].enqueue(pkt, ctx.now()) {
+                    // The scheduler refused it or evicted another to make room.
+                    let dl = dropped.frame_len() as u64;
+                    self.buffer.release(out, dl);
+                    let ps = &mut self.port_stats[out];
+                    ps.enqueued -= 1;
+                    ps.dropped_packets += 1;
+                    ps.dropped_bytes += dl;
+                }
                 self.start_tx(out, ctx);
             }
             Err(Refusal::PoolFull) | Err(Refusal::QueueFull) => {
@@ -150,15 +161,37 @@ impl Switch {
             return;
         }
         let now = ctx.now();
-        if let Some(pkt) = self.queues[port].dequeue(now) {
-            self.buffer.release(port, pkt.frame_len() as u64);
-            let ps = &mut self.port_stats[port];
-            ps.dequeued += 1;
-            ps.queueing_delay_sum_ps += now.saturating_sub(pkt.meta.enqueued_at).ps();
-            if ctx.transmit(port, pkt).is_err() {
-                self.stats.tx_refused += 1;
+        match self.queues[port].dequeue(now, 0) {
+            Some(d) => {
+                self.buffer.release(port, d.packet.frame_len() as u64);
+                let ps = &mut self.port_stats[port];
+                ps.dequeued += 1;
+                ps.queueing_delay_sum_ps += now.saturating_sub(d.enqueued_at).ps();
+                if ctx.transmit(port, d.packet).is_err() {
+                    self.stats.tx_refused += 1;
+                }
+            }
+            None => {
+                // Frames held by a shaper: wake up when the first becomes eligible.
+                if let Some(t) = self.queues[port].next_release(now) {
+                    let armed = &mut self.wake_at[port];
+                    if armed.is_none_or(|a| a > t) {
+                        *armed = Some(t);
+                        ctx.set_timer(t, port as u64);
+                    }
+                }
             }
         }
+    }
+
+    /// Per egress port, the scheduler's per-class counters (empty for FIFO ports).
+    pub fn port_classes(&self) -> Vec<Vec<ClassReport>> {
+        self.queues.iter().map(|q| q.classes()).collect()
+    }
+
+    /// Priority inversions counted by the ports' schedulers, summed.
+    pub fn priority_inversions(&self) -> u64 {
+        self.queues.iter().map(|q| q.priority_inversions()).sum()
     }
 }
 
@@ -169,7 +202,13 @@ impl Actor for Switch {
         match event {
             Event::Packet { packet, .. } => self.on_packet(packet, ctx),
             Event::TxDone { port } => self.start_tx(port, ctx),
-            Event::Timer { .. } => {}
+            Event::Timer { token } => {
+                let port = token as usize;
+                if let Some(w) = self.wake_at.get_mut(port) {
+                    *w = None;
+                    self.start_tx(port, ctx);
+                }
+            }
         }
     }
 }

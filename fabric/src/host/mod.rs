@@ -416,6 +416,9 @@ impl Nic {
             return;
         };
         pkt.meta.created_at = now;
+        // What size-based schedulers (SJF, SRPT) read; messages are below 4 GiB (RETH).
+        pkt.meta.message_len = seg.msg_len as u32;
+        pkt.meta.message_remaining = seg.msg_remaining as u32;
         self.stats.data_packets_sent += 1;
         self.stats.data_bytes_sent += seg.payload_len as u64;
         if seg.retransmission {

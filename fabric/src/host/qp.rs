@@ -47,6 +47,10 @@ pub(crate) struct Segment {
     pub(crate) data: Option<Bytes>,
     /// True when this PSN was sent before (a go-back-N retransmission).
     pub(crate) retransmission: bool,
+    /// The message's size.
+    pub(crate) msg_len: u64,
+    /// Bytes of the message from this packet on.
+    pub(crate) msg_remaining: u64,
 }
 
 /// What the receive side did with a data packet.
@@ -257,6 +261,8 @@ impl Qp {
             payload_len: payload_len as u32,
             data,
             retransmission: self.snd_nxt < self.snd_max,
+            msg_len: m.len,
+            msg_remaining: m.len - offset.min(m.len),
         };
         self.snd_nxt += 1;
         self.snd_max = self.snd_max.max(self.snd_nxt);
