@@ -14,6 +14,7 @@ use fabemu_fabric::host::{Host, HostDirectory, MessageApp, MessageSpec};
 use fabemu_fabric::link::{Channel, Rate};
 use fabemu_fabric::route::RouteTable;
 use fabemu_fabric::units::{Bandwidth, Time};
+use fabemu_switch::tree_egress::TreeEgress;
 use fabemu_switch::{Switch, SwitchConfig};
 use fabemu_topologies::{
     self as topo, DimKind, DimSpec, FatTreeSpec, Graph, LeafSpineSpec, NodeKind, Routes,
@@ -385,12 +386,36 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     .find(|sw| sw.name == node.name)
                     .and_then(|sw| sw.buffer)
                     .unwrap_or(s.switch_buffer);
-                Node::Switch(Switch::new(
+                let mut sw = Switch::new(
                     ports.len(),
                     table,
                     &SwitchConfig { buffer },
                     fabemu_fabric::route::mix(s.seed ^ (id as u64) << 32),
-                ))
+                );
+                let own = s.switches.iter().position(|x| x.name == node.name);
+                let tree = own
+                    .and_then(|i| s.switches[i].scheduler.as_ref())
+                    .or(s.switch_scheduler.as_ref());
+                if let Some(t) = tree {
+                    for port in 0..ports.len() {
+                        let built =
+                            t.build::<(fabemu_fabric::packet::Packet, Time)>()
+                                .map_err(|e| {
+                                    let at = match own {
+                                        Some(i) if s.switches[i].scheduler.is_some() => {
+                                            FieldPath::root()
+                                                .key("switches")
+                                                .index(i)
+                                                .key("scheduler")
+                                        }
+                                        _ => FieldPath::root().key("switch_scheduler"),
+                                    };
+                                    src.error_at(&at, e.to_string())
+                                })?;
+                        sw.set_scheduler(port, Box::new(TreeEgress::new(built)));
+                    }
+                }
+                Node::Switch(sw)
             }
         };
         actors.push(actor);

@@ -343,6 +343,22 @@ const CASES: &[Case] = &[
         ],
     ),
     case(
+        "scheduler_wfq_weights.yaml",
+        Some(7),
+        &[
+            "field `switch_scheduler.weights`",
+            "2 entries for 3 children",
+        ],
+    ),
+    case(
+        "scheduler_unknown_kind.yaml",
+        Some(6),
+        &[
+            "field `switches[0].scheduler.scheduling`",
+            "unknown variant `fair`",
+        ],
+    ),
+    case(
         "star_too_many_hosts.yaml",
         Some(4),
         &["field `topology.star`", "too large", "at most 65536"],

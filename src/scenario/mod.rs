@@ -19,6 +19,7 @@ use fabemu_fabric::host::NicConfig;
 use fabemu_fabric::link::EthernetOverhead;
 use fabemu_fabric::units::{Bandwidth, ByteSize, Time};
 use fabemu_switch::buffer::BufferConfig;
+use fabemu_switch::pifo::config::TreeConfig;
 use serde::{Deserialize, Serialize};
 
 pub use self::locate::{locate, FieldPath, Seg};
@@ -85,6 +86,10 @@ pub struct Scenario {
     /// Buffer of every switch that does not set its own.
     #[serde(default)]
     pub switch_buffer: BufferConfig,
+    /// The egress scheduler (a PIFO tree) of every port of every switch that does not set its
+    /// own; FIFO when absent.
+    #[serde(default)]
+    pub switch_scheduler: Option<TreeConfig>,
     /// Host names (explicit fabric).
     #[serde(default)]
     pub hosts: Vec<String>,
@@ -124,6 +129,9 @@ pub struct SwitchSpec {
     /// Its buffer; the scenario's `switch_buffer` when absent.
     #[serde(default)]
     pub buffer: Option<BufferConfig>,
+    /// Its ports' scheduler; the scenario's `switch_scheduler` when absent.
+    #[serde(default)]
+    pub scheduler: Option<TreeConfig>,
 }
 
 /// A full-duplex link of an explicit fabric.

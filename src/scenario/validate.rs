@@ -164,6 +164,28 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
         Ok(())
     };
     check_buffer(root.key("switch_buffer"), &s.switch_buffer)?;
+    // Scheduler trees: the error's path is relative to the tree; extend ours with it.
+    let check_tree = |p: FieldPath, t: &fabemu_switch::pifo::config::TreeConfig| {
+        t.validate().map_err(|e| {
+            use fabemu_switch::pifo::config::PathSegment;
+            let mut path = p.clone();
+            for seg in e.segments() {
+                path = match seg {
+                    PathSegment::Key(k) => path.key(&k),
+                    PathSegment::Index(i) => path.index(i),
+                };
+            }
+            src.error_at(&path, e.message.clone())
+        })
+    };
+    if let Some(t) = &s.switch_scheduler {
+        check_tree(root.key("switch_scheduler"), t)?;
+    }
+    for (i, sw) in s.switches.iter().enumerate() {
+        if let Some(t) = &sw.scheduler {
+            check_tree(root.key("switches").index(i).key("scheduler"), t)?;
+        }
+    }
     for (i, sw) in s.switches.iter().enumerate() {
         if let Some(b) = &sw.buffer {
             check_buffer(root.key("switches").index(i).key("buffer"), b)?;

@@ -13,11 +13,22 @@
 //! | `attained_bytes` | `message_size - remaining_bytes` (bytes of the message already sent) |
 //! | `deadline`, `slack` | not supplied by any workload yet: zero, so EDF and LSTF act as FIFO |
 //! | `arrival` | the time the frame reached the egress queue |
+//!
+//! **Flows stay in order.** RoCE's reliable connections deliver in PSN order and treat a gap as
+//! a loss (go-back-N), so a scheduler must never reorder packets of one flow. Size-based ranks
+//! would: within a message the remaining bytes shrink packet by packet (SRPT would send a
+//! message's tail before its head), and a QP's next message may be smaller than the one still
+//! queued. So while a flow has packets queued, its packets' `remaining_bytes`,
+//! `message_size` and `attained_bytes` never go below those of its previous packet: ranks
+//! computed from them are non-decreasing within the flow, and equal ranks leave in arrival
+//! order. pFabric does the same by always sending a flow's earliest packet. When the flow's
+//! queue empties, the floor is forgotten.
 
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::route::flow_hash;
 use fabemu_fabric::units::Time;
 use fabemu_fabric::wire;
+use rustc_hash::FxHashMap;
 
 use crate::egress::{ClassReport, Dequeued, EgressScheduler};
 use crate::pifo::{PacketInfo, PifoTree};
@@ -25,12 +36,34 @@ use crate::pifo::{PacketInfo, PifoTree};
 /// An egress scheduler driven by a PIFO tree.
 pub struct TreeEgress {
     tree: PifoTree<(Packet, Time)>,
+    flows: FxHashMap<u64, FlowFloor>,
+}
+
+/// A flow's queued packets and the size facts its last queued packet carried.
+#[derive(Clone, Copy, Debug, Default)]
+struct FlowFloor {
+    queued: u32,
+    remaining: u64,
+    size: u64,
+    attained: u64,
 }
 
 impl TreeEgress {
     /// Wraps a built tree.
     pub fn new(tree: PifoTree<(Packet, Time)>) -> TreeEgress {
-        TreeEgress { tree }
+        TreeEgress {
+            tree,
+            flows: FxHashMap::default(),
+        }
+    }
+
+    fn release_flow(&mut self, flow: u64) {
+        if let Some(f) = self.flows.get_mut(&flow) {
+            f.queued = f.queued.saturating_sub(1);
+            if f.queued == 0 {
+                self.flows.remove(&flow);
+            }
+        }
     }
 
     /// The tree (for its counters).
@@ -68,21 +101,37 @@ pub fn packet_info(pkt: &Packet, now: Time) -> PacketInfo {
 
 impl EgressScheduler for TreeEgress {
     fn enqueue(&mut self, packet: Packet, now: Time) -> Option<Packet> {
-        let info = packet_info(&packet, now);
+        let mut info = packet_info(&packet, now);
+        let f = self.flows.entry(info.flow).or_default();
+        if f.queued > 0 {
+            info.remaining_bytes = info.remaining_bytes.max(f.remaining);
+            info.message_size = info.message_size.max(f.size);
+            info.attained_bytes = info.attained_bytes.max(f.attained);
+        }
+        f.queued += 1;
+        f.remaining = info.remaining_bytes;
+        f.size = info.message_size;
+        f.attained = info.attained_bytes;
         match self.tree.enqueue(now, info, (packet, now)) {
             Ok(()) => None,
             // Refused, evicted, or no leaf for it: the switch frees and counts it.
-            Err(e) => Some(e.into_item().0),
+            Err(e) => {
+                let dropped = e.into_item().0;
+                let flow = packet_info(&dropped, now).flow;
+                self.release_flow(flow);
+                Some(dropped)
+            }
         }
     }
 
     fn dequeue(&mut self, now: Time, paused: u8) -> Option<Dequeued> {
-        self.tree
-            .dequeue(now, paused)
-            .map(|(packet, enqueued_at)| Dequeued {
-                packet,
-                enqueued_at,
-            })
+        let (packet, enqueued_at) = self.tree.dequeue(now, paused)?;
+        let flow = packet_info(&packet, now).flow;
+        self.release_flow(flow);
+        Some(Dequeued {
+            packet,
+            enqueued_at,
+        })
     }
 
     fn next_release(&self, now: Time) -> Option<Time> {

@@ -25,6 +25,7 @@
 
 mod bucket;
 pub mod classifier;
+pub mod config;
 mod heap;
 mod info;
 pub mod transactions;
