@@ -128,3 +128,27 @@ fn srpt_beats_fifo_on_heavy_tailed_messages_at_80_percent_load() {
     // messages of a sender stay in order, which limits the gain. Measured ratio in the note.
     assert!(ratio < 0.75, "SRPT/FIFO mean completion ratio {ratio}");
 }
+
+#[test]
+fn scheduled_runs_are_identical_for_any_thread_count() {
+    let yaml = heavy_tailed(
+        200,
+        0.8,
+        "switch_scheduler:\n  name: root\n  scheduling: wfq\n  by: child\n  weights: [2, 1]\n  children:\n    - {name: small, scheduling: srpt, match: {size_at_most: 1KiB}}\n    - {name: rest, scheduling: las}\n",
+    );
+    let strip = |r: &fabemu::Report| {
+        let mut v = serde_json::to_value(r).unwrap_or_default();
+        v.as_object_mut().map(|o| o.remove("host"));
+        serde_json::to_string(&v).unwrap_or_default()
+    };
+    let one = run_yaml(&yaml, 1);
+    assert!(one.invariants.ok);
+    for threads in [2, 4] {
+        let other = run_yaml(&yaml, threads);
+        assert!(other.host.partitions > 1);
+        assert!(
+            strip(&one) == strip(&other),
+            "differs with {threads} threads"
+        );
+    }
+}
