@@ -232,6 +232,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
     let mut switches = Vec::new();
     let mut latency_sum = 0u128;
     let mut invalid = 0u64;
+    let mut qps_failed = 0u64;
     let mut length_mismatches = 0u64;
     for (id, actor) in out.actors.iter().enumerate() {
         let name = g.node(id).name.clone();
@@ -254,6 +255,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.timeouts += st.timeouts;
                 latency_sum += st.latency_sum_ps as u128;
                 invalid += st.dropped_invalid;
+                qps_failed += st.qps_failed;
                 length_mismatches += st.length_mismatches;
                 nics.push(NicReport {
                     name,
@@ -327,7 +329,12 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
     totals.simulated_time_ps = out.stats.end_time.ps();
 
     if undelivered > 0 {
-        let why = if out.stats.stopped_at_limit {
+        let why = if qps_failed > 0 {
+            format!(
+                " ({qps_failed} queue pairs gave up after {} retransmission timeouts in a row)",
+                src.scenario.nic.retry_limit
+            )
+        } else if out.stats.stopped_at_limit {
             format!(
                 " (the run reached `until` = {} with work pending)",
                 src.scenario.until

@@ -83,7 +83,8 @@ impl Rate {
     #[inline]
     pub fn serialization_time(&self, bytes: u64) -> Time {
         match self.ps_per_byte {
-            Some(p) => Time(bytes * p),
+            // Saturates: a frame that would take longer than u64 picoseconds never finishes.
+            Some(p) => Time(bytes.saturating_mul(p)),
             None if bytes < (1 << 20) => {
                 Time((bytes * 8 * PS_PER_S).div_ceil(self.bandwidth.bps().max(1)))
             }

@@ -122,6 +122,19 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             "must be at least 1".into(),
         );
     }
+    for (f, v) in [
+        ("fcs", s.ethernet.fcs),
+        ("preamble", s.ethernet.preamble),
+        ("inter_frame_gap", s.ethernet.inter_frame_gap),
+        ("min_frame", s.ethernet.min_frame),
+    ] {
+        if v > 1024 {
+            return err(
+                root.key("ethernet").key(f),
+                format!("{v} bytes; at most 1024 (Ethernet's are 4, 8, 12 and 64)"),
+            );
+        }
+    }
     if s.nic.rto == Time::ZERO {
         return err(
             root.key("nic").key("rto"),

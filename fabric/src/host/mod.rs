@@ -109,6 +109,9 @@ pub struct NicConfig {
     pub ecn_capable: bool,
     /// Initial per-QP rate limit; absent means the line rate of the QP's port.
     pub qp_rate: Option<Bandwidth>,
+    /// Retransmission timeouts in a row (without progress) after which a QP gives up and
+    /// enters the error state, as RC's retry count does (InfiniBand allows at most 7).
+    pub retry_limit: u32,
 }
 
 impl Default for NicConfig {
@@ -121,6 +124,7 @@ impl Default for NicConfig {
             control_dscp: 48,
             ecn_capable: true,
             qp_rate: None,
+            retry_limit: 7,
         }
     }
 }
@@ -162,6 +166,8 @@ pub struct HostStats {
     pub dropped_invalid: u64,
     /// Messages whose received length differed from the announced one.
     pub length_mismatches: u64,
+    /// QPs that exhausted their retries (`retry_limit` timeouts in a row) and stopped.
+    pub qps_failed: u64,
     /// Sum of the one-way latency (NIC to NIC) of data packets received in order, in ps; divide
     /// by `data_packets_received` for the mean.
     pub latency_sum_ps: u64,
@@ -466,8 +472,16 @@ impl Nic {
             ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
             return;
         }
-        qp.on_timeout();
+        qp.retries += 1;
         self.stats.timeouts += 1;
+        if qp.retries > self.cfg.retry_limit {
+            // RC's error state: the QP's unfinished messages never complete, and the run
+            // reports them; a peer that cannot be reached no longer keeps the run going.
+            qp.failed = true;
+            self.stats.qps_failed += 1;
+            return;
+        }
+        qp.on_timeout();
         qp.rto_deadline = now + self.cfg.rto;
         qp.rto_armed = true;
         ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);

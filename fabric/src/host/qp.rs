@@ -116,6 +116,10 @@ pub(crate) struct Qp {
     pub(crate) rto_armed: bool,
     /// Whether the QP sits in its port's round-robin list.
     pub(crate) active: bool,
+    /// Retransmission timeouts in a row without an acknowledgement making progress.
+    pub(crate) retries: u32,
+    /// Set when the QP exhausted its retries: it sends nothing more (RC's error state).
+    pub(crate) failed: bool,
     // Receive side.
     epsn: u64,
     nak_outstanding: bool,
@@ -170,6 +174,8 @@ impl Qp {
             rto_deadline: Time::NEVER,
             rto_armed: false,
             active: false,
+            retries: 0,
+            failed: false,
             epsn: 0,
             nak_outstanding: false,
             since_ack: 0,
@@ -196,7 +202,7 @@ impl Qp {
 
     /// True when a data packet is waiting to be (re)transmitted.
     pub(crate) fn has_data(&self) -> bool {
-        self.snd_nxt < self.alloc
+        !self.failed && self.snd_nxt < self.alloc
     }
 
     /// True when packets are in flight without acknowledgement.
@@ -309,6 +315,7 @@ impl Qp {
             return;
         }
         self.snd_una = new_una;
+        self.retries = 0;
         if self.snd_nxt < new_una {
             self.snd_nxt = new_una;
         }
