@@ -99,6 +99,8 @@ pub struct NicConfig {
     /// Acknowledge after this many in-order packets (and always on a message's last packet).
     pub ack_every: u32,
     /// Retransmission timeout: with packets unacknowledged this long, go back to the oldest.
+    /// Repeated timeouts back off exponentially (rto, 2 rto, 4 rto, ...) until a response
+    /// arrives.
     pub rto: Time,
     /// DSCP of data packets.
     pub dscp: u8,
@@ -482,7 +484,10 @@ impl Nic {
             return;
         }
         qp.on_timeout();
-        qp.rto_deadline = now + self.cfg.rto;
+        // Back off exponentially while timeouts repeat (the retry count is reset by any
+        // response): synchronized go-back-N retransmissions would otherwise refill the same
+        // overflowing buffer every `rto`.
+        qp.rto_deadline = now + Time(self.cfg.rto.ps().saturating_mul(1 << qp.retries.min(16)));
         qp.rto_armed = true;
         ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
         let port = qp.port;
@@ -584,6 +589,8 @@ impl Nic {
         let qp = &mut self.qps[i];
         let mut done = std::mem::take(&mut self.done_scratch);
         let now = ctx.now();
+        // Any response shows the peer alive: the retry count restarts (as RC's does).
+        qp.retries = 0;
         if aeth.is_nak() {
             self.stats.naks_received += 1;
             if qp.on_nak(repr.bth.psn, &mut done).is_some() {
