@@ -303,6 +303,18 @@ fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>, ScenarioE
 /// The fabric a checked scenario describes, and its routes (what `fabemu topo` shows).
 pub fn fabric(src: &Source) -> Result<(Graph, Routes), ScenarioError> {
     let g = build_graph(src)?;
+    // The engine numbers a node's ports in 16 bits.
+    if let Some(n) = (0..g.nodes().len()).find(|&n| g.ports(n).len() > u16::MAX as usize) {
+        return Err(src.error_at(
+            &FieldPath::root().key("links"),
+            format!(
+                "`{}` has {} links; a node may have at most {}",
+                g.node(n).name,
+                g.ports(n).len(),
+                u16::MAX
+            ),
+        ));
+    }
     let routes = build_routes(src, &g)?;
     Ok((g, routes))
 }

@@ -6,8 +6,9 @@
 //! line and column, and the field ([`ScenarioError`]).
 //!
 //! The fabric is either listed explicitly (`hosts`, `switches`, `links`) or built by a
-//! `topology` builder (`star`, `ring`, `leaf_spine`). Routes are shortest paths with ECMP by
-//! default, or given explicitly (`routing: explicit` plus `routes`).
+//! `topology` builder (`star`, `ring`, `leaf_spine`, `fat_tree`, `torus`, `multi_dim`, or an
+//! ASTRA-sim network file). Routes follow the fabric's kind by default (dimension order or
+//! shortest paths with ECMP), or are given explicitly (`routing: explicit` plus `routes`).
 
 mod locate;
 mod validate;
@@ -446,6 +447,42 @@ pub fn load_astra_file(path: &Path) -> Result<AstraFile, ScenarioError> {
             None => plain(e.to_string()),
         }
     })?;
+    // The same size limits as any scenario, before anything is built.
+    let dims = network.dims.iter().map(|d| {
+        let kind = match d.kind {
+            fabemu_topologies::DimKind::Ring => DimKindYaml::Ring,
+            fabemu_topologies::DimKind::FullyConnected => DimKindYaml::FullyConnected,
+            fabemu_topologies::DimKind::Switch => DimKindYaml::Switch,
+        };
+        (kind, d.size)
+    });
+    let too_big = match validate::dims_size(dims) {
+        None => Some("the fabric's size overflows 64 bits".to_string()),
+        Some((h, _, _)) if h > validate::MAX_HOSTS => Some(format!(
+            "{h} NPUs; fabemu supports at most {}",
+            validate::MAX_HOSTS
+        )),
+        Some((_, _, l)) if l > validate::MAX_LINKS => Some(format!(
+            "{l} links; fabemu supports at most {}",
+            validate::MAX_LINKS
+        )),
+        Some((h, sw, _)) if h * (h + sw) > validate::MAX_ROUTE_ENTRIES => Some(format!(
+            "{} routing entries; at most {}",
+            h * (h + sw),
+            validate::MAX_ROUTE_ENTRIES
+        )),
+        _ => None,
+    };
+    if let Some(m) = too_big {
+        let loc = locate(&text, &FieldPath::root().key("npus_count"));
+        return Err(ScenarioError {
+            file,
+            line: loc.map(|l| l.0),
+            column: loc.map(|l| l.1),
+            field: "npus_count".into(),
+            message: format!("the fabric is too large: {m}"),
+        });
+    }
     Ok(AstraFile {
         path: file,
         network,

@@ -19,10 +19,12 @@ pub(crate) const MAX_ROUTE_ENTRIES: u64 = 1 << 28;
 /// sender and again by the receiver.
 pub(crate) const MAX_DATA_MODE_BYTES: u64 = 4 << 30;
 /// Most messages a workload may have.
-pub(crate) const MAX_MESSAGES: u64 = 1 << 24;
+pub(crate) const MAX_MESSAGES: u64 = 1 << 22;
 
 /// (hosts, switches, links) of a multi-dimensional fabric with these dimensions.
-fn dims_size(dims: impl Iterator<Item = (DimKindYaml, usize)> + Clone) -> Option<(u64, u64, u64)> {
+pub(crate) fn dims_size(
+    dims: impl Iterator<Item = (DimKindYaml, usize)> + Clone,
+) -> Option<(u64, u64, u64)> {
     let hosts = dims
         .clone()
         .try_fold(1u64, |acc, (_, n)| acc.checked_mul(n as u64))?;
@@ -116,10 +118,10 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             format!("{mtu} bytes is outside 64B..8KiB (RoCE uses 256B, 512B, 1KiB, 2KiB or 4KiB)"),
         );
     }
-    if s.nic.ack_every == 0 {
+    if s.nic.ack_every == 0 || s.nic.ack_every > 1 << 20 {
         return err(
             root.key("nic").key("ack_every"),
-            "must be at least 1".into(),
+            format!("{} is outside 1..1048576", s.nic.ack_every),
         );
     }
     for (f, v) in [
@@ -135,10 +137,13 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             );
         }
     }
-    if s.nic.rto == Time::ZERO {
+    if s.nic.rto < Time::from_us(1) {
         return err(
             root.key("nic").key("rto"),
-            "must be greater than zero".into(),
+            format!(
+                "{} is below 1us; an RTO shorter than a round trip only retransmits (ConnectX's shortest is ~4us)",
+                s.nic.rto
+            ),
         );
     }
     for (f, v) in [("dscp", s.nic.dscp), ("control_dscp", s.nic.control_dscp)] {

@@ -218,9 +218,16 @@ pub fn parse(text: &str) -> Result<AstraNetwork, AstraSimError> {
 
         const LAT: &str = "must be a number of at least 0 (ns)";
         let latency_ps = match decimal(l) {
-            Some(d) if !d.negative || d.is_zero() => d
-                .scaled(u128::from(PS_PER_NS), 0)
-                .ok_or_else(|| bad("latency", l, "is too large"))?,
+            Some(d) if !d.negative || d.is_zero() => {
+                let ps = d
+                    .scaled(u128::from(PS_PER_NS), 0)
+                    .ok_or_else(|| bad("latency", l, "is too large"))?;
+                // fabemu counts whole picoseconds; a positive latency must not vanish.
+                if ps == 0 && !d.is_zero() {
+                    return Err(bad("latency", l, "is below 1 ps, fabemu's time unit"));
+                }
+                ps
+            }
             _ => return Err(bad("latency", l, LAT)),
         };
 

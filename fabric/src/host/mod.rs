@@ -670,12 +670,10 @@ impl Nic {
         }
     }
 
-    fn forward(&mut self, in_port: usize, dst: Ipv4Addr, mut pkt: Packet, ctx: &mut Ctx<'_>) {
-        // A forwarding host is a router too: TTL ends a routing loop.
-        if !matches!(wire::decrement_ttl(pkt.header_mut()), Ok(ttl) if ttl > 0) {
-            self.stats.dropped_invalid += 1;
-            return;
-        }
+    fn forward(&mut self, in_port: usize, dst: Ipv4Addr, pkt: Packet, ctx: &mut Ctx<'_>) {
+        // Hosts relay at the link layer, as an NPU's built-in switch does, and leave the TTL
+        // alone: rings and tori have paths far longer than 64 hops, and their routes are
+        // checked loop-free when they are built. Switches, which are IP routers, decrement it.
         let h = match (
             wire::ipv4_src(pkt.header()),
             wire::udp_src_port(pkt.header()),

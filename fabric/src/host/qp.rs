@@ -21,6 +21,9 @@ use crate::wire::opcode;
 /// Mask of a 24-bit PSN.
 pub(crate) const PSN_MASK: u64 = 0x00FF_FFFF;
 const HALF_PSN_SPACE: u64 = 1 << 23;
+/// Most PSNs a QP has unacknowledged at once: a quarter of the PSN space, so a wire PSN always
+/// maps back to one packet (the receiver and the sender never disagree by half the space).
+pub(crate) const MAX_IN_FLIGHT: u64 = 1 << 22;
 
 /// A message posted for sending.
 #[derive(Clone, Debug)]
@@ -202,7 +205,7 @@ impl Qp {
 
     /// True when a data packet is waiting to be (re)transmitted.
     pub(crate) fn has_data(&self) -> bool {
-        !self.failed && self.snd_nxt < self.alloc
+        !self.failed && self.snd_nxt < self.alloc && self.snd_nxt - self.snd_una < MAX_IN_FLIGHT
     }
 
     /// True when packets are in flight without acknowledgement.

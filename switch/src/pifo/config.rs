@@ -77,7 +77,9 @@ const PRIORITIES: usize = 8;
 /// DSCP values (classes by `dscp`).
 const DSCPS: usize = 64;
 /// Valid `bucket.window_log2` values (as [`BucketConfig`] documents them).
-const WINDOW_LOG2: std::ops::RangeInclusive<u32> = 6..=24;
+/// Capped at 2^16 buckets: every port of every switch gets its own trees, so a larger window
+/// multiplies into gigabytes.
+const WINDOW_LOG2: std::ops::RangeInclusive<u32> = 6..=16;
 /// Largest `bucket.granularity_log2`.
 const MAX_GRANULARITY_LOG2: u32 = 63;
 
@@ -280,10 +282,11 @@ pub struct MatchConfig {
     /// The packet's destination queue pair is one of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qp: Option<Vec<u32>>,
-    /// The frame is at most this long ([`PacketInfo::len`]).
+    /// The packet's RDMA message is at most this long ([`PacketInfo::message_size`]; the frame
+    /// length for packets outside messages, such as ACKs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_at_most: Option<ByteSize>,
-    /// The frame is at least this long ([`PacketInfo::len`]).
+    /// The packet's RDMA message is at least this long (as `size_at_most`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_at_least: Option<ByteSize>,
 }
@@ -324,7 +327,7 @@ pub enum PifoImpl {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BucketWindow {
-    /// log2 of the number of buckets, 6..=24 (default 12).
+    /// log2 of the number of buckets, 6..=16 (default 12).
     #[serde(default = "default_window_log2")]
     pub window_log2: u32,
     /// log2 of the ranks per bucket, 0..=63 (default 0: exact).
@@ -466,7 +469,14 @@ impl Rule {
 
     #[inline]
     fn holds(&self, info: &PacketInfo) -> bool {
-        let len = u64::from(info.len);
+        // The message's size, so that every packet of a message (its short tail too) goes to
+        // the same leaf and a flow is never split across leaves; the frame's length for
+        // packets outside messages (ACKs).
+        let len = if info.message_size > 0 {
+            info.message_size
+        } else {
+            u64::from(info.len)
+        };
         len >= self.size_at_least
             && len <= self.size_at_most
             && self
@@ -826,6 +836,13 @@ impl TreeConfig {
                 }
             }
             SchedulingKind::MinRate => {
+                if leaf {
+                    return Err(ConfigError::new(
+                        join(path, "scheduling"),
+                        "min_rate at a leaf would flip one flow's ranks between packets and \
+                         reorder it; use it at an inner node over its children",
+                    ));
+                }
                 let by = self.class_key(path, leaf)?;
                 if by == ClassKey::Flow {
                     return Err(ConfigError::new(
@@ -1378,7 +1395,7 @@ children:
     weights: [1, 2.5]
     shaping: {kind: stop_and_go, frame: 2us}
     children:
-      - {name: h0, scheduling: min_rate, by: dscp, rates: [1Gbps], burst: 1500B, match: {qp: [1]}}
+      - {name: h0, scheduling: fifo, match: {qp: [1]}}
       - {name: h1, scheduling: wfq, by: flow}
 ";
         let mut t = tree(yaml);
@@ -1476,7 +1493,7 @@ children:
                 "at most one per child",
             ),
             (
-                "{name: r, scheduling: min_rate, by: flow, rates: [1Gbps], burst: 1KiB}",
+                "{name: r, scheduling: min_rate, by: flow, rates: [1Gbps], burst: 1KiB, children: [{name: a}]}",
                 "by",
                 "min_rate by flow",
             ),
@@ -1593,7 +1610,7 @@ children:
             (
                 "{name: r, pifo: bucket, bucket: {window_log2: 30}}",
                 "bucket.window_log2",
-                "outside 6..=24",
+                "outside 6..=16",
             ),
             (
                 "{name: r, pifo: bucket, bucket: {granularity_log2: 64}}",
