@@ -194,11 +194,7 @@ const CASES: &[Case] = &[
         Some(4),
         &["field `nic.ack_every`", "outside 1..1048576"],
     ),
-    case(
-        "rto_zero.yaml",
-        Some(3),
-        &["field `nic.rto`", "below 1us"],
-    ),
+    case("rto_zero.yaml", Some(3), &["field `nic.rto`", "below 1us"]),
     case(
         "dscp_64.yaml",
         Some(3),
