@@ -2,8 +2,10 @@
 //!
 //! The lookahead is the smallest latency of any link between two partitions, so a link with
 //! zero latency must never be cut: its ends are merged first (union-find). Actors with a single
-//! link (hosts under a switch) are merged with their neighbour when enough groups remain. The
-//! remaining
+//! link (hosts under a switch) are merged with their neighbour when enough groups remain, and
+//! actors joined by faster links are merged before slower ones (Kruskal order, groups capped at
+//! half a partition), so that the links left to cut — which set the lookahead — are the
+//! slowest. The remaining
 //! groups are laid out in breadth-first order from actor 0 — neighbours stay together, so few
 //! links are cut — and the sequence is cut into contiguous runs of about equal weight, where an
 //! actor weighs one plus its port count (work grows with the packets it handles, which grows
@@ -55,6 +57,39 @@ pub fn plan(wiring: &Wiring, threads: usize) -> Plan {
                     parent[ra.max(rb)] = ra.min(rb);
                 }
             }
+        }
+    }
+    // Prefer cutting the slowest links (as SST does): the window, and the work between
+    // barriers, grows with the lookahead. Merge across links in order of increasing latency,
+    // Kruskal-style, while a group stays under half a partition's share of the weight; links of
+    // the largest latency are never merged here, so they remain to be cut.
+    let actor_weight = |a: usize| 1 + wiring.ports[a].len() as u64;
+    let total_weight: u64 = (0..n).map(actor_weight).sum();
+    let cap = (total_weight / (2 * threads as u64)).max(1);
+    let mut group_weight: Vec<u64> = vec![0; n];
+    for a in 0..n {
+        let r = find(&mut parent, a);
+        group_weight[r] += actor_weight(a);
+    }
+    let mut links: Vec<(u64, usize, usize)> = Vec::new();
+    for (a, ports) in wiring.ports.iter().enumerate() {
+        for w in ports {
+            if a < w.peer as usize {
+                links.push((w.channel.latency.ps(), a, w.peer as usize));
+            }
+        }
+    }
+    links.sort_unstable();
+    let slowest = links.last().map_or(0, |l| l.0);
+    for &(lat, a, b) in &links {
+        if lat >= slowest {
+            break;
+        }
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra != rb && group_weight[ra] + group_weight[rb] <= cap {
+            let (keep, gone) = (ra.min(rb), ra.max(rb));
+            parent[gone] = keep;
+            group_weight[keep] += group_weight[gone];
         }
     }
     // Keep an edge actor (one link, e.g. a host under its top-of-rack switch) with its
@@ -207,6 +242,14 @@ mod tests {
         assert_eq!(p.lookahead, Time(5));
         assert_eq!(p.assignment[0], p.assignment[1]);
         assert_eq!(p.assignment[2], p.assignment[3]);
+    }
+
+    #[test]
+    fn cuts_the_slowest_links() {
+        // 8 actors in a line: fast 10 ps links except one 1000 ps link in the middle.
+        let p = plan(&chain(&[10, 10, 10, 1000, 10, 10, 10]), 2);
+        assert_eq!(p.parts, 2);
+        assert_eq!(p.lookahead, Time(1000));
     }
 
     #[test]
