@@ -81,20 +81,15 @@ fn main() -> ExitCode {
 fn topo(args: TopoArgs) -> ExitCode {
     let built = match (&args.astra_sim, &args.scenario) {
         (Some(file), _) => scenario::load_astra_file(file).and_then(|a| {
-            let g = a.network.build().map_err(|e| fabemu::ScenarioError {
+            let in_file = |e: fabemu_topologies::TopologyError| fabemu::ScenarioError {
                 file: a.path.clone(),
                 line: None,
                 column: None,
                 field: String::new(),
                 message: e.to_string(),
-            })?;
-            let r = fabemu_topologies::routes_for(&g).map_err(|e| fabemu::ScenarioError {
-                file: a.path.clone(),
-                line: None,
-                column: None,
-                field: String::new(),
-                message: e.to_string(),
-            })?;
+            };
+            let g = a.network.build().map_err(in_file)?;
+            let r = fabemu_topologies::routes_for(&g).map_err(in_file)?;
             Ok((g, r))
         }),
         (None, Some(path)) => scenario::load_file(path).and_then(|src| fabemu::world::fabric(&src)),
