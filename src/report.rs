@@ -253,6 +253,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.retransmitted_packets += st.retransmitted_packets;
                 totals.retransmitted_bytes += st.retransmitted_bytes;
                 totals.timeouts += st.timeouts;
+                totals.drops += st.relay_dropped;
                 latency_sum += st.latency_sum_ps as u128;
                 invalid += st.dropped_invalid;
                 qps_failed += st.qps_failed;

@@ -182,6 +182,12 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
         Ok(())
     };
     check_buffer(root.key("switch_buffer"), &s.switch_buffer)?;
+    if s.nic.relay_buffer.bytes() < frame {
+        return err(
+            root.key("nic").key("relay_buffer"),
+            format!("{} cannot hold one {frame}-byte frame", s.nic.relay_buffer),
+        );
+    }
     // Scheduler trees: the error's path is relative to the tree; extend ours with it.
     let check_tree = |p: FieldPath, t: &fabemu_switch::pifo::config::TreeConfig| {
         t.validate().map_err(|e| {

@@ -111,6 +111,9 @@ pub struct NicConfig {
     pub ecn_capable: bool,
     /// Initial per-QP rate limit; absent means the line rate of the QP's port.
     pub qp_rate: Option<Bandwidth>,
+    /// Per port, the buffer for frames relayed for other hosts (rings, tori); a relayed frame
+    /// that does not fit is dropped and counted.
+    pub relay_buffer: ByteSize,
     /// Retransmission timeouts in a row (without progress) after which a QP gives up and
     /// enters the error state, as RC's retry count does (InfiniBand allows at most 7).
     pub retry_limit: u32,
@@ -127,6 +130,7 @@ impl Default for NicConfig {
             ecn_capable: true,
             qp_rate: None,
             retry_limit: 7,
+            relay_buffer: ByteSize(32 << 20),
         }
     }
 }
@@ -164,6 +168,8 @@ pub struct HostStats {
     pub pause_frames_received: u64,
     /// Frames forwarded for other hosts.
     pub forwarded: u64,
+    /// Frames to relay dropped because the port's relay buffer was full.
+    pub relay_dropped: u64,
     /// Frames dropped because they were malformed, unroutable or from an unknown host.
     pub dropped_invalid: u64,
     /// Messages whose received length differed from the announced one.
@@ -243,8 +249,13 @@ const TOKEN_RTO: u64 = 2;
 /// Per-port transmit state of a NIC.
 #[derive(Debug, Default)]
 struct NicPort {
-    /// ACK/NAK/CNP and forwarded frames, sent before data.
+    /// ACK/NAK frames, sent before anything else.
     control: VecDeque<Packet>,
+    /// Frames relayed for other hosts, bounded by `relay_buffer`.
+    transit: VecDeque<Packet>,
+    transit_bytes: u64,
+    /// Whether relayed frames go next when local data also waits (the two alternate).
+    transit_turn: bool,
     /// QPs (by index) with data to send, in round-robin order.
     active: VecDeque<u32>,
     /// Pacing timer pending at this time (to avoid arming duplicates).
@@ -330,6 +341,32 @@ impl Nic {
             self.send(port, pkt, ctx);
             return;
         }
+        // Relayed frames and the host's own data take turns, so neither starves the other.
+        if self.ports[port].transit_turn && self.send_transit(port, ctx) {
+            return;
+        }
+        if self.send_local(port, ctx) {
+            self.ports[port].transit_turn = true;
+            return;
+        }
+        self.send_transit(port, ctx);
+    }
+
+    /// Sends the oldest relayed frame on `port`, if any.
+    fn send_transit(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+        let np = &mut self.ports[port];
+        np.transit_turn = false;
+        let Some(pkt) = np.transit.pop_front() else {
+            return false;
+        };
+        np.transit_bytes = np.transit_bytes.saturating_sub(pkt.frame_len() as u64);
+        self.send(port, pkt, ctx);
+        true
+    }
+
+    /// Sends the next data packet of the port's QPs, round-robin; false when none may go now
+    /// (a pacing timer is armed when a rate limiter holds them back).
+    fn send_local(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
         let now = ctx.now();
         let mut earliest = Time::NEVER;
         for _ in 0..self.ports[port].active.len() {
@@ -349,7 +386,7 @@ impl Nic {
                 continue;
             }
             self.send_data(i as usize, port, ctx);
-            return;
+            return true;
         }
         if earliest != Time::NEVER {
             let np = &mut self.ports[port];
@@ -358,6 +395,7 @@ impl Nic {
                 ctx.set_timer(earliest, (port as u64) << TOKEN_KIND_BITS | TOKEN_PACE);
             }
         }
+        false
     }
 
     fn send(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
@@ -683,8 +721,15 @@ impl Nic {
         };
         match self.routes.select(dst, h) {
             Some(out) if out != in_port || self.ports.len() == 1 => {
+                let np = &mut self.ports[out];
+                let len = pkt.frame_len() as u64;
+                if np.transit_bytes + len > self.cfg.relay_buffer.bytes() {
+                    self.stats.relay_dropped += 1;
+                    return;
+                }
+                np.transit_bytes += len;
+                np.transit.push_back(pkt);
                 self.stats.forwarded += 1;
-                self.ports[out].control.push_back(pkt);
                 self.pump(out, ctx);
             }
             _ => self.stats.dropped_invalid += 1,
