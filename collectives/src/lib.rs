@@ -14,10 +14,14 @@
 //! - [`algorithms`]: generators for ring Reduce-Scatter / All-Gather / All-Reduce and direct
 //!   All-To-All.
 //! - [`interpret`]: the reference interpreter [`interpret::run_local`].
+//! - [`executor`]: runs the programs on the hosts' NICs ([`executor::CollectiveRunner`]).
+//! - [`data`]: element types, reduction operators, the known inputs and the `#wrong` check.
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod algorithms;
 pub mod chunk;
+pub mod data;
+pub mod executor;
 pub mod interpret;
 pub mod metrics;
 pub mod op;
@@ -26,6 +30,8 @@ mod reach;
 
 pub use algorithms::AlgorithmError;
 pub use chunk::ChunkRange;
+pub use data::{DataType, ReduceOp};
+pub use executor::{CollectiveRunner, ExecError, Job, JobRecord, JobStart};
 pub use interpret::{run_local, RunError};
 pub use op::Collective;
 pub use program::{validate, Program, ProgramBuilder, Step, StepId, StepKind, ValidationError};

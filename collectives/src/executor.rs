@@ -1,0 +1,481 @@
+//! The program executor: runs a rank's collective programs on its host's NIC.
+//!
+//! A [`CollectiveRunner`] is a host [`Application`]. It holds one [`Job`] per collective of the
+//! workload, each with this rank's [`Program`], and executes the DAG as the network allows:
+//!
+//! - a step becomes *ready* when its dependencies have completed;
+//! - a ready `Copy` runs at once;
+//! - a ready `Send` is posted to the NIC (an RDMA WRITE with immediate) when every earlier send
+//!   on its `(peer, channel)` is posted, since channels are FIFO in program order. The payload is
+//!   read from the buffer at post time, as NCCL copies into its staging FIFO, so the step
+//!   completes when posted; the RC transport then guarantees delivery;
+//! - a ready `Recv` completes when the next message of its `(peer, channel)` has arrived: the
+//!   data is written over or reduced into its chunk. Messages that arrive before their step is
+//!   ready (a faster peer, a job not started yet here) wait in the channel's queue.
+//!
+//! Reductions take no simulated time: the emulator measures the network. A job starts at its
+//! [`JobStart::At`] time, or, with [`JobStart::AfterPrevious`], when this rank has finished the
+//! previous job (stream order, as NCCL runs consecutive collectives; there is no barrier). The
+//! rank's finish time is when its last step completed.
+//!
+//! Messages carry `(job, channel)` in the RDMA immediate: bit 31 set (so point-to-point
+//! workloads on the same host, whose tags stay below 2^31, never collide), the job in bits
+//! 20..31 and the channel in bits 0..20; hence at most [`MAX_JOBS`] jobs and [`MAX_CHANNELS`]
+//! channels. The runner's timers use tokens `< MAX_JOBS`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use fabemu_fabric::host::{AppApi, Application, Completion};
+use fabemu_fabric::units::Time;
+
+use crate::data::{self, DataType, ReduceOp};
+use crate::program::{Program, StepKind};
+
+/// Jobs one runner can hold (11 bits of the immediate).
+pub const MAX_JOBS: usize = 1 << 11;
+/// Channels per job (20 bits of the immediate).
+pub const MAX_CHANNELS: u32 = 1 << 20;
+/// The immediate-data bit that marks a collective's message.
+pub const IMM_COLLECTIVE: u32 = 1 << 31;
+
+/// The immediate (and tag) of job `job`'s messages on `channel`.
+pub const fn imm_for(job: usize, channel: u32) -> u32 {
+    IMM_COLLECTIVE | ((job as u32) << 20) | (channel & (MAX_CHANNELS - 1))
+}
+
+/// Whether an immediate belongs to a collective (see the module doc).
+pub const fn is_collective_imm(imm: u32) -> bool {
+    imm & IMM_COLLECTIVE != 0
+}
+
+/// The channel a step sends or receives on (0 for local copies).
+fn channel_of(kind: &StepKind) -> u32 {
+    match *kind {
+        StepKind::Send { .. } | StepKind::Recv { .. } => 0,
+        StepKind::Copy { .. } => 0,
+    }
+}
+
+/// When a job starts on a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobStart {
+    /// At this simulated time.
+    At(Time),
+    /// When the rank has finished the previous job (at time zero for the first).
+    AfterPrevious,
+}
+
+/// Real data for a job: element type and reduction operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataSpec {
+    /// Element type.
+    pub dtype: DataType,
+    /// Reduction operator of `Recv { reduce: true }` steps.
+    pub op: ReduceOp,
+}
+
+/// One collective as this rank runs it.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// This rank's program.
+    pub program: Program,
+    /// When it starts.
+    pub start: JobStart,
+    /// Bytes per element (the message length of a step is `chunk.len x elem_bytes`).
+    pub elem_bytes: u64,
+    /// Real data (data mode); `None` moves lengths only.
+    pub data: Option<DataSpec>,
+}
+
+/// Something that went wrong while executing (the run reports it and exits 3).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// The NIC has no route to a peer.
+    #[error("rank {rank} job {job}: no route to rank {peer}")]
+    NoRoute {
+        /// This rank.
+        rank: u32,
+        /// The job.
+        job: usize,
+        /// The unreachable peer.
+        peer: usize,
+    },
+    /// A message's length differs from its receive step's chunk.
+    #[error(
+        "rank {rank} job {job}: message from rank {peer} on channel {channel} has {got} bytes, \
+         its receive expects {expected}"
+    )]
+    LengthMismatch {
+        /// This rank.
+        rank: u32,
+        /// The job.
+        job: usize,
+        /// The sender.
+        peer: usize,
+        /// The channel.
+        channel: u32,
+        /// Bytes received.
+        got: u64,
+        /// Bytes the step expects.
+        expected: u64,
+    },
+    /// A message for a job or channel this rank does not have.
+    #[error("rank {rank}: message from rank {peer} for unknown job {job} channel {channel}")]
+    Unexpected {
+        /// This rank.
+        rank: u32,
+        /// The sender.
+        peer: u32,
+        /// The job named by the immediate.
+        job: usize,
+        /// The channel named by the immediate.
+        channel: u32,
+    },
+}
+
+/// What a rank did in one job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobRecord {
+    /// When the job started here.
+    pub started_at: Option<Time>,
+    /// When its last step completed here.
+    pub finished_at: Option<Time>,
+    /// Payload bytes this rank posted.
+    pub bytes_sent: u64,
+    /// Steps completed (equal to the program's length when finished).
+    pub steps_done: usize,
+    /// The final buffer (data mode).
+    pub buffer: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+struct Chan {
+    /// Send steps in list order, and how many have been posted.
+    sends: Vec<u32>,
+    sent: usize,
+    /// Receive steps in list order, and how many have completed.
+    recvs: Vec<u32>,
+    received: usize,
+    /// Messages that arrived before their receive step was ready.
+    arrived: VecDeque<(u64, Option<Bytes>)>,
+}
+
+struct JobState {
+    job: Job,
+    /// Remaining dependencies per step.
+    pending: Vec<u32>,
+    /// Dependents of step i: `dependents[dep_start[i]..dep_start[i + 1]]`.
+    dep_start: Vec<u32>,
+    dependents: Vec<u32>,
+    /// Per step: index into `chans` (sends and receives).
+    chan_of: Vec<u32>,
+    ready: Vec<bool>,
+    chans: Vec<Chan>,
+    /// `(peer, channel)` -> index into `chans`.
+    chan_index: BTreeMap<(u32, u32), u32>,
+    started: bool,
+    buffer: Option<Vec<u8>>,
+    record: JobRecord,
+}
+
+impl JobState {
+    fn new(job: Job) -> JobState {
+        let steps = &job.program.steps;
+        let n = steps.len();
+        let mut pending = vec![0u32; n];
+        let mut counts = vec![0u32; n + 1];
+        for s in steps {
+            pending[s.id.0] = s.deps.len() as u32;
+            for d in &s.deps {
+                counts[d.0 + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            counts[i + 1] += counts[i];
+        }
+        let dep_start = counts.clone();
+        let mut fill = counts;
+        let mut dependents = vec![0u32; dep_start[n] as usize];
+        for s in steps {
+            for d in &s.deps {
+                dependents[fill[d.0] as usize] = s.id.0 as u32;
+                fill[d.0] += 1;
+            }
+        }
+        let mut chans: Vec<Chan> = Vec::new();
+        let mut chan_index = BTreeMap::new();
+        let mut chan_of = vec![u32::MAX; n];
+        for (i, s) in steps.iter().enumerate() {
+            let Some(peer) = s.kind.peer() else { continue };
+            let key = (peer as u32, channel_of(&s.kind));
+            let c = *chan_index.entry(key).or_insert_with(|| {
+                chans.push(Chan::default());
+                (chans.len() - 1) as u32
+            });
+            chan_of[i] = c;
+            match s.kind {
+                StepKind::Send { .. } => chans[c as usize].sends.push(i as u32),
+                _ => chans[c as usize].recvs.push(i as u32),
+            }
+        }
+        JobState {
+            pending,
+            dep_start,
+            dependents,
+            chan_of,
+            ready: vec![false; n],
+            chans,
+            chan_index,
+            started: false,
+            buffer: None,
+            record: JobRecord::default(),
+            job,
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.started && self.record.steps_done == self.job.program.steps.len()
+    }
+}
+
+/// Runs a rank's collective jobs on its host (see the module doc).
+pub struct CollectiveRunner {
+    rank: u32,
+    jobs: Vec<JobState>,
+    /// Steps ready to run, of the job being advanced.
+    work: Vec<u32>,
+    /// Problems met; non-empty means the run is invalid.
+    pub errors: Vec<ExecError>,
+}
+
+impl CollectiveRunner {
+    /// A runner for `rank` with `jobs` (at most [`MAX_JOBS`]; extra jobs are refused by the
+    /// caller's validation, and ignored here).
+    pub fn new(rank: u32, mut jobs: Vec<Job>) -> CollectiveRunner {
+        jobs.truncate(MAX_JOBS);
+        CollectiveRunner {
+            rank,
+            jobs: jobs.into_iter().map(JobState::new).collect(),
+            work: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// What happened in each job, in job order.
+    pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
+        self.jobs.iter().map(|j| &j.record)
+    }
+
+    /// Takes the records out (with the final buffers).
+    pub fn into_records(self) -> Vec<JobRecord> {
+        self.jobs.into_iter().map(|j| j.record).collect()
+    }
+
+    /// Whether every job has finished on this rank.
+    pub fn all_finished(&self) -> bool {
+        self.jobs.iter().all(JobState::finished)
+    }
+
+    fn begin(&mut self, j: usize, api: &mut AppApi<'_, '_, '_>) {
+        let rank = self.rank as usize;
+        let js = &mut self.jobs[j];
+        if js.started {
+            return;
+        }
+        js.started = true;
+        js.record.started_at = Some(api.now());
+        if let Some(d) = js.job.data {
+            js.buffer = Some(data::initial_buffer(d.dtype, rank, &js.job.program));
+        }
+        self.work.clear();
+        self.work.extend(
+            js.pending
+                .iter()
+                .enumerate()
+                .filter(|(_, &p)| p == 0)
+                .map(|(i, _)| i as u32)
+                .rev(),
+        );
+        self.advance(j, api);
+    }
+
+    /// Runs ready steps of job `j` until nothing more can run now.
+    fn advance(&mut self, j: usize, api: &mut AppApi<'_, '_, '_>) {
+        while let Some(s) = self.work.pop() {
+            let js = &mut self.jobs[j];
+            let kind = js.job.program.steps[s as usize].kind;
+            match kind {
+                StepKind::Copy { src, dst } => {
+                    if let Some(buf) = js.buffer.as_mut() {
+                        let es = js.job.elem_bytes as usize;
+                        buf.copy_within(src.offset * es..(src.offset + src.len) * es, dst.offset * es);
+                    }
+                    self.complete(j, s);
+                }
+                StepKind::Send { .. } | StepKind::Recv { .. } => {
+                    js.ready[s as usize] = true;
+                    let c = js.chan_of[s as usize] as usize;
+                    self.pump(j, c, api);
+                }
+            }
+        }
+        let js = &mut self.jobs[j];
+        if js.finished() && js.record.finished_at.is_none() {
+            js.record.finished_at = Some(api.now());
+            js.record.buffer = js.buffer.take();
+            let next = j + 1;
+            if next < self.jobs.len() && self.jobs[next].job.start == JobStart::AfterPrevious {
+                self.begin(next, api);
+            }
+        }
+    }
+
+    /// Posts the channel's ready sends and applies its ready receives, in list order.
+    fn pump(&mut self, j: usize, c: usize, api: &mut AppApi<'_, '_, '_>) {
+        loop {
+            let js = &mut self.jobs[j];
+            let ch = &js.chans[c];
+            let Some(&s) = ch.sends.get(ch.sent) else {
+                break;
+            };
+            if !js.ready[s as usize] {
+                break;
+            }
+            js.chans[c].sent += 1;
+            if let StepKind::Send { peer, chunk } = js.job.program.steps[s as usize].kind {
+                let es = js.job.elem_bytes;
+                let len = chunk.len as u64 * es;
+                let payload = js.buffer.as_ref().map(|b| {
+                    let es = es as usize;
+                    Bytes::copy_from_slice(&b[chunk.offset * es..(chunk.offset + chunk.len) * es])
+                });
+                let imm = imm_for(j, channel_of(&js.job.program.steps[s as usize].kind));
+                js.record.bytes_sent += len;
+                if !api.post_send(peer as u32, imm as u64, len, payload) {
+                    self.errors.push(ExecError::NoRoute {
+                        rank: self.rank,
+                        job: j,
+                        peer,
+                    });
+                }
+            }
+            self.complete(j, s);
+        }
+        loop {
+            let js = &mut self.jobs[j];
+            let ch = &js.chans[c];
+            let Some(&s) = ch.recvs.get(ch.received) else {
+                break;
+            };
+            if !js.ready[s as usize] || ch.arrived.is_empty() {
+                break;
+            }
+            let Some((len, payload)) = js.chans[c].arrived.pop_front() else {
+                break;
+            };
+            js.chans[c].received += 1;
+            let kind = js.job.program.steps[s as usize].kind;
+            if let StepKind::Recv {
+                peer,
+                chunk,
+                reduce,
+            } = kind
+            {
+                let es = js.job.elem_bytes;
+                let expected = chunk.len as u64 * es;
+                if len != expected {
+                    self.errors.push(ExecError::LengthMismatch {
+                        rank: self.rank,
+                        job: j,
+                        peer,
+                        channel: channel_of(&kind),
+                        got: len,
+                        expected,
+                    });
+                } else if let (Some(buf), Some(d), Some(bytes)) =
+                    (js.buffer.as_mut(), js.job.data, payload)
+                {
+                    let es = es as usize;
+                    let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
+                    if bytes.len() == dst.len() {
+                        data::apply(d.dtype, d.op, reduce, dst, &bytes);
+                    }
+                }
+            }
+            self.complete(j, s);
+        }
+    }
+
+    /// Marks step `s` of job `j` done and queues the dependents it releases.
+    fn complete(&mut self, j: usize, s: u32) {
+        let js = &mut self.jobs[j];
+        js.record.steps_done += 1;
+        let (a, b) = (
+            js.dep_start[s as usize] as usize,
+            js.dep_start[s as usize + 1] as usize,
+        );
+        for &d in &js.dependents[a..b] {
+            let p = &mut js.pending[d as usize];
+            *p -= 1;
+            if *p == 0 {
+                self.work.push(d);
+            }
+        }
+    }
+
+    fn on_message(&mut self, src: u32, imm: u32, len: u64, payload: Option<Bytes>, api: &mut AppApi<'_, '_, '_>) {
+        let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
+        let channel = imm & (MAX_CHANNELS - 1);
+        let Some(c) = self
+            .jobs
+            .get(j)
+            .and_then(|js| js.chan_index.get(&(src, channel)).copied())
+        else {
+            self.errors.push(ExecError::Unexpected {
+                rank: self.rank,
+                peer: src,
+                job: j,
+                channel,
+            });
+            return;
+        };
+        self.jobs[j].chans[c as usize].arrived.push_back((len, payload));
+        if self.jobs[j].started {
+            self.work.clear();
+            self.pump(j, c as usize, api);
+            self.advance(j, api);
+        }
+    }
+}
+
+impl Application for CollectiveRunner {
+    fn start(&mut self, api: &mut AppApi<'_, '_, '_>) {
+        for j in 0..self.jobs.len() {
+            match self.jobs[j].job.start {
+                JobStart::At(t) => api.set_timer(t, j as u64),
+                JobStart::AfterPrevious if j == 0 => api.set_timer(Time::ZERO, 0),
+                JobStart::AfterPrevious => {}
+            }
+        }
+    }
+
+    fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>) {
+        let j = token as usize;
+        if j < self.jobs.len() {
+            self.begin(j, api);
+        }
+    }
+
+    fn on_completion(&mut self, completion: Completion, api: &mut AppApi<'_, '_, '_>) {
+        if let Completion::Received {
+            src,
+            imm,
+            len,
+            data,
+        } = completion
+        {
+            self.on_message(src, imm, len, data, api);
+        }
+    }
+}
