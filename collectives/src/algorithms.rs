@@ -209,7 +209,8 @@ mod tests {
             StepKind::Recv {
                 peer: 0,
                 chunk: ChunkRange::new(4, 2),
-                reduce: false
+                reduce: false,
+                channel: 0,
             }
         );
     }

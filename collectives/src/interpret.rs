@@ -2,13 +2,13 @@
 //!
 //! It exists to prove that an algorithm computes the right thing independently of the network:
 //! if [`run_local`] gives the expected buffers, any executor that respects the IR's rules
-//! (dependencies, FIFO channels in program order — see [`crate::program`]) gives the same
+//! (dependencies, FIFO channels per `(src, dst, channel)` in program order — see [`crate::program`]) gives the same
 //! result, because [`validate`] has ruled out data races.
 //!
 //! Semantics: each rank's buffer starts zeroed with its input copied into
-//! [`Program::input`]. Channels are unbounded FIFO queues, so a `Send` never blocks: it copies
-//! the chunk's current values onto the channel. A `Recv` waits for the next message on its
-//! channel and overwrites or adds into its chunk (`i64` addition wraps). The interpreter
+//! [`Program::input`]. Every `(src, dst, channel)` triple is an unbounded FIFO queue, so a `Send`
+//! never blocks: it copies the chunk's current values onto its queue. A `Recv` waits for the
+//! next message on its `(peer, rank, channel)` queue and overwrites or adds into its chunk (`i64` addition wraps). The interpreter
 //! repeatedly sweeps the ranks, running every step whose dependencies have completed and whose
 //! channel is ready, until all steps have run; a sweep that runs nothing is a deadlock, reported
 //! as [`RunError::Deadlock`] with the steps stuck at the frontier.
@@ -40,6 +40,8 @@ pub struct Blocked {
     pub step: StepId,
     /// The rank on the other end of its channel.
     pub peer: usize,
+    /// The channel number.
+    pub channel: u32,
     /// Why it cannot run.
     pub reason: BlockReason,
 }
@@ -52,8 +54,8 @@ impl fmt::Display for Blocked {
         };
         write!(
             f,
-            "rank {} {} {} rank {}",
-            self.rank, self.step, why, self.peer
+            "rank {} {} {} rank {} (channel {})",
+            self.rank, self.step, why, self.peer, self.channel
         )
     }
 }
@@ -116,12 +118,16 @@ struct RankState {
     done: Vec<bool>,
     /// Steps not yet run, in list order.
     pending: Vec<usize>,
-    /// For each step, its position on its channel (k-th send to / receive from its peer).
+    /// For each step, its position on its channel (k-th send to / receive from its peer on
+    /// its channel).
     channel_pos: Vec<usize>,
-    /// Per peer: sends issued and receives applied so far.
-    sent: HashMap<usize, usize>,
-    received: HashMap<usize, usize>,
+    /// Per `(peer, channel)`: sends issued and receives applied so far.
+    sent: HashMap<(usize, u32), usize>,
+    received: HashMap<(usize, u32), usize>,
 }
+
+/// Messages in flight, per `(src, dst, channel)`.
+type Queues = HashMap<(usize, usize, u32), VecDeque<Vec<i64>>>;
 
 /// Runs `programs` with `inputs[r]` as rank `r`'s input and returns every rank's output range.
 ///
@@ -140,7 +146,7 @@ pub fn run_local(programs: &[Program], inputs: Vec<Vec<i64>>) -> Result<Vec<Vec<
         states.push(init_rank(p, input)?);
     }
 
-    let mut channels: HashMap<(usize, usize), VecDeque<Vec<i64>>> = HashMap::new();
+    let mut channels: Queues = HashMap::new();
     let total: usize = programs.iter().map(|p| p.steps.len()).sum();
     let mut executed = 0;
     while executed < total {
@@ -199,15 +205,15 @@ fn init_rank(p: &Program, input: Vec<i64>) -> Result<RankState, RunError> {
     buffer.resize(p.buffer_len, 0);
     buffer[p.input.offset..p.input.offset + p.input.len].copy_from_slice(&input);
 
-    let mut sends: HashMap<usize, usize> = HashMap::new();
-    let mut recvs: HashMap<usize, usize> = HashMap::new();
+    let mut sends: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut recvs: HashMap<(usize, u32), usize> = HashMap::new();
     let channel_pos = p
         .steps
         .iter()
         .map(|s| {
             let counter = match s.kind {
-                StepKind::Send { peer, .. } => sends.entry(peer).or_default(),
-                StepKind::Recv { peer, .. } => recvs.entry(peer).or_default(),
+                StepKind::Send { peer, channel, .. } => sends.entry((peer, channel)).or_default(),
+                StepKind::Recv { peer, channel, .. } => recvs.entry((peer, channel)).or_default(),
                 StepKind::Copy { .. } => return 0,
             };
             *counter += 1;
@@ -225,38 +231,41 @@ fn init_rank(p: &Program, input: Vec<i64>) -> Result<RankState, RunError> {
 }
 
 /// Runs step `i` of `p` if it can run now; returns whether it ran.
-fn try_run(
-    p: &Program,
-    st: &mut RankState,
-    i: usize,
-    channels: &mut HashMap<(usize, usize), VecDeque<Vec<i64>>>,
-) -> bool {
+fn try_run(p: &Program, st: &mut RankState, i: usize, channels: &mut Queues) -> bool {
     let step = &p.steps[i];
     if !step.deps.iter().all(|d| st.done[d.0]) {
         return false;
     }
     let pos = st.channel_pos[i];
     match step.kind {
-        StepKind::Send { peer, chunk } => {
-            let sent = st.sent.entry(peer).or_default();
+        StepKind::Send {
+            peer,
+            chunk,
+            channel,
+        } => {
+            let sent = st.sent.entry((peer, channel)).or_default();
             if *sent != pos {
                 return false;
             }
             *sent += 1;
             let data = st.buffer[chunk.offset..chunk.offset + chunk.len].to_vec();
-            channels.entry((p.rank, peer)).or_default().push_back(data);
+            channels
+                .entry((p.rank, peer, channel))
+                .or_default()
+                .push_back(data);
         }
         StepKind::Recv {
             peer,
             chunk,
             reduce,
+            channel,
         } => {
-            let received = st.received.entry(peer).or_default();
+            let received = st.received.entry((peer, channel)).or_default();
             if *received != pos {
                 return false;
             }
             let Some(data) = channels
-                .get_mut(&(peer, p.rank))
+                .get_mut(&(peer, p.rank, channel))
                 .and_then(VecDeque::pop_front)
             else {
                 return false;
@@ -280,11 +289,7 @@ fn try_run(
     true
 }
 
-fn frontier(
-    programs: &[Program],
-    states: &[RankState],
-    channels: &HashMap<(usize, usize), VecDeque<Vec<i64>>>,
-) -> Vec<Blocked> {
+fn frontier(programs: &[Program], states: &[RankState], channels: &Queues) -> Vec<Blocked> {
     let mut blocked = Vec::new();
     for (p, st) in programs.iter().zip(states) {
         for &i in &st.pending {
@@ -293,17 +298,19 @@ fn frontier(
                 continue;
             }
             let pos = st.channel_pos[i];
-            let (peer, reason) = match step.kind {
-                StepKind::Send { peer, .. } => (peer, BlockReason::ChannelOrder),
-                StepKind::Recv { peer, .. } => {
-                    let in_order = st.received.get(&peer).copied().unwrap_or(0) == pos;
-                    let empty = channels.get(&(peer, p.rank)).is_none_or(VecDeque::is_empty);
+            let (peer, channel, reason) = match step.kind {
+                StepKind::Send { peer, channel, .. } => (peer, channel, BlockReason::ChannelOrder),
+                StepKind::Recv { peer, channel, .. } => {
+                    let in_order = st.received.get(&(peer, channel)).copied().unwrap_or(0) == pos;
+                    let empty = channels
+                        .get(&(peer, p.rank, channel))
+                        .is_none_or(VecDeque::is_empty);
                     let reason = if in_order && empty {
                         BlockReason::NoMessage
                     } else {
                         BlockReason::ChannelOrder
                     };
-                    (peer, reason)
+                    (peer, channel, reason)
                 }
                 // A ready copy always runs.
                 StepKind::Copy { .. } => continue,
@@ -312,6 +319,7 @@ fn frontier(
                 rank: p.rank,
                 step: step.id,
                 peer,
+                channel,
                 reason,
             });
         }
@@ -359,6 +367,7 @@ mod tests {
                         StepKind::Send {
                             peer: 1,
                             chunk: c(0, 1),
+                            channel: 0,
                         },
                     ),
                     (
@@ -367,6 +376,7 @@ mod tests {
                             peer: 1,
                             chunk: c(1, 1),
                             reduce: true,
+                            channel: 0,
                         },
                     ),
                 ],
@@ -379,6 +389,7 @@ mod tests {
                         StepKind::Send {
                             peer: 0,
                             chunk: c(1, 1),
+                            channel: 0,
                         },
                     ),
                     (
@@ -387,6 +398,7 @@ mod tests {
                             peer: 0,
                             chunk: c(0, 1),
                             reduce: false,
+                            channel: 0,
                         },
                     ),
                 ],
@@ -409,6 +421,7 @@ mod tests {
                             peer: 1 - rank,
                             chunk: c(0, 1),
                             reduce: true,
+                            channel: 0,
                         },
                     ),
                     (
@@ -416,6 +429,7 @@ mod tests {
                         StepKind::Send {
                             peer: 1 - rank,
                             chunk: c(1, 1),
+                            channel: 0,
                         },
                     ),
                 ],
@@ -437,7 +451,7 @@ mod tests {
         assert!(blocked.iter().all(|b| b.reason == BlockReason::NoMessage));
         assert!(err
             .to_string()
-            .contains("rank 0 step 0 waits for a message from rank 1"));
+            .contains("rank 0 step 0 waits for a message from rank 1 (channel 0)"));
     }
 
     #[test]

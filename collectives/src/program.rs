@@ -25,11 +25,37 @@
 //!
 //! ## Channels
 //!
-//! Between every ordered pair of ranks `(src, dst)` there is one FIFO channel. Messages are
-//! matched in **program order**: the `k`-th `Send` to `dst` in `src`'s step list is received by
-//! the `k`-th `Recv` from `src` in `dst`'s list, and the lengths must be equal. An executor must
-//! therefore issue a rank's sends to one peer in list order, and apply its receives from one
-//! peer in list order, whatever their dependencies allow.
+//! Every `Send` and `Recv` names a `channel` number (default 0). Between every ordered pair of
+//! ranks `(src, dst)` there is one FIFO queue **per channel**. Messages are matched in
+//! **program order per `(src, dst, channel)`**: the `k`-th `Send` to `dst` on channel `c` in
+//! `src`'s step list is received by the `k`-th `Recv` from `src` on channel `c` in `dst`'s list,
+//! and the lengths must be equal. An executor must therefore issue a rank's sends to one peer on
+//! one channel in list order, and apply its receives from one peer on one channel in list order,
+//! whatever their dependencies allow; different channels are independent of each other.
+//!
+//! Why channels: pipelined chunks and Themis-style scheduling send different chunks through the
+//! same peer in different orders; giving each chunk its own channel lets an executor move them
+//! concurrently instead of serialising all traffic to a peer behind one queue.
+//!
+//! ## Layout conventions
+//!
+//! Buffer positions are **global element indices** of the collective's `count` elements, so an
+//! executor can check results from these conventions alone, independently of the algorithm.
+//! Every generator in this crate obeys them:
+//!
+//! - **All-Reduce**: every rank's input and output are `[0, count)`.
+//! - **Reduce-Scatter**: every input is `[0, count)`; the outputs of all ranks are disjoint and
+//!   together cover `[0, count)`, so rank `r`'s output holds, at each position, the sum over
+//!   ranks of that global index.
+//! - **All-Gather**: the inputs of all ranks are disjoint and cover `[0, count)`, each rank's
+//!   input holding that rank's contribution at its global positions; every output is
+//!   `[0, count)`.
+//! - **All-To-All**: input `[0, count)` and output `[count, 2 count)` (or in place when `n == 1`),
+//!   blocks laid out by [`crate::algorithms::all_to_all_blocks`].
+//! - **Broadcast** (root): the root's input is `[0, count)`, the others' input is empty; every
+//!   output is `[0, count)`.
+//! - **Reduce** (root): every input is `[0, count)`; the root's output is `[0, count)`, the
+//!   others' output is empty.
 //!
 //! ## Data races
 //!
@@ -62,12 +88,15 @@ impl fmt::Display for StepId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum StepKind {
-    /// Send the elements of `chunk` to rank `peer`.
+    /// Send the elements of `chunk` to rank `peer` on `channel`.
     Send {
         /// The receiving rank.
         peer: usize,
         /// The elements sent.
         chunk: ChunkRange,
+        /// The FIFO channel (per ordered rank pair) the message travels on; 0 by default.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        channel: u32,
     },
     /// Receive the next message from rank `peer` into `chunk`.
     Recv {
@@ -77,6 +106,9 @@ pub enum StepKind {
         chunk: ChunkRange,
         /// `true`: add the message elementwise into `chunk`; `false`: overwrite `chunk`.
         reduce: bool,
+        /// The FIFO channel the message is taken from; 0 by default.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        channel: u32,
     },
     /// Copy `src` to `dst` within the rank's own buffer; the ranges must not overlap and must
     /// have equal lengths.
@@ -88,7 +120,22 @@ pub enum StepKind {
     },
 }
 
+/// Channel 0 is the default, so it is left out of serialized steps.
+fn is_zero(channel: &u32) -> bool {
+    *channel == 0
+}
+
 impl StepKind {
+    /// The `(peer, channel)` a `Send` or `Recv` uses; `None` for a local `Copy`.
+    pub const fn channel(&self) -> Option<(usize, u32)> {
+        match *self {
+            StepKind::Send { peer, channel, .. } | StepKind::Recv { peer, channel, .. } => {
+                Some((peer, channel))
+            }
+            StepKind::Copy { .. } => None,
+        }
+    }
+
     /// The remote rank of a `Send` or `Recv`; `None` for a local `Copy`.
     pub const fn peer(&self) -> Option<usize> {
         match *self {
@@ -159,7 +206,19 @@ impl Program {
     /// The `Send` steps as `(peer, chunk)`, in list order.
     pub fn sends(&self) -> impl Iterator<Item = (usize, ChunkRange)> + '_ {
         self.steps.iter().filter_map(|s| match s.kind {
-            StepKind::Send { peer, chunk } => Some((peer, chunk)),
+            StepKind::Send { peer, chunk, .. } => Some((peer, chunk)),
+            _ => None,
+        })
+    }
+
+    /// The `Send` steps as `(peer, chunk, channel)`, in list order.
+    pub fn sends_on_channels(&self) -> impl Iterator<Item = (usize, ChunkRange, u32)> + '_ {
+        self.steps.iter().filter_map(|s| match s.kind {
+            StepKind::Send {
+                peer,
+                chunk,
+                channel,
+            } => Some((peer, chunk, channel)),
             _ => None,
         })
     }
@@ -202,21 +261,57 @@ impl ProgramBuilder {
         }
     }
 
-    /// Appends a `Send` of `chunk` to `peer`.
+    /// Appends a `Send` of `chunk` to `peer` on channel 0.
     pub fn send(&mut self, peer: usize, chunk: ChunkRange) -> StepId {
-        self.push(StepKind::Send { peer, chunk }, &[])
+        self.send_on(peer, chunk, 0)
     }
 
-    /// Appends a `Recv` from `peer` into `chunk` (adding if `reduce`, else overwriting).
+    /// Appends a `Recv` from `peer` on channel 0 into `chunk` (adding if `reduce`, else
+    /// overwriting).
     pub fn recv(&mut self, peer: usize, chunk: ChunkRange, reduce: bool) -> StepId {
+        self.recv_on(peer, chunk, reduce, 0)
+    }
+
+    /// Appends a `Send` of `chunk` to `peer` on `channel`.
+    pub fn send_on(&mut self, peer: usize, chunk: ChunkRange, channel: u32) -> StepId {
+        self.push(
+            StepKind::Send {
+                peer,
+                chunk,
+                channel,
+            },
+            &[],
+        )
+    }
+
+    /// Appends a `Recv` from `peer` on `channel` into `chunk` (adding if `reduce`, else
+    /// overwriting).
+    pub fn recv_on(
+        &mut self,
+        peer: usize,
+        chunk: ChunkRange,
+        reduce: bool,
+        channel: u32,
+    ) -> StepId {
         self.push(
             StepKind::Recv {
                 peer,
                 chunk,
                 reduce,
+                channel,
             },
             &[],
         )
+    }
+
+    /// Number of steps pushed so far.
+    pub fn len(&self) -> usize {
+        self.program.steps.len()
+    }
+
+    /// Whether no step has been pushed yet.
+    pub fn is_empty(&self) -> bool {
+        self.program.steps.is_empty()
     }
 
     /// Appends a local `Copy` of `src` to `dst`.
@@ -383,36 +478,42 @@ pub enum ValidationError {
         step: StepId,
     },
     /// A `Send` with no matching `Recv` on the peer.
-    #[error("rank {src} {step} sends message #{index} to rank {dst}, which receives only {index} from it")]
+    #[error("rank {src} {step} sends message #{index} on channel {channel} to rank {dst}, which receives only {index} from it on that channel")]
     UnmatchedSend {
         /// The sending rank.
         src: usize,
         /// The receiving rank.
         dst: usize,
+        /// The channel.
+        channel: u32,
         /// The send step.
         step: StepId,
         /// The message's position on the channel (0-based).
         index: usize,
     },
     /// A `Recv` with no matching `Send` on the peer.
-    #[error("rank {dst} {step} receives message #{index} from rank {src}, which sends only {index} to it")]
+    #[error("rank {dst} {step} receives message #{index} on channel {channel} from rank {src}, which sends only {index} to it on that channel")]
     UnmatchedRecv {
         /// The sending rank.
         src: usize,
         /// The receiving rank.
         dst: usize,
+        /// The channel.
+        channel: u32,
         /// The receive step.
         step: StepId,
         /// The message's position on the channel (0-based).
         index: usize,
     },
     /// The `k`-th send and `k`-th receive on a channel differ in length.
-    #[error("message #{index} from rank {src} to rank {dst}: {send_step} sends {send_len} elements, {recv_step} receives {recv_len}")]
+    #[error("message #{index} on channel {channel} from rank {src} to rank {dst}: {send_step} sends {send_len} elements, {recv_step} receives {recv_len}")]
     LengthMismatch {
         /// The sending rank.
         src: usize,
         /// The receiving rank.
         dst: usize,
+        /// The channel.
+        channel: u32,
         /// The message's position on the channel (0-based).
         index: usize,
         /// The send step (on `src`).
@@ -439,7 +540,7 @@ pub enum ValidationError {
 /// Checks that `programs` (one per rank, `programs[r].rank == r`) form a well-formed
 /// collective: ranges fit the buffers, every dependency names an earlier step (so the DAG is
 /// acyclic), peers exist and differ from the rank, copies are sound, every `Send` has a
-/// matching `Recv` of the same length in the same per-channel order, and conflicting steps are
+/// matching `Recv` of the same length in the same per-`(src, dst, channel)` order, and conflicting steps are
 /// ordered. Returns the first problem found.
 ///
 /// Deadlocks across ranks (a receive whose message is only sent after it) are not detected
@@ -530,8 +631,8 @@ fn check_program(index: usize, p: &Program, nranks: usize) -> Result<(), Validat
     Ok(())
 }
 
-/// Messages on each `(src, dst)` channel, in program order, as `(step, len)`.
-type Channels = BTreeMap<(usize, usize), Vec<(StepId, usize)>>;
+/// Messages on each `(src, dst, channel)` queue, in program order, as `(step, len)`.
+type Channels = BTreeMap<(usize, usize, u32), Vec<(StepId, usize)>>;
 
 fn check_channels(programs: &[Program]) -> Result<(), ValidationError> {
     let mut sends: Channels = BTreeMap::new();
@@ -539,12 +640,21 @@ fn check_channels(programs: &[Program]) -> Result<(), ValidationError> {
     for p in programs {
         for s in &p.steps {
             match s.kind {
-                StepKind::Send { peer, chunk } => sends
-                    .entry((p.rank, peer))
+                StepKind::Send {
+                    peer,
+                    chunk,
+                    channel,
+                } => sends
+                    .entry((p.rank, peer, channel))
                     .or_default()
                     .push((s.id, chunk.len)),
-                StepKind::Recv { peer, chunk, .. } => recvs
-                    .entry((peer, p.rank))
+                StepKind::Recv {
+                    peer,
+                    chunk,
+                    channel,
+                    ..
+                } => recvs
+                    .entry((peer, p.rank, channel))
                     .or_default()
                     .push((s.id, chunk.len)),
                 StepKind::Copy { .. } => {}
@@ -552,13 +662,14 @@ fn check_channels(programs: &[Program]) -> Result<(), ValidationError> {
         }
     }
     let empty = Vec::new();
-    for (&(src, dst), sent) in &sends {
-        let received = recvs.get(&(src, dst)).unwrap_or(&empty);
+    for (&(src, dst, channel), sent) in &sends {
+        let received = recvs.get(&(src, dst, channel)).unwrap_or(&empty);
         for (index, &(send_step, send_len)) in sent.iter().enumerate() {
             let Some(&(recv_step, recv_len)) = received.get(index) else {
                 return Err(ValidationError::UnmatchedSend {
                     src,
                     dst,
+                    channel,
                     step: send_step,
                     index,
                 });
@@ -567,6 +678,7 @@ fn check_channels(programs: &[Program]) -> Result<(), ValidationError> {
                 return Err(ValidationError::LengthMismatch {
                     src,
                     dst,
+                    channel,
                     index,
                     send_step,
                     recv_step,
@@ -576,12 +688,13 @@ fn check_channels(programs: &[Program]) -> Result<(), ValidationError> {
             }
         }
     }
-    for (&(src, dst), received) in &recvs {
-        let sent = sends.get(&(src, dst)).map_or(0, Vec::len);
+    for (&(src, dst, channel), received) in &recvs {
+        let sent = sends.get(&(src, dst, channel)).map_or(0, Vec::len);
         if let Some(&(step, _)) = received.get(sent) {
             return Err(ValidationError::UnmatchedRecv {
                 src,
                 dst,
+                channel,
                 step,
                 index: sent,
             });
@@ -635,7 +748,11 @@ mod tests {
     }
 
     fn send(peer: usize, chunk: ChunkRange) -> StepKind {
-        StepKind::Send { peer, chunk }
+        StepKind::Send {
+            peer,
+            chunk,
+            channel: 0,
+        }
     }
 
     fn recv(peer: usize, chunk: ChunkRange) -> StepKind {
@@ -643,6 +760,7 @@ mod tests {
             peer,
             chunk,
             reduce: true,
+            channel: 0,
         }
     }
 
@@ -700,6 +818,7 @@ mod tests {
             Err(ValidationError::UnmatchedSend {
                 src: 0,
                 dst: 1,
+                channel: 0,
                 step: StepId(0),
                 index: 0
             })
@@ -711,6 +830,7 @@ mod tests {
             Err(ValidationError::UnmatchedRecv {
                 src: 0,
                 dst: 1,
+                channel: 0,
                 step: StepId(0),
                 index: 0
             })
@@ -757,6 +877,105 @@ mod tests {
             validate(&p),
             Err(ValidationError::LengthMismatch { index: 0, .. })
         ));
+    }
+
+    #[test]
+    fn channels_are_independent_queues() {
+        // Rank 0 sends 1 element on channel 0, then 3 on channel 1; rank 1 takes channel 1's
+        // message first. Matching is per (src, dst, channel), so this is well formed, and the
+        // interpreter delivers each message to the receive on its channel.
+        let p = vec![
+            prog(
+                0,
+                4,
+                vec![
+                    step(
+                        0,
+                        &[],
+                        StepKind::Send {
+                            peer: 1,
+                            chunk: c(0, 1),
+                            channel: 0,
+                        },
+                    ),
+                    step(
+                        1,
+                        &[],
+                        StepKind::Send {
+                            peer: 1,
+                            chunk: c(1, 3),
+                            channel: 1,
+                        },
+                    ),
+                ],
+            ),
+            prog(
+                1,
+                4,
+                vec![
+                    step(
+                        0,
+                        &[],
+                        StepKind::Recv {
+                            peer: 0,
+                            chunk: c(1, 3),
+                            reduce: false,
+                            channel: 1,
+                        },
+                    ),
+                    step(
+                        1,
+                        &[],
+                        StepKind::Recv {
+                            peer: 0,
+                            chunk: c(0, 1),
+                            reduce: false,
+                            channel: 0,
+                        },
+                    ),
+                ],
+            ),
+        ];
+        assert_eq!(validate(&p), Ok(()));
+        let out = crate::interpret::run_local(&p, vec![vec![1, 2, 3, 4], vec![0; 4]]).unwrap();
+        assert_eq!(out[1], [1, 2, 3, 4]);
+        // The same message on the wrong channel is unmatched.
+        let mut wrong = p.clone();
+        wrong[1].steps[0].kind = StepKind::Recv {
+            peer: 0,
+            chunk: c(1, 3),
+            reduce: false,
+            channel: 2,
+        };
+        assert!(matches!(
+            validate(&wrong),
+            Err(ValidationError::UnmatchedSend {
+                channel: 1,
+                index: 0,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn channel_defaults_to_zero_in_json() {
+        let s: Step = serde_json::from_str(
+            r#"{"id": 0, "op": "recv", "peer": 1, "chunk": {"offset": 0, "len": 1}, "reduce": false}"#,
+        )
+        .unwrap();
+        assert_eq!(s.kind.channel(), Some((1, 0)));
+        let on3 = step(
+            0,
+            &[],
+            StepKind::Send {
+                peer: 2,
+                chunk: c(0, 1),
+                channel: 3,
+            },
+        );
+        let json = serde_json::to_value(&on3).unwrap();
+        assert_eq!(json["channel"], 3);
+        assert_eq!(serde_json::from_value::<Step>(json).unwrap(), on3);
     }
 
     #[test]

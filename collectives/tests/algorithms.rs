@@ -209,6 +209,7 @@ fn validate_rejects_broken_generated_programs() {
         peer,
         chunk,
         reduce,
+        channel,
     } = short[3].steps[1].kind
     else {
         panic!("step 1 of a ring is a receive");
@@ -217,6 +218,7 @@ fn validate_rejects_broken_generated_programs() {
         peer,
         chunk: ChunkRange::new(chunk.offset, chunk.len - 1),
         reduce,
+        channel,
     };
     assert!(matches!(
         validate(&short),
