@@ -5,6 +5,7 @@
 //! [`run_source`].
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod collective;
 pub mod report;
 pub mod scenario;
 pub mod world;

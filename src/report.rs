@@ -14,6 +14,7 @@ use fabemu_switch::egress::ClassReport;
 use fabemu_switch::{SwitchPortStats, SwitchStats};
 use serde::Serialize;
 
+use crate::collective::{self, CollectiveResult};
 use crate::scenario::{Mode, Source};
 use crate::world::{Finished, Node};
 
@@ -26,6 +27,10 @@ pub struct Report {
     pub scenario: ScenarioInfo,
     /// Per message of the workload, by tag.
     pub messages: Vec<MessageResult>,
+    /// Per collective of the workload, in order (the nccl-tests rows).
+    pub collectives: Vec<CollectiveResult>,
+    /// Per class of links (dimension or tier): bytes carried and utilization.
+    pub link_classes: Vec<ClassUsage>,
     /// Totals over the run.
     pub totals: Totals,
     /// Per link, both directions.
@@ -187,6 +192,22 @@ pub struct PortReport {
     pub classes: Vec<ClassReport>,
 }
 
+/// The links of one class (a dimension `dimN`, a tier, or `explicit`) over the run.
+#[derive(Debug, Serialize)]
+pub struct ClassUsage {
+    /// The class.
+    pub class: String,
+    /// Links in it.
+    pub links: usize,
+    /// Sum of both directions' bandwidth over its links.
+    pub capacity_bps: u64,
+    /// Wire bytes sent over its links (both directions).
+    pub tx_wire_bytes: u64,
+    /// tx_wire_bytes x 8 / (capacity x completion time): the share of the class's capacity the
+    /// workload used from time zero to its completion.
+    pub utilization: f64,
+}
+
 /// Invariant checks; any violation makes the run exit with code 3.
 #[derive(Debug, Serialize)]
 pub struct Invariants {
@@ -239,10 +260,10 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         match actor {
             Node::Host(h) => {
                 let rank = g.host_index(id).unwrap_or(0) as u32;
-                for r in &h.app.received {
+                for r in &h.app.messages.received {
                     deliveries.insert((rank, r.src, r.imm), (r.delivered_at, r.data_ok));
                 }
-                for s in &h.app.sends {
+                for s in &h.app.messages.sends {
                     if let Some(t) = s.acked_at {
                         acks.insert(s.spec.tag, t);
                     }
@@ -324,6 +345,59 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             data_ok,
         });
     }
+    // Collectives: the ranks' records, by rank.
+    let mut exec_errors = Vec::new();
+    let records: Vec<Vec<&fabemu_collectives::JobRecord>> = out
+        .actors
+        .iter()
+        .filter_map(|a| match a {
+            Node::Host(h) => {
+                exec_errors.extend(h.app.collectives.errors.iter().map(|e| e.to_string()));
+                Some(h.app.collectives.records().collect())
+            }
+            Node::Switch(_) => None,
+        })
+        .collect();
+    let collectives = collective::results(&fin.collectives, &records);
+    for (j, c) in collectives.iter().enumerate() {
+        let what = format!(
+            "collective {j} ({} {}, {})",
+            c.op,
+            ByteSize(c.size_bytes),
+            c.algorithm
+        );
+        match c.end_ps {
+            Some(end) => totals.completion_time_ps = totals.completion_time_ps.max(end),
+            None => {
+                let why = if out.stats.stopped_at_limit {
+                    format!(
+                        " (the run reached `until` = {} with work pending)",
+                        src.scenario.until
+                    )
+                } else {
+                    String::new()
+                };
+                violations.push(format!(
+                    "{what} never finished on {} of {} ranks{why}",
+                    c.ranks - c.finished_ranks,
+                    c.ranks
+                ))
+            }
+        }
+        if let Some(w) = c.wrong.filter(|&w| w > 0) {
+            violations.push(format!("{what} produced {w} wrong elements"));
+        }
+    }
+    let shown = exec_errors.len().min(5);
+    for e in &exec_errors[..shown] {
+        violations.push(e.clone());
+    }
+    if exec_errors.len() > shown {
+        violations.push(format!(
+            "... and {} more collective errors",
+            exec_errors.len() - shown
+        ));
+    }
     totals.messages = fin.messages.len();
     totals.packet_hops = out.stats.packet_hops;
     totals.events = out.stats.events;
@@ -403,7 +477,28 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 b_to_a: dir(l.b),
             }
         })
-        .collect();
+        .collect::<Vec<LinkReport>>();
+    let mut link_classes: Vec<ClassUsage> = Vec::new();
+    let mut classes: Vec<_> = g.links().iter().map(|l| l.class).collect();
+    classes.sort();
+    classes.dedup();
+    for class in classes {
+        let (mut n, mut cap, mut bytes) = (0usize, 0u64, 0u64);
+        for (l, rep) in g.links().iter().zip(&links) {
+            if l.class == class {
+                n += 1;
+                cap = cap.saturating_add(l.bandwidth_bps.saturating_mul(2));
+                bytes += rep.a_to_b.tx_wire_bytes + rep.b_to_a.tx_wire_bytes;
+            }
+        }
+        link_classes.push(ClassUsage {
+            class: class.to_string(),
+            links: n,
+            capacity_bps: cap,
+            tx_wire_bytes: bytes,
+            utilization: bytes as f64 * 8.0 / (cap.max(1) as f64 * end / 1e12),
+        });
+    }
 
     let secs = wall.as_secs_f64().max(1e-9);
     Report {
@@ -418,6 +513,8 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             fabric: g.fabric().name().to_string(),
         },
         messages,
+        collectives,
+        link_classes,
         totals,
         links,
         nics,
@@ -457,63 +554,32 @@ pub fn summary(r: &Report) -> String {
         sc.seed
     );
     let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "{:>6}  {:<10} {:<10} {:>10} {:>12} {:>14} {:>13}",
-        "msg", "src", "dst", "size", "start", "completion", "goodput"
-    );
-    let show = if r.messages.len() > 40 {
-        20
-    } else {
-        r.messages.len()
-    };
-    for m in r.messages.iter().take(show) {
-        let ct = m
-            .completion_time_ps
-            .map_or("unfinished".to_string(), |t| Time(t).to_string());
-        let gp = m
-            .goodput_gbps
-            .map_or("-".to_string(), |g| format!("{g:.2} Gb/s"));
-        let _ = writeln!(
-            s,
-            "{:>6}  {:<10} {:<10} {:>10} {:>12} {:>14} {:>13}{}",
-            m.tag,
-            m.src,
-            m.dst,
-            ByteSize(m.size_bytes).to_string(),
-            Time(m.start_ps).to_string(),
-            ct,
-            gp,
-            if m.data_ok == Some(false) {
-                "  DATA MISMATCH"
-            } else {
-                ""
-            }
-        );
-    }
-    if show < r.messages.len() {
-        let cts: Vec<u64> = r
-            .messages
+    if !r.collectives.is_empty() {
+        s.push_str(&collective::table(&r.collectives));
+        let dims: Vec<&ClassUsage> = r
+            .link_classes
             .iter()
-            .filter_map(|m| m.completion_time_ps)
+            .filter(|c| c.class.starts_with("dim") || r.link_classes.len() > 1)
             .collect();
-        let _ = writeln!(
-            s,
-            "{:>6}  ... {} more (all in the JSON report)",
-            "",
-            r.messages.len() - show
-        );
-        if !cts.is_empty() {
-            let mean = cts.iter().map(|&c| c as u128).sum::<u128>() / cts.len() as u128;
+        if !dims.is_empty() {
             let _ = writeln!(
                 s,
-                "{:>6}  completion time: min {}, mean {}, max {}",
-                "",
-                Time(cts.iter().copied().min().unwrap_or(0)),
-                Time(mean as u64),
-                Time(cts.iter().copied().max().unwrap_or(0))
+                "# link use: {}",
+                dims.iter()
+                    .map(|c| format!(
+                        "{} {} ({:.1}%)",
+                        c.class,
+                        ByteSize(c.tx_wire_bytes),
+                        c.utilization * 100.0
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
+        let _ = writeln!(s);
+    }
+    if !r.messages.is_empty() {
+        messages_table(&mut s, r);
     }
     let t = &r.totals;
     let verified = if sc.mode == Mode::Data {
@@ -521,7 +587,6 @@ pub fn summary(r: &Report) -> String {
     } else {
         ""
     };
-    let _ = writeln!(s);
     let _ = writeln!(
         s,
         "Totals: {}/{} messages delivered{}, {} delivered; {} data packets, {} drops, {} retransmitted packets, {} timeouts",
@@ -559,6 +624,68 @@ pub fn summary(r: &Report) -> String {
         }
     }
     s
+}
+
+fn messages_table(s: &mut String, r: &Report) {
+    let _ = writeln!(
+        *s,
+        "{:>6}  {:<10} {:<10} {:>10} {:>12} {:>14} {:>13}",
+        "msg", "src", "dst", "size", "start", "completion", "goodput"
+    );
+    let show = if r.messages.len() > 40 {
+        20
+    } else {
+        r.messages.len()
+    };
+    for m in r.messages.iter().take(show) {
+        let ct = m
+            .completion_time_ps
+            .map_or("unfinished".to_string(), |t| Time(t).to_string());
+        let gp = m
+            .goodput_gbps
+            .map_or("-".to_string(), |g| format!("{g:.2} Gb/s"));
+        let _ = writeln!(
+            *s,
+            "{:>6}  {:<10} {:<10} {:>10} {:>12} {:>14} {:>13}{}",
+            m.tag,
+            m.src,
+            m.dst,
+            ByteSize(m.size_bytes).to_string(),
+            Time(m.start_ps).to_string(),
+            ct,
+            gp,
+            if m.data_ok == Some(false) {
+                "  DATA MISMATCH"
+            } else {
+                ""
+            }
+        );
+    }
+    if show < r.messages.len() {
+        let cts: Vec<u64> = r
+            .messages
+            .iter()
+            .filter_map(|m| m.completion_time_ps)
+            .collect();
+        let _ = writeln!(
+            *s,
+            "{:>6}  ... {} more (all in the JSON report)",
+            "",
+            r.messages.len() - show
+        );
+        if !cts.is_empty() {
+            let mean = cts.iter().map(|&c| c as u128).sum::<u128>() / cts.len() as u128;
+            let _ = writeln!(
+                *s,
+                "{:>6}  completion time: min {}, mean {}, max {}",
+                "",
+                Time(cts.iter().copied().min().unwrap_or(0)),
+                Time(mean as u64),
+                Time(cts.iter().copied().max().unwrap_or(0))
+            );
+        }
+    }
+    let _ = writeln!(s);
 }
 
 fn corrupted_free(r: &Report) -> bool {

@@ -7,10 +7,13 @@
 
 use std::sync::Arc;
 
+use fabemu_collectives::executor::{is_collective_imm, CollectiveRunner, Job, TIMER_TOKEN};
 use fabemu_fabric::engine::{
     self, Actor, Ctx, EngineConfig, EngineError, Event, PortWiring, Progress, RunOutput, Wiring,
 };
-use fabemu_fabric::host::{Host, HostDirectory, MessageApp, MessageSpec};
+use fabemu_fabric::host::{
+    AppApi, Application, Completion, Host, HostDirectory, MessageApp, MessageSpec,
+};
 use fabemu_fabric::link::{Channel, Rate};
 use fabemu_fabric::route::RouteTable;
 use fabemu_fabric::units::{Bandwidth, Time};
@@ -21,15 +24,54 @@ use fabemu_topologies::{
     RoutingOptions, RoutingPolicy, TopologyError,
 };
 
+use crate::collective::{self, CollectiveInfo};
 use crate::scenario::{DimKindYaml, FieldPath, Mode, Routing, ScenarioError, Source};
 
-/// An actor of the world: a host running the point-to-point workload, or a switch.
+/// What a host runs: its point-to-point messages and its collectives' programs, side by side.
+///
+/// Collective messages are told apart by their immediate ([`is_collective_imm`]) and timers by
+/// [`TIMER_TOKEN`]; point-to-point tags stay below 2^31 (the workload's message limit).
+pub struct HostApp {
+    /// Point-to-point messages.
+    pub messages: MessageApp,
+    /// Collective jobs.
+    pub collectives: CollectiveRunner,
+}
+
+impl Application for HostApp {
+    fn start(&mut self, api: &mut AppApi<'_, '_, '_>) {
+        self.messages.start(api);
+        self.collectives.start(api);
+    }
+
+    fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>) {
+        if token & TIMER_TOKEN != 0 {
+            self.collectives.on_timer(token, api);
+        } else {
+            self.messages.on_timer(token, api);
+        }
+    }
+
+    fn on_completion(&mut self, c: Completion, api: &mut AppApi<'_, '_, '_>) {
+        let collective = match &c {
+            Completion::SendDone { tag, .. } => is_collective_imm(*tag as u32) && *tag < 1 << 32,
+            Completion::Received { imm, .. } => is_collective_imm(*imm),
+        };
+        if collective {
+            self.collectives.on_completion(c, api);
+        } else {
+            self.messages.on_completion(c, api);
+        }
+    }
+}
+
+/// An actor of the world: a host running its workload, or a switch.
 // Inline on purpose: boxing the actors cost ~8% of the engine benchmark (a pointer chase per
 // event); the size difference only costs memory for the (few) switches.
 #[allow(clippy::large_enum_variant)]
 pub enum Node {
     /// A host.
-    Host(Host<MessageApp>),
+    Host(Host<HostApp>),
     /// A switch.
     Switch(Switch),
 }
@@ -60,6 +102,8 @@ pub struct World {
     pub wiring: Wiring,
     /// Every message of the workload, by tag.
     pub messages: Vec<MessageSpec>,
+    /// The workload's collectives.
+    pub collectives: Vec<CollectiveInfo>,
     /// Host addresses.
     pub directory: Arc<HostDirectory>,
 }
@@ -327,6 +371,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     let s = &src.scenario;
     let (g, routes) = fabric(src)?;
     let messages = build_messages(src, &g)?;
+    let (collectives, mut jobs) = collective::build_jobs(src, &g)?;
     let n_hosts = g.host_count();
     let mut addrs = Vec::with_capacity(n_hosts);
     for rank in 0..n_hosts {
@@ -376,7 +421,15 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         let actor = match node.kind {
             NodeKind::Host => {
                 let rank = g.host_index(id).unwrap_or(0);
-                let app = MessageApp::new(s.seed, data_mode, std::mem::take(&mut per_host[rank]));
+                let own_jobs: Vec<Job> = jobs.get_mut(rank).map(std::mem::take).unwrap_or_default();
+                let app = HostApp {
+                    messages: MessageApp::new(
+                        s.seed,
+                        data_mode,
+                        std::mem::take(&mut per_host[rank]),
+                    ),
+                    collectives: CollectiveRunner::new(rank as u32, own_jobs),
+                };
                 let host = Host::new(
                     rank as u32,
                     directory.clone(),
@@ -440,6 +493,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         actors,
         wiring,
         messages,
+        collectives,
         directory,
     })
 }
@@ -450,6 +504,8 @@ pub struct Finished {
     pub graph: Graph,
     /// The workload.
     pub messages: Vec<MessageSpec>,
+    /// The workload's collectives.
+    pub collectives: Vec<CollectiveInfo>,
     /// Actors, counters and layout.
     pub output: RunOutput<Node>,
 }
@@ -470,6 +526,7 @@ pub fn run(
     Ok(Finished {
         graph: world.graph,
         messages: world.messages,
+        collectives: world.collectives,
         output,
     })
 }

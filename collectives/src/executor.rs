@@ -21,7 +21,7 @@
 //! Messages carry `(job, channel)` in the RDMA immediate: bit 31 set (so point-to-point
 //! workloads on the same host, whose tags stay below 2^31, never collide), the job in bits
 //! 20..31 and the channel in bits 0..20; hence at most [`MAX_JOBS`] jobs and [`MAX_CHANNELS`]
-//! channels. The runner's timers use tokens `< MAX_JOBS`.
+//! channels. The runner's timer tokens carry [`TIMER_TOKEN`].
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -31,6 +31,10 @@ use fabemu_fabric::units::Time;
 
 use crate::data::{self, DataType, ReduceOp};
 use crate::program::{Program, StepKind};
+
+/// The bit that marks the runner's timer tokens, so it can share a host with other
+/// applications.
+pub const TIMER_TOKEN: u64 = 1 << 40;
 
 /// Jobs one runner can hold (11 bits of the immediate).
 pub const MAX_JOBS: usize = 1 << 11;
@@ -51,10 +55,7 @@ pub const fn is_collective_imm(imm: u32) -> bool {
 
 /// The channel a step sends or receives on (0 for local copies).
 fn channel_of(kind: &StepKind) -> u32 {
-    match *kind {
-        StepKind::Send { .. } | StepKind::Recv { .. } => 0,
-        StepKind::Copy { .. } => 0,
-    }
+    kind.channel().map_or(0, |(_, c)| c)
 }
 
 /// When a job starts on a rank.
@@ -309,7 +310,10 @@ impl CollectiveRunner {
                 StepKind::Copy { src, dst } => {
                     if let Some(buf) = js.buffer.as_mut() {
                         let es = js.job.elem_bytes as usize;
-                        buf.copy_within(src.offset * es..(src.offset + src.len) * es, dst.offset * es);
+                        buf.copy_within(
+                            src.offset * es..(src.offset + src.len) * es,
+                            dst.offset * es,
+                        );
                     }
                     self.complete(j, s);
                 }
@@ -343,7 +347,7 @@ impl CollectiveRunner {
                 break;
             }
             js.chans[c].sent += 1;
-            if let StepKind::Send { peer, chunk } = js.job.program.steps[s as usize].kind {
+            if let StepKind::Send { peer, chunk, .. } = js.job.program.steps[s as usize].kind {
                 let es = js.job.elem_bytes;
                 let len = chunk.len as u64 * es;
                 let payload = js.buffer.as_ref().map(|b| {
@@ -380,6 +384,7 @@ impl CollectiveRunner {
                 peer,
                 chunk,
                 reduce,
+                ..
             } = kind
             {
                 let es = js.job.elem_bytes;
@@ -424,7 +429,14 @@ impl CollectiveRunner {
         }
     }
 
-    fn on_message(&mut self, src: u32, imm: u32, len: u64, payload: Option<Bytes>, api: &mut AppApi<'_, '_, '_>) {
+    fn on_message(
+        &mut self,
+        src: u32,
+        imm: u32,
+        len: u64,
+        payload: Option<Bytes>,
+        api: &mut AppApi<'_, '_, '_>,
+    ) {
         let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
         let channel = imm & (MAX_CHANNELS - 1);
         let Some(c) = self
@@ -440,7 +452,9 @@ impl CollectiveRunner {
             });
             return;
         };
-        self.jobs[j].chans[c as usize].arrived.push_back((len, payload));
+        self.jobs[j].chans[c as usize]
+            .arrived
+            .push_back((len, payload));
         if self.jobs[j].started {
             self.work.clear();
             self.pump(j, c as usize, api);
@@ -453,16 +467,16 @@ impl Application for CollectiveRunner {
     fn start(&mut self, api: &mut AppApi<'_, '_, '_>) {
         for j in 0..self.jobs.len() {
             match self.jobs[j].job.start {
-                JobStart::At(t) => api.set_timer(t, j as u64),
-                JobStart::AfterPrevious if j == 0 => api.set_timer(Time::ZERO, 0),
+                JobStart::At(t) => api.set_timer(t, TIMER_TOKEN | j as u64),
+                JobStart::AfterPrevious if j == 0 => api.set_timer(Time::ZERO, TIMER_TOKEN),
                 JobStart::AfterPrevious => {}
             }
         }
     }
 
     fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>) {
-        let j = token as usize;
-        if j < self.jobs.len() {
+        let j = (token & !TIMER_TOKEN) as usize;
+        if token & TIMER_TOKEN != 0 && j < self.jobs.len() {
             self.begin(j, api);
         }
     }

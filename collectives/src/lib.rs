@@ -25,6 +25,7 @@ pub mod executor;
 pub mod interpret;
 pub mod metrics;
 pub mod op;
+pub mod plan;
 pub mod program;
 mod reach;
 

@@ -49,6 +49,15 @@ impl Collective {
         Collective::Reduce,
     ];
 
+    /// Whether the operation reduces (All-Reduce, Reduce-Scatter, Reduce); nccl-tests prints
+    /// `none` as the operator of the others.
+    pub const fn reduces(self) -> bool {
+        matches!(
+            self,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        )
+    }
+
     /// The nccl-tests bus-bandwidth factor for `n` ranks: `busbw = algbw * bus_factor(n)`.
     ///
     /// All-Reduce `2(n-1)/n`; Reduce-Scatter, All-Gather and All-To-All `(n-1)/n`; Broadcast

@@ -328,6 +328,123 @@ pub struct Workload {
     /// Every host sends `size` to every other host (n(n-1) messages), all at `start`.
     #[serde(default)]
     pub all_to_all: Option<AllToAllYaml>,
+    /// Collectives over all hosts (rank = host index), run one after the other on each rank.
+    #[serde(default)]
+    pub collectives: Vec<CollectiveYaml>,
+}
+
+/// One collective of the workload, or a sweep of sizes (as nccl-tests' `-b/-e/-f`).
+///
+/// ```yaml
+/// collectives:
+///   - op: all_reduce          # all_reduce reduce_scatter all_gather all_to_all broadcast reduce
+///     algorithm: ring         # or one per dimension on multi-dimensional fabrics: [ring, direct]
+///     sizes: {from: 1MiB, to: 64MiB, factor: 2}   # or `size: 8MiB`
+///     type: float             # float int32 double int64
+///     redop: sum              # sum min max
+///     chunks: 4               # pipeline the collective in 4 pieces ...
+///     chunks_in_flight: 2     # ... at most 2 at a time (0: no limit)
+///     scheme: local_bw_aware  # multi-dimensional: local_bw_aware or baseline
+///     policy: themis          # multi-dimensional dimension order: fixed or themis
+///     root: 0                 # broadcast / reduce
+///     start: 10us             # default: when the previous collective finished on that rank
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveYaml {
+    /// The operation.
+    pub op: fabemu_collectives::Collective,
+    /// The algorithm, or one per dimension; `ring` (`direct` for all_to_all) when absent.
+    #[serde(default)]
+    pub algorithm: Option<AlgorithmYaml>,
+    /// Size as nccl-tests counts it: the whole buffer (All-Gather: the output; Reduce-Scatter:
+    /// the input; All-To-All: one rank's send buffer).
+    #[serde(default)]
+    pub size: Option<ByteSize>,
+    /// A sweep of sizes instead of `size`.
+    #[serde(default)]
+    pub sizes: Option<SweepYaml>,
+    /// Element type.
+    #[serde(default, rename = "type")]
+    pub dtype: fabemu_collectives::DataType,
+    /// Reduction operator.
+    #[serde(default)]
+    pub redop: fabemu_collectives::ReduceOp,
+    /// Pieces the collective is cut into and pipelined (1: not cut).
+    #[serde(default = "one")]
+    pub chunks: usize,
+    /// At most this many pieces in progress on a rank (0: no limit).
+    #[serde(default)]
+    pub chunks_in_flight: usize,
+    /// Multi-dimensional composition (with a per-dimension `algorithm` list).
+    #[serde(default)]
+    pub scheme: Option<fabemu_collectives::plan::Scheme>,
+    /// Multi-dimensional dimension order (with a per-dimension `algorithm` list).
+    #[serde(default)]
+    pub policy: Option<fabemu_collectives::plan::DimPolicy>,
+    /// Root rank of Broadcast and Reduce.
+    #[serde(default)]
+    pub root: usize,
+    /// Start time; absent: each rank starts when it finished the previous collective.
+    #[serde(default)]
+    pub start: Option<Time>,
+}
+
+/// One algorithm for the whole collective, or one per dimension of the fabric.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum AlgorithmYaml {
+    /// One algorithm over all ranks.
+    One(fabemu_collectives::plan::Algorithm),
+    /// One algorithm per dimension, dimension 0 first (hierarchical).
+    PerDim(Vec<fabemu_collectives::plan::Algorithm>),
+}
+
+// By hand rather than `untagged`, so a misspelt algorithm gets serde's "unknown variant ...,
+// expected one of ..." instead of "did not match any variant".
+impl<'de> Deserialize<'de> for AlgorithmYaml {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use fabemu_collectives::plan::Algorithm;
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = AlgorithmYaml;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an algorithm name or a list of one per dimension")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AlgorithmYaml, E> {
+                Algorithm::deserialize(serde::de::value::StrDeserializer::<E>::new(v))
+                    .map(AlgorithmYaml::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<AlgorithmYaml, A::Error> {
+                let mut v = Vec::new();
+                while let Some(a) = seq.next_element::<Algorithm>()? {
+                    v.push(a);
+                }
+                Ok(AlgorithmYaml::PerDim(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Sizes `from`, `from x factor`, ... up to `to` (inclusive).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepYaml {
+    /// First size.
+    pub from: ByteSize,
+    /// Last size (included when the factor lands on it).
+    pub to: ByteSize,
+    /// Growth factor, at least 2.
+    #[serde(default = "two")]
+    pub factor: u64,
+}
+
+fn two() -> u64 {
+    2
 }
 
 /// One point-to-point message (an RDMA WRITE).

@@ -1,0 +1,501 @@
+//! Collectives in a scenario: from the `workload.collectives` list to one job per rank per
+//! collective, and from the ranks' records back to nccl-tests figures.
+//!
+//! Ranks are the hosts in graph order. Each list entry (or each size of a sweep) is one
+//! collective; consecutive collectives run in stream order on each rank (see
+//! [`fabemu_collectives::executor`]). A collective's time is from its earliest start on any rank
+//! to its latest finish on any rank; algbw = size / time (GB = 10^9 B) and busbw = algbw x the
+//! nccl-tests factor of the operation.
+
+use std::fmt::Write as _;
+
+use fabemu_collectives::executor::{DataSpec, Job, JobRecord, JobStart, MAX_JOBS};
+use fabemu_collectives::plan::{self, Algorithm, DimPolicy, Layout, Plan, Scheme};
+use fabemu_collectives::{data, metrics, Collective, DataType, Program, ReduceOp};
+use fabemu_fabric::units::{ByteSize, Time};
+use fabemu_topologies::{Graph, LinkClass};
+use serde::Serialize;
+
+use crate::scenario::{AlgorithmYaml, FieldPath, Mode, ScenarioError, Source};
+
+/// Upper bound on program steps over all ranks and collectives (about 64 bytes each).
+const MAX_STEPS: u64 = 1 << 26;
+/// Upper bound on data-mode buffer bytes over all ranks and collectives.
+const MAX_DATA_BYTES: u64 = 4 << 30;
+
+/// One collective as the workload defines it (one size of a sweep).
+#[derive(Clone, Debug)]
+pub struct CollectiveInfo {
+    /// Index of its entry in `workload.collectives`.
+    pub entry: usize,
+    /// The operation.
+    pub op: Collective,
+    /// The algorithm as the user wrote it (`ring`, `ring+direct`, ...).
+    pub algorithm: String,
+    /// Size in bytes (nccl-tests' meaning).
+    pub size_bytes: u64,
+    /// Elements.
+    pub count: usize,
+    /// Element type.
+    pub dtype: DataType,
+    /// Reduction operator.
+    pub redop: ReduceOp,
+    /// Root of Broadcast / Reduce.
+    pub root: usize,
+    /// Ranks taking part.
+    pub ranks: usize,
+    /// Pipelined pieces.
+    pub chunks: usize,
+    /// Each rank's program without its steps: buffer size and where input and output are.
+    pub layouts: Vec<Program>,
+    /// Whether buffers hold real data.
+    pub data: bool,
+}
+
+/// Builds the collectives of a scenario: their descriptions and, per rank, its jobs.
+pub fn build_jobs(
+    src: &Source,
+    g: &Graph,
+) -> Result<(Vec<CollectiveInfo>, Vec<Vec<Job>>), ScenarioError> {
+    let s = &src.scenario;
+    let ranks = g.host_count();
+    let mut infos = Vec::new();
+    let mut per_rank: Vec<Vec<Job>> = (0..ranks).map(|_| Vec::new()).collect();
+    let (mut steps_total, mut data_total) = (0u64, 0u64);
+    let data_mode = s.mode == Mode::Data;
+    for (i, c) in s.workload.collectives.iter().enumerate() {
+        let at = FieldPath::root()
+            .key("workload")
+            .key("collectives")
+            .index(i);
+        let err = |field: &str, msg: String| src.error_at(&at.key(field), msg);
+        let sizes = sizes_of(c.size, c.sizes.as_ref()).map_err(|(f, m)| err(f, m))?;
+        if infos.len() + sizes.len() > MAX_JOBS {
+            return Err(err(
+                if c.sizes.is_some() { "sizes" } else { "size" },
+                format!("more than {MAX_JOBS} collectives in one workload"),
+            ));
+        }
+        if c.chunks == 0 {
+            return Err(err("chunks", "chunks must be at least 1".into()));
+        }
+        if c.root >= ranks.max(1) {
+            return Err(err(
+                "root",
+                format!(
+                    "root {} is not a rank (the fabric has {ranks} hosts)",
+                    c.root
+                ),
+            ));
+        }
+        let (layout, label) = layout_of(c, g).map_err(|(f, m)| err(f, m))?;
+        let es = c.dtype.size() as u64;
+        for (k, &size) in sizes.iter().enumerate() {
+            let field = if c.sizes.is_some() { "sizes" } else { "size" };
+            if size == 0 || size % es != 0 {
+                return Err(err(
+                    field,
+                    format!(
+                        "{} is not a positive multiple of the {} element size ({es}B)",
+                        ByteSize(size),
+                        c.dtype
+                    ),
+                ));
+            }
+            let count = (size / es) as usize;
+            // Bound the programs before building them: no built-in algorithm takes more than
+            // about 4 steps per peer per piece on a rank.
+            let est = (ranks as u64)
+                .saturating_mul(ranks as u64)
+                .saturating_mul(4)
+                .saturating_mul(c.chunks as u64);
+            steps_total = steps_total.saturating_add(est);
+            if steps_total > MAX_STEPS {
+                return Err(err(
+                    field,
+                    format!(
+                        "the collectives would need about {steps_total} program steps over \
+                         {ranks} ranks (limit {MAX_STEPS}); use fewer ranks, chunks or sizes"
+                    ),
+                ));
+            }
+            let p = Plan {
+                op: c.op,
+                ranks,
+                count,
+                root: c.root,
+                layout: layout.clone(),
+                chunks: c.chunks,
+                chunks_in_flight: c.chunks_in_flight,
+            };
+            let programs = plan::compile(&p).map_err(|e| err("algorithm", e.to_string()))?;
+            if data_mode {
+                data_total = programs.iter().fold(data_total, |acc, p| {
+                    acc.saturating_add((p.buffer_len as u64).saturating_mul(es))
+                });
+                if data_total > MAX_DATA_BYTES {
+                    return Err(src.error_at(
+                        &FieldPath::root().key("mode"),
+                        format!(
+                            "data mode holds every rank's buffers in memory; these collectives \
+                             need {} (limit {}); use `mode: timing`",
+                            ByteSize(data_total),
+                            ByteSize(MAX_DATA_BYTES)
+                        ),
+                    ));
+                }
+            }
+            let start = match (k, c.start) {
+                (0, Some(t)) => JobStart::At(t),
+                _ => JobStart::AfterPrevious,
+            };
+            let mut layouts = Vec::with_capacity(programs.len());
+            for (r, prog) in programs.into_iter().enumerate() {
+                layouts.push(Program {
+                    rank: prog.rank,
+                    buffer_len: prog.buffer_len,
+                    input: prog.input,
+                    output: prog.output,
+                    steps: Vec::new(),
+                });
+                if let Some(jobs) = per_rank.get_mut(r) {
+                    jobs.push(Job {
+                        program: prog,
+                        start,
+                        elem_bytes: es,
+                        data: data_mode.then_some(DataSpec {
+                            dtype: c.dtype,
+                            op: c.redop,
+                        }),
+                    });
+                }
+            }
+            infos.push(CollectiveInfo {
+                entry: i,
+                op: c.op,
+                algorithm: label.clone(),
+                size_bytes: size,
+                count,
+                dtype: c.dtype,
+                redop: c.redop,
+                root: c.root,
+                ranks,
+                chunks: c.chunks,
+                layouts,
+                data: data_mode,
+            });
+        }
+    }
+    Ok((infos, per_rank))
+}
+
+/// The sizes of one entry: `size`, or the sweep `from, from x factor, ..., <= to`.
+fn sizes_of(
+    size: Option<ByteSize>,
+    sweep: Option<&crate::scenario::SweepYaml>,
+) -> Result<Vec<u64>, (&'static str, String)> {
+    match (size, sweep) {
+        (Some(s), None) => Ok(vec![s.bytes()]),
+        (None, Some(w)) => {
+            if w.factor < 2 {
+                return Err(("sizes", format!("factor {} must be at least 2", w.factor)));
+            }
+            if w.from.bytes() == 0 || w.from.bytes() > w.to.bytes() {
+                return Err((
+                    "sizes",
+                    format!(
+                        "`from` ({}) must be positive and at most `to` ({})",
+                        w.from, w.to
+                    ),
+                ));
+            }
+            let mut v = Vec::new();
+            let mut s = w.from.bytes();
+            while s <= w.to.bytes() && v.len() <= MAX_JOBS {
+                v.push(s);
+                match s.checked_mul(w.factor) {
+                    Some(n) => s = n,
+                    None => break,
+                }
+            }
+            Ok(v)
+        }
+        (Some(_), Some(_)) => Err(("sizes", "give `size` or `sizes`, not both".into())),
+        (None, None) => Err((
+            "size",
+            "a collective needs `size` (or `sizes: {from, to, factor}`)".into(),
+        )),
+    }
+}
+
+/// The plan layout of an entry and a label for reports.
+fn layout_of(
+    c: &crate::scenario::CollectiveYaml,
+    g: &Graph,
+) -> Result<(Layout, String), (&'static str, String)> {
+    let default = if c.op == Collective::AllToAll {
+        Algorithm::Direct
+    } else {
+        Algorithm::Ring
+    };
+    let name = |a: Algorithm| {
+        serde_json::to_value(a)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    match &c.algorithm {
+        None | Some(AlgorithmYaml::One(_)) => {
+            if c.scheme.is_some() || c.policy.is_some() {
+                return Err((
+                    "scheme",
+                    "`scheme` and `policy` apply to a per-dimension algorithm list".into(),
+                ));
+            }
+            let a = match &c.algorithm {
+                Some(AlgorithmYaml::One(a)) => *a,
+                _ => default,
+            };
+            Ok((Layout::Flat(a), name(a)))
+        }
+        Some(AlgorithmYaml::PerDim(list)) => {
+            let Some(dims) = g.fabric().dimensions() else {
+                return Err((
+                    "algorithm",
+                    format!(
+                        "a per-dimension algorithm list needs a fabric with dimensions \
+                         (multi_dim, torus, ring or star); this fabric is {}",
+                        g.fabric().name()
+                    ),
+                ));
+            };
+            if list.len() != dims.len() {
+                return Err((
+                    "algorithm",
+                    format!(
+                        "{} algorithms for a fabric of {} dimensions; give one per dimension",
+                        list.len(),
+                        dims.len()
+                    ),
+                ));
+            }
+            let specs = dims
+                .iter()
+                .zip(list)
+                .enumerate()
+                .map(|(d, (&(_, size), &algorithm))| plan::DimSpec {
+                    size,
+                    algorithm,
+                    bandwidth_bps: g
+                        .links()
+                        .iter()
+                        .find(|l| l.class == LinkClass::Dimension(d))
+                        .map_or(1, |l| l.bandwidth_bps),
+                })
+                .collect();
+            let scheme = c.scheme.unwrap_or(Scheme::LocalBwAware);
+            let policy = c.policy.unwrap_or(DimPolicy::Fixed);
+            let label = format!(
+                "{} ({}, {})",
+                list.iter().map(|&a| name(a)).collect::<Vec<_>>().join("+"),
+                match scheme {
+                    Scheme::LocalBwAware => "local_bw_aware",
+                    Scheme::Baseline => "baseline",
+                },
+                match policy {
+                    DimPolicy::Fixed => "fixed",
+                    DimPolicy::Themis => "themis",
+                }
+            );
+            Ok((
+                Layout::Dims {
+                    dims: specs,
+                    scheme,
+                    policy,
+                },
+                label,
+            ))
+        }
+    }
+}
+
+/// One collective's outcome (the nccl-tests row and more).
+#[derive(Clone, Debug, Serialize)]
+pub struct CollectiveResult {
+    /// The operation (`all_reduce`, ...).
+    pub op: &'static str,
+    /// The algorithm.
+    pub algorithm: String,
+    /// Ranks.
+    pub ranks: usize,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Elements.
+    pub count: usize,
+    /// Element type.
+    #[serde(rename = "type")]
+    pub dtype: &'static str,
+    /// Reduction operator.
+    pub redop: &'static str,
+    /// Root (Broadcast / Reduce), else null.
+    pub root: Option<usize>,
+    /// Pipelined pieces.
+    pub chunks: usize,
+    /// Earliest start over the ranks.
+    pub start_ps: Option<u64>,
+    /// Latest finish over the ranks (null if some rank never finished).
+    pub end_ps: Option<u64>,
+    /// end - start, in microseconds.
+    pub time_us: Option<f64>,
+    /// size / time, GB/s (10^9 bytes per second).
+    pub algbw_gbps: Option<f64>,
+    /// algbw x the operation's bus factor.
+    pub busbw_gbps: Option<f64>,
+    /// Wrong output elements over all ranks (data mode), else null.
+    pub wrong: Option<u64>,
+    /// Ranks that finished.
+    pub finished_ranks: usize,
+    /// Payload bytes posted by all ranks.
+    pub bytes_sent: u64,
+    /// Per rank, when it finished (null: never).
+    pub rank_finish_ps: Vec<Option<u64>>,
+}
+
+/// Turns the ranks' records (`records[rank][job]`) into results, checking data in data mode.
+pub fn results(infos: &[CollectiveInfo], records: &[Vec<&JobRecord>]) -> Vec<CollectiveResult> {
+    infos
+        .iter()
+        .enumerate()
+        .map(|(j, info)| {
+            let recs: Vec<Option<&JobRecord>> = records.iter().map(|r| r.get(j).copied()).collect();
+            let start = recs
+                .iter()
+                .filter_map(|r| r.and_then(|r| r.started_at))
+                .min();
+            let finishes: Vec<Option<Time>> =
+                recs.iter().map(|r| r.and_then(|r| r.finished_at)).collect();
+            let finished_ranks = finishes.iter().filter(|f| f.is_some()).count();
+            let end = if finished_ranks == info.ranks {
+                finishes.iter().flatten().max().copied()
+            } else {
+                None
+            };
+            let time = start.zip(end).map(|(s, e)| e.saturating_sub(s).ps());
+            let wrong = info.data.then(|| {
+                let buffers: Vec<Option<&[u8]>> = recs
+                    .iter()
+                    .map(|r| r.and_then(|r| r.buffer.as_deref()))
+                    .collect();
+                data::count_wrong(
+                    info.op,
+                    info.dtype,
+                    info.redop,
+                    info.root,
+                    &info.layouts,
+                    &buffers,
+                )
+            });
+            CollectiveResult {
+                op: info.op.key(),
+                algorithm: info.algorithm.clone(),
+                ranks: info.ranks,
+                size_bytes: info.size_bytes,
+                count: info.count,
+                dtype: info.dtype.name(),
+                redop: if info.op.reduces() {
+                    info.redop.name()
+                } else {
+                    "none"
+                },
+                root: matches!(info.op, Collective::Broadcast | Collective::Reduce)
+                    .then_some(info.root),
+                chunks: info.chunks,
+                start_ps: start.map(Time::ps),
+                end_ps: end.map(Time::ps),
+                time_us: time.map(|t| t as f64 / 1e6),
+                algbw_gbps: time
+                    .filter(|&t| t > 0)
+                    .map(|t| metrics::algbw_gbps(info.size_bytes, t)),
+                busbw_gbps: time
+                    .filter(|&t| t > 0)
+                    .map(|t| metrics::busbw_gbps(info.op, info.ranks, info.size_bytes, t)),
+                wrong,
+                finished_ranks,
+                bytes_sent: recs.iter().flatten().map(|r| r.bytes_sent).sum(),
+                rank_finish_ps: finishes.iter().map(|f| f.map(Time::ps)).collect(),
+            }
+        })
+        .collect()
+}
+
+/// The nccl-tests-style table: one block per run of consecutive rows with the same operation
+/// and algorithm, each closed by its average bus bandwidth.
+pub fn table(results: &[CollectiveResult]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < results.len() {
+        let head = &results[i];
+        let group: Vec<&CollectiveResult> = results[i..]
+            .iter()
+            .take_while(|r| r.op == head.op && r.algorithm == head.algorithm)
+            .collect();
+        i += group.len();
+        let _ = writeln!(
+            out,
+            "# {} ({}), {} ranks{}",
+            head.op,
+            head.algorithm,
+            head.ranks,
+            if head.chunks > 1 {
+                format!(", {} chunks", head.chunks)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            out,
+            "#{:>12} {:>12} {:>8} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7}",
+            "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"
+        );
+        let _ = writeln!(
+            out,
+            "#{:>12} {:>12} {:>8} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7}",
+            "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", ""
+        );
+        let mut bus_sum = 0.0;
+        let mut bus_n = 0usize;
+        for r in &group {
+            let f2 = |v: Option<f64>, prec: usize| {
+                v.map_or_else(|| "-".to_string(), |x| format!("{x:.prec$}"))
+            };
+            let _ = writeln!(
+                out,
+                " {:>12} {:>12} {:>8} {:>6} {:>5} {:>11} {:>8} {:>8} {:>7}",
+                r.size_bytes,
+                r.count,
+                r.dtype,
+                r.redop,
+                r.root.map_or_else(|| "-1".to_string(), |x| x.to_string()),
+                f2(r.time_us, 2),
+                f2(r.algbw_gbps, 2),
+                f2(r.busbw_gbps, 2),
+                r.wrong.map_or_else(|| "N/A".to_string(), |w| w.to_string()),
+            );
+            if let Some(b) = r.busbw_gbps {
+                bus_sum += b;
+                bus_n += 1;
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# Avg bus bandwidth    : {:.3}",
+            if bus_n > 0 {
+                bus_sum / bus_n as f64
+            } else {
+                0.0
+            }
+        );
+        let _ = writeln!(out, "#");
+    }
+    out
+}
