@@ -567,9 +567,9 @@ pub fn summary(r: &Report) -> String {
                 "# link use: {}",
                 dims.iter()
                     .map(|c| format!(
-                        "{} {} ({:.1}%)",
+                        "{} {:.1} MB ({:.1}% of capacity)",
                         c.class,
-                        ByteSize(c.tx_wire_bytes),
+                        c.tx_wire_bytes as f64 / 1e6,
                         c.utilization * 100.0
                     ))
                     .collect::<Vec<_>>()
@@ -587,17 +587,21 @@ pub fn summary(r: &Report) -> String {
     } else {
         ""
     };
+    let delivered = if t.messages > 0 {
+        format!(
+            "{}/{} messages delivered{}, {} delivered; ",
+            t.messages_completed,
+            t.messages,
+            if corrupted_free(r) { verified } else { "" },
+            ByteSize(t.bytes_delivered),
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "Totals: {}/{} messages delivered{}, {} delivered; {} data packets, {} drops, {} retransmitted packets, {} timeouts",
-        t.messages_completed,
-        t.messages,
-        if corrupted_free(r) { verified } else { "" },
-        ByteSize(t.bytes_delivered),
-        t.data_packets_sent,
-        t.drops,
-        t.retransmitted_packets,
-        t.timeouts
+        "Totals: {delivered}{} data packets, {} drops, {} retransmitted packets, {} timeouts",
+        t.data_packets_sent, t.drops, t.retransmitted_packets, t.timeouts
     );
     let _ = writeln!(
         s,

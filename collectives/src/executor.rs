@@ -148,7 +148,13 @@ pub struct JobRecord {
     pub steps_done: usize,
     /// The final buffer (data mode).
     pub buffer: Option<Vec<u8>>,
+    /// When each step completed, as `(step index, time)` in completion order (for timelines);
+    /// at most [`MAX_STEP_TIMES`] per job.
+    pub steps: Vec<(u32, Time)>,
 }
+
+/// Step completion times kept per job and rank (enough for any timeline one can look at).
+pub const MAX_STEP_TIMES: usize = 1 << 16;
 
 #[derive(Debug, Default)]
 struct Chan {
@@ -315,7 +321,7 @@ impl CollectiveRunner {
                             dst.offset * es,
                         );
                     }
-                    self.complete(j, s);
+                    self.complete(j, s, api.now());
                 }
                 StepKind::Send { .. } | StepKind::Recv { .. } => {
                     js.ready[s as usize] = true;
@@ -364,7 +370,7 @@ impl CollectiveRunner {
                     });
                 }
             }
-            self.complete(j, s);
+            self.complete(j, s, api.now());
         }
         loop {
             let js = &mut self.jobs[j];
@@ -408,14 +414,17 @@ impl CollectiveRunner {
                     }
                 }
             }
-            self.complete(j, s);
+            self.complete(j, s, api.now());
         }
     }
 
     /// Marks step `s` of job `j` done and queues the dependents it releases.
-    fn complete(&mut self, j: usize, s: u32) {
+    fn complete(&mut self, j: usize, s: u32, now: Time) {
         let js = &mut self.jobs[j];
         js.record.steps_done += 1;
+        if js.record.steps.len() < MAX_STEP_TIMES {
+            js.record.steps.push((s, now));
+        }
         let (a, b) = (
             js.dep_start[s as usize] as usize,
             js.dep_start[s as usize + 1] as usize,
