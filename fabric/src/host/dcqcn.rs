@@ -55,7 +55,8 @@ impl CongestionControl {
 }
 
 /// DCQCN's parameters. Defaults are the paper's (Zhu et al., SIGCOMM 2015) where it gives one;
-/// each field's doc says where the value comes from.
+/// each field's doc says where the value comes from. Every QP starts at its port's line rate
+/// (further capped by `qp_rate`); the first CNP starts the rate limiter.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DcqcnConfig {
@@ -339,6 +340,7 @@ impl Rp {
         } else {
             self.rt += cfg.rate_ai.bps() as f64;
         }
+        let before = self.rc;
         self.rt = self.rt.min(line);
         self.rc = ((self.rt + self.rc) / 2.0).min(line);
         if line - self.rc < 0.5 && self.rt >= line {
@@ -347,7 +349,9 @@ impl Rp {
             self.limited = false;
             self.timer_deadline = Time::NEVER;
         }
-        self.history.record(cfg.rate_history, now, self.rc);
+        if self.rc != before {
+            self.history.record(cfg.rate_history, now, self.rc);
+        }
     }
 }
 

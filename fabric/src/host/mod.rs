@@ -16,6 +16,8 @@ mod app;
 pub mod dcqcn;
 pub mod pfc;
 pub(crate) mod qp;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
