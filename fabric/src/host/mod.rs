@@ -209,7 +209,7 @@ pub struct HostStats {
     pub cnps_received: u64,
     /// CNPs sent by the notification point (CE-marked data arrived).
     pub cnps_sent: u64,
-    /// CE-marked data packets received.
+    /// CE-marked data packets received (looked at only when `cc` is DCQCN).
     pub ce_received: u64,
     /// Rate cuts by the reaction point (one per CNP acted on).
     pub rate_decreases: u64,
