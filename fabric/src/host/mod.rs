@@ -3,15 +3,21 @@
 //! [`Host`] is the actor. Its [`Nic`] keeps one RC queue pair per peer host, segments
 //! posted messages into MTU packets with real RoCEv2 headers, acknowledges what it receives
 //! (coalescing configurable), and recovers losses with go-back-N on a NAK or a retransmission
-//! timeout. Each QP has a rate limiter (congestion control will drive it); per port, control
-//! packets (ACK/NAK) go first, then QPs take turns round-robin. A host with several ports
+//! timeout. Each QP has a rate limiter, set by `qp_rate` and driven by DCQCN when `cc` turns it
+//! on ([`dcqcn`]); per port, PFC frames go first, then control packets (ACK/NAK/CNP), then QPs
+//! take turns round-robin. The NIC honours PFC pause frames per priority and can generate them
+//! from a receive buffer drained at the host's rate ([`pfc`]). A host with several ports
 //! forwards frames not addressed to it (host-to-host fabrics such as rings).
 //!
 //! The layer above the NIC is an [`Application`]: it posts sends and sees completions through
 //! an [`AppApi`], and can arm its own timers. [`MessageApp`] is the point-to-point workload.
 
 mod app;
+pub mod dcqcn;
+pub mod pfc;
 pub(crate) mod qp;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -25,11 +31,17 @@ use crate::engine::{Actor, Ctx, Event, TransmitError};
 use crate::packet::{Packet, Payload};
 use crate::route::{flow_hash, RouteTable};
 use crate::units::{Bandwidth, ByteSize, Time};
-use crate::wire::{self, opcode, AethRepr, BthRepr, Ecn, FrameKind, MacAddr, RethRepr, RoceRepr};
+use crate::wire::{
+    self, opcode, AethRepr, BthRepr, Ecn, FrameKind, MacAddr, PfcPauseRepr, RethRepr, RoceRepr,
+};
 
 pub use self::app::{
     message_bytes, message_bytes_match, MessageApp, MessageSpec, RecvRecord, SendRecord,
 };
+pub use self::dcqcn::{CongestionControl, DcqcnConfig, DcqcnConfigError, RateHistory};
+use self::dcqcn::{Np, Rp};
+pub use self::pfc::{NicPfcConfig, NicPfcConfigError};
+use self::pfc::{PortPause, RxBuffer, CLASSES};
 use self::qp::{Qp, RxAction};
 
 /// First QP number used; host `i`'s QP toward peer `p` has number `QPN_BASE + p`.
@@ -106,8 +118,8 @@ pub struct NicConfig {
     pub dscp: u8,
     /// DSCP of ACK/NAK packets.
     pub control_dscp: u8,
-    /// Send data packets as ECN-capable (ECT(0)), ready for switches that mark CE (ECN marking
-    /// itself is not implemented yet).
+    /// Send data packets as ECN-capable (ECT(0)), so switches mark CE instead of dropping. With
+    /// `cc` on, data packets are always ECT(0).
     pub ecn_capable: bool,
     /// Initial per-QP rate limit; absent means the line rate of the QP's port.
     pub qp_rate: Option<Bandwidth>,
@@ -117,6 +129,35 @@ pub struct NicConfig {
     /// Retransmission timeouts in a row (without progress) after which a QP gives up and
     /// enters the error state, as RC's retry count does (InfiniBand allows at most 7).
     pub retry_limit: u32,
+    /// Congestion control: `none` (default) or `{dcqcn: {...}}` (see [`CongestionControl`]).
+    pub cc: CongestionControl,
+    /// PFC generation by the NIC from a host-side receive buffer (see [`NicPfcConfig`]);
+    /// absent (default) = never. Received pause frames are honoured either way.
+    pub pfc: Option<NicPfcConfig>,
+}
+
+/// A NIC setting out of range (see [`NicConfig::validate`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NicConfigError {
+    /// A DCQCN parameter.
+    #[error(transparent)]
+    Dcqcn(#[from] DcqcnConfigError),
+    /// A PFC generation parameter.
+    #[error(transparent)]
+    Pfc(#[from] NicPfcConfigError),
+}
+
+impl NicConfig {
+    /// Checks the congestion-control and PFC settings (the scenario checks the others).
+    pub fn validate(&self) -> Result<(), NicConfigError> {
+        if let Some(d) = self.cc.dcqcn() {
+            d.validate()?;
+        }
+        if let Some(p) = &self.pfc {
+            p.validate()?;
+        }
+        Ok(())
+    }
 }
 
 impl Default for NicConfig {
@@ -131,6 +172,8 @@ impl Default for NicConfig {
             qp_rate: None,
             retry_limit: 7,
             relay_buffer: ByteSize(32 << 20),
+            cc: CongestionControl::None,
+            pfc: None,
         }
     }
 }
@@ -162,10 +205,22 @@ pub struct HostStats {
     pub out_of_order_dropped: u64,
     /// Duplicate data packets (already received).
     pub duplicates_received: u64,
-    /// CNPs received (counted; congestion control is not implemented yet).
+    /// CNPs received (acted on when `cc` is DCQCN).
     pub cnps_received: u64,
-    /// PFC pause frames received (counted; PFC is not implemented yet).
+    /// CNPs sent by the notification point (CE-marked data arrived).
+    pub cnps_sent: u64,
+    /// CE-marked data packets received (looked at only when `cc` is DCQCN).
+    pub ce_received: u64,
+    /// Rate cuts by the reaction point (one per CNP acted on).
+    pub rate_decreases: u64,
+    /// PFC frames received (XOFF and XON).
     pub pause_frames_received: u64,
+    /// Sum over ports and priority classes of the time transmission was paused by PFC, in ps.
+    pub paused_time_ps: u64,
+    /// PFC frames sent (XOFF and XON) by the receive buffer.
+    pub pause_frames_sent: u64,
+    /// Data frames dropped because the receive buffer (`pfc.rx_buffer`) was full.
+    pub rx_buffer_dropped: u64,
     /// Frames forwarded for other hosts.
     pub forwarded: u64,
     /// Frames to relay dropped because the port's relay buffer was full.
@@ -245,12 +300,29 @@ const TOKEN_KIND_BITS: u32 = 2;
 const TOKEN_APP: u64 = 0;
 const TOKEN_PACE: u64 = 1;
 const TOKEN_RTO: u64 = 2;
+/// NIC-internal timers; the next `NIC_SUB_BITS` bits say which, the rest is the argument.
+const TOKEN_NIC: u64 = 3;
+const NIC_SUB_BITS: u32 = 2;
+/// DCQCN rate-increase timer of a QP (argument: QP index).
+const NIC_RATE: u64 = 0;
+/// A PFC pause may have run out on a port (argument: port).
+const NIC_RESUME: u64 = 1;
+/// The receive buffer's head frame is drained (no argument).
+const NIC_DRAIN: u64 = 2;
+
+fn nic_token(sub: u64, arg: u64) -> u64 {
+    ((arg << NIC_SUB_BITS | sub) << TOKEN_KIND_BITS) | TOKEN_NIC
+}
 
 /// Per-port transmit state of a NIC.
 #[derive(Debug, Default)]
 struct NicPort {
-    /// ACK/NAK frames, sent before anything else.
+    /// PFC frames this NIC generates: sent before anything else and never paused.
+    mac_control: VecDeque<Packet>,
+    /// ACK/NAK/CNP frames, sent before data.
     control: VecDeque<Packet>,
+    /// PFC pause state of this port's transmit side.
+    pause: PortPause,
     /// Frames relayed for other hosts, bounded by `relay_buffer`.
     transit: VecDeque<Packet>,
     transit_bytes: u64,
@@ -276,11 +348,62 @@ pub struct Nic {
     ports: Vec<NicPort>,
     done_scratch: Vec<u64>,
     completions: VecDeque<Completion>,
+    /// DCQCN state per QP (same index as `qps`); empty when `cc` is none.
+    qp_cc: Vec<QpCc>,
+    /// The receive buffer toward the host when the NIC generates PFC.
+    rx: RxBuffer,
     /// Counters.
     pub stats: HostStats,
 }
 
+/// DCQCN state of one QP: its notification point (receive side) and reaction point (send side).
+#[derive(Debug)]
+struct QpCc {
+    np: Np,
+    rp: Rp,
+}
+
+/// One QP's congestion-control state, for reports.
+#[derive(Clone, Copy, Debug)]
+pub struct QpRateReport<'a> {
+    /// The peer host.
+    pub peer: u32,
+    /// The DCQCN rate in force, `None` at line rate.
+    pub rate: Option<Bandwidth>,
+    /// Rate changes over time.
+    pub history: &'a RateHistory,
+}
+
 impl Nic {
+    /// Per QP (in creation order), the DCQCN rate and its history; empty when `cc` is none.
+    pub fn qp_rates(&self) -> impl Iterator<Item = QpRateReport<'_>> {
+        self.qps
+            .iter()
+            .zip(&self.qp_cc)
+            .map(|(qp, cc)| QpRateReport {
+                peer: qp.peer,
+                rate: cc.rp.rate().map(dcqcn::to_bandwidth),
+                history: &cc.rp.history,
+            })
+    }
+
+    /// Whether `port` may not send frames of priority `class` at `now` (PFC).
+    pub fn is_paused(&self, port: usize, class: u8, now: Time) -> bool {
+        self.ports
+            .get(port)
+            .is_some_and(|p| p.pause.is_paused(class, now))
+    }
+
+    /// Bytes waiting in the receive buffer toward the host (PFC generation).
+    pub fn rx_buffered(&self) -> u64 {
+        self.rx.bytes
+    }
+
+    /// The NIC's settings.
+    pub fn config(&self) -> &NicConfig {
+        &self.cfg
+    }
+
     /// The index of the QP toward `peer`, created on first use.
     fn qp_entry(&mut self, peer: u32) -> Option<usize> {
         if let Some(&i) = self.qp_index.get(&peer) {
@@ -297,6 +420,12 @@ impl Nic {
                 self.routes.select(paddr.ip, h)?
             };
             self.qps.push(Qp::new(peer, port, udp));
+            if let Some(d) = self.cfg.cc.dcqcn() {
+                self.qp_cc.push(QpCc {
+                    np: Np::default(),
+                    rp: Rp::new(d),
+                });
+            }
             self.qp_index.insert(peer, (self.qps.len() - 1) as u32);
         }
         Some(self.qps.len() - 1)
@@ -332,14 +461,25 @@ impl Nic {
         }
     }
 
-    /// Sends the next frame on `port` if it is idle: control first, then round-robin data.
+    /// Sends the next frame on `port` if it is idle: PFC frames first, then control, then
+    /// round-robin data; frames of a paused priority wait.
     fn pump(&mut self, port: usize, ctx: &mut Ctx<'_>) {
         if !ctx.port_idle(port) {
             return;
         }
-        if let Some(pkt) = self.ports[port].control.pop_front() {
+        let now = ctx.now();
+        let Some(np) = self.ports.get_mut(port) else {
+            return;
+        };
+        if let Some(pkt) = np.mac_control.pop_front() {
             self.send(port, pkt, ctx);
             return;
+        }
+        if !np.pause.is_paused(self.cfg.control_dscp >> 3, now) {
+            if let Some(pkt) = np.control.pop_front() {
+                self.send(port, pkt, ctx);
+                return;
+            }
         }
         // Relayed frames and the host's own data take turns, so neither starves the other.
         if self.ports[port].transit_turn && self.send_transit(port, ctx) {
@@ -354,9 +494,20 @@ impl Nic {
 
     /// Sends the oldest relayed frame on `port`, if any.
     fn send_transit(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+        let now = ctx.now();
         let np = &mut self.ports[port];
         np.transit_turn = false;
-        let Some(pkt) = np.transit.pop_front() else {
+        let pkt = if np.pause.any_paused(now) {
+            // The oldest frame of a priority that may go; paused ones keep their place.
+            let pause = np.pause;
+            np.transit
+                .iter()
+                .position(|p| !pause.is_paused(frame_class(p), now))
+                .and_then(|i| np.transit.remove(i))
+        } else {
+            np.transit.pop_front()
+        };
+        let Some(pkt) = pkt else {
             return false;
         };
         np.transit_bytes = np.transit_bytes.saturating_sub(pkt.frame_len() as u64);
@@ -368,6 +519,10 @@ impl Nic {
     /// (a pacing timer is armed when a rate limiter holds them back).
     fn send_local(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
         let now = ctx.now();
+        if self.ports[port].pause.is_paused(self.cfg.dscp >> 3, now) {
+            // The resume timer pumps the port again.
+            return false;
+        }
         let mut earliest = Time::NEVER;
         for _ in 0..self.ports[port].active.len() {
             let Some(i) = self.ports[port].active.pop_front() else {
@@ -428,7 +583,7 @@ impl Nic {
             src_ip: self.addr.ip,
             dst_ip: paddr.ip,
             dscp: self.cfg.dscp,
-            ecn: if self.cfg.ecn_capable {
+            ecn: if self.cfg.ecn_capable || self.cfg.cc.dcqcn().is_some() {
                 Ecn::Ect0
             } else {
                 Ecn::NotEct
@@ -473,12 +628,25 @@ impl Nic {
         }
         // Rate limiter: the next packet may start once this one would have finished at the
         // QP's rate (at line rate this never binds: the port itself is busy that long).
-        let rate = self.cfg.qp_rate.or(line);
+        // DCQCN's rate, when below line rate, caps the configured one.
+        let cc = self.qp_cc.get_mut(i);
+        let cc_rate = cc
+            .as_ref()
+            .and_then(|c| c.rp.rate())
+            .map(dcqcn::to_bandwidth);
+        let rate = match (self.cfg.qp_rate.or(line), cc_rate) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if let (Some(rate), Some(line)) = (rate, line) {
             if rate < line {
                 let wire = ctx.wire_bytes(pkt.frame_len());
                 qp.next_send_time = now.max(qp.next_send_time) + rate.serialization_time(wire);
             }
+        }
+        if let (Some(d), Some(cc), Some(line)) = (self.cfg.cc.dcqcn(), cc, line) {
+            cc.rp
+                .on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
         }
         if qp.has_data() {
             self.ports[port].active.push_back(i as u32);
@@ -568,13 +736,244 @@ impl Nic {
             immdt: None,
             payload_len: 0,
         };
-        let Some(mut pkt) = build(&repr, Payload::Timing(0)) else {
+        self.queue_control(port, &repr, ctx);
+    }
+
+    /// Builds a header-only control frame and queues it on `port`'s control queue.
+    fn queue_control(&mut self, port: usize, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+        let Some(mut pkt) = build(repr, Payload::Timing(0)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
         pkt.meta.created_at = ctx.now();
-        self.ports[port].control.push_back(pkt);
+        let Some(np) = self.ports.get_mut(port) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        np.control.push_back(pkt);
         self.pump(port, ctx);
+    }
+
+    /// Notification point: a CNP to `peer`'s QP toward this host (its number is
+    /// `QPN_BASE + self.index`, as in ACKs), on the control priority, not ECN-capable.
+    fn send_cnp(&mut self, peer: u32, ctx: &mut Ctx<'_>) {
+        let Some(paddr) = self.dir.get(peer).copied() else {
+            return;
+        };
+        let Some(qp) = self
+            .qp_index
+            .get(&peer)
+            .and_then(|&i| self.qps.get(i as usize))
+        else {
+            return;
+        };
+        let (port, udp) = (qp.port, qp.udp_src_port);
+        let mut repr = RoceRepr::cnp(
+            self.addr.mac,
+            paddr.mac,
+            self.addr.ip,
+            paddr.ip,
+            udp,
+            QPN_BASE + self.index,
+        );
+        repr.dscp = self.cfg.control_dscp;
+        self.stats.cnps_sent += 1;
+        self.queue_control(port, &repr, ctx);
+    }
+
+    /// Reaction point: a CNP from `src` cuts the rate of the QP toward it.
+    fn on_cnp(&mut self, src: u32, ctx: &mut Ctx<'_>) {
+        self.stats.cnps_received += 1;
+        let Some(d) = self.cfg.cc.dcqcn() else {
+            return;
+        };
+        let Some(&i) = self.qp_index.get(&src) else {
+            return;
+        };
+        let i = i as usize;
+        let (Some(qp), Some(cc)) = (self.qps.get(i), self.qp_cc.get_mut(i)) else {
+            return;
+        };
+        let Some(line) = ctx
+            .channel(qp.port)
+            .map(|c| c.rate.bandwidth().bps() as f64)
+        else {
+            return;
+        };
+        cc.rp.on_cnp(d, line, ctx.now());
+        self.stats.rate_decreases += 1;
+        if !cc.rp.timer_armed {
+            cc.rp.timer_armed = true;
+            ctx.set_timer(cc.rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+        }
+    }
+
+    /// DCQCN's rate-increase timer of QP `i` fired (possibly stale: the deadline moves on
+    /// every CNP, and one pending event per QP follows it).
+    fn on_rate_timer(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+        let Some(d) = self.cfg.cc.dcqcn() else {
+            return;
+        };
+        let (Some(qp), Some(cc)) = (self.qps.get(i), self.qp_cc.get_mut(i)) else {
+            return;
+        };
+        cc.rp.timer_armed = false;
+        if !cc.rp.limited() {
+            return;
+        }
+        let now = ctx.now();
+        if now >= cc.rp.timer_deadline {
+            let Some(line) = ctx
+                .channel(qp.port)
+                .map(|c| c.rate.bandwidth().bps() as f64)
+            else {
+                return;
+            };
+            if !cc.rp.on_timer(d, line, now) {
+                return;
+            }
+        }
+        cc.rp.timer_armed = true;
+        ctx.set_timer(cc.rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+    }
+
+    /// A PFC frame arrived on `port`: pause (or resume) the classes it enables.
+    fn on_pause(&mut self, port: usize, pkt: &Packet, ctx: &mut Ctx<'_>) {
+        let Ok(repr) = PfcPauseRepr::parse(pkt.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(bps) = ctx.channel(port).map(|c| c.rate.bandwidth().bps()) else {
+            return;
+        };
+        let now = ctx.now();
+        let Some(np) = self.ports.get_mut(port) else {
+            return;
+        };
+        let mut resume = now;
+        for class in 0..CLASSES as u8 {
+            if repr.class_enable & (1 << class) == 0 {
+                continue;
+            }
+            let quanta = repr.quanta[usize::from(class)];
+            let dur = Time(wire::pause_quanta_to_ps(quanta, bps));
+            let (added, removed) = np.pause.apply(class, dur, now);
+            let st = &mut self.stats;
+            st.paused_time_ps = st
+                .paused_time_ps
+                .saturating_add(added)
+                .saturating_sub(removed);
+            resume = resume.max(now + dur);
+        }
+        if resume > now && resume != Time::NEVER {
+            ctx.set_timer(resume, nic_token(NIC_RESUME, port as u64));
+        }
+        // An XON (or a shortened pause) may let frames go at once.
+        self.pump(port, ctx);
+    }
+
+    /// Queues a PFC frame of this NIC on `port`, ahead of everything else.
+    fn send_pfc(&mut self, port: usize, repr: PfcPauseRepr, ctx: &mut Ctx<'_>) {
+        let Ok(mut pkt) = Packet::with_header_len(wire::PFC_FRAME_LEN, Payload::Timing(0)) else {
+            return;
+        };
+        if repr.emit(pkt.header_mut()).is_err() {
+            return;
+        }
+        pkt.meta.created_at = ctx.now();
+        let Some(np) = self.ports.get_mut(port) else {
+            return;
+        };
+        np.mac_control.push_back(pkt);
+        self.stats.pause_frames_sent += 1;
+        self.pump(port, ctx);
+    }
+
+    /// A data frame for this host enters the receive buffer (PFC generation on).
+    fn rx_enqueue(&mut self, cfg: NicPfcConfig, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+        let len = pkt.frame_len() as u64;
+        if self.rx.bytes + len > cfg.rx_buffer.bytes() {
+            self.stats.rx_buffer_dropped += 1;
+            return;
+        }
+        let class = frame_class(&pkt);
+        self.rx.bytes += len;
+        self.rx.frames.push_back(pkt);
+        if !self.rx.draining {
+            self.rx.draining = true;
+            let at = ctx.now() + cfg.rx_rate.serialization_time(len);
+            ctx.set_timer(at, nic_token(NIC_DRAIN, 0));
+        }
+        if self.rx.bytes > cfg.xoff.bytes() {
+            self.xoff(cfg, port, class, ctx);
+        }
+    }
+
+    /// Sends an XOFF for `class` on `port` unless one is in force and not yet half over.
+    fn xoff(&mut self, cfg: NicPfcConfig, port: usize, class: u8, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let bps = ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps());
+        let half = Time(wire::pause_quanta_to_ps(cfg.pause_quanta, bps) / 2);
+        let Some(slot) = self
+            .rx
+            .xoff_sent
+            .get_mut(port)
+            .and_then(|p| p.get_mut(usize::from(class & 7)))
+        else {
+            return;
+        };
+        if slot.is_some_and(|t| now < t + half) {
+            return;
+        }
+        *slot = Some(now);
+        let repr = PfcPauseRepr::xoff(self.addr.mac, class, cfg.pause_quanta);
+        self.send_pfc(port, repr, ctx);
+    }
+
+    /// The receive buffer's head frame reached the host: hand it to the transport, start the
+    /// next one, and send XON (or refresh XOFF) by the new fill level.
+    fn on_drain(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(cfg) = self.cfg.pfc else {
+            return;
+        };
+        self.rx.draining = false;
+        let Some(head) = self.rx.frames.pop_front() else {
+            return;
+        };
+        self.rx.bytes = self.rx.bytes.saturating_sub(head.frame_len() as u64);
+        if let Some(next) = self.rx.frames.front() {
+            self.rx.draining = true;
+            let len = next.frame_len() as u64;
+            ctx.set_timer(
+                ctx.now() + cfg.rx_rate.serialization_time(len),
+                nic_token(NIC_DRAIN, 0),
+            );
+        }
+        let below_xon = self.rx.bytes < cfg.xon.bytes();
+        for port in 0..self.rx.xoff_sent.len() {
+            for class in 0..CLASSES as u8 {
+                if self.rx.xoff_sent[port][usize::from(class)].is_none() {
+                    continue;
+                }
+                if below_xon {
+                    self.rx.xoff_sent[port][usize::from(class)] = None;
+                    let repr = PfcPauseRepr::xon(self.addr.mac, class);
+                    self.send_pfc(port, repr, ctx);
+                } else {
+                    // Still above XON: keep the partner paused.
+                    self.xoff(cfg, port, class, ctx);
+                }
+            }
+        }
+        let Ok(repr) = RoceRepr::parse(head.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(src) = self.dir.index_of(repr.src_ip) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        self.on_data_frame(src, &repr, head, ctx);
     }
 
     /// Handles a frame that arrived on `port`.
@@ -583,6 +982,7 @@ impl Nic {
             FrameKind::RoceV2 => {}
             FrameKind::PfcPause => {
                 self.stats.pause_frames_received += 1;
+                self.on_pause(port, &pkt, ctx);
                 return;
             }
             FrameKind::Other => {
@@ -608,8 +1008,8 @@ impl Nic {
         };
         match repr.bth.opcode {
             opcode::ACK => self.on_ack_frame(src, &repr, ctx),
-            opcode::CNP => self.stats.cnps_received += 1,
-            op if is_write(op) => self.on_data_frame(src, &repr, pkt, ctx),
+            opcode::CNP => self.on_cnp(src, ctx),
+            op if is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
             _ => self.stats.dropped_invalid += 1,
         }
     }
@@ -648,6 +1048,36 @@ impl Nic {
         self.done_scratch = done;
         self.activate(i);
         self.pump(port, ctx);
+    }
+
+    /// A data frame for this host arrived: the notification point looks at its ECN mark, then
+    /// the transport takes it now, or after the receive buffer when the NIC generates PFC.
+    fn on_data_arrival(
+        &mut self,
+        port: usize,
+        src: u32,
+        repr: &RoceRepr,
+        pkt: Packet,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if let (Some(interval), Ecn::Ce) = (self.cfg.cc.dcqcn().map(|d| d.cnp_interval), repr.ecn) {
+            self.stats.ce_received += 1;
+            if let Some(i) = self.qp_entry(src) {
+                let now = ctx.now();
+                if self
+                    .qp_cc
+                    .get_mut(i)
+                    .is_some_and(|c| c.np.on_ce(now, interval))
+                {
+                    self.send_cnp(src, ctx);
+                }
+            }
+        }
+        if let Some(cfg) = self.cfg.pfc {
+            self.rx_enqueue(cfg, port, pkt, ctx);
+            return;
+        }
+        self.on_data_frame(src, repr, pkt, ctx);
     }
 
     fn on_data_frame(&mut self, src: u32, repr: &RoceRepr, pkt: Packet, ctx: &mut Ctx<'_>) {
@@ -737,6 +1167,11 @@ impl Nic {
     }
 }
 
+/// The priority class of a frame: DSCP >> 3 (class 0 for frames without an IPv4 header).
+fn frame_class(pkt: &Packet) -> u8 {
+    wire::dscp(pkt.header()).map_or(0, |d| d >> 3)
+}
+
 fn is_write(op: u8) -> bool {
     matches!(
         op,
@@ -796,6 +1231,11 @@ impl<A: Application> Host<A> {
                 ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
                 done_scratch: Vec::new(),
                 completions: VecDeque::new(),
+                qp_cc: Vec::new(),
+                rx: RxBuffer {
+                    xoff_sent: vec![[None; CLASSES]; ports.max(1)],
+                    ..RxBuffer::default()
+                },
                 stats: HostStats::default(),
             },
             app,
@@ -849,7 +1289,19 @@ impl<A: Application> Actor for Host<A> {
                             self.nic.pump(port, ctx);
                         }
                     }
-                    _ => self.nic.on_rto(arg as usize, ctx),
+                    TOKEN_RTO => self.nic.on_rto(arg as usize, ctx),
+                    _ => {
+                        let sub = arg & ((1 << NIC_SUB_BITS) - 1);
+                        let arg = arg >> NIC_SUB_BITS;
+                        match sub {
+                            NIC_RATE => self.nic.on_rate_timer(arg as usize, ctx),
+                            NIC_RESUME if (arg as usize) < self.nic.ports.len() => {
+                                self.nic.pump(arg as usize, ctx);
+                            }
+                            NIC_DRAIN => self.nic.on_drain(ctx),
+                            _ => {}
+                        }
+                    }
                 }
             }
         }
