@@ -437,6 +437,67 @@ const CASES: &[Case] = &[
             "largest RDMA WRITE",
         ],
     ),
+    // --- Congestion control.
+    case(
+        "dcqcn_g_out_of_range.yaml",
+        Some(5),
+        &["nic.cc.dcqcn", "g = 1.5 is outside (0, 1]"],
+    ),
+    case(
+        "cc_unknown.yaml",
+        Some(4),
+        &["nic.cc", "unknown variant `cubic`", "`none` or `dcqcn`"],
+    ),
+    // --- Collectives.
+    case(
+        "collective_per_dim_on_clos.yaml",
+        Some(6),
+        &[
+            "workload.collectives[0].algorithm",
+            "needs a fabric with dimensions",
+            "leaf-spine",
+        ],
+    ),
+    case(
+        "collective_size_not_multiple.yaml",
+        Some(7),
+        &[
+            "workload.collectives[0].size",
+            "1023B",
+            "int32 element size (4B)",
+        ],
+    ),
+    case(
+        "collective_unknown_algorithm.yaml",
+        Some(6),
+        &[
+            "workload.collectives[0].algorithm",
+            "unknown variant `butterfly`",
+            "halving_doubling",
+        ],
+    ),
+    case(
+        "collective_root_out_of_range.yaml",
+        Some(8),
+        &[
+            "workload.collectives[0].root",
+            "root 4 is not a rank",
+            "4 hosts",
+        ],
+    ),
+    case(
+        "collective_sweep_factor_one.yaml",
+        Some(6),
+        &[
+            "workload.collectives[0].sizes",
+            "factor 1 must be at least 2",
+        ],
+    ),
+    case(
+        "collective_no_size.yaml",
+        Some(5),
+        &["workload.collectives[0].size", "needs `size`"],
+    ),
 ];
 
 fn corpus_dir() -> PathBuf {

@@ -188,6 +188,14 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             format!("{} cannot hold one {frame}-byte frame", s.nic.relay_buffer),
         );
     }
+    if let Err(e) = s.nic.validate() {
+        use fabemu_fabric::host::NicConfigError;
+        let field = match e {
+            NicConfigError::Dcqcn(_) => root.key("nic").key("cc").key("dcqcn"),
+            NicConfigError::Pfc(_) => root.key("nic").key("pfc"),
+        };
+        return err(field, e.to_string());
+    }
     // Scheduler trees: the error's path is relative to the tree; extend ours with it.
     let check_tree = |p: FieldPath, t: &fabemu_switch::pifo::config::TreeConfig| {
         t.validate().map_err(|e| {
