@@ -440,18 +440,18 @@ const CASES: &[Case] = &[
     // --- Congestion control.
     case(
         "dcqcn_g_out_of_range.yaml",
-        Some(5),
+        Some(6),
         &["nic.cc.dcqcn", "g = 1.5 is outside (0, 1]"],
     ),
     case(
         "cc_unknown.yaml",
-        Some(4),
+        Some(5),
         &["nic.cc", "unknown variant `cubic`", "`none` or `dcqcn`"],
     ),
     // --- Collectives.
     case(
         "collective_per_dim_on_clos.yaml",
-        Some(6),
+        Some(7),
         &[
             "workload.collectives[0].algorithm",
             "needs a fabric with dimensions",
@@ -460,7 +460,7 @@ const CASES: &[Case] = &[
     ),
     case(
         "collective_size_not_multiple.yaml",
-        Some(7),
+        Some(8),
         &[
             "workload.collectives[0].size",
             "1023B",
@@ -469,7 +469,7 @@ const CASES: &[Case] = &[
     ),
     case(
         "collective_unknown_algorithm.yaml",
-        Some(6),
+        Some(7),
         &[
             "workload.collectives[0].algorithm",
             "unknown variant `butterfly`",
@@ -478,7 +478,7 @@ const CASES: &[Case] = &[
     ),
     case(
         "collective_root_out_of_range.yaml",
-        Some(8),
+        Some(9),
         &[
             "workload.collectives[0].root",
             "root 4 is not a rank",
@@ -487,7 +487,7 @@ const CASES: &[Case] = &[
     ),
     case(
         "collective_sweep_factor_one.yaml",
-        Some(6),
+        Some(7),
         &[
             "workload.collectives[0].sizes",
             "factor 1 must be at least 2",
@@ -495,7 +495,7 @@ const CASES: &[Case] = &[
     ),
     case(
         "collective_no_size.yaml",
-        Some(5),
+        Some(6),
         &["workload.collectives[0].size", "needs `size`"],
     ),
 ];
@@ -519,7 +519,7 @@ fn check(path: &Path, line: Option<usize>, expect: &[&str], out: &Output) -> Vec
     let mut bad = Vec::new();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let file = path.display().to_string();
-    if out.status.code() != Some(2) {
+    if out.status.code() != Some(3) {
         bad.push(format!("exit status {:?}, expected code 2", out.status));
     }
     if stderr.contains("panicked") {
