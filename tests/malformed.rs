@@ -519,7 +519,7 @@ fn check(path: &Path, line: Option<usize>, expect: &[&str], out: &Output) -> Vec
     let mut bad = Vec::new();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let file = path.display().to_string();
-    if out.status.code() != Some(3) {
+    if out.status.code() != Some(2) {
         bad.push(format!("exit status {:?}, expected code 2", out.status));
     }
     if stderr.contains("panicked") {
