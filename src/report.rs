@@ -163,6 +163,22 @@ pub struct NicReport {
     /// Counters.
     #[serde(flatten)]
     pub stats: HostStats,
+    /// DCQCN: per queue pair whose rate was ever cut, its rate over time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub qp_rates: Vec<QpRate>,
+}
+
+/// One queue pair's DCQCN rate over time.
+#[derive(Debug, Serialize)]
+pub struct QpRate {
+    /// The peer host.
+    pub peer: String,
+    /// The rate at the end of the run (null: back at line rate).
+    pub final_rate_bps: Option<u64>,
+    /// `[time_ps, rate_bps]` at every rate change, in time order.
+    pub samples: Vec<[u64; 2]>,
+    /// Rate changes not kept (beyond `nic.cc.dcqcn.rate_history`).
+    pub dropped_samples: u64,
 }
 
 /// A switch's counters.
@@ -279,9 +295,26 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 invalid += st.dropped_invalid;
                 qps_failed += st.qps_failed;
                 length_mismatches += st.length_mismatches;
+                let qp_rates = h
+                    .nic
+                    .qp_rates()
+                    .filter(|q| !q.history.samples.is_empty())
+                    .map(|q| QpRate {
+                        peer: host_name(q.peer),
+                        final_rate_bps: q.rate.map(|b| b.0),
+                        samples: q
+                            .history
+                            .samples
+                            .iter()
+                            .map(|(t, b)| [t.ps(), b.0])
+                            .collect(),
+                        dropped_samples: q.history.dropped,
+                    })
+                    .collect();
                 nics.push(NicReport {
                     name,
                     stats: st.clone(),
+                    qp_rates,
                 });
             }
             Node::Switch(s) => {
