@@ -12,7 +12,7 @@ use fabemu_fabric::packet::Packet;
 use fabemu_fabric::units::Time;
 use fabemu_fabric::wire;
 
-use crate::priority::PRIORITIES;
+use crate::priority::{DscpMap, PRIORITIES};
 
 /// A frame leaving its queue, with the time it entered (for queueing-delay statistics).
 #[derive(Debug)]
@@ -66,6 +66,10 @@ pub trait EgressScheduler: Send {
     fn priority_inversions(&self) -> u64 {
         0
     }
+    /// The switch's DSCP → priority map, given when the scheduler is installed, so that the
+    /// priorities the scheduler classifies by are the ones the pause mask speaks of
+    /// (schedulers that do not look at priorities may ignore it).
+    fn set_priority_map(&mut self, _map: &DscpMap) {}
 }
 
 /// Per-priority FIFOs served in strict priority, highest priority (7) first, skipping paused
@@ -211,6 +215,11 @@ impl EgressScheduler for Egress {
         match self {
             Egress::Fifo(_) => 0,
             Egress::Custom(c) => c.priority_inversions(),
+        }
+    }
+    fn set_priority_map(&mut self, map: &DscpMap) {
+        if let Egress::Custom(c) = self {
+            c.set_priority_map(map);
         }
     }
 }

@@ -177,8 +177,10 @@ impl Switch {
         }
     }
 
-    /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
-    pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
+    /// Replaces port `port`'s egress scheduler (it must be empty: call before the run). The
+    /// scheduler is told the switch's DSCP → priority map.
+    pub fn set_scheduler(&mut self, port: usize, mut sched: Box<dyn EgressScheduler>) {
+        sched.set_priority_map(&self.cfg.dscp_priority);
         if let Some(q) = self.queues.get_mut(port) {
             *q = Egress::Custom(sched);
         }
