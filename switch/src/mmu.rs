@@ -24,6 +24,9 @@
 //! - XOFF when (i, p) holds headroom bytes (a frame did not fit under T) or its shared use
 //!   reached T;
 //! - XON when it holds no headroom and its shared use is 0 or at most T - `xon_offset`.
+//!
+//! (The switch also sends XOFF when it has to refuse a lossless frame while (i, p) holds bytes:
+//! with no headroom configured the threshold alone must stop the neighbour.)
 
 use crate::buffer::{BufferConfig, Refusal};
 use crate::priority::PRIORITIES;

@@ -283,6 +283,12 @@ impl Switch {
         let now = ctx.now();
         if self.mmu.admit(in_port, prio, out, len).is_err() {
             self.count_drop(out, prio, len);
+            // A lossless ingress that could not take a frame must stop its neighbour — if it
+            // holds bytes, whose departure will bring the XON (pausing an empty one would
+            // never end).
+            if self.mmu.is_lossless(prio) && self.mmu.ingress_use(in_port, prio).total() > 0 {
+                self.enter_xoff(in_port, prio, ctx);
+            }
             return;
         }
         let ps = &mut self.port_stats[out];
