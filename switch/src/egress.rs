@@ -2,12 +2,17 @@
 //!
 //! [`EgressScheduler`] is the seam for programmable scheduling: the switch decides *whether* a
 //! frame may be queued (buffer admission) and *when* the port is free; the scheduler decides
-//! *which* queued frame goes next. [`Fifo`] is the default.
+//! *which* queued frame goes next. [`Fifo`] (per-priority FIFOs in strict priority) is the
+//! default. The switch passes the PFC pause mask to `dequeue`; a scheduler must never return a
+//! frame of a paused priority, nor let one block the others.
 
 use std::collections::VecDeque;
 
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::units::Time;
+use fabemu_fabric::wire;
+
+use crate::priority::{DscpMap, PRIORITIES};
 
 /// A frame leaving its queue, with the time it entered (for queueing-delay statistics).
 #[derive(Debug)]
@@ -61,35 +66,105 @@ pub trait EgressScheduler: Send {
     fn priority_inversions(&self) -> u64 {
         0
     }
+    /// The switch's DSCP → priority map, given when the scheduler is installed, so that the
+    /// priorities the scheduler classifies by are the ones the pause mask speaks of
+    /// (schedulers that do not look at priorities may ignore it).
+    fn set_priority_map(&mut self, _map: &DscpMap) {}
 }
 
-/// First in, first out (PFC pauses are not applied here; lossless operation is not modelled
-/// yet).
+/// Per-priority FIFOs served in strict priority, highest priority (7) first, skipping paused
+/// priorities: the default egress of a switch port, as on production switches where each of the
+/// eight traffic classes has its own queue. With everything in one priority it is a plain FIFO.
+///
+/// The switch queues with [`Fifo::push`] (it knows the priority from its DSCP map and the
+/// ingress port its MMU charged) and takes frames back with [`Fifo::pop`]. Through the
+/// [`EgressScheduler`] trait the priority is the class selector (DSCP >> 3) and the ingress 0.
 #[derive(Debug, Default)]
 pub struct Fifo {
-    q: VecDeque<(Packet, Time)>,
+    q: [VecDeque<Queued>; PRIORITIES],
+    /// Bit p set: priority p has frames.
+    nonempty: u8,
+    len: usize,
+}
+
+/// A frame waiting in a [`Fifo`].
+#[derive(Debug)]
+struct Queued {
+    packet: Packet,
+    at: Time,
+    ingress: u32,
+}
+
+/// A frame leaving a [`Fifo`] with what the switch charged it to.
+#[derive(Debug)]
+pub struct Popped {
+    /// The frame and its queueing time.
+    pub dequeued: Dequeued,
+    /// Its priority.
+    pub priority: u8,
+    /// The ingress port it came in on.
+    pub ingress: usize,
+}
+
+impl Fifo {
+    /// Queues `packet` at the tail of `priority` (0..=7; higher bits ignored).
+    #[inline]
+    pub fn push(&mut self, packet: Packet, now: Time, priority: u8, ingress: usize) {
+        let p = priority & 7;
+        self.q[usize::from(p)].push_back(Queued {
+            packet,
+            at: now,
+            ingress: ingress as u32,
+        });
+        self.nonempty |= 1 << p;
+        self.len += 1;
+    }
+
+    /// The head of the highest non-empty priority whose bit is clear in `paused`.
+    #[inline]
+    pub fn pop(&mut self, paused: u8) -> Option<Popped> {
+        let ready = self.nonempty & !paused;
+        if ready == 0 {
+            return None;
+        }
+        let p = 7 - ready.leading_zeros() as u8;
+        let q = &mut self.q[usize::from(p)];
+        let e = q.pop_front()?;
+        if q.is_empty() {
+            self.nonempty &= !(1 << p);
+        }
+        self.len -= 1;
+        Some(Popped {
+            dequeued: Dequeued {
+                packet: e.packet,
+                enqueued_at: e.at,
+            },
+            priority: p,
+            ingress: e.ingress as usize,
+        })
+    }
 }
 
 impl EgressScheduler for Fifo {
     #[inline]
     fn enqueue(&mut self, packet: Packet, now: Time) -> Option<Packet> {
-        self.q.push_back((packet, now));
+        let p = wire::dscp(packet.header()).unwrap_or(0) >> 3;
+        self.push(packet, now, p, 0);
         None
     }
     #[inline]
-    fn dequeue(&mut self, _now: Time, _paused: u8) -> Option<Dequeued> {
-        self.q.pop_front().map(|(packet, enqueued_at)| Dequeued {
-            packet,
-            enqueued_at,
-        })
+    fn dequeue(&mut self, _now: Time, paused: u8) -> Option<Dequeued> {
+        self.pop(paused).map(|p| p.dequeued)
     }
     fn len(&self) -> usize {
-        self.q.len()
+        self.len
     }
 }
 
 /// A port's scheduler: the FIFO inline (no indirection on the common path), or any other
 /// discipline behind a trait object.
+// One per port: the inline FIFO's 272 bytes cost nothing, the indirection would on every frame.
+#[allow(clippy::large_enum_variant)]
 pub enum Egress {
     /// First in, first out.
     Fifo(Fifo),
@@ -142,6 +217,11 @@ impl EgressScheduler for Egress {
             Egress::Custom(c) => c.priority_inversions(),
         }
     }
+    fn set_priority_map(&mut self, map: &DscpMap) {
+        if let Egress::Custom(c) = self {
+            c.set_priority_map(map);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -163,5 +243,26 @@ mod tests {
             .collect();
         assert_eq!(order, vec![1, 2, 3]);
         assert!(f.is_empty());
+    }
+
+    #[test]
+    fn strict_priority_skips_paused() {
+        let mut f = Fifo::default();
+        for (n, prio) in [(1u32, 0u8), (2, 3), (3, 0), (4, 5), (5, 3)] {
+            let pkt = Packet::new(&[0; 14], Payload::Timing(n), &[]).unwrap();
+            f.push(pkt, Time::ZERO, prio, usize::from(prio) + 10);
+        }
+        let mut pop = |paused| {
+            f.pop(paused)
+                .map(|p| (p.dequeued.packet.payload().len(), p.priority, p.ingress))
+        };
+        assert_eq!(pop(1 << 5), Some((2, 3, 13)), "5 paused: 3 goes first");
+        assert_eq!(pop(0), Some((4, 5, 15)));
+        assert_eq!(pop(1 << 3), Some((1, 0, 10)), "3 paused does not block 0");
+        assert_eq!(pop(0xFF), None);
+        assert_eq!(pop(0), Some((5, 3, 13)));
+        assert_eq!(pop(0), Some((3, 0, 10)));
+        assert_eq!(pop(0), None);
+        assert_eq!(f.len(), 0);
     }
 }

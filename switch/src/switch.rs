@@ -1,30 +1,79 @@
-//! The switch actor: forwarding, buffer admission and per-port egress.
+//! The switch actor: forwarding, MMU admission, PFC, ECN marking and per-port egress.
+//!
+//! A frame's path: parse → route (ECMP) → TTL → priority from its DSCP ([`DscpMap`]) → MMU
+//! admission charged to its ingress (port, priority) ([`Mmu`]; may trigger XOFF toward the
+//! ingress neighbour) → the egress port's scheduler → transmit when the port is idle, its
+//! priority is not paused and no PFC frame is owed on it → at departure: release the MMU bytes
+//! (may trigger XON), RED/ECN mark by the egress (port, priority) queue ([`Red`]).
+//!
+//! PFC frames received are consumed here ([`crate::pfc`]); those the switch sends go ahead of
+//! queued data. A watchdog reports egress queues stuck behind pauses ([`crate::watchdog`]).
+//!
+//! **Which ingress a departing frame is charged to.** The default FIFO egress stores the
+//! ingress port with the frame. A custom scheduler (a PIFO tree) only hands the frame back, so
+//! for those ports the switch keeps, per flow (IPv4 source, destination, UDP source port), the
+//! ingress port and the number of its frames queued: a flow follows one path, so it arrives on
+//! one port, and PIFO trees keep a flow's frames in order. If one flow did arrive on two ports
+//! at once, its frames would be charged to the first (counters stay balanced, per-port shares
+//! blur). The map keeps its capacity, so steady state allocates nothing.
 
 use fabemu_fabric::engine::{Actor, Ctx, Event};
-use fabemu_fabric::packet::Packet;
+use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
 use fabemu_fabric::units::Time;
-use fabemu_fabric::wire::{self, FrameKind};
+use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, RoceFlow, PFC_FRAME_LEN};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::buffer::{BufferConfig, Refusal, SharedBuffer};
+use crate::buffer::BufferConfig;
 use crate::egress::{ClassReport, Egress, EgressScheduler};
+use crate::mmu::Mmu;
+use crate::pfc::{headroom_formula, PortPfc};
+use crate::priority::PRIORITIES;
+use crate::red::Red;
+use crate::watchdog::{PortWatch, StalledQueue};
 
 /// A switch's settings (the scenario's per-switch fields).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SwitchConfig {
-    /// Packet memory.
+    /// Packet memory: sizes, thresholds, PFC and ECN (see [`crate::buffer`] for the YAML).
     #[serde(default)]
     pub buffer: BufferConfig,
 }
 
-/// Per egress port counters.
+/// Per (port, priority) counters. Ingress-side ones (what this switch did to the neighbour on
+/// this port) and egress-side ones (what happened to frames leaving by this port) are marked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PriorityStats {
+    /// Ingress: XOFF frames sent for this priority (first pauses and refreshes).
+    pub pause_frames_sent: u64,
+    /// Ingress: XON frames (quanta 0) sent.
+    pub xon_frames_sent: u64,
+    /// Egress: pause frames received with a non-zero time for this priority.
+    pub pause_frames_received: u64,
+    /// Egress: XON frames received.
+    pub xon_frames_received: u64,
+    /// Egress: total time this priority was paused by the neighbour, in ps (pauses still on
+    /// when the run ended are not included).
+    pub paused_time_ps: u64,
+    /// Egress: frames marked CE.
+    pub ecn_marked: u64,
+    /// Egress: frames dropped on a lossy priority.
+    pub dropped_lossy: u64,
+    /// Egress: frames dropped on a lossless priority (a bug or a misconfiguration).
+    pub dropped_lossless: u64,
+    /// Ingress: most bytes this (port, priority) held in the buffer at once.
+    pub peak_ingress_bytes: u64,
+}
+
+/// Per port counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SwitchPortStats {
     /// Frames admitted to this port's queue.
     pub enqueued: u64,
-    /// Frames dropped at admission (buffer full).
+    /// Frames for this port dropped at admission (buffer full, over threshold, headroom
+    /// exhausted) or by its scheduler.
     pub dropped_packets: u64,
     /// Bytes of frames dropped at admission.
     pub dropped_bytes: u64,
@@ -34,6 +83,8 @@ pub struct SwitchPortStats {
     pub queueing_delay_sum_ps: u64,
     /// Frames that left the queue.
     pub dequeued: u64,
+    /// Per priority 0..=7: PFC, ECN, drops, ingress use.
+    pub priorities: [PriorityStats; PRIORITIES],
 }
 
 /// Whole-switch counters.
@@ -47,23 +98,58 @@ pub struct SwitchStats {
     pub ttl_expired: u64,
     /// Frames dropped because they could not be parsed.
     pub malformed: u64,
-    /// PFC pause frames received (counted and dropped; PFC is not implemented yet).
+    /// PFC frames received (consumed, never forwarded).
     pub pause_frames_received: u64,
+    /// PFC frames sent (XOFF, refresh and XON; one frame may carry several classes).
+    pub pause_frames_sent: u64,
+    /// Frames dropped on lossless priorities; any is an error (the run should fail).
+    pub lossless_drops: u64,
+    /// Frames marked CE.
+    pub ecn_marked: u64,
+    /// When the deadlock watchdog first found a stalled queue.
+    pub deadlock_detected_at: Option<Time>,
     /// Peak shared-buffer occupancy in bytes.
     pub peak_buffer_bytes: u64,
     /// Frames the engine refused to transmit (an internal error; always 0 in a sound run).
     pub tx_refused: u64,
 }
 
-/// A switch: forwarding table, shared buffer, one egress scheduler per port.
+/// Timer kinds, in a token's top byte (kind 0 is the shaping wake-up, token = port).
+const TIMER_WAKE: u64 = 0;
+const TIMER_RESUME: u64 = 1;
+const TIMER_REFRESH: u64 = 2;
+const TIMER_WATCHDOG: u64 = 3;
+
+fn token(kind: u64, port: usize, priority: u8) -> u64 {
+    kind << 56 | u64::from(priority) << 48 | (port as u64 & 0xFFFF_FFFF)
+}
+
+fn untoken(t: u64) -> (u64, usize, u8) {
+    (t >> 56, (t & 0xFFFF_FFFF) as usize, (t >> 48) as u8 & 7)
+}
+
+/// A flow as the ingress map keys it.
+type FlowKey = (u32, u32, u16);
+
+fn flow_key(f: &RoceFlow) -> FlowKey {
+    (u32::from(f.src), u32::from(f.dst), f.udp_src_port)
+}
+
+/// A switch: forwarding table, MMU, PFC, ECN marking, one egress scheduler per port.
 pub struct Switch {
     routes: RouteTable,
     seed: u64,
-    buffer: SharedBuffer,
+    cfg: BufferConfig,
+    mmu: Mmu,
     queues: Vec<Egress>,
+    /// Per port with a custom scheduler: flow → (ingress port, frames queued) (module doc).
+    flow_ingress: Vec<FxHashMap<FlowKey, (u32, u32)>>,
+    pfc: Vec<PortPfc>,
+    watch: Vec<PortWatch>,
+    red: Option<Red>,
     /// Per port, a pending shaping wake-up timer.
     wake_at: Vec<Option<Time>>,
-    /// Per egress port counters.
+    /// Per port counters.
     pub port_stats: Vec<SwitchPortStats>,
     /// Whole-switch counters.
     pub stats: SwitchStats,
@@ -72,21 +158,29 @@ pub struct Switch {
 impl Switch {
     /// A switch with `ports` ports, FIFO egress, forwarding by `routes`, ECMP hashed with `seed`
     /// (give each switch its own seed, as real switches salt their hash, or two tiers of ECMP
-    /// would make the same choice and polarize).
+    /// would make the same choice and polarize). The seed also seeds RED's generator.
     pub fn new(ports: usize, routes: RouteTable, cfg: &SwitchConfig, seed: u64) -> Switch {
+        let b = cfg.buffer;
         Switch {
             routes,
             seed,
-            buffer: SharedBuffer::new(&cfg.buffer, ports),
+            cfg: b,
+            mmu: Mmu::new(&b, ports),
             queues: (0..ports).map(|_| Egress::default()).collect(),
+            flow_ingress: (0..ports).map(|_| FxHashMap::default()).collect(),
+            pfc: vec![PortPfc::new(); ports],
+            watch: vec![PortWatch::default(); ports],
+            red: b.ecn.map(|r| Red::new(&r, seed)),
             wake_at: vec![None; ports],
             port_stats: vec![SwitchPortStats::default(); ports],
             stats: SwitchStats::default(),
         }
     }
 
-    /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
-    pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
+    /// Replaces port `port`'s egress scheduler (it must be empty: call before the run). The
+    /// scheduler is told the switch's DSCP → priority map.
+    pub fn set_scheduler(&mut self, port: usize, mut sched: Box<dyn EgressScheduler>) {
+        sched.set_priority_map(&self.cfg.dscp_priority);
         if let Some(q) = self.queues.get_mut(port) {
             *q = Egress::Custom(sched);
         }
@@ -97,17 +191,66 @@ impl Switch {
         self.port_stats.iter().map(|p| p.dropped_packets).sum()
     }
 
+    /// Frames dropped on lossless priorities (non-zero means the lossless promise broke).
+    pub fn lossless_drops(&self) -> u64 {
+        self.stats.lossless_drops
+    }
+
     /// Frames still queued (non-zero after a run means frames were stranded).
     pub fn queued_packets(&self) -> usize {
         self.queues.iter().map(|q| q.len()).sum()
     }
 
-    fn on_packet(&mut self, mut pkt: Packet, ctx: &mut Ctx<'_>) {
+    /// The headroom of each lossless priority of `port` (set at start from the port's link).
+    pub fn headroom(&self, port: usize) -> u64 {
+        self.mmu.headroom(port)
+    }
+
+    /// The priorities the neighbour on `port` has paused (bit p = priority p).
+    pub fn paused(&self, port: usize) -> u8 {
+        self.pfc.get(port).map_or(0, |p| p.paused)
+    }
+
+    /// The priorities this switch holds in XOFF toward the neighbour on `port`.
+    pub fn xoff(&self, port: usize) -> u8 {
+        self.pfc.get(port).map_or(0, |p| p.xoff)
+    }
+
+    /// The buffer accounting (occupancy per ingress and egress, thresholds).
+    pub fn mmu(&self) -> &Mmu {
+        &self.mmu
+    }
+
+    /// Egress queues found stalled by the deadlock watchdog and still stalled: frames queued,
+    /// paused without a break for at least `deadlock_timeout`. Ordered by port, then priority.
+    pub fn stalled(&self) -> Vec<StalledQueue> {
+        let mut out = Vec::new();
+        for (port, w) in self.watch.iter().enumerate() {
+            for p in 0..PRIORITIES as u8 {
+                if w.stalled & (1 << p) != 0 {
+                    out.push(StalledQueue {
+                        port,
+                        priority: p,
+                        queued_bytes: self.mmu.egress_bytes(port, p),
+                        paused_since: w.blocked_since[usize::from(p)].unwrap_or(Time::ZERO),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// When the watchdog first found a stalled queue (stays set once set).
+    pub fn deadlock_detected_at(&self) -> Option<Time> {
+        self.stats.deadlock_detected_at
+    }
+
+    fn on_packet(&mut self, in_port: usize, mut pkt: Packet, ctx: &mut Ctx<'_>) {
         self.stats.received += 1;
         let flow = match wire::peek_roce_flow(pkt.header()) {
             (FrameKind::RoceV2, Some(flow)) => flow,
             (FrameKind::PfcPause, _) => {
-                self.stats.pause_frames_received += 1;
+                self.on_pause(in_port, &pkt, ctx);
                 return;
             }
             _ => {
@@ -120,6 +263,10 @@ impl Switch {
             self.stats.no_route += 1;
             return;
         };
+        if in_port >= self.queues.len() || out >= self.queues.len() {
+            self.stats.no_route += 1;
+            return;
+        }
         match wire::decrement_ttl(pkt.header_mut()) {
             Ok(0) => {
                 self.stats.ttl_expired += 1;
@@ -131,56 +278,337 @@ impl Switch {
                 return;
             }
         }
+        let prio = self.priority_of(&pkt);
         let len = pkt.frame_len() as u64;
-        let ps = &mut self.port_stats[out];
-        match self.buffer.admit(out, len) {
-            Ok(()) => {
-                ps.enqueued += 1;
-                ps.max_queue_bytes = ps.max_queue_bytes.max(self.buffer.queue_bytes(out));
-                self.stats.peak_buffer_bytes = self.buffer.peak();
-                if let Some(dropped) = self.queues[out].enqueue(pkt, ctx.now()) {
-                    // The scheduler refused it or evicted another to make room.
-                    let dl = dropped.frame_len() as u64;
-                    self.buffer.release(out, dl);
-                    let ps = &mut self.port_stats[out];
-                    ps.enqueued -= 1;
-                    ps.dropped_packets += 1;
-                    ps.dropped_bytes += dl;
-                }
-                self.start_tx(out, ctx);
+        let now = ctx.now();
+        if self.mmu.admit(in_port, prio, out, len).is_err() {
+            self.count_drop(out, prio, len);
+            // A lossless ingress that could not take a frame must stop its neighbour — if it
+            // holds bytes, whose departure will bring the XON (pausing an empty one would
+            // never end).
+            if self.mmu.is_lossless(prio) && self.mmu.ingress_use(in_port, prio).total() > 0 {
+                self.enter_xoff(in_port, prio, ctx);
             }
-            Err(Refusal::PoolFull) | Err(Refusal::QueueFull) => {
-                ps.dropped_packets += 1;
-                ps.dropped_bytes += len;
+            return;
+        }
+        let ps = &mut self.port_stats[out];
+        ps.enqueued += 1;
+        ps.max_queue_bytes = ps.max_queue_bytes.max(self.mmu.queue_bytes(out));
+        self.stats.peak_buffer_bytes = self.mmu.peak();
+        let held = self.mmu.ingress_use(in_port, prio).total();
+        let peak = &mut self.port_stats[in_port].priorities[usize::from(prio)].peak_ingress_bytes;
+        *peak = (*peak).max(held);
+
+        match &mut self.queues[out] {
+            Egress::Fifo(f) => f.push(pkt, now, prio, in_port),
+            Egress::Custom(c) => {
+                let e = self.flow_ingress[out]
+                    .entry(flow_key(&flow))
+                    .or_insert((in_port as u32, 0));
+                e.1 += 1;
+                if let Some(dropped) = c.enqueue(pkt, now) {
+                    self.scheduler_drop(out, &dropped, ctx);
+                }
+            }
+        }
+        if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
+            self.enter_xoff(in_port, prio, ctx);
+        }
+        if self.pfc[out].paused & (1 << prio) != 0 && self.mmu.egress_bytes(out, prio) > 0 {
+            self.block(out, prio, now, ctx);
+        }
+        self.start_tx(out, ctx);
+    }
+
+    /// The frame's priority by the DSCP map (0 for a frame without IPv4).
+    #[inline]
+    fn priority_of(&self, pkt: &Packet) -> u8 {
+        self.cfg
+            .dscp_priority
+            .priority(wire::dscp(pkt.header()).unwrap_or(0))
+    }
+
+    fn count_drop(&mut self, out: usize, prio: u8, len: u64) {
+        let ps = &mut self.port_stats[out];
+        ps.dropped_packets += 1;
+        ps.dropped_bytes += len;
+        let pp = &mut ps.priorities[usize::from(prio)];
+        if self.mmu.is_lossless(prio) {
+            pp.dropped_lossless += 1;
+            self.stats.lossless_drops += 1;
+        } else {
+            pp.dropped_lossy += 1;
+        }
+    }
+
+    /// A custom scheduler refused or evicted `dropped` (queued for `out`): free and count it.
+    fn scheduler_drop(&mut self, out: usize, dropped: &Packet, ctx: &mut Ctx<'_>) {
+        let prio = self.priority_of(dropped);
+        let ingress = self.take_flow_ingress(out, dropped);
+        let len = dropped.frame_len() as u64;
+        self.mmu.release(ingress, prio, out, len);
+        self.port_stats[out].enqueued -= 1;
+        self.count_drop(out, prio, len);
+        self.check_xon(ingress, prio, ctx);
+    }
+
+    /// The ingress a custom-scheduled frame was charged to; forgets one frame of its flow.
+    fn take_flow_ingress(&mut self, out: usize, pkt: &Packet) -> usize {
+        let Some(flow) = wire::peek_roce_flow(pkt.header()).1 else {
+            return 0;
+        };
+        let map = &mut self.flow_ingress[out];
+        let key = flow_key(&flow);
+        match map.get_mut(&key) {
+            Some(e) => {
+                let ingress = e.0 as usize;
+                e.1 = e.1.saturating_sub(1);
+                if e.1 == 0 {
+                    map.remove(&key);
+                }
+                ingress
+            }
+            None => 0,
+        }
+    }
+
+    /// Ingress (`port`, `prio`) went over XOFF: owe its neighbour a pause, keep it refreshed.
+    fn enter_xoff(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
+        let quanta = self.cfg.pfc.quanta.max(1);
+        let st = &mut self.pfc[port];
+        let bit = 1 << prio;
+        if st.xoff & bit != 0 {
+            return;
+        }
+        st.xoff |= bit;
+        st.pending |= bit;
+        if st.refresh_at.is_none() {
+            let t = ctx.now().add(Time((st.pause_time(quanta).ps() / 2).max(1)));
+            st.refresh_at = Some(t);
+            ctx.set_timer(t, token(TIMER_REFRESH, port, 0));
+        }
+        self.start_tx(port, ctx);
+    }
+
+    /// After bytes of ingress (`port`, `prio`) left: resume the neighbour if below XON.
+    fn check_xon(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
+        let bit = 1 << prio;
+        if self.pfc[port].xoff & bit != 0 && self.mmu.should_xon(port, prio) {
+            let st = &mut self.pfc[port];
+            st.xoff &= !bit;
+            st.pending |= bit;
+            self.start_tx(port, ctx);
+        }
+    }
+
+    fn on_pause(&mut self, port: usize, pkt: &Packet, ctx: &mut Ctx<'_>) {
+        self.stats.pause_frames_received += 1;
+        let Ok(repr) = PfcPauseRepr::parse(pkt.header()) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if port >= self.pfc.len() {
+            return;
+        }
+        let now = ctx.now();
+        let mut resumed = false;
+        for c in 0..PRIORITIES as u8 {
+            if repr.class_enable & (1 << c) == 0 {
+                continue;
+            }
+            let q = repr.quanta[usize::from(c)];
+            let pp = &mut self.port_stats[port].priorities[usize::from(c)];
+            if q == 0 {
+                pp.xon_frames_received += 1;
+            } else {
+                pp.pause_frames_received += 1;
+            }
+            if !self.mmu.is_lossless(c) {
+                continue;
+            }
+            if q == 0 {
+                resumed |= self.resume(port, c, now);
+            } else {
+                self.pause(port, c, q, ctx);
+            }
+        }
+        if resumed {
+            self.start_tx(port, ctx);
+        }
+    }
+
+    /// The neighbour paused (`port`, `c`) for `quanta` from now (a new pause reloads the timer).
+    fn pause(&mut self, port: usize, c: u8, quanta: u16, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let st = &mut self.pfc[port];
+        let until = now.add(st.pause_time(quanta));
+        let bit = 1 << c;
+        let was_paused = st.paused & bit != 0;
+        st.paused |= bit;
+        st.paused_until[usize::from(c)] = until;
+        ctx.set_timer(until, token(TIMER_RESUME, port, c));
+        if !was_paused {
+            st.paused_since[usize::from(c)] = now;
+            if self.mmu.egress_bytes(port, c) > 0 {
+                self.block(port, c, now, ctx);
             }
         }
     }
 
+    /// Ends the pause of (`port`, `c`); true when it was paused.
+    fn resume(&mut self, port: usize, c: u8, now: Time) -> bool {
+        let st = &mut self.pfc[port];
+        let bit = 1 << c;
+        if st.paused & bit == 0 {
+            return false;
+        }
+        st.paused &= !bit;
+        let since = st.paused_since[usize::from(c)];
+        self.port_stats[port].priorities[usize::from(c)].paused_time_ps +=
+            now.saturating_sub(since).ps();
+        self.watch[port].unblock(c);
+        true
+    }
+
+    /// Egress (`port`, `c`) is paused and holds frames: start its watchdog.
+    fn block(&mut self, port: usize, c: u8, now: Time, ctx: &mut Ctx<'_>) {
+        let timeout = self.cfg.pfc.deadlock_timeout;
+        if let Some(at) = self.watch[port].block(c, now, timeout) {
+            ctx.set_timer(at, token(TIMER_WATCHDOG, port, c));
+        }
+    }
+
+    /// Sends the PFC frame owed on `port`, if any; true when the port is now busy with it.
+    fn send_control(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+        let Some(repr) = self.pfc[port].take_frame(self.cfg.pfc.quanta) else {
+            return false;
+        };
+        let mut buf = [0u8; PFC_FRAME_LEN];
+        if repr.emit(&mut buf).is_err() {
+            return false;
+        }
+        let Ok(pkt) = Packet::new(&buf, Payload::Timing(0), &[]) else {
+            return false;
+        };
+        for c in 0..PRIORITIES {
+            if repr.class_enable & (1 << c) != 0 {
+                let pp = &mut self.port_stats[port].priorities[c];
+                if repr.quanta[c] == 0 {
+                    pp.xon_frames_sent += 1;
+                } else {
+                    pp.pause_frames_sent += 1;
+                }
+            }
+        }
+        self.stats.pause_frames_sent += 1;
+        if ctx.transmit(port, pkt).is_err() {
+            self.stats.tx_refused += 1;
+        }
+        true
+    }
+
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
-        if !ctx.port_idle(port) {
+        if port >= self.queues.len() || !ctx.port_idle(port) {
+            return;
+        }
+        if self.pfc[port].pending != 0 && self.send_control(port, ctx) {
             return;
         }
         let now = ctx.now();
-        match self.queues[port].dequeue(now, 0) {
-            Some(d) => {
-                self.buffer.release(port, d.packet.frame_len() as u64);
-                let ps = &mut self.port_stats[port];
-                ps.dequeued += 1;
-                ps.queueing_delay_sum_ps += now.saturating_sub(d.enqueued_at).ps();
-                if ctx.transmit(port, d.packet).is_err() {
-                    self.stats.tx_refused += 1;
+        let paused = self.pfc[port].paused;
+        let (d, prio, ingress) = match &mut self.queues[port] {
+            Egress::Fifo(f) => match f.pop(paused) {
+                Some(p) => (p.dequeued, p.priority, p.ingress),
+                None => return,
+            },
+            Egress::Custom(c) => match c.dequeue(now, paused) {
+                Some(d) => {
+                    let prio = self.priority_of(&d.packet);
+                    let ingress = self.take_flow_ingress(port, &d.packet);
+                    (d, prio, ingress)
                 }
-            }
-            None => {
-                // Frames held by a shaper: wake up when the first becomes eligible.
-                if let Some(t) = self.queues[port].next_release(now) {
-                    let armed = &mut self.wake_at[port];
-                    if armed.is_none_or(|a| a > t) {
-                        *armed = Some(t);
-                        ctx.set_timer(t, port as u64);
+                None => {
+                    // Frames held by a shaper: wake up when the first becomes eligible.
+                    if let Some(t) = c.next_release(now) {
+                        let armed = &mut self.wake_at[port];
+                        if armed.is_none_or(|a| a > t) {
+                            *armed = Some(t);
+                            ctx.set_timer(t, token(TIMER_WAKE, port, 0));
+                        }
                     }
+                    return;
+                }
+            },
+        };
+        let mut pkt = d.packet;
+        self.mmu
+            .release(ingress, prio, port, pkt.frame_len() as u64);
+        let ps = &mut self.port_stats[port];
+        ps.dequeued += 1;
+        ps.queueing_delay_sum_ps += now.saturating_sub(d.enqueued_at).ps();
+        if let Some(red) = &mut self.red {
+            let ect = matches!(wire::ecn(pkt.header()), Some(Ecn::Ect0 | Ecn::Ect1));
+            if ect
+                && red.should_mark(self.mmu.egress_bytes(port, prio))
+                && wire::set_ecn(pkt.header_mut(), Ecn::Ce).is_ok()
+            {
+                ps.priorities[usize::from(prio)].ecn_marked += 1;
+                self.stats.ecn_marked += 1;
+            }
+        }
+        if ctx.transmit(port, pkt).is_err() {
+            self.stats.tx_refused += 1;
+        }
+        if ingress < self.pfc.len() {
+            self.check_xon(ingress, prio, ctx);
+        }
+    }
+
+    fn on_timer(&mut self, t: u64, ctx: &mut Ctx<'_>) {
+        let (kind, port, prio) = untoken(t);
+        if port >= self.queues.len() {
+            return;
+        }
+        let now = ctx.now();
+        match kind {
+            TIMER_WAKE => {
+                self.wake_at[port] = None;
+                self.start_tx(port, ctx);
+            }
+            TIMER_RESUME => {
+                let st = &self.pfc[port];
+                // A stale timer of a pause since reloaded or ended: ignore.
+                if st.paused & (1 << prio) != 0
+                    && st.paused_until[usize::from(prio)] == now
+                    && self.resume(port, prio, now)
+                {
+                    self.start_tx(port, ctx);
                 }
             }
+            TIMER_REFRESH => {
+                if self.pfc[port].refresh_at != Some(now) {
+                    return;
+                }
+                let quanta = self.cfg.pfc.quanta.max(1);
+                let st = &mut self.pfc[port];
+                st.refresh_at = None;
+                if st.xoff != 0 {
+                    st.pending |= st.xoff;
+                    let t = now.add(Time((st.pause_time(quanta).ps() / 2).max(1)));
+                    st.refresh_at = Some(t);
+                    ctx.set_timer(t, token(TIMER_REFRESH, port, 0));
+                    self.start_tx(port, ctx);
+                }
+            }
+            TIMER_WATCHDOG => {
+                let timeout = self.cfg.pfc.deadlock_timeout;
+                if self.watch[port].check(prio, now, timeout) {
+                    self.stats.deadlock_detected_at.get_or_insert(now);
+                    // DEADLOCK SEAM: the engine call that stops the run (exit 3, cycle named
+                    // from the wiring with `stalled()`) goes here.
+                }
+            }
+            _ => {}
         }
     }
 
@@ -196,19 +624,44 @@ impl Switch {
 }
 
 impl Actor for Switch {
-    fn start(&mut self, _ctx: &mut Ctx<'_>) {}
+    /// Learns each port's speed and cable: sets the PFC headroom (configured, or the formula
+    /// of [`crate::pfc`]) and the ports' MAC addresses (02-style local addresses from the actor
+    /// id and port).
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        let id = ctx.id();
+        let pfc = self.cfg.pfc;
+        let max_wire = ctx.wire_bytes(pfc.max_frame.bytes() as usize);
+        let pause_wire = ctx.wire_bytes(PFC_FRAME_LEN);
+        for port in 0..self.pfc.len() {
+            let [_, a, b, c] = id.to_be_bytes();
+            let [p1, p2] = (port as u16).to_be_bytes();
+            let st = &mut self.pfc[port];
+            st.mac = [0x06, a, b, c, p1, p2];
+            let Some(ch) = ctx.channel(port) else {
+                continue;
+            };
+            st.rate_bps = ch.rate.bandwidth().bps();
+            let h = pfc.headroom.map_or_else(
+                || {
+                    headroom_formula(
+                        ch.rate.bandwidth(),
+                        ch.latency,
+                        max_wire,
+                        pause_wire,
+                        pfc.response_time,
+                    )
+                },
+                |h| h.bytes(),
+            );
+            self.mmu.set_headroom(port, h);
+        }
+    }
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
-            Event::Packet { packet, .. } => self.on_packet(packet, ctx),
+            Event::Packet { port, packet } => self.on_packet(port, packet, ctx),
             Event::TxDone { port } => self.start_tx(port, ctx),
-            Event::Timer { token } => {
-                let port = token as usize;
-                if let Some(w) = self.wake_at.get_mut(port) {
-                    *w = None;
-                    self.start_tx(port, ctx);
-                }
-            }
+            Event::Timer { token } => self.on_timer(token, ctx),
         }
     }
 }

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `len` | the frame length (headers + payload + ICRC) |
 //! | `flow` | a hash of the IPv4 addresses and UDP source port (the RoCEv2 5-tuple) |
-//! | `dscp`, `priority` | the IPv4 DSCP; priority = DSCP >> 3 (the class selector, 0..=7) |
+//! | `dscp`, `priority` | the IPv4 DSCP; priority from the switch's DSCP map (default DSCP >> 3, the class selector, 0..=7) — the same priorities the PFC pause mask uses |
 //! | `qp` | the BTH destination QP |
 //! | `message_size`, `remaining_bytes` | written by the sending NIC (RDMA message size; bytes left, this packet included) |
 //! | `attained_bytes` | `message_size - remaining_bytes` (bytes of the message already sent) |
@@ -32,11 +32,13 @@ use rustc_hash::FxHashMap;
 
 use crate::egress::{ClassReport, Dequeued, EgressScheduler};
 use crate::pifo::{PacketInfo, PifoTree};
+use crate::priority::DscpMap;
 
 /// An egress scheduler driven by a PIFO tree.
 pub struct TreeEgress {
     tree: PifoTree<(Packet, Time)>,
     flows: FxHashMap<u64, FlowFloor>,
+    map: DscpMap,
 }
 
 /// A flow's queued packets and the size facts its last queued packet carried.
@@ -54,6 +56,7 @@ impl TreeEgress {
         TreeEgress {
             tree,
             flows: FxHashMap::default(),
+            map: DscpMap::default(),
         }
     }
 
@@ -72,8 +75,13 @@ impl TreeEgress {
     }
 }
 
-/// What a PIFO tree's transactions see of `pkt`, arriving at `now`.
+/// What a PIFO tree's transactions see of `pkt`, arriving at `now` (priority = DSCP >> 3).
 pub fn packet_info(pkt: &Packet, now: Time) -> PacketInfo {
+    packet_info_mapped(pkt, now, &DscpMap::CLASS_SELECTOR)
+}
+
+/// [`packet_info`] with the priority taken from `map`.
+pub fn packet_info_mapped(pkt: &Packet, now: Time, map: &DscpMap) -> PacketInfo {
     let h = pkt.header();
     let flow = match wire::peek_roce_flow(h) {
         (_, Some(f)) => flow_hash(f.src, f.dst, f.udp_src_port, 0),
@@ -86,7 +94,7 @@ pub fn packet_info(pkt: &Packet, now: Time) -> PacketInfo {
     PacketInfo {
         len: pkt.frame_len() as u32,
         flow,
-        priority: dscp >> 3,
+        priority: map.priority(dscp),
         dscp,
         qp,
         message_size: size,
@@ -101,7 +109,7 @@ pub fn packet_info(pkt: &Packet, now: Time) -> PacketInfo {
 
 impl EgressScheduler for TreeEgress {
     fn enqueue(&mut self, packet: Packet, now: Time) -> Option<Packet> {
-        let mut info = packet_info(&packet, now);
+        let mut info = packet_info_mapped(&packet, now, &self.map);
         let f = self.flows.entry(info.flow).or_default();
         if f.queued > 0 {
             info.remaining_bytes = info.remaining_bytes.max(f.remaining);
@@ -160,5 +168,9 @@ impl EgressScheduler for TreeEgress {
 
     fn priority_inversions(&self) -> u64 {
         self.tree.priority_inversions()
+    }
+
+    fn set_priority_map(&mut self, map: &DscpMap) {
+        self.map = *map;
     }
 }

@@ -1,0 +1,334 @@
+//! The memory management unit: admission to the shared buffer, accounted per ingress (port,
+//! priority), in the style of production switches and of the HPCC ns-3 model.
+//!
+//! **Pool.** The buffer (`total` bytes) is cut once, at start, into a *reserved* part (`reserved`
+//! for each of the ports x 8 ingress (port, priority) counters), a *headroom* part (`headroom`
+//! for each (port, lossless priority), only with PFC on) and the *shared* rest.
+//!
+//! **Admission** of a frame of `L` bytes arriving on ingress (i, p) for egress port e:
+//! 1. into the reserved part if (i, p)'s reserved use + L fits `reserved`;
+//! 2. else into the shared part if L fits the free shared bytes and (i, p)'s shared use + L is
+//!    at most the *dynamic threshold* T = alpha x (free shared bytes) — the threshold shrinks as
+//!    the buffer fills, so a few congested ports cannot take it all (Choudhury and Hahne);
+//!    lossy frames also respect `per_queue` on e (egress cap, as before this MMU existed);
+//! 3. else, on a lossless priority, into (i, p)'s headroom if it fits;
+//! 4. else dropped: a *lossless drop* on a lossless priority (headroom exhausted: a
+//!    misconfiguration or a neighbour that ignores pauses), a lossy drop otherwise.
+//!
+//! Lossless priorities use `alpha`, lossy ones `lossy_alpha`. Bytes leave (i, p) in the order
+//! headroom, shared, reserved whatever frame departs (as in HPCC's model), so headroom empties
+//! first and XON comes as early as it safely can.
+//!
+//! **XOFF / XON** (lossless priorities), evaluated on each arrival to (i, p) and each departure
+//! from it:
+//! - XOFF when (i, p) holds headroom bytes (a frame did not fit under T) or its shared use
+//!   reached T;
+//! - XON when it holds no headroom and its shared use is 0 or at most T - `xon_offset`.
+//!
+//! (The switch also sends XOFF when it has to refuse a lossless frame while (i, p) holds bytes:
+//! with no headroom configured the threshold alone must stop the neighbour.)
+
+use crate::buffer::{BufferConfig, Refusal};
+use crate::priority::PRIORITIES;
+
+/// Where an admitted frame was put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Region {
+    /// The (port, priority)'s reserved bytes.
+    Reserved,
+    /// The shared pool, under the dynamic threshold.
+    Shared,
+    /// The (port, priority)'s headroom (lossless only; the ingress is over XOFF).
+    Headroom,
+}
+
+/// One ingress (port, priority)'s bytes by region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngressUse {
+    /// Bytes in the reserved part.
+    pub reserved: u64,
+    /// Bytes in the shared pool.
+    pub shared: u64,
+    /// Bytes in headroom.
+    pub headroom: u64,
+}
+
+impl IngressUse {
+    /// All bytes held.
+    pub fn total(&self) -> u64 {
+        self.reserved + self.shared + self.headroom
+    }
+}
+
+/// Buffer occupancy and admission (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Mmu {
+    total: u64,
+    per_queue: u64,
+    reserved: u64,
+    alpha: f64,
+    lossy_alpha: f64,
+    xon_offset: u64,
+    lossless: u8,
+    shared_pool: u64,
+    shared_used: u64,
+    used: u64,
+    peak: u64,
+    headroom: Vec<u64>,
+    ingress: Vec<[IngressUse; PRIORITIES]>,
+    egress: Vec<[u64; PRIORITIES]>,
+    egress_total: Vec<u64>,
+}
+
+impl Mmu {
+    /// An MMU for `ports` ports, with no headroom set yet ([`Mmu::set_headroom`]).
+    pub fn new(cfg: &BufferConfig, ports: usize) -> Mmu {
+        let total = cfg.total.bytes();
+        let mut m = Mmu {
+            total,
+            per_queue: cfg.per_queue.map_or(total, |q| q.bytes().min(total)),
+            reserved: cfg.reserved.bytes(),
+            alpha: cfg.alpha.max(0.0),
+            lossy_alpha: cfg.lossy_alpha.max(0.0),
+            xon_offset: cfg.pfc.xon_offset_bytes(),
+            lossless: cfg.pfc.lossless_mask(),
+            shared_pool: 0,
+            shared_used: 0,
+            used: 0,
+            peak: 0,
+            headroom: vec![0; ports],
+            ingress: vec![[IngressUse::default(); PRIORITIES]; ports],
+            egress: vec![[0; PRIORITIES]; ports],
+            egress_total: vec![0; ports],
+        };
+        m.recompute_pool();
+        m
+    }
+
+    /// Sets the headroom of each (`port`, lossless priority) (call before traffic).
+    pub fn set_headroom(&mut self, port: usize, bytes: u64) {
+        if let Some(h) = self.headroom.get_mut(port) {
+            *h = bytes;
+        }
+        self.recompute_pool();
+    }
+
+    fn recompute_pool(&mut self) {
+        let ports = self.ingress.len() as u64;
+        let reserved = self.reserved.saturating_mul(ports * PRIORITIES as u64);
+        let per_port = u64::from(self.lossless.count_ones());
+        let headroom = self
+            .headroom
+            .iter()
+            .fold(0u64, |a, h| a.saturating_add(h.saturating_mul(per_port)));
+        self.shared_pool = self.total.saturating_sub(reserved).saturating_sub(headroom);
+    }
+
+    /// The headroom of each lossless priority of `port`.
+    pub fn headroom(&self, port: usize) -> u64 {
+        self.headroom.get(port).copied().unwrap_or(0)
+    }
+
+    /// Bytes of the shared pool (after reserved and headroom are set aside).
+    pub fn shared_pool(&self) -> u64 {
+        self.shared_pool
+    }
+
+    /// True when priority `p` is lossless.
+    #[inline]
+    pub fn is_lossless(&self, p: u8) -> bool {
+        self.lossless & (1 << (p & 7)) != 0
+    }
+
+    /// The dynamic threshold for a lossless (`true`) or lossy priority now.
+    #[inline]
+    pub fn threshold(&self, lossless: bool) -> u64 {
+        let free = self.shared_pool.saturating_sub(self.shared_used);
+        let alpha = if lossless {
+            self.alpha
+        } else {
+            self.lossy_alpha
+        };
+        // Saturating float-to-int cast; IEEE arithmetic is deterministic.
+        (alpha * free as f64) as u64
+    }
+
+    /// Admits `len` bytes arriving on (`ingress`, `p`) for egress port `egress`, or says why not.
+    #[inline]
+    pub fn admit(
+        &mut self,
+        ingress: usize,
+        p: u8,
+        egress: usize,
+        len: u64,
+    ) -> Result<Region, Refusal> {
+        let pi = usize::from(p & 7);
+        let lossless = self.is_lossless(p);
+        if !lossless && self.egress_total[egress] + len > self.per_queue {
+            return Err(Refusal::QueueFull);
+        }
+        let free = self.shared_pool.saturating_sub(self.shared_used);
+        let threshold = self.threshold(lossless);
+        let u = &mut self.ingress[ingress][pi];
+        let region = if u.reserved + len <= self.reserved {
+            u.reserved += len;
+            Region::Reserved
+        } else if len <= free && u.shared + len <= threshold {
+            u.shared += len;
+            self.shared_used += len;
+            Region::Shared
+        } else if lossless && u.headroom + len <= self.headroom[ingress] {
+            u.headroom += len;
+            Region::Headroom
+        } else if lossless {
+            return Err(Refusal::HeadroomFull);
+        } else if len > free {
+            return Err(Refusal::PoolFull);
+        } else {
+            return Err(Refusal::ThresholdExceeded);
+        };
+        self.egress[egress][pi] += len;
+        self.egress_total[egress] += len;
+        self.used += len;
+        self.peak = self.peak.max(self.used);
+        Ok(region)
+    }
+
+    /// Frees `len` bytes of a frame that came in on (`ingress`, `p`) and left egress `egress`.
+    #[inline]
+    pub fn release(&mut self, ingress: usize, p: u8, egress: usize, len: u64) {
+        let pi = usize::from(p & 7);
+        let u = &mut self.ingress[ingress][pi];
+        let from_h = u.headroom.min(len);
+        u.headroom -= from_h;
+        let from_s = u.shared.min(len - from_h);
+        u.shared -= from_s;
+        self.shared_used = self.shared_used.saturating_sub(from_s);
+        u.reserved = u.reserved.saturating_sub(len - from_h - from_s);
+        let e = &mut self.egress[egress][pi];
+        *e = e.saturating_sub(len);
+        self.egress_total[egress] = self.egress_total[egress].saturating_sub(len);
+        self.used = self.used.saturating_sub(len);
+    }
+
+    /// Whether (`ingress`, `p`) should be paused (module doc).
+    #[inline]
+    pub fn should_xoff(&self, ingress: usize, p: u8) -> bool {
+        let u = &self.ingress[ingress][usize::from(p & 7)];
+        u.headroom > 0 || (u.shared > 0 && u.shared >= self.threshold(true))
+    }
+
+    /// Whether a paused (`ingress`, `p`) may resume (module doc).
+    #[inline]
+    pub fn should_xon(&self, ingress: usize, p: u8) -> bool {
+        let u = &self.ingress[ingress][usize::from(p & 7)];
+        u.headroom == 0 && (u.shared == 0 || u.shared + self.xon_offset <= self.threshold(true))
+    }
+
+    /// What (`ingress`, `p`) holds.
+    pub fn ingress_use(&self, ingress: usize, p: u8) -> IngressUse {
+        self.ingress[ingress][usize::from(p & 7)]
+    }
+
+    /// Bytes queued for egress (`port`, `p`).
+    #[inline]
+    pub fn egress_bytes(&self, port: usize, p: u8) -> u64 {
+        self.egress[port][usize::from(p & 7)]
+    }
+
+    /// Bytes queued for egress `port`, all priorities.
+    pub fn queue_bytes(&self, port: usize) -> u64 {
+        self.egress_total[port]
+    }
+
+    /// Bytes held in all.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Highest occupancy seen.
+    pub fn peak(&self) -> u64 {
+        self.peak
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pfc::PfcConfig;
+    use fabemu_fabric::units::ByteSize;
+
+    fn cfg(total: u64, pfc: bool) -> BufferConfig {
+        BufferConfig {
+            total: ByteSize(total),
+            reserved: ByteSize(1_000),
+            alpha: 1.0,
+            lossy_alpha: 1.0,
+            pfc: PfcConfig {
+                enabled: pfc,
+                xon_offset: Some(ByteSize(500)),
+                ..PfcConfig::default()
+            },
+            ..BufferConfig::default()
+        }
+    }
+
+    #[test]
+    fn regions_fill_in_order_and_drain_headroom_first() {
+        // 2 ports: reserved 2 x 8 x 1000 = 16,000; headroom 2 x 1 x 3000 = 6000; shared 78,000.
+        let mut m = Mmu::new(&cfg(100_000, true), 2);
+        m.set_headroom(0, 3_000);
+        m.set_headroom(1, 3_000);
+        assert_eq!(m.shared_pool(), 78_000);
+        assert_eq!(m.admit(0, 3, 1, 1_000), Ok(Region::Reserved));
+        // T = 1 x free: shared use s admitted while s + len <= 78,000 - s_total.
+        assert_eq!(m.admit(0, 3, 1, 30_000), Ok(Region::Shared));
+        assert!(!m.should_xoff(0, 3), "30,000 < T = 48,000");
+        assert_eq!(m.admit(0, 3, 1, 20_000), Err(Refusal::HeadroomFull));
+        assert_eq!(m.admit(0, 3, 1, 9_000), Ok(Region::Shared));
+        // 39,000 shared; T = 39,000: at the threshold.
+        assert!(m.should_xoff(0, 3));
+        assert_eq!(m.admit(0, 3, 1, 1_000), Ok(Region::Headroom));
+        assert_eq!(m.admit(0, 3, 1, 2_000), Ok(Region::Headroom));
+        assert_eq!(m.admit(0, 3, 1, 1), Err(Refusal::HeadroomFull));
+        assert_eq!(m.egress_bytes(1, 3), 43_000);
+        // Departures drain headroom first.
+        m.release(0, 3, 1, 2_500);
+        assert_eq!(
+            m.ingress_use(0, 3),
+            IngressUse {
+                reserved: 1_000,
+                shared: 39_000,
+                headroom: 500
+            }
+        );
+        assert!(!m.should_xon(0, 3));
+        m.release(0, 3, 1, 500);
+        // No headroom; shared 39,000 = T: not xon_offset (500) below it.
+        assert!(!m.should_xon(0, 3));
+        m.release(0, 3, 1, 1_000);
+        // 38,000 + 500 <= T = 40,000.
+        assert!(m.should_xon(0, 3));
+        m.release(0, 3, 1, 39_000);
+        assert_eq!(m.ingress_use(0, 3), IngressUse::default());
+        assert_eq!((m.used(), m.peak()), (0, 43_000));
+    }
+
+    #[test]
+    fn lossy_drops_by_threshold_and_caps() {
+        let mut c = cfg(20_000, false);
+        c.per_queue = Some(ByteSize(15_000));
+        // 1 port: reserved 8 x 1000; shared 12,000; no headroom with PFC off.
+        let mut m = Mmu::new(&c, 1);
+        m.set_headroom(0, 5_000);
+        assert_eq!(m.shared_pool(), 12_000);
+        assert_eq!(m.admit(0, 3, 0, 1_000), Ok(Region::Reserved));
+        assert_eq!(m.admit(0, 3, 0, 6_000), Ok(Region::Shared));
+        // T = 6,000: 6,000 + 1 > T.
+        assert_eq!(m.admit(0, 3, 0, 1), Err(Refusal::ThresholdExceeded));
+        assert_eq!(m.admit(0, 2, 0, 6_000), Ok(Region::Shared));
+        assert_eq!(m.admit(0, 1, 0, 1_000), Ok(Region::Reserved));
+        assert_eq!(m.admit(0, 1, 0, 1_001), Err(Refusal::QueueFull));
+        assert_eq!(m.admit(0, 1, 0, 1_000), Err(Refusal::PoolFull));
+    }
+}
