@@ -105,8 +105,17 @@ pub struct Totals {
     pub control_packets_sent: u64,
     /// Frames over links (one frame over one link = one hop).
     pub packet_hops: u64,
-    /// Frames dropped by switches (buffer full, no route, TTL).
+    /// Frames dropped by switches (buffer full, no route, TTL) and by hosts (relay or receive
+    /// buffer full).
     pub drops: u64,
+    /// Frames dropped on lossless (PFC) priorities: always an invariant violation.
+    pub lossless_drops: u64,
+    /// PFC frames sent by switches and NICs (XOFF, refreshes and XON).
+    pub pause_frames_sent: u64,
+    /// Frames marked CE by switches.
+    pub ecn_marked: u64,
+    /// CNPs sent by NICs (DCQCN notification points).
+    pub cnps_sent: u64,
     /// Data packets retransmitted.
     pub retransmitted_packets: u64,
     /// Payload bytes retransmitted.
@@ -290,7 +299,9 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.retransmitted_packets += st.retransmitted_packets;
                 totals.retransmitted_bytes += st.retransmitted_bytes;
                 totals.timeouts += st.timeouts;
-                totals.drops += st.relay_dropped;
+                totals.drops += st.relay_dropped + st.rx_buffer_dropped;
+                totals.pause_frames_sent += st.pause_frames_sent;
+                totals.cnps_sent += st.cnps_sent;
                 latency_sum += st.latency_sum_ps as u128;
                 invalid += st.dropped_invalid;
                 qps_failed += st.qps_failed;
@@ -323,6 +334,9 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     + s.stats.ttl_expired
                     + s.stats.malformed;
                 invalid += s.stats.tx_refused;
+                totals.lossless_drops += s.stats.lossless_drops;
+                totals.pause_frames_sent += s.stats.pause_frames_sent;
+                totals.ecn_marked += s.stats.ecn_marked;
                 switches.push(SwitchReport {
                     name,
                     stats: s.stats.clone(),
@@ -442,6 +456,8 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 " ({qps_failed} queue pairs gave up after {} retransmission timeouts in a row)",
                 src.scenario.nic.retry_limit
             )
+        } else if out.stats.halted_at.is_some() {
+            " (the run was stopped by a PFC deadlock)".to_string()
         } else if out.stats.stopped_at_limit {
             format!(
                 " (the run reached `until` = {} with work pending)",
@@ -464,6 +480,22 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         violations.push(format!(
             "{length_mismatches} messages arrived with a length different from the one announced"
         ));
+    }
+    if totals.lossless_drops > 0 {
+        violations.push(format!(
+            "{} frames were dropped on lossless priorities (PFC headroom too small, or a \
+             neighbour that does not honour pause frames)",
+            totals.lossless_drops
+        ));
+    }
+    if let Some(at) = out.stats.halted_at {
+        violations.push(match deadlock_cycle(fin) {
+            Some(cycle) => format!("PFC deadlock detected at {at}: {cycle}"),
+            None => format!(
+                "the run was stopped at {at}: a switch found egress queues paused with frames \
+                 for longer than `deadlock_timeout` (a PFC deadlock)"
+            ),
+        });
     }
     if src.scenario.lossless && totals.drops > 0 {
         violations.push(format!(
@@ -644,6 +676,13 @@ pub fn summary(r: &Report) -> String {
         Time(t.completion_time_ps),
         Time(t.mean_packet_latency_ps)
     );
+    if t.pause_frames_sent + t.ecn_marked + t.cnps_sent + t.lossless_drops > 0 {
+        let _ = writeln!(
+            s,
+            "        {} pause frames, {} ECN marks, {} CNPs, {} lossless drops",
+            t.pause_frames_sent, t.ecn_marked, t.cnps_sent, t.lossless_drops
+        );
+    }
     let h = &r.host;
     let _ = writeln!(
         s,
@@ -723,6 +762,80 @@ fn messages_table(s: &mut String, r: &Report) {
         }
     }
     let _ = writeln!(s);
+}
+
+/// The cycle of paused ports when a PFC deadlock stopped the run: switch A points at switch B
+/// when one of A's egress ports toward B is paused and holds frames. Returns the first cycle
+/// found (in node order) as `A port p -> B port q -> ... -> A (priority 3)`.
+fn deadlock_cycle(fin: &Finished) -> Option<String> {
+    let g = &fin.graph;
+    let n = fin.output.actors.len();
+    // blocked[a] = (port, peer, priorities) of a's egress ports paused with frames queued.
+    let mut blocked: Vec<Vec<(usize, usize, u8)>> = vec![Vec::new(); n];
+    for (a, actor) in fin.output.actors.iter().enumerate() {
+        let Node::Switch(sw) = actor else { continue };
+        for (port, info) in g.ports(a).iter().enumerate() {
+            let mut prios = 0u8;
+            for p in 0..8u8 {
+                if sw.paused(port) & (1 << p) != 0 && sw.mmu().egress_bytes(port, p) > 0 {
+                    prios |= 1 << p;
+                }
+            }
+            for q in sw.stalled().iter().filter(|q| q.port == port) {
+                prios |= 1 << q.priority;
+            }
+            if prios != 0 {
+                blocked[a].push((port, info.peer, prios));
+            }
+        }
+    }
+    // Depth-first search for a cycle in the "waits for" graph.
+    let mut state = vec![0u8; n]; // 0 new, 1 on the path, 2 done
+    let mut path: Vec<(usize, usize, u8)> = Vec::new(); // (node, port taken, priorities)
+    for start in 0..n {
+        if state[start] != 0 || blocked[start].is_empty() {
+            continue;
+        }
+        // Iterative DFS: stack of (node, next edge index).
+        let mut stack = vec![(start, 0usize)];
+        state[start] = 1;
+        while let Some(&mut (v, ref mut i)) = stack.last_mut() {
+            if let Some(&(port, w, prios)) = blocked[v].get(*i) {
+                *i += 1;
+                path.truncate(stack.len() - 1);
+                path.push((v, port, prios));
+                if state[w] == 1 {
+                    let from = path.iter().position(|&(x, _, _)| x == w)?;
+                    let cyc = &path[from..];
+                    let mut text = cyc
+                        .iter()
+                        .map(|&(x, port, _)| format!("{} port {port}", g.node(x).name))
+                        .collect::<Vec<_>>()
+                        .join(" -> ");
+                    let prios = cyc.iter().fold(0u8, |acc, &(_, _, p)| acc | p);
+                    let list = (0..8)
+                        .filter(|p| prios & (1 << p) != 0)
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    text.push_str(&format!(
+                        " -> {} (each port paused by the next switch with frames queued; \
+                         priority {list})",
+                        g.node(w).name
+                    ));
+                    return Some(text);
+                }
+                if state[w] == 0 && !blocked[w].is_empty() {
+                    state[w] = 1;
+                    stack.push((w, 0));
+                }
+            } else {
+                state[v] = 2;
+                stack.pop();
+            }
+        }
+    }
+    None
 }
 
 fn corrupted_free(r: &Report) -> bool {

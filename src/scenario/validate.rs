@@ -179,6 +179,52 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
                 ));
             }
         }
+        for (f, v) in [("alpha", b.alpha), ("lossy_alpha", b.lossy_alpha)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(src.error_at(&p.key(f), format!("{v} must be a positive number")));
+            }
+        }
+        if let Some(e) = &b.ecn {
+            let ep = p.key("ecn");
+            if !(e.pmax.is_finite() && (0.0..=1.0).contains(&e.pmax)) {
+                return Err(src.error_at(
+                    &ep.key("pmax"),
+                    format!("{} is not a probability in [0, 1]", e.pmax),
+                ));
+            }
+            if e.kmin > e.kmax {
+                return Err(src.error_at(
+                    &ep.key("kmin"),
+                    format!("kmin {} is above kmax {}", e.kmin, e.kmax),
+                ));
+            }
+        }
+        let pfc = &b.pfc;
+        if pfc.enabled {
+            let pp = p.key("pfc");
+            if pfc.quanta == 0 {
+                return Err(src.error_at(
+                    &pp.key("quanta"),
+                    "a pause of 0 quanta is an XON; give 1..65535".to_string(),
+                ));
+            }
+            if pfc.deadlock_timeout == Time::ZERO {
+                return Err(src.error_at(
+                    &pp.key("deadlock_timeout"),
+                    "must be greater than zero".to_string(),
+                ));
+            }
+            if pfc.max_frame.bytes() < frame.saturating_sub(100) {
+                return Err(src.error_at(
+                    &pp.key("max_frame"),
+                    format!(
+                        "{} is smaller than one {}-byte MTU packet; headroom would be too small",
+                        pfc.max_frame,
+                        frame - 100
+                    ),
+                ));
+            }
+        }
         Ok(())
     };
     check_buffer(root.key("switch_buffer"), &s.switch_buffer)?;

@@ -604,8 +604,9 @@ impl Switch {
                 let timeout = self.cfg.pfc.deadlock_timeout;
                 if self.watch[port].check(prio, now, timeout) {
                     self.stats.deadlock_detected_at.get_or_insert(now);
-                    // DEADLOCK SEAM: the engine call that stops the run (exit 3, cycle named
-                    // from the wiring with `stalled()`) goes here.
+                    // A deadlock never clears: stop the run (the root names the cycle of
+                    // paused ports from `stalled()` and the wiring, and exits 3).
+                    ctx.halt();
                 }
             }
             _ => {}

@@ -152,6 +152,8 @@ pub struct EngineStats {
     pub end_time: Time,
     /// True when the run stopped at `until` with events still pending.
     pub stopped_at_limit: bool,
+    /// When an actor asked the run to stop ([`Ctx::halt`]), the earliest such time.
+    pub halted_at: Option<Time>,
 }
 
 /// How the engine spread the work (varies with the thread count; not part of results).
@@ -250,6 +252,12 @@ impl Ctx<'_> {
     pub fn transmit(&mut self, port: usize, packet: Packet) -> Result<(), TransmitError> {
         self.sched.transmit(self.me, port, packet, self.now)
     }
+    /// Asks the run to stop: an actor found the run cannot go on meaningfully (e.g. a PFC
+    /// deadlock). Events up to the earliest request plus the longest link latency still run,
+    /// so the stop is the same for any thread count; [`EngineStats::halted_at`] reports it.
+    pub fn halt(&mut self) {
+        self.sched.request_halt(self.now);
+    }
     /// Arms a timer that fires at `at` (clamped to now) with `token`. Timers cannot be
     /// cancelled: actors ignore stale tokens.
     #[inline]
@@ -307,6 +315,10 @@ pub fn run<A: Actor>(
         stats.packet_hops += p.sched.packet_hops;
         stats.end_time = stats.end_time.max(p.sched.last_time);
         stats.stopped_at_limit |= p.sched.pending() > 0;
+        if p.sched.halt != u64::MAX {
+            let h = Time(p.sched.halt);
+            stats.halted_at = Some(stats.halted_at.map_or(h, |x: Time| x.min(h)));
+        }
         for (gid, actor, ports) in p.into_actors() {
             slots[gid as usize] = Some((actor, ports));
         }

@@ -49,9 +49,40 @@ pub(crate) struct Sched {
     pub(crate) events: u64,
     pub(crate) packet_hops: u64,
     pub(crate) last_time: Time,
+    /// Earliest time an actor asked the run to stop (`u64::MAX`: none), see [`Ctx::halt`].
+    pub(crate) halt: u64,
+    /// How long after the earliest halt request the run goes on (see `run`).
+    pub(crate) halt_grace: u64,
+}
+
+/// The halt grace: the longest channel latency (at least 1 ps). It bounds every partitioning's
+/// lookahead, so when the earliest halt request is at `t`, no partition has run past
+/// `t + grace` by the time all of them know of it: stopping there is the same for any thread
+/// count.
+fn halt_grace(wiring: &Wiring) -> u64 {
+    wiring
+        .ports
+        .iter()
+        .flatten()
+        .map(|w| w.channel.latency.ps())
+        .max()
+        .unwrap_or(0)
+        .max(1)
 }
 
 impl Sched {
+    /// First time not to run because of a halt request (`u64::MAX` without one).
+    pub(crate) fn halt_end(&self) -> u64 {
+        match self.halt {
+            u64::MAX => u64::MAX,
+            t => t.saturating_add(self.halt_grace).saturating_add(1),
+        }
+    }
+
+    pub(crate) fn request_halt(&mut self, at: Time) {
+        self.halt = self.halt.min(at.ps());
+    }
+
     pub(crate) fn global_id(&self, me: u32) -> ActorId {
         self.gids[me as usize]
     }
@@ -196,6 +227,8 @@ impl<A: Actor> Partition<A> {
                     events: 0,
                     packet_hops: 0,
                     last_time: Time::ZERO,
+                    halt: u64::MAX,
+                    halt_grace: halt_grace(wiring),
                 },
             })
             .collect();
@@ -236,6 +269,7 @@ impl<A: Actor> Partition<A> {
     /// Handles every local event with time < `end`.
     pub(crate) fn run_window(&mut self, end: u64, progress: &Progress) -> Result<(), EngineError> {
         let mut since_report = 0u32;
+        let mut end = end.min(self.sched.halt_end());
         while let Some(e) = self.sched.queue.pop_before(end) {
             let now = Time(e.key.time);
             self.sched.last_time = now;
@@ -265,6 +299,7 @@ impl<A: Actor> Partition<A> {
                 sched: &mut self.sched,
             };
             actor.handle(event, &mut ctx);
+            end = end.min(self.sched.halt_end());
             since_report += 1;
             if since_report == 1 << 16 {
                 since_report = 0;
@@ -377,6 +412,9 @@ pub(crate) fn run_parallel<A: Actor>(
     let mins: Vec<CachePadded<AtomicU64>> = (0..n)
         .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
         .collect();
+    let halts: Vec<CachePadded<AtomicU64>> = (0..n)
+        .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
+        .collect();
     let abort = AtomicBool::new(false);
     type Batch = Vec<Remote>;
     let (txs, rxs): (Vec<Sender<Batch>>, Vec<Receiver<Batch>>) =
@@ -389,7 +427,7 @@ pub(crate) fn run_parallel<A: Actor>(
             .zip(rxs)
             .enumerate()
             .map(|(me, (part, rx))| {
-                let (barrier, mins, abort, txs) = (&barrier, &mins, &abort, &txs);
+                let (barrier, mins, halts, abort, txs) = (&barrier, &mins, &halts, &abort, &txs);
                 s.spawn(move || {
                     let body = AssertUnwindSafe(|| -> Result<u64, EngineError> {
                         part.start_all();
@@ -407,6 +445,14 @@ pub(crate) fn run_parallel<A: Actor>(
                                 .map(|m| m.load(Ordering::Acquire))
                                 .min()
                                 .unwrap_or(u64::MAX);
+                            // Everyone learns the earliest halt request at the same barrier.
+                            let ghalt = halts
+                                .iter()
+                                .map(|h| h.load(Ordering::Acquire))
+                                .min()
+                                .unwrap_or(u64::MAX);
+                            part.sched.halt = part.sched.halt.min(ghalt);
+                            let limit = limit.min(part.sched.halt_end().saturating_sub(1));
                             if gmin == u64::MAX
                                 || gmin > limit
                                 || progress.cancel.load(Ordering::Relaxed)
@@ -418,6 +464,7 @@ pub(crate) fn run_parallel<A: Actor>(
                                 .saturating_add(lookahead.ps())
                                 .min(limit.saturating_add(1));
                             part.run_window(end, progress)?;
+                            halts[me].store(part.sched.halt, Ordering::Release);
                             for (dst, out) in part.sched.outbox.iter_mut().enumerate() {
                                 if !out.is_empty() {
                                     let _ = txs[dst].send(std::mem::take(out));
