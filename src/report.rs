@@ -116,6 +116,9 @@ pub struct Totals {
     pub ecn_marked: u64,
     /// CNPs sent by NICs (DCQCN notification points).
     pub cnps_sent: u64,
+    /// Time transmitters spent paused by PFC, summed over switch egress (port, priority) and
+    /// NIC ports.
+    pub paused_time_ps: u64,
     /// Data packets retransmitted.
     pub retransmitted_packets: u64,
     /// Payload bytes retransmitted.
@@ -302,6 +305,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.drops += st.relay_dropped + st.rx_buffer_dropped;
                 totals.pause_frames_sent += st.pause_frames_sent;
                 totals.cnps_sent += st.cnps_sent;
+                totals.paused_time_ps += st.paused_time_ps;
                 latency_sum += st.latency_sum_ps as u128;
                 invalid += st.dropped_invalid;
                 qps_failed += st.qps_failed;
@@ -337,6 +341,12 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.lossless_drops += s.stats.lossless_drops;
                 totals.pause_frames_sent += s.stats.pause_frames_sent;
                 totals.ecn_marked += s.stats.ecn_marked;
+                totals.paused_time_ps += s
+                    .port_stats
+                    .iter()
+                    .flat_map(|p| p.priorities.iter())
+                    .map(|p| p.paused_time_ps)
+                    .sum::<u64>();
                 switches.push(SwitchReport {
                     name,
                     stats: s.stats.clone(),
@@ -679,8 +689,12 @@ pub fn summary(r: &Report) -> String {
     if t.pause_frames_sent + t.ecn_marked + t.cnps_sent + t.lossless_drops > 0 {
         let _ = writeln!(
             s,
-            "        {} pause frames, {} ECN marks, {} CNPs, {} lossless drops",
-            t.pause_frames_sent, t.ecn_marked, t.cnps_sent, t.lossless_drops
+            "        {} pause frames ({} paused in total), {} ECN marks, {} CNPs, {} lossless drops",
+            t.pause_frames_sent,
+            Time(t.paused_time_ps),
+            t.ecn_marked,
+            t.cnps_sent,
+            t.lossless_drops
         );
     }
     let h = &r.host;
