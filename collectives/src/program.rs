@@ -304,6 +304,11 @@ impl ProgramBuilder {
         )
     }
 
+    /// The steps pushed so far.
+    pub fn steps(&self) -> &[Step] {
+        &self.program.steps
+    }
+
     /// Number of steps pushed so far.
     pub fn len(&self) -> usize {
         self.program.steps.len()
@@ -322,6 +327,19 @@ impl ProgramBuilder {
     /// Appends a step that depends on its hazards and on `after`. Entries of `after` that are
     /// not earlier steps are kept as given, for [`validate`] to reject.
     pub fn push(&mut self, kind: StepKind, after: &[StepId]) -> StepId {
+        self.push_gated(kind, after, None)
+    }
+
+    /// Like [`push`](Self::push), and if the step has no hazard on any step from index
+    /// `gate.0` on (it is a *root* of the section that starts there), it also depends on
+    /// `gate.1`. This is how the chunking wrapper holds a chunk back until an earlier chunk has
+    /// finished at this rank, without chaining every one of its steps.
+    pub(crate) fn push_gated(
+        &mut self,
+        kind: StepKind,
+        after: &[StepId],
+        gate: Option<(usize, &[StepId])>,
+    ) -> StepId {
         let index = self.program.steps.len();
         let mut candidates: Vec<usize> = self
             .program
@@ -331,6 +349,11 @@ impl ProgramBuilder {
             .filter(|(_, s)| s.kind.conflicts_with(&kind))
             .map(|(i, _)| i)
             .collect();
+        if let Some((start, gate_deps)) = gate {
+            if !candidates.iter().any(|&c| c >= start) {
+                candidates.extend(gate_deps.iter().map(|d| d.0).filter(|&d| d < index));
+            }
+        }
         let mut invalid = Vec::new();
         for d in after {
             if d.0 < index {
