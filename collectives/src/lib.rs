@@ -25,6 +25,7 @@ pub mod algorithms;
 mod all_to_all;
 pub mod chunk;
 mod emit;
+mod hazards;
 mod hierarchical;
 pub mod interpret;
 pub mod metrics;
@@ -32,7 +33,6 @@ pub mod op;
 mod phases;
 pub mod plan;
 pub mod program;
-mod reach;
 mod segs;
 
 pub use algorithms::AlgorithmError;

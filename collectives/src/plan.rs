@@ -244,6 +244,13 @@ pub fn compile(plan: &Plan) -> Result<Vec<Program>, AlgorithmError> {
     if plan.chunks == 0 {
         return Err(AlgorithmError::NoChunks);
     }
+    // Fail at once, rather than after spending the whole budget, when even a lower bound on the
+    // steps is over it.
+    if min_steps(plan) > MAX_TOTAL_STEPS {
+        return Err(AlgorithmError::TooManySteps {
+            limit: MAX_TOTAL_STEPS,
+        });
+    }
     match &plan.layout {
         Layout::Flat(algorithm) => flat(plan, *algorithm),
         Layout::Dims {
@@ -252,6 +259,43 @@ pub fn compile(plan: &Plan) -> Result<Vec<Program>, AlgorithmError> {
             policy,
         } => hierarchical(plan, dims, *scheme, *policy),
     }
+}
+
+/// Steps per rank of one phase over a group of `p` (Reduce-Scatter or All-Gather).
+fn phase_steps(algorithm: Algorithm, p: usize) -> usize {
+    match algorithm {
+        Algorithm::HalvingDoubling => 2 * p.max(1).ilog2() as usize,
+        _ => 2 * p.saturating_sub(1),
+    }
+}
+
+/// A lower bound on the steps of `plan` over all ranks, assuming every block is non-empty
+/// (0 when `count` is too small for that to be sure, so the bound never overshoots).
+fn min_steps(plan: &Plan) -> usize {
+    let (n, chunks) = (plan.ranks, plan.chunks);
+    if plan.count < n.saturating_mul(chunks).saturating_mul(2 * TREE_PIECES) {
+        return 0;
+    }
+    let per_rank = match (&plan.layout, plan.op) {
+        (Layout::Flat(a), Collective::AllReduce) => match a {
+            // Every non-root rank sends and receives each piece of each half at least once.
+            Algorithm::DoubleBinaryTree => 2 * TREE_PIECES,
+            _ => 2 * phase_steps(*a, n),
+        },
+        (Layout::Flat(a), Collective::ReduceScatter | Collective::AllGather) => phase_steps(*a, n),
+        (Layout::Flat(_), Collective::AllToAll) => 2 * n.saturating_sub(1),
+        (Layout::Flat(_), Collective::Broadcast | Collective::Reduce) => TREE_PIECES,
+        (Layout::Dims { dims, .. }, op) => {
+            let halves = if op == Collective::AllReduce { 2 } else { 1 };
+            dims.iter()
+                .map(|d| phase_steps(d.algorithm, d.size))
+                .fold(0usize, usize::saturating_add)
+                .saturating_mul(halves)
+        }
+    };
+    per_rank
+        .saturating_mul(n.saturating_sub(1))
+        .saturating_mul(chunks)
 }
 
 /// Channels per chunk, and the check that every chunk's channels fit in a `u32`.

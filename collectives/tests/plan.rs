@@ -386,7 +386,6 @@ fn unsupported_plans_are_rejected_with_actionable_messages() {
 }
 
 #[test]
-#[ignore = "waits for the faster builder"]
 fn huge_plans_fail_fast_instead_of_exhausting_memory() {
     // 65536 ranks of direct All-To-All would need 2^33 steps: rejected once the budget is
     // spent. A 2^30-element ring All-Reduce on 8 ranks is only 8 * 28 steps: programs are
