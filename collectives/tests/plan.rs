@@ -417,3 +417,143 @@ fn huge_plans_fail_fast_instead_of_exhausting_memory() {
         Err(AlgorithmError::CountTooLarge { .. })
     ));
 }
+
+/// `(peer, elements, channel)` of every send of `p`, in list order.
+fn sends(p: &Program) -> Vec<(usize, usize, u32)> {
+    p.sends_on_channels()
+        .map(|(peer, chunk, ch)| (peer, chunk.len, ch))
+        .collect()
+}
+
+fn compile_flat(op: Collective, n: usize, count: usize, a: Algorithm) -> Vec<Program> {
+    compile(&plan(op, n, count, Layout::Flat(a))).unwrap()
+}
+
+#[test]
+fn message_sizes_follow_the_closed_forms() {
+    // Ring All-Reduce: 2(n-1) messages of count/n to the next rank.
+    for p in compile_flat(Collective::AllReduce, 8, 800, Algorithm::Ring) {
+        assert_eq!(sends(&p), vec![((p.rank + 1) % 8, 100, 0); 14]);
+    }
+    // Direct All-Reduce: Reduce-Scatter then All-Gather, each like an All-To-All of S: n-1
+    // messages of S/n, round k to rank r + k.
+    for p in compile_flat(Collective::AllReduce, 5, 500, Algorithm::Direct) {
+        let peers: Vec<_> = (1..5).map(|k| ((p.rank + k) % 5, 100, 0)).collect();
+        assert_eq!(sends(&p), [peers.clone(), peers].concat());
+    }
+    // Halving-doubling: log2(n) rounds each way, sizes S/2, S/4, S/8 then back up.
+    for p in compile_flat(Collective::AllReduce, 8, 800, Algorithm::HalvingDoubling) {
+        let r = p.rank;
+        let expected = [(4, 400), (2, 200), (1, 100), (1, 100), (2, 200), (4, 400)]
+            .map(|(m, len)| (r ^ m, len, 0));
+        assert_eq!(sends(&p), expected);
+    }
+    // Non-power-of-two: 6 = 4 + 2, ranks 1 and 3 fold into 0 and 2 and get the result back.
+    let fold = compile_flat(Collective::AllReduce, 6, 600, Algorithm::HalvingDoubling);
+    assert_eq!(sends(&fold[1]), [(0, 600, 0)]);
+    assert_eq!(sends(&fold[3]), [(2, 600, 0)]);
+    assert_eq!(sends(&fold[0]).last(), Some(&(1, 600, 0)));
+    assert_eq!(sends(&fold[5]).len(), 4);
+    // Ring All-To-All, blocks of 100: round s forwards n - s blocks to the next rank.
+    for p in compile_flat(Collective::AllToAll, 4, 400, Algorithm::Ring) {
+        let next = (p.rank + 1) % 4;
+        assert_eq!(sends(&p), [(next, 300, 0), (next, 200, 0), (next, 100, 0)]);
+        assert_eq!(p.buffer_len, 2 * 400 + 2 * 3 * 101);
+    }
+    // Pipeline Broadcast from rank 1 along 1 -> 2 -> 3 -> 0, in 8 pieces of 10.
+    let mut p = plan(
+        Collective::Broadcast,
+        4,
+        80,
+        Layout::Flat(Algorithm::Pipeline),
+    );
+    p.root = 1;
+    let bc = compile(&p).unwrap();
+    for (r, next) in [(1, 2), (2, 3), (3, 0)] {
+        assert_eq!(sends(&bc[r]), vec![(next, 10, 0); 8]);
+    }
+    assert!(sends(&bc[0]).is_empty());
+    // Double binary tree, 8 ranks, halves of 800 in pieces of 100: tree 0 (0 -> 4 -> {2, 6},
+    // 2 -> {1, 3}, 6 -> {5, 7}) on channel 0, its mirror on channel 1. Rank 4: interior of
+    // tree 0 (up to 0, down to 2 and 6), leaf of tree 1: its mirror image 3 hangs under 2 in
+    // tree 0, so rank 4 hangs under 7 - 2 = 5.
+    let dbt = compile_flat(Collective::AllReduce, 8, 1600, Algorithm::DoubleBinaryTree);
+    let s4 = sends(&dbt[4]);
+    let count = |peer, ch| s4.iter().filter(|s| **s == (peer, 100, ch)).count();
+    assert_eq!((count(0, 0), count(2, 0), count(6, 0)), (8, 8, 8));
+    assert_eq!((count(5, 1), s4.len()), (8, 32));
+}
+
+#[test]
+fn hierarchical_levels_move_the_shard_of_the_previous_level() {
+    // Dims 4 x 2, ring in both, one chunk of 800: dim 0 moves 800/4 per step (3 steps each
+    // way), dim 1 moves 200/2 (1 step each way): sum over d of 2 (p_d - 1) S_d / p_d.
+    let layout = Layout::Dims {
+        dims: dims(&[4, 2], &[Algorithm::Ring, Algorithm::Ring]),
+        scheme: Scheme::LocalBwAware,
+        policy: DimPolicy::Fixed,
+    };
+    let programs = compile(&plan(Collective::AllReduce, 8, 800, layout)).unwrap();
+    for p in &programs {
+        let r = p.rank;
+        let next0 = (r / 4) * 4 + (r + 1) % 4;
+        let partner1 = r ^ 4;
+        let d0 = vec![(next0, 200, 0); 3];
+        let d1 = vec![(partner1, 100, 0)];
+        assert_eq!(
+            sends(p),
+            [d0.clone(), d1.clone(), d1, d0].concat(),
+            "rank {r}"
+        );
+    }
+}
+
+/// Ancestor sets of every step (small programs only).
+fn ancestors(p: &Program) -> Vec<std::collections::BTreeSet<usize>> {
+    let mut anc: Vec<std::collections::BTreeSet<usize>> = Vec::new();
+    for s in &p.steps {
+        let mut set = std::collections::BTreeSet::new();
+        for d in &s.deps {
+            set.insert(d.0);
+            set.extend(anc[d.0].iter().copied());
+        }
+        anc.push(set);
+    }
+    anc
+}
+
+#[test]
+fn chunks_get_own_channels_and_respect_the_in_flight_limit() {
+    for (algorithm, per_chunk) in [(Algorithm::Ring, 1), (Algorithm::DoubleBinaryTree, 2)] {
+        for in_flight in [0, 1, 2] {
+            let mut p = plan(Collective::AllReduce, 4, 400, Layout::Flat(algorithm));
+            p.chunks = 4;
+            p.chunks_in_flight = in_flight;
+            for prog in compile(&p).unwrap() {
+                // Chunk of a step = its channel / per_chunk (every step here is a message).
+                let chunk_of: Vec<u32> = prog
+                    .steps
+                    .iter()
+                    .map(|s| s.kind.channel().map_or(0, |(_, ch)| ch / per_chunk))
+                    .collect();
+                assert_eq!(chunk_of.iter().max(), Some(&3), "{algorithm}");
+                let anc = ancestors(&prog);
+                for (i, &ci) in chunk_of.iter().enumerate() {
+                    for (j, &cj) in chunk_of.iter().enumerate() {
+                        let gated = in_flight > 0 && ci > cj && (ci - cj) % in_flight as u32 == 0;
+                        let ordered = anc[i].contains(&j);
+                        if gated {
+                            assert!(ordered, "{algorithm} L={in_flight}: step {j} of chunk {cj} must precede step {i} of chunk {ci}");
+                        }
+                        if in_flight == 0 && ci != cj {
+                            assert!(
+                                !ordered,
+                                "{algorithm}: chunks {cj} and {ci} must be independent"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
