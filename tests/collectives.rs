@@ -231,3 +231,162 @@ fn collective_reports_are_identical_for_any_thread_count() {
         assert_eq!(one_thread, json(t), "{t} threads differ from 1");
     }
 }
+
+#[test]
+fn halving_doubling_all_reduce_on_a_switch_matches_the_closed_form() {
+    // Round k of the reduce-scatter exchanges S/2^k with a partner (both directions at once,
+    // so each uplink carries the message and the ACKs of the partner's); the all-gather
+    // repeats the rounds in reverse: 2 log2(n) h a + 2 (n-1)/n S/B refined to packets.
+    for n in [4u64, 8] {
+        let size = 4u64 << 20;
+        let r = run_yaml(
+            &scenario(
+                &star(n as usize),
+                "timing",
+                &one("all_reduce", "halving_doubling", "4MiB", ""),
+            ),
+            1,
+        );
+        let mut want = 0;
+        let mut m = size / 2;
+        while m >= size / n {
+            want += 2 * switch_step_ps(m);
+            m /= 2;
+        }
+        assert_close(
+            &format!("halving-doubling n={n}"),
+            time_ps(&r, 0),
+            want,
+            0.03,
+        );
+    }
+}
+
+/// A 4 x 4 two-dimensional fabric: rings of 4 at 200 Gb/s, then a switch per group of 4 at
+/// 100 Gb/s (as ASTRA-sim's `[Ring, Switch]`).
+fn two_dim(bw0: &str, bw1: &str) -> String {
+    format!(
+        "  multi_dim:\n    dimensions:\n      - {{kind: ring, size: 4, bandwidth: {bw0}, latency: 500ns}}\n      - {{kind: switch, size: 4, bandwidth: {bw1}, latency: 500ns}}"
+    )
+}
+
+#[test]
+fn hierarchical_all_reduce_on_two_dimensions_matches_the_closed_form() {
+    // local_bw_aware, one chunk: reduce-scatter over dim 0 (S) then dim 1 (S/4), all-gather
+    // back: sum over d of 2 (p_d - 1) x (one step of S_d / p_d on that dimension).
+    let size = 4u64 << 20;
+    let r = run_yaml(
+        &scenario(
+            &two_dim("200Gbps", "100Gbps"),
+            "timing",
+            &one("all_reduce", "[ring, ring]", "4MiB", ""),
+        ),
+        1,
+    );
+    let ring_step = |m: u64| wire(m) * PS_PER_BYTE_100G / 2 + 500_000;
+    let want = 2 * 3 * ring_step(size / 4) + 2 * 3 * switch_step_ps(size / 16);
+    assert_close("hierarchical 2-D all-reduce", time_ps(&r, 0), want, 0.03);
+}
+
+#[test]
+fn every_algorithm_leaves_correct_data() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "all_reduce",
+            &["ring", "direct", "halving_doubling", "double_binary_tree"],
+        ),
+        ("reduce_scatter", &["ring", "direct", "halving_doubling"]),
+        ("all_gather", &["ring", "direct", "halving_doubling"]),
+        ("all_to_all", &["direct", "ring"]),
+        ("broadcast", &["pipeline", "tree"]),
+        ("reduce", &["pipeline", "tree"]),
+    ];
+    for n in [4usize, 6, 8] {
+        for &(op, algos) in cases {
+            for &a in algos {
+                // halving-doubling reduce-scatter and all-gather need a power of two.
+                if a == "halving_doubling" && op != "all_reduce" && !n.is_power_of_two() {
+                    continue;
+                }
+                let list = one(op, a, "4136B", ", root: 1") + &one(op, a, "64KiB", ", chunks: 3");
+                let list = if matches!(op, "broadcast" | "reduce") {
+                    list
+                } else {
+                    list.replace(", root: 1", "")
+                };
+                let r = run_yaml(&scenario(&star(n), "data", &list), 1);
+                assert!(
+                    r.invariants.ok,
+                    "{op} {a} n={n}: {:?}",
+                    r.invariants.violations
+                );
+                for c in &r.collectives {
+                    assert_eq!(c.wrong, Some(0), "{op} {a} n={n}: {c:?}");
+                }
+            }
+        }
+    }
+    // Hierarchical on a 4 x 4 fabric, both schemes and policies, with chunks.
+    for (scheme, policy) in [
+        ("local_bw_aware", "fixed"),
+        ("local_bw_aware", "themis"),
+        ("baseline", "fixed"),
+    ] {
+        for op in ["all_reduce", "reduce_scatter", "all_gather"] {
+            if scheme == "baseline" && op != "all_reduce" {
+                continue;
+            }
+            let extra = format!(", scheme: {scheme}, policy: {policy}, chunks: 4");
+            let list = one(op, "[ring, direct]", "64KiB", &extra);
+            let r = run_yaml(&scenario(&two_dim("200Gbps", "100Gbps"), "data", &list), 1);
+            assert!(
+                r.invariants.ok,
+                "{op} {scheme} {policy}: {:?}",
+                r.invariants.violations
+            );
+            assert_eq!(r.collectives[0].wrong, Some(0), "{op} {scheme} {policy}");
+        }
+    }
+}
+
+#[test]
+fn themis_is_never_slower_and_wins_with_unequal_dimensions() {
+    // Load per chunk of a local_bw_aware reduce-scatter: dim 0 moves S x 3/4, dim 1 then
+    // S/4 x 3/4; divided by the bandwidths. With 400 / 100 Gb/s the two loads are equal:
+    // nothing to balance, and Themis must not lose. With 100 / 200 Gb/s dim 0 carries eight
+    // times dim 1's load: the fixed order queues every chunk on dim 0 first while dim 1 idles;
+    // Themis starts some chunks' reduce-scatter on dim 1.
+    let time = |bw0: &str, bw1: &str, policy: &str| {
+        let extra = format!(", policy: {policy}, chunks: 8, chunks_in_flight: 8");
+        let r = run_yaml(
+            &scenario(
+                &two_dim(bw0, bw1),
+                "timing",
+                &one("all_reduce", "[ring, ring]", "16MiB", &extra),
+            ),
+            1,
+        );
+        time_ps(&r, 0)
+    };
+    let (fixed_bal, themis_bal) = (
+        time("400Gbps", "100Gbps", "fixed"),
+        time("400Gbps", "100Gbps", "themis"),
+    );
+    let (fixed, themis) = (
+        time("100Gbps", "200Gbps", "fixed"),
+        time("100Gbps", "200Gbps", "themis"),
+    );
+    println!(
+        "themis vs fixed, 16 MiB, 8 chunks: balanced 400/100 Gb/s {fixed_bal} vs {themis_bal} ps; \
+         unbalanced 100/200 Gb/s {fixed} vs {themis} ps"
+    );
+    assert!(
+        themis_bal <= fixed_bal,
+        "balanced: fixed {fixed_bal} themis {themis_bal}"
+    );
+    assert!(themis <= fixed, "unbalanced: fixed {fixed} themis {themis}");
+    assert!(
+        (themis as f64) < 0.9 * fixed as f64,
+        "unbalanced: fixed {fixed} themis {themis}"
+    );
+}

@@ -26,6 +26,7 @@
 //! [`all_to_all_blocks`].
 
 use crate::chunk::ChunkRange;
+use crate::plan::Algorithm;
 use crate::program::{Program, ProgramBuilder};
 
 /// Why an algorithm could not be generated.
@@ -40,6 +41,108 @@ pub enum AlgorithmError {
         /// The requested element count.
         count: usize,
     },
+    /// Halving-doubling Reduce-Scatter / All-Gather need a power-of-two group.
+    #[error("halving_doubling reduce_scatter / all_gather need a power-of-two number of ranks per group, got {n}; use ring or direct, or halving_doubling for all_reduce, which accepts any number")]
+    NotPowerOfTwo {
+        /// The group size.
+        n: usize,
+    },
+    /// The collective has no such algorithm.
+    #[error("{op} has no {algorithm} algorithm; choose one of: {}", list(.supported))]
+    Unsupported {
+        /// The collective (its snake_case key).
+        op: &'static str,
+        /// The requested algorithm.
+        algorithm: Algorithm,
+        /// What the collective supports.
+        supported: &'static [Algorithm],
+    },
+    /// An algorithm that cannot run as one phase of a bigger plan (an internal misuse).
+    #[error("{algorithm} cannot run as a reduce_scatter / all_gather phase")]
+    NotAPhase {
+        /// The algorithm.
+        algorithm: Algorithm,
+    },
+    /// A hierarchical layout for a collective that has none.
+    #[error("{op} has no multi-dimensional (dims) layout; use a flat layout")]
+    NoDimsLayout {
+        /// The collective (its snake_case key).
+        op: &'static str,
+    },
+    /// A per-dimension algorithm the scheme cannot use.
+    #[error("dimension {dim} uses {algorithm}, which the {scheme} scheme cannot use per dimension; choose one of: {}", list(.supported))]
+    DimAlgorithm {
+        /// The dimension.
+        dim: usize,
+        /// Its algorithm.
+        algorithm: Algorithm,
+        /// The scheme (its snake_case key).
+        scheme: &'static str,
+        /// What the scheme supports.
+        supported: &'static [Algorithm],
+    },
+    /// The baseline scheme is an All-Reduce per dimension.
+    #[error("the baseline scheme only exists for all_reduce, not {op}; use local_bw_aware")]
+    BaselineNeedsAllReduce {
+        /// The collective (its snake_case key).
+        op: &'static str,
+    },
+    /// The dimensions do not multiply to the rank count.
+    #[error("the dimension sizes {sizes:?} multiply to {product}, but the plan has {ranks} ranks; make their product equal the rank count")]
+    DimProduct {
+        /// The sizes.
+        sizes: Vec<usize>,
+        /// Their product (saturated at `usize::MAX`).
+        product: usize,
+        /// The rank count.
+        ranks: usize,
+    },
+    /// A dims layout with no dimension, or a dimension of size 0.
+    #[error("a dims layout needs at least one dimension and every size at least 1, got {sizes:?}")]
+    BadDims {
+        /// The sizes.
+        sizes: Vec<usize>,
+    },
+    /// Themis needs every dimension's bandwidth.
+    #[error("the themis dimension policy needs a bandwidth for every dimension; dimension {dim} has bandwidth_bps = 0")]
+    MissingBandwidth {
+        /// The dimension.
+        dim: usize,
+    },
+    /// The root does not exist.
+    #[error("root {root} does not exist: there are {ranks} ranks (0..{ranks})")]
+    RootOutOfRange {
+        /// The root.
+        root: usize,
+        /// The rank count.
+        ranks: usize,
+    },
+    /// Zero chunks.
+    #[error("chunks must be at least 1 (got 0)")]
+    NoChunks,
+    /// More chunks than channel numbers or elements allow.
+    #[error("{chunks} chunks are too many: at most {max} for this plan")]
+    TooManyChunks {
+        /// The requested chunks.
+        chunks: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The programs would be unreasonably large.
+    #[error("the plan needs more than {limit} steps over all ranks; use fewer ranks, chunks or dimensions per group, or a ring / tree algorithm instead of direct")]
+    TooManySteps {
+        /// The limit ([`crate::plan::MAX_TOTAL_STEPS`]).
+        limit: usize,
+    },
+}
+
+/// `a, b, c` for error messages.
+fn list(algorithms: &[Algorithm]) -> String {
+    algorithms
+        .iter()
+        .map(|a| a.key())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn check_ranks(n: usize) -> Result<(), AlgorithmError> {

@@ -77,6 +77,23 @@ impl ChunkRange {
             .collect()
     }
 
+    /// Chunk `i` of [`even_split`](Self::even_split)`(total, parts)`, computed in O(1); an
+    /// empty range at `total` when `i >= parts`.
+    pub const fn even_split_nth(total: usize, parts: usize, i: usize) -> ChunkRange {
+        if i >= parts {
+            return ChunkRange::new(total, 0);
+        }
+        let (base, extra) = (total / parts, total % parts);
+        let before = if i < extra { i } else { extra };
+        ChunkRange::new(i * base + before, base + (i < extra) as usize)
+    }
+
+    /// Piece `i` of this range cut into `parts` by [`even_split`](Self::even_split).
+    pub const fn nth_part(self, parts: usize, i: usize) -> ChunkRange {
+        let r = ChunkRange::even_split_nth(self.len, parts, i);
+        ChunkRange::new(self.offset + r.offset, r.len)
+    }
+
     /// Splits `[0, total)` into consecutive chunks of the given lengths, which must sum to
     /// `total` (returns `None` otherwise).
     pub fn consecutive(
@@ -125,6 +142,22 @@ mod tests {
         );
         assert_eq!(small[4], ChunkRange::new(2, 0));
         assert!(ChunkRange::even_split(7, 0).is_empty());
+    }
+
+    #[test]
+    fn even_split_nth_matches_even_split() {
+        for total in [0, 1, 5, 10, 17] {
+            for parts in 1..=7 {
+                let all = ChunkRange::even_split(total, parts);
+                for (i, c) in all.iter().enumerate() {
+                    assert_eq!(ChunkRange::even_split_nth(total, parts, i), *c);
+                    assert_eq!(
+                        ChunkRange::new(3, total).nth_part(parts, i),
+                        ChunkRange::new(c.offset + 3, c.len)
+                    );
+                }
+            }
+        }
     }
 
     #[test]

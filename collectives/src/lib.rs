@@ -16,18 +16,28 @@
 //! - [`interpret`]: the reference interpreter [`interpret::run_local`].
 //! - [`executor`]: runs the programs on the hosts' NICs ([`executor::CollectiveRunner`]).
 //! - [`data`]: element types, reduction operators, the known inputs and the `#wrong` check.
+//! - [`plan`]: the one entry point, [`plan::compile`] of a [`plan::Plan`]; built from private
+//!   modules: `phases` (ring / direct / halving-doubling / tree phases over a group of ranks),
+//!   `all_to_all` (direct and ring) and `hierarchical` (multi-dimensional schemes, Themis
+//!   ordering), each documenting its algorithms, over `emit` (all ranks' builders, step
+//!   budget, chunk gating) and `segs` (non-contiguous blocks).
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod algorithms;
+mod all_to_all;
 pub mod chunk;
 pub mod data;
+mod emit;
 pub mod executor;
+mod hazards;
+mod hierarchical;
 pub mod interpret;
 pub mod metrics;
 pub mod op;
+mod phases;
 pub mod plan;
 pub mod program;
-mod reach;
+mod segs;
 
 pub use algorithms::AlgorithmError;
 pub use chunk::ChunkRange;
@@ -35,4 +45,7 @@ pub use data::{DataType, ReduceOp};
 pub use executor::{CollectiveRunner, ExecError, Job, JobRecord, JobStart};
 pub use interpret::{run_local, RunError};
 pub use op::Collective;
+pub use plan::{
+    algorithms_for, compile, Algorithm, DimPolicy, DimSpec, Layout, Plan, Scheme, MAX_TOTAL_STEPS,
+};
 pub use program::{validate, Program, ProgramBuilder, Step, StepId, StepKind, ValidationError};
