@@ -142,28 +142,35 @@ fn direct_all_to_all_on_a_switch_matches_the_closed_form() {
 
 #[test]
 fn busbw_approaches_the_link_bandwidth_as_size_grows() {
-    let r = run_yaml(
-        &scenario(
-            &star(8),
-            "timing",
-            "    - {op: all_reduce, algorithm: ring, sizes: {from: 64KiB, to: 16MiB, factor: 4}}\n",
-        ),
-        1,
-    );
-    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
-    let bus: Vec<f64> = r
-        .collectives
-        .iter()
-        .map(|c| c.busbw_gbps.unwrap_or(0.0))
-        .collect();
-    assert_eq!(bus.len(), 5);
-    for w in bus.windows(2) {
-        assert!(w[1] > w[0], "busbw must grow with size: {bus:?}");
+    for algo in ["ring", "direct"] {
+        let r = run_yaml(
+            &scenario(
+                &star(8),
+                "timing",
+                &format!(
+                    "    - {{op: all_reduce, algorithm: {algo}, sizes: {{from: 64KiB, to: 16MiB, factor: 4}}}}\n"
+                ),
+            ),
+            1,
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let bus: Vec<f64> = r
+            .collectives
+            .iter()
+            .map(|c| c.busbw_gbps.unwrap_or(0.0))
+            .collect();
+        assert_eq!(bus.len(), 5);
+        for w in bus.windows(2) {
+            assert!(w[1] > w[0], "{algo}: busbw must grow with size: {bus:?}");
+        }
+        // 100 Gb/s = 12.5 GB/s; headers and ACKs take 4% (82 + 86 bytes per 4 KiB), latency
+        // terms the rest at 16 MiB.
+        let last = bus[bus.len() - 1];
+        assert!(
+            last > 0.92 * 12.5 && last < 12.5,
+            "{algo}: busbw at 16 MiB: {last}"
+        );
     }
-    // 100 Gb/s = 12.5 GB/s; headers and ACKs take 4% (82 + 86 bytes per 4 KiB), latency
-    // terms the rest at 16 MiB.
-    let last = bus[bus.len() - 1];
-    assert!(last > 0.92 * 12.5 && last < 12.5, "busbw at 16 MiB: {last}");
 }
 
 #[test]
