@@ -147,7 +147,14 @@ impl Emitter {
 
     /// Starts a chunk that may only begin at each rank once the chunk `in_flight` chunks
     /// earlier has finished there (`in_flight == 0`: no limit).
-    pub(crate) fn begin_chunk(&mut self, in_flight: usize) {
+    ///
+    /// Starting a chunk visits every rank, so it costs `n` units of the budget: many more
+    /// chunks than elements over many ranks fail instead of looping for hours.
+    pub(crate) fn begin_chunk(&mut self, in_flight: usize) -> Result<(), AlgorithmError> {
+        self.steps = self.steps.saturating_add(self.builders.len());
+        if self.steps > self.limit {
+            return Err(AlgorithmError::TooManySteps { limit: self.limit });
+        }
         for (b, g) in self.builders.iter().zip(&mut self.gates) {
             g.start = b.len();
             g.deps = if in_flight > 0 && g.finished.len() >= in_flight {
@@ -156,6 +163,7 @@ impl Emitter {
                 Vec::new()
             };
         }
+        Ok(())
     }
 
     /// Ends the current chunk, remembering its sinks at every rank (a rank where the chunk

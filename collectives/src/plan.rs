@@ -319,7 +319,7 @@ fn chunked(
 ) -> Result<(), AlgorithmError> {
     let stride = channel_stride(plan, per_chunk)?;
     for c in 0..plan.chunks {
-        e.begin_chunk(plan.chunks_in_flight);
+        e.begin_chunk(plan.chunks_in_flight)?;
         // c < chunks <= u32::MAX / stride, checked above.
         emit(e, c, c as u32 * stride)?;
         e.end_chunk(plan.chunks_in_flight);
