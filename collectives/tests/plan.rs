@@ -705,3 +705,32 @@ mod random {
         }
     }
 }
+
+#[test]
+fn compile_reproduces_the_stand_alone_generators() {
+    use fabemu_collectives::algorithms::{
+        direct_all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter,
+    };
+    // With count >= n no block is empty, so the programs are step for step the same.
+    for n in 1..=6 {
+        for count in [n, 2 * n + 1, 50] {
+            let c = |op, a| compile_flat(op, n, count, a);
+            assert_eq!(
+                c(Collective::AllReduce, Algorithm::Ring),
+                ring_all_reduce(n, count).unwrap()
+            );
+            assert_eq!(
+                c(Collective::ReduceScatter, Algorithm::Ring),
+                ring_reduce_scatter(n, count).unwrap()
+            );
+            assert_eq!(
+                c(Collective::AllGather, Algorithm::Ring),
+                ring_all_gather(n, count).unwrap()
+            );
+            assert_eq!(
+                c(Collective::AllToAll, Algorithm::Direct),
+                direct_all_to_all(n, count).unwrap()
+            );
+        }
+    }
+}
