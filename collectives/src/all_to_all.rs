@@ -177,10 +177,9 @@ fn send_nonempty(
     chunk: ChunkRange,
     ch: u32,
 ) -> Result<(), AlgorithmError> {
-    if chunk.len == 0 {
-        return Ok(());
-    }
-    e.send(r, peer, &[chunk], ch)
+    // An empty message is no step, but still counts against the budget.
+    let segs: &[ChunkRange] = if chunk.len == 0 { &[] } else { &[chunk] };
+    e.send(r, peer, segs, ch)
 }
 
 fn recv_nonempty(
@@ -190,10 +189,8 @@ fn recv_nonempty(
     chunk: ChunkRange,
     ch: u32,
 ) -> Result<(), AlgorithmError> {
-    if chunk.len == 0 {
-        return Ok(());
-    }
-    e.recv(r, peer, &[chunk], false, ch)
+    let segs: &[ChunkRange] = if chunk.len == 0 { &[] } else { &[chunk] };
+    e.recv(r, peer, segs, false, ch)
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! Generators write through an [`Emitter`] instead of individual builders so that
 //!
 //! - a block ([`Segs`]) becomes one step per segment on both sides of a message;
-//! - the total number of steps is bounded: plans that would need more than
-//!   [`MAX_TOTAL_STEPS`] steps fail with [`AlgorithmError::TooManySteps`] as soon as the budget
+//! - the total number of steps (counting messages and copies that turned out empty, so that
+//!   loops over huge rank counts are bounded even for tiny buffers) is bounded: plans that
+//!   would need more than [`MAX_TOTAL_STEPS`] fail with [`AlgorithmError::TooManySteps`] as soon as the budget
 //!   is exceeded, so a huge rank count costs at most the budget, never memory proportional to
 //!   the buffer or to `ranks^2`;
 //! - the chunking wrapper can hold chunk `c + L` back until chunk `c` has finished at a rank
@@ -63,11 +64,18 @@ impl Emitter {
         }
     }
 
-    fn push(&mut self, rank: usize, kind: StepKind) -> Result<(), AlgorithmError> {
+    /// Counts one unit of work against the budget: a step, or a message or copy that turned
+    /// out empty (so loops over huge rank counts with tiny buffers are bounded too).
+    fn charge(&mut self) -> Result<(), AlgorithmError> {
         self.steps += 1;
         if self.steps > self.limit {
             return Err(AlgorithmError::TooManySteps { limit: self.limit });
         }
+        Ok(())
+    }
+
+    fn push(&mut self, rank: usize, kind: StepKind) -> Result<(), AlgorithmError> {
+        self.charge()?;
         let gate = &self.gates[rank];
         let g = (!gate.deps.is_empty()).then_some((gate.start, gate.deps.as_slice()));
         self.builders[rank].push_gated(kind, &[], g);
@@ -82,6 +90,9 @@ impl Emitter {
         segs: &[ChunkRange],
         channel: u32,
     ) -> Result<(), AlgorithmError> {
+        if segs.is_empty() {
+            self.charge()?;
+        }
         for &chunk in segs {
             self.push(
                 rank,
@@ -104,6 +115,9 @@ impl Emitter {
         reduce: bool,
         channel: u32,
     ) -> Result<(), AlgorithmError> {
+        if segs.is_empty() {
+            self.charge()?;
+        }
         for &chunk in segs {
             self.push(
                 rank,
@@ -126,14 +140,21 @@ impl Emitter {
         dst: ChunkRange,
     ) -> Result<(), AlgorithmError> {
         if src.len == 0 {
-            return Ok(());
+            return self.charge();
         }
         self.push(rank, StepKind::Copy { src, dst })
     }
 
     /// Starts a chunk that may only begin at each rank once the chunk `in_flight` chunks
     /// earlier has finished there (`in_flight == 0`: no limit).
-    pub(crate) fn begin_chunk(&mut self, in_flight: usize) {
+    ///
+    /// Starting a chunk visits every rank, so it costs `n` units of the budget: many more
+    /// chunks than elements over many ranks fail instead of looping for hours.
+    pub(crate) fn begin_chunk(&mut self, in_flight: usize) -> Result<(), AlgorithmError> {
+        self.steps = self.steps.saturating_add(self.builders.len());
+        if self.steps > self.limit {
+            return Err(AlgorithmError::TooManySteps { limit: self.limit });
+        }
         for (b, g) in self.builders.iter().zip(&mut self.gates) {
             g.start = b.len();
             g.deps = if in_flight > 0 && g.finished.len() >= in_flight {
@@ -142,6 +163,7 @@ impl Emitter {
                 Vec::new()
             };
         }
+        Ok(())
     }
 
     /// Ends the current chunk, remembering its sinks at every rank (a rank where the chunk

@@ -17,7 +17,11 @@
 //!     mixed-radix number with `c_0` most significant, and chunk `c` of a rank is piece `c` of
 //!     its output. A level's block is the union of the leaves of the ranks that end up under it;
 //!     with one chunk in the fixed order it is contiguous (one message), otherwise it may be
-//!     several segments (one message each).
+//!     several segments (one message each): with several chunks, a level-`t` block holds one
+//!     piece per rank under it, up to `n / (p_{pi_0} .. p_{pi_t})` messages where one would do.
+//!     No layout avoids this (a rank's output must be contiguous across chunks while a chunk's
+//!     pieces of different ranks would have to be adjacent); All-Reduce has no such constraint
+//!     and always sends one message per block.
 //! - `baseline`: a full All-Reduce in every dimension in turn, each on the whole chunk.
 //!
 //! Dimension order: `fixed` is ascending for Reduce-Scatter (and baseline), descending for

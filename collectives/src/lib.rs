@@ -11,8 +11,8 @@
 //! - [`chunk`]: element ranges of a buffer and the even split of a buffer into chunks.
 //! - [`program`]: the program IR (the seam for custom algorithms), a builder that derives
 //!   dependencies from data hazards, and [`program::validate`].
-//! - [`algorithms`]: generators for ring Reduce-Scatter / All-Gather / All-Reduce and direct
-//!   All-To-All.
+//! - [`algorithms`]: the original stand-alone generators (ring Reduce-Scatter / All-Gather /
+//!   All-Reduce, direct All-To-All) and [`AlgorithmError`].
 //! - [`interpret`]: the reference interpreter [`interpret::run_local`].
 //! - [`executor`]: runs the programs on the hosts' NICs ([`executor::CollectiveRunner`]).
 //! - [`data`]: element types, reduction operators, the known inputs and the `#wrong` check.

@@ -31,9 +31,10 @@
 //!   rooted anywhere, used by Broadcast and Reduce.
 
 use crate::algorithms::AlgorithmError;
+use crate::chunk::ChunkRange;
 use crate::emit::Emitter;
 use crate::plan::Algorithm;
-use crate::segs::{concat, split, Segs};
+use crate::segs::{concat, single, split, Segs};
 
 /// Pieces each half of the buffer is cut into by the double binary tree, and the buffer by the
 /// pipeline and tree Broadcast / Reduce: enough to keep every level of a tree (or every link of
@@ -43,6 +44,47 @@ pub const TREE_PIECES: usize = 8;
 /// `(i - back) mod p`, for `i < p`.
 fn back(i: usize, back: usize, p: usize) -> usize {
     (i + p - back % p) % p
+}
+
+/// Concatenations of consecutive blocks, in O(1) when the blocks are laid out back to back
+/// (the usual case), so halving-doubling costs O(log p) per rank rather than O(p).
+struct Runs<'a> {
+    blocks: &'a [Segs],
+    /// Start of every block (and the end of the last), when contiguous.
+    starts: Option<Vec<usize>>,
+}
+
+impl<'a> Runs<'a> {
+    fn new(blocks: &'a [Segs]) -> Runs<'a> {
+        let base = blocks
+            .iter()
+            .find_map(|b| b.first())
+            .map_or(0, |r| r.offset);
+        let mut starts = Vec::with_capacity(blocks.len() + 1);
+        let mut at = base;
+        let mut contiguous = true;
+        for b in blocks {
+            starts.push(at);
+            match b.as_slice() {
+                [] => {}
+                [r] if r.offset == at => at += r.len,
+                _ => contiguous = false,
+            }
+        }
+        starts.push(at);
+        Runs {
+            blocks,
+            starts: contiguous.then_some(starts),
+        }
+    }
+
+    /// Blocks `a .. b` as one block.
+    fn concat(&self, a: usize, b: usize) -> Segs {
+        match &self.starts {
+            Some(s) => single(ChunkRange::new(s[a], s[b] - s[a])),
+            None => concat(&self.blocks[a..b]),
+        }
+    }
 }
 
 fn not_power_of_two(p: usize) -> AlgorithmError {
@@ -84,6 +126,7 @@ pub(crate) fn reduce_scatter(
             if !p.is_power_of_two() {
                 return Err(not_power_of_two(p));
             }
+            let runs = Runs::new(blocks);
             for (i, &r) in group.iter().enumerate() {
                 let mut m = p / 2;
                 while m >= 1 {
@@ -94,8 +137,8 @@ pub(crate) fn reduce_scatter(
                         (lo, lo + m)
                     };
                     let peer = group[i ^ m];
-                    e.send(r, peer, &concat(&blocks[give..give + m]), ch)?;
-                    e.recv(r, peer, &concat(&blocks[keep..keep + m]), true, ch)?;
+                    e.send(r, peer, &runs.concat(give, give + m), ch)?;
+                    e.recv(r, peer, &runs.concat(keep, keep + m), true, ch)?;
                     m /= 2;
                 }
             }
@@ -140,14 +183,15 @@ pub(crate) fn all_gather(
             if !p.is_power_of_two() {
                 return Err(not_power_of_two(p));
             }
+            let runs = Runs::new(blocks);
             for (i, &r) in group.iter().enumerate() {
                 let mut m = 1;
                 while m < p {
                     let own = i & !(m - 1);
                     let theirs = own ^ m;
                     let peer = group[i ^ m];
-                    e.send(r, peer, &concat(&blocks[own..own + m]), ch)?;
-                    e.recv(r, peer, &concat(&blocks[theirs..theirs + m]), false, ch)?;
+                    e.send(r, peer, &runs.concat(own, own + m), ch)?;
+                    e.recv(r, peer, &runs.concat(theirs, theirs + m), false, ch)?;
                     m *= 2;
                 }
             }
@@ -381,6 +425,21 @@ mod tests {
                 Some(6)
             ]
         );
+    }
+
+    #[test]
+    fn runs_concatenate_in_constant_time_only_when_contiguous() {
+        let c = ChunkRange::new;
+        let back_to_back = vec![vec![c(10, 2)], vec![], vec![c(12, 3)], vec![c(15, 1)]];
+        let runs = Runs::new(&back_to_back);
+        assert!(runs.starts.is_some());
+        assert_eq!(runs.concat(1, 3), [c(12, 3)]);
+        assert_eq!(runs.concat(0, 4), [c(10, 6)]);
+        assert!(runs.concat(1, 2).is_empty());
+        let scattered = vec![vec![c(0, 2)], vec![c(5, 1)]];
+        let runs = Runs::new(&scattered);
+        assert!(runs.starts.is_none());
+        assert_eq!(runs.concat(0, 2), [c(0, 2), c(5, 1)]);
     }
 
     #[test]

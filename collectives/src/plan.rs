@@ -261,27 +261,28 @@ pub fn compile(plan: &Plan) -> Result<Vec<Program>, AlgorithmError> {
     }
 }
 
-/// Steps per rank of one phase over a group of `p` (Reduce-Scatter or All-Gather).
+/// Steps per rank of one phase over a group of `p` (Reduce-Scatter or All-Gather; half a
+/// double binary tree All-Reduce), for ranks that take part in it fully.
 fn phase_steps(algorithm: Algorithm, p: usize) -> usize {
     match algorithm {
         Algorithm::HalvingDoubling => 2 * p.max(1).ilog2() as usize,
+        // Each non-root rank sends (or receives) every piece of each half at least once.
+        Algorithm::DoubleBinaryTree => TREE_PIECES,
         _ => 2 * p.saturating_sub(1),
     }
 }
 
 /// A lower bound on the steps of `plan` over all ranks, assuming every block is non-empty
-/// (0 when `count` is too small for that to be sure, so the bound never overshoots).
+/// (0 when `count` is too small for that to be sure). It is halved because not every rank
+/// takes full part (a root, the ranks halving-doubling folds away), so it never overshoots;
+/// it only has to catch plans that are orders of magnitude over the budget.
 fn min_steps(plan: &Plan) -> usize {
     let (n, chunks) = (plan.ranks, plan.chunks);
     if plan.count < n.saturating_mul(chunks).saturating_mul(2 * TREE_PIECES) {
         return 0;
     }
     let per_rank = match (&plan.layout, plan.op) {
-        (Layout::Flat(a), Collective::AllReduce) => match a {
-            // Every non-root rank sends and receives each piece of each half at least once.
-            Algorithm::DoubleBinaryTree => 2 * TREE_PIECES,
-            _ => 2 * phase_steps(*a, n),
-        },
+        (Layout::Flat(a), Collective::AllReduce) => 2 * phase_steps(*a, n),
         (Layout::Flat(a), Collective::ReduceScatter | Collective::AllGather) => phase_steps(*a, n),
         (Layout::Flat(_), Collective::AllToAll) => 2 * n.saturating_sub(1),
         (Layout::Flat(_), Collective::Broadcast | Collective::Reduce) => TREE_PIECES,
@@ -293,9 +294,7 @@ fn min_steps(plan: &Plan) -> usize {
                 .saturating_mul(halves)
         }
     };
-    per_rank
-        .saturating_mul(n.saturating_sub(1))
-        .saturating_mul(chunks)
+    per_rank.saturating_mul(n / 2).saturating_mul(chunks)
 }
 
 /// Channels per chunk, and the check that every chunk's channels fit in a `u32`.
@@ -319,7 +318,7 @@ fn chunked(
 ) -> Result<(), AlgorithmError> {
     let stride = channel_stride(plan, per_chunk)?;
     for c in 0..plan.chunks {
-        e.begin_chunk(plan.chunks_in_flight);
+        e.begin_chunk(plan.chunks_in_flight)?;
         // c < chunks <= u32::MAX / stride, checked above.
         emit(e, c, c as u32 * stride)?;
         e.end_chunk(plan.chunks_in_flight);
@@ -493,4 +492,84 @@ fn hierarchical(
         )
     })?;
     Ok(e.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(sizes: &[usize], algorithm: Algorithm) -> Vec<DimSpec> {
+        sizes
+            .iter()
+            .map(|&size| DimSpec {
+                size,
+                algorithm,
+                bandwidth_bps: 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn step_lower_bound_never_overshoots() {
+        let mut layouts: Vec<(Collective, Layout)> = Vec::new();
+        for op in Collective::ALL {
+            for &a in algorithms_for(op) {
+                layouts.push((op, Layout::Flat(a)));
+            }
+        }
+        for a in [
+            Algorithm::Ring,
+            Algorithm::Direct,
+            Algorithm::HalvingDoubling,
+        ] {
+            for op in [Collective::AllReduce, Collective::ReduceScatter] {
+                layouts.push((
+                    op,
+                    Layout::Dims {
+                        dims: dims(&[2, 4], a),
+                        scheme: Scheme::LocalBwAware,
+                        policy: DimPolicy::Fixed,
+                    },
+                ));
+            }
+        }
+        for a in ALL_REDUCE {
+            layouts.push((
+                Collective::AllReduce,
+                Layout::Dims {
+                    dims: dims(&[3, 1, 5], *a),
+                    scheme: Scheme::Baseline,
+                    policy: DimPolicy::Fixed,
+                },
+            ));
+        }
+        for (op, layout) in layouts {
+            for n in [2usize, 3, 7, 8] {
+                let n = match &layout {
+                    Layout::Dims { dims, .. } => dims.iter().map(|d| d.size).product(),
+                    Layout::Flat(_) => n,
+                };
+                if layout == Layout::Flat(Algorithm::HalvingDoubling)
+                    && op != Collective::AllReduce
+                    && !n.is_power_of_two()
+                {
+                    continue;
+                }
+                for chunks in [1, 3] {
+                    let plan = Plan {
+                        op,
+                        ranks: n,
+                        count: n * chunks * 2 * TREE_PIECES + 5,
+                        root: 0,
+                        layout: layout.clone(),
+                        chunks,
+                        chunks_in_flight: 0,
+                    };
+                    let total: usize = compile(&plan).unwrap().iter().map(|p| p.steps.len()).sum();
+                    let bound = min_steps(&plan);
+                    assert!(bound > 0 && bound <= total, "{plan:?}: {bound} > {total}");
+                }
+            }
+        }
+    }
 }

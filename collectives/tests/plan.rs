@@ -397,6 +397,15 @@ fn huge_plans_fail_fast_instead_of_exhausting_memory() {
         Layout::Flat(Algorithm::Direct),
     ));
     assert!(matches!(e, AlgorithmError::TooManySteps { .. }));
+    // With a tiny buffer most messages are empty, but the loops over 65536 ranks still count
+    // against the budget, so this also ends quickly instead of looping 2^33 times.
+    let (e, _) = error(&plan(
+        Collective::AllReduce,
+        65536,
+        10,
+        Layout::Flat(Algorithm::Ring),
+    ));
+    assert!(matches!(e, AlgorithmError::TooManySteps { .. }));
     let p = compile(&plan(
         Collective::AllReduce,
         8,
@@ -554,6 +563,174 @@ fn chunks_get_own_channels_and_respect_the_in_flight_limit() {
                     }
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn programs_with_channels_roundtrip_through_json() {
+    let mut p = plan(
+        Collective::AllReduce,
+        5,
+        37,
+        Layout::Flat(Algorithm::DoubleBinaryTree),
+    );
+    p.chunks = 2;
+    let programs = compile(&p).unwrap();
+    assert!(programs
+        .iter()
+        .flat_map(|p| &p.steps)
+        .any(|s| s.kind.channel().is_some_and(|(_, ch)| ch == 3)));
+    let json = serde_json::to_string(&programs).unwrap();
+    let back: Vec<Program> = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, programs);
+}
+
+#[test]
+fn far_more_chunks_than_elements_is_bounded() {
+    let mut p = plan(
+        Collective::AllReduce,
+        4096,
+        3,
+        Layout::Flat(Algorithm::Ring),
+    );
+    p.chunks = 1 << 20;
+    assert!(matches!(
+        compile(&p),
+        Err(AlgorithmError::TooManySteps { .. })
+    ));
+    // A few more chunks than elements is fine: the empty ones move nothing.
+    let mut p = plan(Collective::AllReduce, 3, 2, Layout::Flat(Algorithm::Ring));
+    p.chunks = 5;
+    check(
+        Collective::AllReduce,
+        3,
+        2,
+        0,
+        &compile(&p).unwrap(),
+        "5 chunks of 2",
+    );
+}
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn layouts() -> impl Strategy<Value = (Collective, usize, Layout)> {
+        let flat = (0usize..6, 1usize..=10, 0usize..4).prop_filter_map(
+            "halving_doubling scatter/gather needs a power of two",
+            |(op, n, a)| {
+                let op = Collective::ALL[op];
+                let algs = algorithms_for(op);
+                let alg = algs[a % algs.len()];
+                let pow2_only = alg == Algorithm::HalvingDoubling
+                    && matches!(op, Collective::ReduceScatter | Collective::AllGather);
+                (!pow2_only || n.is_power_of_two()).then_some((op, n, Layout::Flat(alg)))
+            },
+        );
+        let dims = (
+            0usize..3,
+            prop::collection::vec((1usize..=3, 0usize..3), 1..=3),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(op, spec, baseline, themis)| {
+                let op = [
+                    Collective::AllReduce,
+                    Collective::ReduceScatter,
+                    Collective::AllGather,
+                ][op];
+                let scheme = if baseline && op == Collective::AllReduce {
+                    Scheme::Baseline
+                } else {
+                    Scheme::LocalBwAware
+                };
+                let dims: Vec<DimSpec> = spec
+                    .iter()
+                    .enumerate()
+                    .map(|(d, &(size, a))| {
+                        let mut algorithm = [
+                            Algorithm::Ring,
+                            Algorithm::Direct,
+                            Algorithm::HalvingDoubling,
+                        ][a];
+                        if algorithm == Algorithm::HalvingDoubling
+                            && !size.is_power_of_two()
+                            && scheme == Scheme::LocalBwAware
+                        {
+                            algorithm = Algorithm::Ring;
+                        }
+                        DimSpec {
+                            size,
+                            algorithm,
+                            bandwidth_bps: 1 + d as u64 * 7,
+                        }
+                    })
+                    .collect();
+                let n = spec.iter().map(|s| s.0).product();
+                let policy = if themis {
+                    DimPolicy::Themis
+                } else {
+                    DimPolicy::Fixed
+                };
+                (
+                    op,
+                    n,
+                    Layout::Dims {
+                        dims,
+                        scheme,
+                        policy,
+                    },
+                )
+            });
+        prop_oneof![flat, dims]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        #[test]
+        fn any_supported_plan_computes_its_collective(
+            (op, n, layout) in layouts(),
+            count in 0usize..=60,
+            root_pick in 0usize..100,
+            chunks in 1usize..=4,
+            in_flight in 0usize..=3,
+        ) {
+            let root = root_pick % n;
+            let p = Plan { op, ranks: n, count, root, layout, chunks, chunks_in_flight: in_flight };
+            let what = format!("{p:?}");
+            let programs = compile(&p).map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
+            check(op, n, count, root, &programs, &what);
+        }
+    }
+}
+
+#[test]
+fn compile_reproduces_the_stand_alone_generators() {
+    use fabemu_collectives::algorithms::{
+        direct_all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter,
+    };
+    // With count >= n no block is empty, so the programs are step for step the same.
+    for n in 1..=6 {
+        for count in [n, 2 * n + 1, 50] {
+            let c = |op, a| compile_flat(op, n, count, a);
+            assert_eq!(
+                c(Collective::AllReduce, Algorithm::Ring),
+                ring_all_reduce(n, count).unwrap()
+            );
+            assert_eq!(
+                c(Collective::ReduceScatter, Algorithm::Ring),
+                ring_reduce_scatter(n, count).unwrap()
+            );
+            assert_eq!(
+                c(Collective::AllGather, Algorithm::Ring),
+                ring_all_gather(n, count).unwrap()
+            );
+            assert_eq!(
+                c(Collective::AllToAll, Algorithm::Direct),
+                direct_all_to_all(n, count).unwrap()
+            );
         }
     }
 }
