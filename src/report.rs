@@ -41,6 +41,8 @@ pub struct Report {
     pub switches: Vec<SwitchReport>,
     /// Invariant checks.
     pub invariants: Invariants,
+    /// Latency distributions (percentiles).
+    pub latency: crate::observe::histograms::Latencies,
     /// Machine- and thread-dependent figures (excluded from determinism comparisons).
     pub host: HostInfo,
 }
@@ -501,6 +503,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
     }
 
     let secs = wall.as_secs_f64().max(1e-9);
+    let latency = crate::observe::histograms::latencies(fin, &messages);
     Report {
         fabemu_version: env!("CARGO_PKG_VERSION"),
         scenario: ScenarioInfo {
@@ -523,6 +526,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             ok: violations.is_empty(),
             violations,
         },
+        latency,
         host: HostInfo {
             wall_time_s: wall.as_secs_f64(),
             threads,
@@ -607,6 +611,7 @@ pub fn summary(r: &Report) -> String {
         Time(t.completion_time_ps),
         Time(t.mean_packet_latency_ps)
     );
+    s.push_str(&crate::observe::histograms::summary_lines(&r.latency));
     let h = &r.host;
     let _ = writeln!(
         s,

@@ -6,8 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam::channel::{unbounded, Receiver, Sender};
 use crossbeam::utils::CachePadded;
 
+use super::capture::{CaptureBuf, CaptureDirection};
 use super::partition::Plan;
 use super::queue::{Entry, EventKey, EventQueue, Kind};
+use super::sample::Sampler;
 use super::{
     abort_requested, Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress,
     TransmitError, Wiring,
@@ -24,7 +26,14 @@ struct PortState {
     peer_port: u16,
     busy_until: u64,
     stats: PortStats,
+    /// Capture taps: [`TAP_OUT`] and/or [`TAP_IN`] (0 when not tapped).
+    tap: u8,
 }
+
+/// Record frames this port transmits.
+const TAP_OUT: u8 = 1;
+/// Record frames this port transmits as arrivals at the peer port (which is tapped).
+const TAP_IN: u8 = 2;
 
 /// A frame bound for another partition.
 pub(crate) struct Remote {
@@ -49,6 +58,14 @@ pub(crate) struct Sched {
     pub(crate) events: u64,
     pub(crate) packet_hops: u64,
     pub(crate) last_time: Time,
+    /// True when capturing or sampling: the one branch the transmit path pays for them.
+    observing: bool,
+    /// Per local port, the global id of the peer actor (filled only when capturing).
+    peer_gid: Vec<ActorId>,
+    pub(crate) capture: Option<CaptureBuf>,
+    pub(crate) sampler: Option<Sampler>,
+    /// Time of the next snapshot (`u64::MAX` when not sampling).
+    pub(crate) next_sample: u64,
 }
 
 impl Sched {
@@ -125,6 +142,16 @@ impl Sched {
         self.packet_hops += 1;
         let k_done = self.next_key(me, done);
         let k_arrive = self.next_key(me, arrive);
+        if self.observing {
+            self.observe_tx(
+                me,
+                port,
+                a + port,
+                [now.ps(), done, arrive],
+                k_arrive,
+                &packet,
+            );
+        }
         self.queue.push(Entry {
             key: k_done,
             dst: me,
@@ -144,6 +171,46 @@ impl Sched {
             });
         }
         Ok(())
+    }
+
+    /// Feeds a transmit to the sampler and the capture taps. `times` = [start, done, arrive].
+    #[cold]
+    #[inline(never)]
+    fn observe_tx(
+        &mut self,
+        me: u32,
+        port: usize,
+        local_port: usize,
+        times: [u64; 3],
+        key: EventKey,
+        packet: &Packet,
+    ) {
+        let [start, done, arrive] = times;
+        if let Some(s) = &mut self.sampler {
+            s.add_busy(local_port, start, done);
+        }
+        let ps = &self.ports[local_port];
+        let (tap, peer_port) = (ps.tap, ps.peer_port as usize);
+        if tap == 0 {
+            return;
+        }
+        let me_gid = self.gids[me as usize];
+        let peer = self.peer_gid.get(local_port).copied().unwrap_or(0);
+        if let Some(c) = &mut self.capture {
+            if tap & TAP_OUT != 0 {
+                c.record(start, me_gid, port, CaptureDirection::Out, key.tie, packet);
+            }
+            if tap & TAP_IN != 0 {
+                c.record(
+                    arrive,
+                    peer,
+                    peer_port,
+                    CaptureDirection::In,
+                    key.tie,
+                    packet,
+                );
+            }
+        }
     }
 
     #[inline]
@@ -196,16 +263,33 @@ impl<A: Actor> Partition<A> {
                     events: 0,
                     packet_hops: 0,
                     last_time: Time::ZERO,
+                    observing: cfg.capture.is_some() || cfg.sample.is_some(),
+                    peer_gid: Vec::new(),
+                    capture: cfg.capture.as_ref().map(CaptureBuf::new),
+                    sampler: None,
+                    next_sample: u64::MAX,
                 },
             })
             .collect();
+        let tapped = |a: usize, p: usize| {
+            cfg.capture
+                .as_ref()
+                .is_some_and(|c| c.ports.contains(&(a as ActorId, p)))
+        };
         for (gid, actor) in actors.into_iter().enumerate() {
             let p = &mut parts[plan.assignment[gid] as usize];
             p.actors.push(actor);
             p.sched.gids.push(gid as ActorId);
             p.sched.seq.push(0);
-            for w in &wiring.ports[gid] {
+            for (port, w) in wiring.ports[gid].iter().enumerate() {
                 let peer = w.peer as usize;
+                let tap = if cfg.capture.is_some() {
+                    p.sched.peer_gid.push(w.peer);
+                    (if tapped(gid, port) { TAP_OUT } else { 0 })
+                        | (if tapped(peer, w.peer_port) { TAP_IN } else { 0 })
+                } else {
+                    0
+                };
                 p.sched.ports.push(PortState {
                     channel: w.channel,
                     peer_part: plan.assignment[peer],
@@ -213,12 +297,60 @@ impl<A: Actor> Partition<A> {
                     peer_port: w.peer_port as u16,
                     busy_until: 0,
                     stats: PortStats::default(),
+                    tap,
                 });
             }
             let n = p.sched.ports.len() as u32;
             p.sched.port_base.push(n);
         }
+        if let Some(sc) = &cfg.sample {
+            for p in &mut parts {
+                let s = Sampler::new(sc, p.sched.ports.len(), p.actors.len());
+                p.sched.next_sample = s.next_at();
+                p.sched.sampler = Some(s);
+            }
+        }
         parts
+    }
+
+    /// Takes every snapshot due at or before `t` (before any event at `t` is handled).
+    #[cold]
+    #[inline(never)]
+    fn take_samples(&mut self, t: u64) {
+        let Some(s) = &mut self.sched.sampler else {
+            return;
+        };
+        while s.next_at() <= t {
+            for (i, actor) in self.actors.iter().enumerate() {
+                s.scratch.clear();
+                actor.sample(&mut s.scratch);
+                s.store(i);
+            }
+            s.advance();
+        }
+        self.sched.next_sample = s.next_at();
+    }
+
+    /// Brings the sampler to `interval` and takes the snapshots still missing to cover
+    /// `buckets` boundaries (the actors' final state: nothing happens after their last event).
+    pub(crate) fn finish_samples(&mut self, interval: u64, buckets: usize) {
+        let Some(s) = &mut self.sched.sampler else {
+            return;
+        };
+        s.coarsen_to(interval);
+        for _ in 0..s.missing(buckets) {
+            for (i, actor) in self.actors.iter().enumerate() {
+                s.scratch.clear();
+                actor.sample(&mut s.scratch);
+                s.store(i);
+            }
+            s.advance_fixed();
+        }
+    }
+
+    /// Local actor ids and port ranges (to map local series to global actors).
+    pub(crate) fn layout(&self) -> (&[ActorId], &[u32]) {
+        (&self.sched.gids, &self.sched.port_base)
     }
 
     /// Calls every actor's `start` at time zero.
@@ -237,6 +369,9 @@ impl<A: Actor> Partition<A> {
     pub(crate) fn run_window(&mut self, end: u64, progress: &Progress) -> Result<(), EngineError> {
         let mut since_report = 0u32;
         while let Some(e) = self.sched.queue.pop_before(end) {
+            if e.key.time >= self.sched.next_sample {
+                self.take_samples(e.key.time);
+            }
             let now = Time(e.key.time);
             self.sched.last_time = now;
             self.sched.events += 1;
