@@ -201,7 +201,7 @@ fn draw_timeline<DB: DrawingBackend>(
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let n = ranks.len().max(1) as f64;
+    let n = ranks.len().max(1) as u32;
     let mut b = ChartBuilder::on(root);
     b.margin(15);
     if text {
@@ -209,8 +209,9 @@ fn draw_timeline<DB: DrawingBackend>(
             .x_label_area_size(45)
             .y_label_area_size(80);
     }
+    // One segment per row, so each rank gets its own label at the row's centre.
     let mut chart = b
-        .build_cartesian_2d(0f64..x_max * 1.02, 0f64..n)
+        .build_cartesian_2d(0f64..x_max * 1.02, (0u32..n).into_segmented())
         .map_err(e)?;
     if text {
         let names: Vec<String> = ranks.iter().map(|(r, _)| format!("rank {r}")).collect();
@@ -218,20 +219,30 @@ fn draw_timeline<DB: DrawingBackend>(
             .configure_mesh()
             .disable_y_mesh()
             .x_desc("simulated time (us)")
-            .y_labels(ranks.len().min(32))
-            .y_label_formatter(&|y| names.get(y.floor() as usize).cloned().unwrap_or_default())
+            .y_labels(ranks.len().min(64))
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(row) => {
+                    names.get(*row as usize).cloned().unwrap_or_default()
+                }
+                _ => String::new(),
+            })
             .draw()
             .map_err(e)?;
     }
     for (row, (_, steps)) in ranks.iter().enumerate() {
-        let y = row as f64;
+        let row = row as u32;
         chart
-            .draw_series(steps.iter().enumerate().map(|(j, (_, s, t))| {
+            .draw_series(steps.iter().enumerate().flat_map(|(j, (_, s, t))| {
                 let color = Palette99::pick(j).to_rgba();
-                Rectangle::new(
-                    [(*s as f64 / 1e6, y + 0.15), (*t as f64 / 1e6, y + 0.85)],
-                    color.filled(),
-                )
+                let corners = [
+                    (*s as f64 / 1e6, SegmentValue::Exact(row)),
+                    (*t as f64 / 1e6, SegmentValue::Exact(row + 1)),
+                ];
+                // Filled bar, then a white outline that keeps neighbouring bars apart.
+                [
+                    Rectangle::new(corners.clone(), color.filled()),
+                    Rectangle::new(corners, WHITE.stroke_width(3)),
+                ]
             }))
             .map_err(e)?;
     }

@@ -142,16 +142,18 @@ impl Sched {
         self.packet_hops += 1;
         let k_done = self.next_key(me, done);
         let k_arrive = self.next_key(me, arrive);
-        if self.observing {
-            self.observe_tx(
-                me,
-                port,
-                a + port,
-                [now.ps(), done, arrive],
-                k_arrive,
-                &packet,
-            );
-        }
+        // Per-packet logs exist only when built with the `packet-trace` feature, so that a
+        // normal build pays nothing for them, not even the disabled-callsite check.
+        #[cfg(feature = "packet-trace")]
+        tracing::trace!(
+            target: "fabemu::packet",
+            actor = self.gids[me as usize],
+            port,
+            start_ps = now.ps(),
+            arrive_ps = arrive,
+            frame_len = frame,
+            "transmit"
+        );
         self.queue.push(Entry {
             key: k_done,
             dst: me,
@@ -159,9 +161,11 @@ impl Sched {
             kind: Kind::TxDone,
             data: 0,
         });
-        if peer_part == self.part {
+        // The packet is moved straight into the queue or outbox; the capture reads it back from
+        // there, so the hot path never needs it at a fixed address.
+        let slot = if peer_part == self.part {
             self.queue
-                .push_packet(k_arrive, peer_local, peer_port, packet);
+                .push_packet(k_arrive, peer_local, peer_port, packet)
         } else {
             self.outbox[peer_part as usize].push(Remote {
                 key: k_arrive,
@@ -169,13 +173,27 @@ impl Sched {
                 port: peer_port,
                 packet,
             });
+            u32::MAX
+        };
+        if self.observing {
+            self.observe_tx(
+                me,
+                port,
+                a + port,
+                [now.ps(), done, arrive],
+                k_arrive,
+                slot,
+                peer_part,
+            );
         }
         Ok(())
     }
 
-    /// Feeds a transmit to the sampler and the capture taps. `times` = [start, done, arrive].
+    /// Feeds a transmit to the sampler and the capture taps. `times` = [start, done, arrive];
+    /// the packet waits in queue slot `slot`, or last in the outbox of `peer_part`.
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn observe_tx(
         &mut self,
         me: u32,
@@ -183,7 +201,8 @@ impl Sched {
         local_port: usize,
         times: [u64; 3],
         key: EventKey,
-        packet: &Packet,
+        slot: u32,
+        peer_part: u32,
     ) {
         let [start, done, arrive] = times;
         if let Some(s) = &mut self.sampler {
@@ -191,25 +210,34 @@ impl Sched {
         }
         let ps = &self.ports[local_port];
         let (tap, peer_port) = (ps.tap, ps.peer_port as usize);
+        let Some(c) = &mut self.capture else {
+            return;
+        };
         if tap == 0 {
             return;
         }
+        let packet = if peer_part == self.part {
+            self.queue.packet(slot)
+        } else {
+            self.outbox[peer_part as usize].last().map(|r| &r.packet)
+        };
+        let Some(packet) = packet else {
+            return;
+        };
         let me_gid = self.gids[me as usize];
         let peer = self.peer_gid.get(local_port).copied().unwrap_or(0);
-        if let Some(c) = &mut self.capture {
-            if tap & TAP_OUT != 0 {
-                c.record(start, me_gid, port, CaptureDirection::Out, key.tie, packet);
-            }
-            if tap & TAP_IN != 0 {
-                c.record(
-                    arrive,
-                    peer,
-                    peer_port,
-                    CaptureDirection::In,
-                    key.tie,
-                    packet,
-                );
-            }
+        if tap & TAP_OUT != 0 {
+            c.record(start, me_gid, port, CaptureDirection::Out, key.tie, packet);
+        }
+        if tap & TAP_IN != 0 {
+            c.record(
+                arrive,
+                peer,
+                peer_port,
+                CaptureDirection::In,
+                key.tie,
+                packet,
+            );
         }
     }
 
