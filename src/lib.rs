@@ -6,6 +6,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod collective;
+pub mod observe;
 pub mod report;
 pub mod scenario;
 pub mod world;
@@ -26,6 +27,9 @@ pub enum RunError {
     /// The engine failed (exit code 1).
     #[error("{0}")]
     Engine(#[from] EngineError),
+    /// An observation option is invalid (exit code 2) or its output could not be written (1).
+    #[error("{0}")]
+    Observe(#[from] observe::ObserveError),
 }
 
 /// Builds and runs a checked scenario on `threads` threads and reports on it.
@@ -34,7 +38,27 @@ pub fn run_source(
     threads: usize,
     progress: Option<&Progress>,
 ) -> Result<Report, RunError> {
+    run_observed(src, threads, &observe::ObserveOptions::default(), progress).map(|o| o.report)
+}
+
+/// Like [`run_source`], with the capture and time series `opts` asks for (nothing is written:
+/// see [`observe::write_outputs`]).
+pub fn run_observed(
+    src: &Source,
+    threads: usize,
+    opts: &observe::ObserveOptions,
+    progress: Option<&Progress>,
+) -> Result<observe::Observed, RunError> {
     let world = world::build(src)?;
+    let capture = match opts.pcap_path() {
+        Some(_) => Some(fabemu_fabric::engine::CaptureConfig {
+            ports: observe::select::resolve(&world.graph, opts.capture.as_deref())
+                .map_err(observe::ObserveError::BadOption)?,
+            max_packets: opts.pcap_max_packets,
+            max_bytes: opts.pcap_max_bytes,
+        }),
+        None => None,
+    };
     tracing::info!(
         scenario = %src.file,
         actors = world.actors.len(),
@@ -43,7 +67,8 @@ pub fn run_source(
         "world built"
     );
     let t0 = Instant::now();
-    let fin = world::run(world, src, threads, progress)?;
+    let mut fin =
+        world::run_observed(world, src, threads, capture, opts.sample_config(), progress)?;
     let wall = t0.elapsed();
     let layout = &fin.output.layout;
     tracing::info!(
@@ -54,5 +79,20 @@ pub fn run_source(
         wall_s = wall.as_secs_f64(),
         "run finished"
     );
-    Ok(report::build(src, &fin, threads, wall))
+    let captured = fin.output.capture.take();
+    let samples = fin.output.samples.take();
+    if let Some(c) = captured.as_ref().filter(|c| c.dropped > 0) {
+        tracing::warn!(
+            seen = c.seen,
+            kept = c.frames.len(),
+            "capture cap reached: {} frames not written",
+            c.dropped
+        );
+    }
+    Ok(observe::Observed {
+        report: report::build(src, &fin, threads, wall),
+        finished: fin,
+        capture: captured,
+        samples,
+    })
 }

@@ -9,8 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use fabemu::observe::{self, progress::Watcher, ObserveError, ObserveOptions};
 use fabemu::scenario::{self, QUICKSTART};
-use fabemu::{run_source, RunError, Source};
+use fabemu::{run_observed, RunError, Source};
+use fabemu_fabric::engine::Progress;
+use fabemu_fabric::units::{ByteSize, Time};
 
 /// Packet-level emulator of ML training-cluster networks.
 ///
@@ -57,9 +60,30 @@ struct RunArgs {
     /// Write the JSON report to this file (`-` for stdout, instead of the summary).
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// Print nothing but errors (and show no progress).
     #[arg(long)]
     quiet: bool,
+    /// Write report.json, summary.txt, time series (CSV) and plots (PNG, SVG) into this
+    /// directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Write the frames seen on the captured ports to this pcap file (Wireshark, tshark).
+    #[arg(long, value_name = "PATH")]
+    pcap: Option<PathBuf>,
+    /// Ports to capture: comma-separated host or switch names (all their ports) or NAME:PORT;
+    /// default every host's NIC ports. Without --pcap, writes DIR/capture.pcap (needs --out).
+    #[arg(long, value_name = "NAMES")]
+    capture: Option<String>,
+    /// Interval of the time series, e.g. 1us (default: a power of ten giving 200 to 2000
+    /// points over the run).
+    #[arg(long, value_name = "TIME")]
+    sample_interval: Option<Time>,
+    /// Capture at most this many frames (the first ones).
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pcap_max_packets: u64,
+    /// Capture at most this many bytes (the first frames), e.g. 256MiB.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pcap_max_bytes: ByteSize,
 }
 
 fn main() -> ExitCode {
@@ -129,7 +153,29 @@ fn real_main(cli: Cli) -> ExitCode {
             seed: None,
             json: None,
             quiet: false,
+            out: None,
+            pcap: None,
+            capture: None,
+            sample_interval: None,
+            pcap_max_packets: 1_000_000,
+            pcap_max_bytes: ByteSize(256 << 20),
         },
+    };
+    if args.capture.is_some() && args.pcap.is_none() && args.out.is_none() {
+        eprintln!("error: --capture needs --pcap PATH or --out DIR to write the capture to");
+        return ExitCode::from(2);
+    }
+    if args.sample_interval.is_some_and(|t| t == Time::ZERO) {
+        eprintln!("error: --sample-interval must be longer than 0");
+        return ExitCode::from(2);
+    }
+    let opts = ObserveOptions {
+        out_dir: args.out.clone(),
+        pcap: args.pcap.clone(),
+        capture: args.capture.clone(),
+        sample_interval: args.sample_interval,
+        pcap_max_packets: args.pcap_max_packets,
+        pcap_max_bytes: args.pcap_max_bytes.bytes(),
     };
     let loaded = if args.scenario.as_os_str() == "<embedded quickstart>" {
         scenario::load_str(QUICKSTART, "<embedded quickstart>")
@@ -146,9 +192,19 @@ fn real_main(cli: Cli) -> ExitCode {
     if let Some(seed) = args.seed {
         src.scenario.seed = seed;
     }
-    let report = match run_source(&src, args.threads as usize, None) {
+    let progress = std::sync::Arc::new(Progress::default());
+    // The end is known only when the scenario sets `until` (not its 10 s default).
+    let end = (src.scenario.until != scenario::default_until()).then_some(src.scenario.until);
+    let watcher = Watcher::start(progress.clone(), end, args.quiet);
+    let result = run_observed(&src, args.threads as usize, &opts, Some(&progress));
+    drop(watcher);
+    let observed = match result {
         Ok(r) => r,
         Err(RunError::Scenario(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        Err(RunError::Observe(e @ ObserveError::BadOption(_))) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
@@ -157,12 +213,25 @@ fn real_main(cli: Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let report = &observed.report;
+    let summary = fabemu::report::summary(report);
+    if let Err(e) = observe::write_outputs(&observed, &opts, &summary) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
+    if let Some(c) = observed.capture.as_ref().filter(|c| c.dropped > 0) {
+        eprintln!(
+            "warning: capture cap reached: {} of {} frames written (--pcap-max-packets, --pcap-max-bytes)",
+            c.frames.len(),
+            c.seen
+        );
+    }
     let json_on_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if !args.quiet && !json_on_stdout {
-        print!("{}", fabemu::report::summary(&report));
+        print!("{summary}");
     }
     if let Some(path) = &args.json {
-        let json = match serde_json::to_string_pretty(&report) {
+        let json = match serde_json::to_string_pretty(report) {
             Ok(j) => j,
             Err(e) => {
                 eprintln!("error: cannot encode the report: {e}");

@@ -41,6 +41,8 @@ pub struct Report {
     pub switches: Vec<SwitchReport>,
     /// Invariant checks.
     pub invariants: Invariants,
+    /// Latency distributions (percentiles).
+    pub latency: crate::observe::histograms::Latencies,
     /// Machine- and thread-dependent figures (excluded from determinism comparisons).
     pub host: HostInfo,
 }
@@ -576,6 +578,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
     }
 
     let secs = wall.as_secs_f64().max(1e-9);
+    let latency = crate::observe::histograms::latencies(fin, &messages);
     Report {
         fabemu_version: env!("CARGO_PKG_VERSION"),
         scenario: ScenarioInfo {
@@ -598,6 +601,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             ok: violations.is_empty(),
             violations,
         },
+        latency,
         host: HostInfo {
             wall_time_s: wall.as_secs_f64(),
             threads,
@@ -697,6 +701,7 @@ pub fn summary(r: &Report) -> String {
             t.lossless_drops
         );
     }
+    s.push_str(&crate::observe::histograms::summary_lines(&r.latency));
     let h = &r.host;
     let _ = writeln!(
         s,

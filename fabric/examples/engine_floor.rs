@@ -86,6 +86,7 @@ fn main() {
         threads,
         until: Time::from_us(20_000),
         overhead: EthernetOverhead::default(),
+        ..EngineConfig::default()
     };
     let t0 = Instant::now();
     match run(actors, &wiring, &cfg, None) {

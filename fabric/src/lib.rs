@@ -7,6 +7,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod engine;
+pub mod histogram;
 pub mod host;
 pub mod link;
 pub mod packet;

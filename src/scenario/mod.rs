@@ -117,7 +117,8 @@ fn default_seed() -> u64 {
     1
 }
 
-fn default_until() -> Time {
+/// The `until` a scenario gets when it sets none.
+pub fn default_until() -> Time {
     Time(10 * fabemu_fabric::units::PS_PER_S)
 }
 

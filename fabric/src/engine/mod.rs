@@ -16,10 +16,17 @@
 //! before `global_min + L` on their own; packets for other partitions go to an outbox and are
 //! exchanged (crossbeam channels) at a barrier, and the next window starts at the new global
 //! minimum, which skips idle stretches. One partition runs without barriers at all.
+//!
+//! **Observation.** Two optional hooks see inside a run without changing it: a capture tap
+//! ([`capture`]: the frames on chosen ports, for a pcap) and sampling ([`sample`]: per-port busy
+//! time per interval, and actors' [`Actor::sample`] values at interval boundaries). Both are off
+//! by default and then cost one predictable branch per transmit and per event.
 
 mod calendar;
+pub mod capture;
 pub mod partition;
 mod queue;
+pub mod sample;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,7 +35,9 @@ use crate::link::{Channel, EthernetOverhead};
 use crate::packet::Packet;
 use crate::units::Time;
 
+pub use self::capture::{Capture, CaptureConfig, CaptureDirection, CapturedFrame};
 pub use self::queue::EventKey;
+pub use self::sample::{ActorSamples, SampleConfig, Samples};
 use self::worker::{Partition, Sched};
 
 /// Index of an actor in the world, 0-based, dense.
@@ -62,6 +71,13 @@ pub trait Actor: Send {
     fn start(&mut self, ctx: &mut Ctx<'_>);
     /// Reacts to one event.
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>);
+    /// Appends values to record in the time series when sampling is on ([`EngineConfig::sample`]),
+    /// called at every interval boundary with the state after every earlier event. The same
+    /// number of values every call; a switch gives the bytes queued per egress port, in port
+    /// order. By default nothing.
+    fn sample(&self, out: &mut Vec<u64>) {
+        let _ = out;
+    }
 }
 
 /// The far end of one port: which actor and port a transmitted frame reaches, over which channel.
@@ -116,6 +132,10 @@ pub struct EngineConfig {
     pub until: Time,
     /// Ethernet's per-frame overhead on the wire.
     pub overhead: EthernetOverhead,
+    /// Frames to capture (off when `None`).
+    pub capture: Option<CaptureConfig>,
+    /// Time series to gather (off when `None`).
+    pub sample: Option<SampleConfig>,
 }
 
 impl Default for EngineConfig {
@@ -124,6 +144,8 @@ impl Default for EngineConfig {
             threads: 1,
             until: Time::NEVER,
             overhead: EthernetOverhead::default(),
+            capture: None,
+            sample: None,
         }
     }
 }
@@ -177,6 +199,10 @@ pub struct RunOutput<A> {
     pub stats: EngineStats,
     /// How the work was spread (thread-dependent).
     pub layout: EngineLayout,
+    /// The captured frames, when [`EngineConfig::capture`] asked for them.
+    pub capture: Option<Capture>,
+    /// The time series, when [`EngineConfig::sample`] asked for them.
+    pub samples: Option<Samples>,
 }
 
 /// Why a run could not be done.
@@ -309,8 +335,7 @@ pub fn run<A: Actor>(
 
     // Reassemble in id order.
     let mut stats = EngineStats::default();
-    let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
-    for p in parts {
+    for p in &parts {
         stats.events += p.sched.events;
         stats.packet_hops += p.sched.packet_hops;
         stats.end_time = stats.end_time.max(p.sched.last_time);
@@ -319,6 +344,20 @@ pub fn run<A: Actor>(
             let h = Time(p.sched.halt);
             stats.halted_at = Some(stats.halted_at.map_or(h, |x: Time| x.min(h)));
         }
+    }
+    let samples = cfg
+        .sample
+        .as_ref()
+        .map(|sc| merge_samples(&mut parts, sc, stats.end_time, n_actors));
+    let capture = cfg.capture.as_ref().map(|cc| {
+        let bufs = parts
+            .iter_mut()
+            .filter_map(|p| p.sched.capture.take())
+            .collect();
+        capture::merge(bufs, cc, until)
+    });
+    let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
+    for p in parts {
         for (gid, actor, ports) in p.into_actors() {
             slots[gid as usize] = Some((actor, ports));
         }
@@ -340,9 +379,55 @@ pub fn run<A: Actor>(
             lookahead: plan.lookahead,
             windows,
         },
+        capture,
+        samples,
     })
+}
+
+/// Brings every partition's series to one interval and length and lays them out by actor.
+fn merge_samples<A: Actor>(
+    parts: &mut [Partition<A>],
+    cfg: &SampleConfig,
+    end: Time,
+    n_actors: usize,
+) -> Samples {
+    let reached: Vec<u64> = parts
+        .iter()
+        .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.interval()))
+        .collect();
+    let interval = sample::final_interval(cfg, &reached, end);
+    for p in parts.iter_mut() {
+        if let Some(s) = &mut p.sched.sampler {
+            s.coarsen_to(interval);
+        }
+    }
+    let buckets = parts
+        .iter()
+        .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.busy_len()))
+        .max()
+        .unwrap_or(0)
+        .max((end.ps() / interval) as usize + 1);
+    let (mut busy, mut values) = sample::empty(n_actors);
+    for p in parts.iter_mut() {
+        p.finish_samples(interval, buckets);
+        let Some(s) = p.sched.sampler.take() else {
+            continue;
+        };
+        let (b, v) = s.finish(buckets);
+        let (gids, port_base) = p.layout();
+        sample::scatter(&mut busy, &mut values, gids, port_base, b, v);
+    }
+    Samples {
+        interval: Time(interval),
+        buckets,
+        busy_ps: busy,
+        values,
+    }
 }
 
 pub(crate) fn abort_requested(flag: &AtomicBool) -> bool {
     flag.load(Ordering::Relaxed)
 }
+
+#[cfg(test)]
+mod observe_tests;

@@ -99,8 +99,15 @@ impl EventQueue {
         self.heap.push(e);
     }
 
+    /// Queues a packet arrival; returns its slab index.
     #[inline]
-    pub(crate) fn push_packet(&mut self, key: EventKey, dst: u32, port: u16, packet: Packet) {
+    pub(crate) fn push_packet(
+        &mut self,
+        key: EventKey,
+        dst: u32,
+        port: u16,
+        packet: Packet,
+    ) -> u32 {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slab[i as usize] = Some(packet);
@@ -118,6 +125,12 @@ impl EventQueue {
             kind: Kind::Packet,
             data: idx as u64,
         });
+        idx
+    }
+
+    /// The packet waiting in slab slot `idx`.
+    pub(crate) fn packet(&self, idx: u32) -> Option<&Packet> {
+        self.slab.get(idx as usize)?.as_ref()
     }
 
     /// Time of the earliest entry, or `u64::MAX`.

@@ -6,8 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam::channel::{unbounded, Receiver, Sender};
 use crossbeam::utils::CachePadded;
 
+use super::capture::{CaptureBuf, CaptureDirection};
 use super::partition::Plan;
 use super::queue::{Entry, EventKey, EventQueue, Kind};
+use super::sample::Sampler;
 use super::{
     abort_requested, Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress,
     TransmitError, Wiring,
@@ -24,7 +26,14 @@ struct PortState {
     peer_port: u16,
     busy_until: u64,
     stats: PortStats,
+    /// Capture taps: [`TAP_OUT`] and/or [`TAP_IN`] (0 when not tapped).
+    tap: u8,
 }
+
+/// Record frames this port transmits.
+const TAP_OUT: u8 = 1;
+/// Record frames this port transmits as arrivals at the peer port (which is tapped).
+const TAP_IN: u8 = 2;
 
 /// A frame bound for another partition.
 pub(crate) struct Remote {
@@ -53,6 +62,14 @@ pub(crate) struct Sched {
     pub(crate) halt: u64,
     /// How long after the earliest halt request the run goes on (see `run`).
     pub(crate) halt_grace: u64,
+    /// True when capturing or sampling: the one branch the transmit path pays for them.
+    observing: bool,
+    /// Per local port, the global id of the peer actor (filled only when capturing).
+    peer_gid: Vec<ActorId>,
+    pub(crate) capture: Option<CaptureBuf>,
+    pub(crate) sampler: Option<Sampler>,
+    /// Time of the next snapshot (`u64::MAX` when not sampling).
+    pub(crate) next_sample: u64,
 }
 
 /// The halt grace: the longest channel latency (at least 1 ps). It bounds every partitioning's
@@ -156,6 +173,18 @@ impl Sched {
         self.packet_hops += 1;
         let k_done = self.next_key(me, done);
         let k_arrive = self.next_key(me, arrive);
+        // Per-packet logs exist only when built with the `packet-trace` feature, so that a
+        // normal build pays nothing for them, not even the disabled-callsite check.
+        #[cfg(feature = "packet-trace")]
+        tracing::trace!(
+            target: "fabemu::packet",
+            actor = self.gids[me as usize],
+            port,
+            start_ps = now.ps(),
+            arrive_ps = arrive,
+            frame_len = frame,
+            "transmit"
+        );
         self.queue.push(Entry {
             key: k_done,
             dst: me,
@@ -163,9 +192,11 @@ impl Sched {
             kind: Kind::TxDone,
             data: 0,
         });
-        if peer_part == self.part {
+        // The packet is moved straight into the queue or outbox; the capture reads it back from
+        // there, so the hot path never needs it at a fixed address.
+        let slot = if peer_part == self.part {
             self.queue
-                .push_packet(k_arrive, peer_local, peer_port, packet);
+                .push_packet(k_arrive, peer_local, peer_port, packet)
         } else {
             self.outbox[peer_part as usize].push(Remote {
                 key: k_arrive,
@@ -173,8 +204,72 @@ impl Sched {
                 port: peer_port,
                 packet,
             });
+            u32::MAX
+        };
+        if self.observing {
+            self.observe_tx(
+                me,
+                port,
+                a + port,
+                [now.ps(), done, arrive],
+                k_arrive,
+                slot,
+                peer_part,
+            );
         }
         Ok(())
+    }
+
+    /// Feeds a transmit to the sampler and the capture taps. `times` = [start, done, arrive];
+    /// the packet waits in queue slot `slot`, or last in the outbox of `peer_part`.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn observe_tx(
+        &mut self,
+        me: u32,
+        port: usize,
+        local_port: usize,
+        times: [u64; 3],
+        key: EventKey,
+        slot: u32,
+        peer_part: u32,
+    ) {
+        let [start, done, arrive] = times;
+        if let Some(s) = &mut self.sampler {
+            s.add_busy(local_port, start, done);
+        }
+        let ps = &self.ports[local_port];
+        let (tap, peer_port) = (ps.tap, ps.peer_port as usize);
+        let Some(c) = &mut self.capture else {
+            return;
+        };
+        if tap == 0 {
+            return;
+        }
+        let packet = if peer_part == self.part {
+            self.queue.packet(slot)
+        } else {
+            self.outbox[peer_part as usize].last().map(|r| &r.packet)
+        };
+        let Some(packet) = packet else {
+            return;
+        };
+        let me_gid = self.gids[me as usize];
+        let peer = self.peer_gid.get(local_port).copied().unwrap_or(0);
+        if tap & TAP_OUT != 0 {
+            c.record(start, me_gid, port, CaptureDirection::Out, key.tie, packet);
+        }
+        if tap & TAP_IN != 0 {
+            c.record(
+                arrive,
+                peer,
+                peer_port,
+                CaptureDirection::In,
+                key.tie,
+                packet,
+            );
+        }
     }
 
     #[inline]
@@ -229,16 +324,33 @@ impl<A: Actor> Partition<A> {
                     last_time: Time::ZERO,
                     halt: u64::MAX,
                     halt_grace: halt_grace(wiring),
+                    observing: cfg.capture.is_some() || cfg.sample.is_some(),
+                    peer_gid: Vec::new(),
+                    capture: cfg.capture.as_ref().map(CaptureBuf::new),
+                    sampler: None,
+                    next_sample: u64::MAX,
                 },
             })
             .collect();
+        let tapped = |a: usize, p: usize| {
+            cfg.capture
+                .as_ref()
+                .is_some_and(|c| c.ports.contains(&(a as ActorId, p)))
+        };
         for (gid, actor) in actors.into_iter().enumerate() {
             let p = &mut parts[plan.assignment[gid] as usize];
             p.actors.push(actor);
             p.sched.gids.push(gid as ActorId);
             p.sched.seq.push(0);
-            for w in &wiring.ports[gid] {
+            for (port, w) in wiring.ports[gid].iter().enumerate() {
                 let peer = w.peer as usize;
+                let tap = if cfg.capture.is_some() {
+                    p.sched.peer_gid.push(w.peer);
+                    (if tapped(gid, port) { TAP_OUT } else { 0 })
+                        | (if tapped(peer, w.peer_port) { TAP_IN } else { 0 })
+                } else {
+                    0
+                };
                 p.sched.ports.push(PortState {
                     channel: w.channel,
                     peer_part: plan.assignment[peer],
@@ -246,12 +358,60 @@ impl<A: Actor> Partition<A> {
                     peer_port: w.peer_port as u16,
                     busy_until: 0,
                     stats: PortStats::default(),
+                    tap,
                 });
             }
             let n = p.sched.ports.len() as u32;
             p.sched.port_base.push(n);
         }
+        if let Some(sc) = &cfg.sample {
+            for p in &mut parts {
+                let s = Sampler::new(sc, p.sched.ports.len(), p.actors.len());
+                p.sched.next_sample = s.next_at();
+                p.sched.sampler = Some(s);
+            }
+        }
         parts
+    }
+
+    /// Takes every snapshot due at or before `t` (before any event at `t` is handled).
+    #[cold]
+    #[inline(never)]
+    fn take_samples(&mut self, t: u64) {
+        let Some(s) = &mut self.sched.sampler else {
+            return;
+        };
+        while s.next_at() <= t {
+            for (i, actor) in self.actors.iter().enumerate() {
+                s.scratch.clear();
+                actor.sample(&mut s.scratch);
+                s.store(i);
+            }
+            s.advance();
+        }
+        self.sched.next_sample = s.next_at();
+    }
+
+    /// Brings the sampler to `interval` and takes the snapshots still missing to cover
+    /// `buckets` boundaries (the actors' final state: nothing happens after their last event).
+    pub(crate) fn finish_samples(&mut self, interval: u64, buckets: usize) {
+        let Some(s) = &mut self.sched.sampler else {
+            return;
+        };
+        s.coarsen_to(interval);
+        for _ in 0..s.missing(buckets) {
+            for (i, actor) in self.actors.iter().enumerate() {
+                s.scratch.clear();
+                actor.sample(&mut s.scratch);
+                s.store(i);
+            }
+            s.advance_fixed();
+        }
+    }
+
+    /// Local actor ids and port ranges (to map local series to global actors).
+    pub(crate) fn layout(&self) -> (&[ActorId], &[u32]) {
+        (&self.sched.gids, &self.sched.port_base)
     }
 
     /// Calls every actor's `start` at time zero.
@@ -271,6 +431,9 @@ impl<A: Actor> Partition<A> {
         let mut since_report = 0u32;
         let mut end = end.min(self.sched.halt_end());
         while let Some(e) = self.sched.queue.pop_before(end) {
+            if e.key.time >= self.sched.next_sample {
+                self.take_samples(e.key.time);
+            }
             let now = Time(e.key.time);
             self.sched.last_time = now;
             self.sched.events += 1;

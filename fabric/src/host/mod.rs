@@ -234,6 +234,8 @@ pub struct HostStats {
     /// Sum of the one-way latency (NIC to NIC) of data packets received in order, in ps; divide
     /// by `data_packets_received` for the mean.
     pub latency_sum_ps: u64,
+    /// One-way latency of the same packets (percentiles in the report).
+    pub latency: crate::histogram::LatencyHistogram,
 }
 
 /// A completion delivered to the application.
@@ -1108,6 +1110,7 @@ impl Nic {
             RxAction::Accepted { ack } => {
                 self.stats.data_packets_received += 1;
                 self.stats.latency_sum_ps += ctx.now().saturating_sub(pkt.meta.created_at).ps();
+                (self.stats.latency).record(ctx.now().saturating_sub(pkt.meta.created_at).ps());
                 if ack {
                     self.stats.acks_sent += 1;
                     self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);

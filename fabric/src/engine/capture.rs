@@ -1,0 +1,256 @@
+//! The capture tap: frames seen on chosen ports, as bytes, for a pcap.
+//!
+//! Like tcpdump on an interface, a tapped port sees both directions: a frame *leaving* it is
+//! recorded when its first bit goes on the wire (the transmit time), a frame *arriving* on it
+//! when its last bit arrives (the time the receiving actor gets it). Both records are taken at
+//! the transmit, by the transmitting partition — the bytes cannot change on the wire — so the
+//! receiving side costs nothing. A frame modified by an actor (a switch marking ECN) is recorded
+//! as it was when that actor sent it: the mark shows after the switch, not before.
+//!
+//! Payload: real bytes in data mode; in timing mode the payload is not captured — the record
+//! holds the headers only, with the original length kept (pcap's caplen < len), so tools show
+//! the frame as truncated instead of inventing zeros. Frames without payload (ACKs, CNPs, PFC
+//! pauses) are whole in both modes.
+//!
+//! **Determinism and caps.** Records are kept per partition and merged at the end in the order
+//! (time, actor, port, direction, origin key), which no thread count changes. The caps (frames,
+//! captured bytes) keep the *first* records in that order: each partition keeps the smallest
+//! records that fit the caps (a max-heap that evicts its largest), which always contains its
+//! share of the global first records; the merge then cuts the sorted union at the caps.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::ActorId;
+use crate::packet::{Packet, Payload};
+use crate::units::Time;
+
+/// Which ports to tap and how much to keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureConfig {
+    /// Tapped (actor, port) pairs; duplicates and ports that do not exist are ignored.
+    pub ports: Vec<(ActorId, usize)>,
+    /// Keep at most this many frames (the first ones in time order).
+    pub max_packets: u64,
+    /// Keep at most this many captured bytes (the sum of the records' `data` lengths).
+    pub max_bytes: u64,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        CaptureConfig {
+            ports: Vec::new(),
+            max_packets: 1_000_000,
+            max_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Which way a captured frame went through the tapped port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CaptureDirection {
+    /// The tapped port transmitted it (recorded at transmit start).
+    Out,
+    /// The tapped port received it (recorded when its last bit arrived).
+    In,
+}
+
+/// One captured frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturedFrame {
+    /// When it was seen (see [`CaptureDirection`]).
+    pub time: Time,
+    /// The tapped actor.
+    pub actor: ActorId,
+    /// The tapped port of that actor.
+    pub port: usize,
+    /// Leaving or arriving.
+    pub direction: CaptureDirection,
+    /// The frame's engine event key tie word (origin actor and sequence): a tie-break that no
+    /// partitioning changes.
+    pub origin: u64,
+    /// The frame's length on the wire without FCS.
+    pub orig_len: u32,
+    /// The captured bytes: the whole frame in data mode, the headers only in timing mode.
+    pub data: Vec<u8>,
+}
+
+impl CapturedFrame {
+    fn key(&self) -> (u64, ActorId, usize, CaptureDirection, u64) {
+        (
+            self.time.ps(),
+            self.actor,
+            self.port,
+            self.direction,
+            self.origin,
+        )
+    }
+}
+
+impl PartialOrd for CapturedFrame {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CapturedFrame {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// What a run captured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capture {
+    /// The kept frames in (time, actor, port, direction, origin) order.
+    pub frames: Vec<CapturedFrame>,
+    /// Frames seen on tapped ports, kept or not.
+    pub seen: u64,
+    /// Frames not kept because a cap was reached (`seen - frames.len()`).
+    pub dropped: u64,
+}
+
+/// One partition's capture state.
+pub(crate) struct CaptureBuf {
+    max_packets: u64,
+    max_bytes: u64,
+    heap: BinaryHeap<CapturedFrame>,
+    bytes: u64,
+    seen: u64,
+}
+
+impl CaptureBuf {
+    pub(crate) fn new(cfg: &CaptureConfig) -> CaptureBuf {
+        CaptureBuf {
+            max_packets: cfg.max_packets,
+            max_bytes: cfg.max_bytes,
+            heap: BinaryHeap::new(),
+            bytes: 0,
+            seen: 0,
+        }
+    }
+
+    /// Records `packet` as seen by (`actor`, `port`) at `time`.
+    pub(crate) fn record(
+        &mut self,
+        time: u64,
+        actor: ActorId,
+        port: usize,
+        direction: CaptureDirection,
+        origin: u64,
+        packet: &Packet,
+    ) {
+        self.seen += 1;
+        if self.max_packets == 0 {
+            return;
+        }
+        let key = (time, actor, port, direction, origin);
+        let full = self.heap.len() as u64 >= self.max_packets || self.bytes >= self.max_bytes;
+        if full && self.heap.peek().is_some_and(|top| top.key() <= key) {
+            // Later than everything kept while the caps are reached: never among the first.
+            return;
+        }
+        // A frame without payload (ACK, CNP, PFC) is whole in either mode.
+        let data = match packet.payload() {
+            Payload::Timing(n) if *n > 0 => packet.header().to_vec(),
+            _ => packet.to_frame_bytes(),
+        };
+        self.bytes += data.len() as u64;
+        self.heap.push(CapturedFrame {
+            time: Time(time),
+            actor,
+            port,
+            direction,
+            origin,
+            orig_len: packet.frame_len() as u32,
+            data,
+        });
+        while self.heap.len() as u64 > self.max_packets || self.bytes > self.max_bytes {
+            match self.heap.pop() {
+                Some(f) => self.bytes -= f.data.len() as u64,
+                None => break,
+            }
+        }
+    }
+}
+
+/// Merges the partitions' buffers into the run's capture; drops records later than `until`
+/// (arrivals the run stopped before delivering).
+pub(crate) fn merge(bufs: Vec<CaptureBuf>, cfg: &CaptureConfig, until: Time) -> Capture {
+    let seen = bufs.iter().map(|b| b.seen).sum();
+    let mut all: Vec<CapturedFrame> = bufs.into_iter().flat_map(|b| b.heap.into_vec()).collect();
+    all.sort_unstable();
+    let mut kept = 0usize;
+    let mut bytes = 0u64;
+    for f in &all {
+        if f.time > until
+            || kept as u64 >= cfg.max_packets
+            || bytes + f.data.len() as u64 > cfg.max_bytes
+        {
+            break;
+        }
+        bytes += f.data.len() as u64;
+        kept += 1;
+    }
+    all.truncate(kept);
+    Capture {
+        dropped: seen - all.len() as u64,
+        frames: all,
+        seen,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(len: u32) -> Packet {
+        match Packet::new(&[0xab; 20], Payload::Timing(len), &[]) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn caps_keep_the_first_frames_in_time_order_whatever_the_arrival_order() {
+        let cfg = CaptureConfig {
+            ports: vec![(0, 0)],
+            max_packets: 3,
+            max_bytes: u64::MAX,
+        };
+        // Two partitions see frames out of order; the first 3 by time are 1, 2, 3.
+        let mut a = CaptureBuf::new(&cfg);
+        let mut b = CaptureBuf::new(&cfg);
+        for t in [9, 3, 7, 1] {
+            a.record(t, 0, 0, CaptureDirection::Out, t, &pkt(100));
+        }
+        for t in [8, 2, 6] {
+            b.record(t, 1, 0, CaptureDirection::In, t, &pkt(100));
+        }
+        let c = merge(vec![a, b], &cfg, Time::NEVER);
+        let times: Vec<u64> = c.frames.iter().map(|f| f.time.ps()).collect();
+        assert_eq!(times, vec![1, 2, 3]);
+        assert_eq!(c.seen, 7);
+        assert_eq!(c.dropped, 4);
+        // Timing mode: headers only, original length kept.
+        assert_eq!(c.frames[0].data.len(), 20);
+        assert_eq!(c.frames[0].orig_len, 120);
+    }
+
+    #[test]
+    fn byte_cap_counts_captured_bytes() {
+        let cfg = CaptureConfig {
+            ports: vec![(0, 0)],
+            max_packets: u64::MAX,
+            max_bytes: 50,
+        };
+        let mut a = CaptureBuf::new(&cfg);
+        for t in 0..5 {
+            a.record(t, 0, 0, CaptureDirection::Out, t, &pkt(0));
+        }
+        // 20 bytes each: two fit in 50.
+        let c = merge(vec![a], &cfg, Time::NEVER);
+        assert_eq!(c.frames.len(), 2);
+        assert_eq!(c.dropped, 3);
+    }
+}

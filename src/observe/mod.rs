@@ -1,0 +1,197 @@
+//! Seeing inside a run: the packets (pcap), latency histograms, time series (CSV), plots and
+//! progress — for any scenario.
+//!
+//! The engine gathers the raw material while it runs (its capture tap and its sampling hook,
+//! see `fabemu_fabric::engine`); this module chooses what to gather from the command line
+//! ([`ObserveOptions`]), maps names to the engine's actor and port numbers ([`select`]), and
+//! turns what came back into files under `--out DIR` ([`write_outputs`]):
+//!
+//! | file | what |
+//! |---|---|
+//! | `report.json`, `summary.txt` | the JSON report and the summary, as `--json` and stdout give them |
+//! | `link_utilization.csv` | per directed link, busy share of each interval |
+//! | `dimension_utilization.csv` | per link class (dimension or tier), the same over its links |
+//! | `queue_depth.csv` | per switch egress queue, bytes queued at each interval boundary |
+//! | `*.png`, `*.svg` | plots of the above (and the collective timeline) |
+//! | `capture.pcap` | the captured frames, when `--capture` asks and `--pcap` does not name a path |
+
+pub mod histograms;
+pub mod pcap;
+pub mod plot;
+pub mod progress;
+pub mod select;
+pub mod series;
+
+use std::path::{Path, PathBuf};
+
+use fabemu_fabric::engine::{Capture, CaptureConfig, SampleConfig, Samples};
+use fabemu_fabric::units::Time;
+
+use crate::report::Report;
+use crate::world::Finished;
+
+/// Sampling interval the series start from when none is given; it grows tenfold as often as
+/// needed to stay within [`DEFAULT_MAX_BUCKETS`] buckets (so 200 to 2000 of them, each a power
+/// of ten picoseconds long).
+pub const DEFAULT_SAMPLE_INTERVAL: Time = Time(1_000);
+/// Bucket limit of the default, adaptive interval.
+pub const DEFAULT_MAX_BUCKETS: usize = 2_000;
+
+/// What to observe beyond the report.
+#[derive(Clone, Debug)]
+pub struct ObserveOptions {
+    /// Directory for report, summary, CSVs, plots (and the pcap unless `pcap` names one).
+    pub out_dir: Option<PathBuf>,
+    /// Where to write the capture.
+    pub pcap: Option<PathBuf>,
+    /// What to capture: comma-separated host or switch names (all their ports) or `name:port`;
+    /// `None` = every host's NIC ports.
+    pub capture: Option<String>,
+    /// Fixed sampling interval; `None` = adaptive ([`DEFAULT_SAMPLE_INTERVAL`]).
+    pub sample_interval: Option<Time>,
+    /// Cap on captured frames.
+    pub pcap_max_packets: u64,
+    /// Cap on captured bytes.
+    pub pcap_max_bytes: u64,
+}
+
+impl Default for ObserveOptions {
+    fn default() -> Self {
+        let caps = CaptureConfig::default();
+        ObserveOptions {
+            out_dir: None,
+            pcap: None,
+            capture: None,
+            sample_interval: None,
+            pcap_max_packets: caps.max_packets,
+            pcap_max_bytes: caps.max_bytes,
+        }
+    }
+}
+
+impl ObserveOptions {
+    /// Where the capture goes (`None`: no capture).
+    pub fn pcap_path(&self) -> Option<PathBuf> {
+        match (&self.pcap, &self.out_dir, &self.capture) {
+            (Some(p), _, _) => Some(p.clone()),
+            (None, Some(d), Some(_)) => Some(d.join("capture.pcap")),
+            _ => None,
+        }
+    }
+
+    /// The engine's sampling settings (only with an output directory).
+    pub fn sample_config(&self) -> Option<SampleConfig> {
+        self.out_dir.as_ref()?;
+        Some(match self.sample_interval {
+            Some(i) => SampleConfig {
+                interval: i,
+                max_buckets: None,
+            },
+            None => SampleConfig {
+                interval: DEFAULT_SAMPLE_INTERVAL,
+                max_buckets: Some(DEFAULT_MAX_BUCKETS),
+            },
+        })
+    }
+}
+
+/// Why observing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    /// A command-line choice is invalid (exit code 2).
+    #[error("{0}")]
+    BadOption(String),
+    /// A file could not be written (exit code 1).
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A plot could not be drawn (exit code 1).
+    #[error("cannot draw {path}: {message}")]
+    Plot {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ObserveError + '_ {
+    move |source| ObserveError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A run with everything that was observed.
+pub struct Observed {
+    /// The report.
+    pub report: Report,
+    /// The finished world (graph, actors, counters).
+    pub finished: Finished,
+    /// Captured frames, if asked.
+    pub capture: Option<Capture>,
+    /// Time series, if asked.
+    pub samples: Option<Samples>,
+}
+
+/// Writes the pcap (if captured) and, with an output directory, the report, the summary, the
+/// CSVs and the plots. `summary` is the text the summary file gets.
+pub fn write_outputs(
+    obs: &Observed,
+    opts: &ObserveOptions,
+    summary: &str,
+) -> Result<(), ObserveError> {
+    if let Some(dir) = &opts.out_dir {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    }
+    if let (Some(path), Some(c)) = (opts.pcap_path(), &obs.capture) {
+        pcap::write_file(&path, &c.frames)?;
+    }
+    let Some(dir) = &opts.out_dir else {
+        return Ok(());
+    };
+    let json = serde_json::to_string_pretty(&obs.report).map_err(|e| ObserveError::Io {
+        path: dir.join("report.json"),
+        source: e.into(),
+    })?;
+    let p = dir.join("report.json");
+    std::fs::write(&p, json + "\n").map_err(io_err(&p))?;
+    let p = dir.join("summary.txt");
+    std::fs::write(&p, summary).map_err(io_err(&p))?;
+    if let Some(s) = &obs.samples {
+        let g = &obs.finished.graph;
+        let links = series::link_utilization(g, s);
+        let dims = series::dimension_utilization(g, s);
+        let queues = series::queue_depth(g, s);
+        series::write_csv(&dir.join("link_utilization.csv"), &links)?;
+        series::write_csv(&dir.join("dimension_utilization.csv"), &dims)?;
+        series::write_csv(&dir.join("queue_depth.csv"), &queues)?;
+        plot::line_chart(
+            &dir.join("link_utilization"),
+            &plot::LineChart {
+                title: "Link utilization per dimension".into(),
+                y_label: "utilization".into(),
+                series: &dims,
+                y_max: Some(1.0),
+                keep: usize::MAX,
+            },
+        )?;
+        if !queues.columns.is_empty() {
+            plot::line_chart(
+                &dir.join("queue_depth"),
+                &plot::LineChart {
+                    title: "Queue depth, busiest queues".into(),
+                    y_label: "bytes queued".into(),
+                    series: &queues,
+                    y_max: None,
+                    keep: 8,
+                },
+            )?;
+        }
+    }
+    Ok(())
+}

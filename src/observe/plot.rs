@@ -1,0 +1,305 @@
+//! Plots as PNG and SVG (plotters): series over time and the collective timeline.
+//!
+//! Text needs a TrueType font, and plotters is built without fontconfig (no system library
+//! needed to build fabemu): the first font found among common paths (or `FABEMU_FONT`) is
+//! registered once; without one the plots are still drawn, without title, axes labels or
+//! legend.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::series::Table;
+use super::ObserveError;
+
+const SIZE: (u32, u32) = (1000, 560);
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/Library/Fonts/Arial.ttf",
+    "/System/Library/Fonts/Supplemental/Arial.ttf",
+    "C:\\Windows\\Fonts\\arial.ttf",
+];
+
+/// True when a font is registered and plots can carry text.
+pub fn has_font() -> bool {
+    static FONT: OnceLock<bool> = OnceLock::new();
+    *FONT.get_or_init(|| {
+        let env = std::env::var("FABEMU_FONT").ok();
+        let candidates = env
+            .iter()
+            .map(String::as_str)
+            .chain(FONT_PATHS.iter().copied());
+        for path in candidates {
+            if let Ok(bytes) = std::fs::read(path) {
+                // Registered once per process for the rest of its life: leaking is the point.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        tracing::warn!("no TrueType font found (set FABEMU_FONT): plots carry no text");
+        false
+    })
+}
+
+/// A chart of series over time.
+pub struct LineChart<'a> {
+    /// Title.
+    pub title: String,
+    /// What the y axis shows.
+    pub y_label: String,
+    /// The series (time in ps on x).
+    pub series: &'a Table,
+    /// Fixed top of the y axis (e.g. 1.0 for utilization); else the data's maximum.
+    pub y_max: Option<f64>,
+    /// Draw only this many series, those with the largest peaks.
+    pub keep: usize,
+}
+
+fn with_ext(base: &Path, ext: &str) -> PathBuf {
+    let mut p = base.as_os_str().to_owned();
+    p.push(".");
+    p.push(ext);
+    PathBuf::from(p)
+}
+
+/// Draws on a PNG and an SVG: `base` + `.png` and `.svg` (one drawing function per backend,
+/// both the same generic function at the call site).
+fn both(
+    base: &Path,
+    draw_png: impl Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
+    draw_svg: impl Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>,
+) -> Result<(), ObserveError> {
+    let png = with_ext(base, "png");
+    let fail = |path: &Path, message: String| ObserveError::Plot {
+        path: path.to_path_buf(),
+        message,
+    };
+    {
+        let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+        draw_png(&root).map_err(|m| fail(&png, m))?;
+        root.present().map_err(|e| fail(&png, e.to_string()))?;
+    }
+    let svg = with_ext(base, "svg");
+    let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+    draw_svg(&root).map_err(|m| fail(&svg, m))?;
+    root.present().map_err(|e| fail(&svg, e.to_string()))
+}
+
+/// Writes `base.png` and `base.svg` with the chart.
+pub fn line_chart(base: &Path, c: &LineChart<'_>) -> Result<(), ObserveError> {
+    let text = has_font();
+    let mut order: Vec<usize> = (0..c.series.columns.len()).collect();
+    let peak = |i: usize| c.series.columns[i].1.iter().copied().fold(0.0f64, f64::max);
+    // Largest peak first; ties keep the table order (stable sort), so output is deterministic.
+    order.sort_by(|&a, &b| peak(b).total_cmp(&peak(a)));
+    order.truncate(c.keep);
+    let x: Vec<f64> = c.series.times_ps.iter().map(|&t| t as f64 / 1e6).collect();
+    let x_max = x.last().copied().unwrap_or(0.0).max(1e-6);
+    let y_max = c
+        .y_max
+        .unwrap_or_else(|| order.iter().map(|&i| peak(i)).fold(0.0, f64::max))
+        .max(1e-9)
+        * 1.05;
+    both(
+        base,
+        |r| draw_lines(r, c, &order, &x, (x_max, y_max), text),
+        |r| draw_lines(r, c, &order, &x, (x_max, y_max), text),
+    )
+}
+
+fn draw_lines<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &LineChart<'_>,
+    order: &[usize],
+    x: &[f64],
+    (x_max, y_max): (f64, f64),
+    text: bool,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let mut b = ChartBuilder::on(root);
+    b.margin(15);
+    if text {
+        b.caption(&c.title, ("sans-serif", 22))
+            .x_label_area_size(45)
+            .y_label_area_size(80);
+    }
+    let mut chart = b.build_cartesian_2d(0f64..x_max, 0f64..y_max).map_err(e)?;
+    if text {
+        chart
+            .configure_mesh()
+            .x_desc("simulated time (us)")
+            .y_desc(c.y_label.as_str())
+            .draw()
+            .map_err(e)?;
+    }
+    for (n, &i) in order.iter().enumerate() {
+        let (name, ys) = &c.series.columns[i];
+        let color = Palette99::pick(n).to_rgba();
+        let s = chart
+            .draw_series(LineSeries::new(
+                x.iter().copied().zip(ys.iter().copied()),
+                color.stroke_width(2),
+            ))
+            .map_err(e)?;
+        if text {
+            s.label(name.as_str()).legend(move |(px, py)| {
+                PathElement::new(vec![(px, py), (px + 20, py)], color.stroke_width(2))
+            });
+        }
+    }
+    if text && !order.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(e)?;
+    }
+    Ok(())
+}
+
+/// One rank's steps: (label, start ps, end ps).
+pub type RankSteps = (u32, Vec<(String, u64, u64)>);
+
+/// Writes `base.png` and `base.svg`: one row per rank, a bar per step from its start to its end
+/// (colour by step position), time on x.
+pub fn collective_timeline(
+    base: &Path,
+    title: &str,
+    ranks: &[RankSteps],
+) -> Result<(), ObserveError> {
+    let text = has_font();
+    let x_max = ranks
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|x| x.2))
+        .max()
+        .unwrap_or(0) as f64
+        / 1e6;
+    let x_max = x_max.max(1e-6);
+    both(
+        base,
+        |r| draw_timeline(r, title, ranks, x_max, text),
+        |r| draw_timeline(r, title, ranks, x_max, text),
+    )
+}
+
+fn draw_timeline<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    ranks: &[RankSteps],
+    x_max: f64,
+    text: bool,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let n = ranks.len().max(1) as u32;
+    let mut b = ChartBuilder::on(root);
+    b.margin(15);
+    if text {
+        b.caption(title, ("sans-serif", 22))
+            .x_label_area_size(45)
+            .y_label_area_size(80);
+    }
+    // One segment per row, so each rank gets its own label at the row's centre.
+    let mut chart = b
+        .build_cartesian_2d(0f64..x_max * 1.02, (0u32..n).into_segmented())
+        .map_err(e)?;
+    if text {
+        let names: Vec<String> = ranks.iter().map(|(r, _)| format!("rank {r}")).collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc("simulated time (us)")
+            .y_labels(ranks.len().min(64))
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(row) => {
+                    names.get(*row as usize).cloned().unwrap_or_default()
+                }
+                _ => String::new(),
+            })
+            .draw()
+            .map_err(e)?;
+    }
+    for (row, (_, steps)) in ranks.iter().enumerate() {
+        let row = row as u32;
+        chart
+            .draw_series(steps.iter().enumerate().flat_map(|(j, (_, s, t))| {
+                let color = Palette99::pick(j).to_rgba();
+                let corners = [
+                    (*s as f64 / 1e6, SegmentValue::Exact(row)),
+                    (*t as f64 / 1e6, SegmentValue::Exact(row + 1)),
+                ];
+                // Filled bar, then a white outline that keeps neighbouring bars apart.
+                [
+                    Rectangle::new(corners.clone(), color.filled()),
+                    Rectangle::new(corners, WHITE.stroke_width(3)),
+                ]
+            }))
+            .map_err(e)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_ok(p: &Path) -> bool {
+        std::fs::read(p).is_ok_and(|b| b.starts_with(b"\x89PNG\r\n\x1a\n"))
+    }
+
+    #[test]
+    fn charts_are_written_as_png_and_svg() {
+        let dir = std::env::temp_dir().join(format!("fabemu-plot-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let t = Table {
+            times_ps: (0..50).map(|k| k * 1_000_000).collect(),
+            columns: vec![
+                (
+                    "dim0".into(),
+                    (0..50).map(|k| (k as f64 / 10.0).sin().abs()).collect(),
+                ),
+                ("dim1".into(), (0..50).map(|k| k as f64 / 50.0).collect()),
+            ],
+        };
+        let chart = LineChart {
+            title: "Link utilization per dimension".into(),
+            y_label: "utilization".into(),
+            series: &t,
+            y_max: Some(1.0),
+            keep: 8,
+        };
+        if let Err(e) = line_chart(&dir.join("lines"), &chart) {
+            panic!("{e}");
+        }
+        assert!(png_ok(&dir.join("lines.png")));
+        let svg = std::fs::read_to_string(dir.join("lines.svg")).unwrap_or_default();
+        assert!(svg.contains("<svg") && svg.contains("polyline"));
+        // A 4-rank ring: 3 steps per rank, each 2 us, rank r starts r*0.5 us late.
+        let ranks: Vec<RankSteps> = (0..4u32)
+            .map(|r| {
+                let steps = (0..3u64)
+                    .map(|j| {
+                        let s = r as u64 * 500_000 + j * 2_000_000;
+                        (format!("step {j}"), s, s + 1_800_000)
+                    })
+                    .collect();
+                (r, steps)
+            })
+            .collect();
+        if let Err(e) = collective_timeline(&dir.join("timeline"), "All-Reduce, ring", &ranks) {
+            panic!("{e}");
+        }
+        assert!(png_ok(&dir.join("timeline.png")));
+        assert!(dir.join("timeline.svg").exists());
+    }
+}

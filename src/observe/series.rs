@@ -1,0 +1,142 @@
+//! Time series tables from the engine's samples: per directed link and per link class
+//! utilization, per switch queue depth; and their CSV form.
+//!
+//! Row k stands for bucket k: utilization is the port's busy time in [k·I, (k+1)·I) over I
+//! (exact, from serialization intervals), queue depth the bytes queued at the instant k·I.
+//! The last bucket is divided by the whole interval even where the run ended inside it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use fabemu_fabric::engine::Samples;
+use fabemu_topologies::Graph;
+
+use super::{io_err, ObserveError};
+
+/// Columns of values over the same time axis.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table {
+    /// Time of each row in picoseconds (bucket start or snapshot instant).
+    pub times_ps: Vec<u64>,
+    /// Named columns, each as long as `times_ps`.
+    pub columns: Vec<(String, Vec<f64>)>,
+}
+
+fn axis(s: &Samples) -> Vec<u64> {
+    (0..s.buckets as u64).map(|k| k * s.interval.ps()).collect()
+}
+
+fn busy_of(s: &Samples, node: usize, port: usize) -> Option<&Vec<u64>> {
+    s.busy_ps.get(node).and_then(|p| p.get(port))
+}
+
+/// Per directed link (`a->b`), the share of each interval its transmitter was busy; links that
+/// carried nothing are left out.
+pub fn link_utilization(g: &Graph, s: &Samples) -> Table {
+    let i = s.interval.ps().max(1) as f64;
+    let mut columns = Vec::new();
+    for (li, l) in g.links().iter().enumerate() {
+        for (from, to) in [(l.a, l.b), (l.b, l.a)] {
+            let Some(port) = g.ports(from).iter().position(|p| p.link == li) else {
+                continue;
+            };
+            let Some(busy) = busy_of(s, from, port) else {
+                continue;
+            };
+            if busy.iter().all(|&b| b == 0) {
+                continue;
+            }
+            columns.push((
+                format!("{}->{}", g.node(from).name, g.node(to).name),
+                busy.iter().map(|&b| b as f64 / i).collect(),
+            ));
+        }
+    }
+    Table {
+        times_ps: axis(s),
+        columns,
+    }
+}
+
+/// Per link class (`dim0`, `dim1`, ..., a tier, `explicit`), the busy share of all its links'
+/// directions together in each interval.
+pub fn dimension_utilization(g: &Graph, s: &Samples) -> Table {
+    let i = s.interval.ps().max(1) as f64;
+    let mut classes: Vec<_> = g.links().iter().map(|l| l.class).collect();
+    classes.sort();
+    classes.dedup();
+    let mut columns = Vec::new();
+    for class in classes {
+        let mut sum = vec![0u64; s.buckets];
+        let mut directions = 0u64;
+        for (li, l) in g.links().iter().enumerate() {
+            if l.class != class {
+                continue;
+            }
+            for from in [l.a, l.b] {
+                directions += 1;
+                let port = g.ports(from).iter().position(|p| p.link == li);
+                if let Some(busy) = port.and_then(|p| busy_of(s, from, p)) {
+                    for (acc, b) in sum.iter_mut().zip(busy) {
+                        *acc += b;
+                    }
+                }
+            }
+        }
+        let d = directions.max(1) as f64;
+        columns.push((
+            class.to_string(),
+            sum.iter().map(|&b| b as f64 / (i * d)).collect(),
+        ));
+    }
+    Table {
+        times_ps: axis(s),
+        columns,
+    }
+}
+
+/// Per queue an actor samples (a switch: one per egress port, named `switch->peer`), the bytes
+/// queued at each boundary.
+pub fn queue_depth(g: &Graph, s: &Samples) -> Table {
+    let mut columns = Vec::new();
+    for (node, v) in s.values.iter().enumerate() {
+        for q in 0..v.width {
+            let name = match g.ports(node).get(q) {
+                Some(p) => format!("{}->{}", g.node(node).name, g.node(p.peer).name),
+                None => format!("{}#{q}", g.node(node).name),
+            };
+            let col = (0..s.buckets)
+                .map(|k| v.at(k).get(q).copied().unwrap_or(0) as f64)
+                .collect();
+            columns.push((name, col));
+        }
+    }
+    Table {
+        times_ps: axis(s),
+        columns,
+    }
+}
+
+/// Writes `t` as CSV: a `time_ps` column, then one per series.
+pub fn write_csv(path: &Path, t: &Table) -> Result<(), ObserveError> {
+    let mut out = String::from("time_ps");
+    for (name, _) in &t.columns {
+        out.push(',');
+        out.push_str(name);
+    }
+    out.push('\n');
+    for (k, time) in t.times_ps.iter().enumerate() {
+        let _ = write!(out, "{time}");
+        for (_, col) in &t.columns {
+            let v = col.get(k).copied().unwrap_or(0.0);
+            // Integers (queue bytes) stay integers; shares keep 6 decimals.
+            if v.fract() == 0.0 {
+                let _ = write!(out, ",{v:.0}");
+            } else {
+                let _ = write!(out, ",{v:.6}");
+            }
+        }
+        out.push('\n');
+    }
+    std::fs::write(path, out).map_err(io_err(path))
+}
