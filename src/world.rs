@@ -91,9 +91,12 @@ impl Actor for Node {
             Node::Switch(s) => s.handle(event, ctx),
         }
     }
-    // TODO(observe): queue-depth series. Delegate to the switch once it exposes its egress
-    // queues' bytes per port (e.g. `Node::Switch(s) => s.sample(out)`, one value per port);
-    // until then switches sample nothing and the queue-depth CSV and plot stay empty.
+    /// Queue-depth series: a switch gives the bytes queued per egress port; hosts nothing.
+    fn sample(&self, out: &mut Vec<u64>) {
+        if let Node::Switch(s) = self {
+            s.sample(out);
+        }
+    }
 }
 
 /// A world ready to run.

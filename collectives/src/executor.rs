@@ -279,6 +279,11 @@ impl CollectiveRunner {
         self.jobs.into_iter().map(|j| j.record).collect()
     }
 
+    /// Job `job`'s program on this rank.
+    pub fn program(&self, job: usize) -> Option<&Program> {
+        self.jobs.get(job).map(|j| &j.job.program)
+    }
+
     /// Whether every job has finished on this rank.
     pub fn all_finished(&self) -> bool {
         self.jobs.iter().all(JobState::finished)

@@ -1,5 +1,5 @@
-//! Tails, not only means: message completion times, per-packet one-way latency, and (once the
-//! switch keeps one) queueing delay per switch port, as p50/p90/p99/p99.9/max.
+//! Tails, not only means: message completion times, per-packet one-way latency, and queueing
+//! delay in switches (per port in the JSON, all switches together in the summary), as p50/p90/p99/p99.9/max.
 //!
 //! Quantiles come from hdrhistogram at 3 significant digits (within 0.1% of the value);
 //! count, min and max are exact.
@@ -25,11 +25,14 @@ pub struct Latencies {
     pub switch_queueing_delay: Option<Percentiles>,
 }
 
-/// A switch's queueing delay histogram.
-// TODO(observe): fill from the switch's per-port statistics once `SwitchPortStats` keeps a
-// queueing-delay histogram (the switch crate is being rewritten); until then nothing.
-fn switch_queueing(_s: &Switch) -> Option<LatencyHistogram> {
-    None
+/// A switch's queueing delay histogram, all its ports together (each port's own is in the
+/// JSON report under `switches[].ports[].queueing_delay`).
+fn switch_queueing(s: &Switch) -> Option<LatencyHistogram> {
+    let mut h = LatencyHistogram::coarse();
+    for p in &s.port_stats {
+        h.add(&p.queueing_delay);
+    }
+    (!h.is_empty()).then_some(h)
 }
 
 /// Gathers the distributions of a finished run; `messages` are the report's message rows.

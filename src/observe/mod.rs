@@ -21,6 +21,7 @@ pub mod plot;
 pub mod progress;
 pub mod select;
 pub mod series;
+pub mod timeline;
 
 use std::path::{Path, PathBuf};
 
@@ -191,6 +192,28 @@ pub fn write_outputs(
                     keep: 8,
                 },
             )?;
+        }
+    }
+    // DCQCN: every cut queue pair's rate, one row per change (long format, for any plotter).
+    let cut: Vec<_> = obs
+        .report
+        .nics
+        .iter()
+        .flat_map(|n| n.qp_rates.iter().map(move |q| (n, q)))
+        .collect();
+    if !cut.is_empty() {
+        let mut csv = String::from("time_ps,qp,rate_bps\n");
+        for (n, q) in cut {
+            for [t, b] in &q.samples {
+                csv.push_str(&format!("{t},{}->{},{b}\n", n.name, q.peer));
+            }
+        }
+        let p = dir.join("qp_rates.csv");
+        std::fs::write(&p, csv).map_err(io_err(&p))?;
+    }
+    for (j, (title, rows)) in timeline::timelines(&obs.finished).iter().enumerate() {
+        if rows.iter().any(|(_, bars)| !bars.is_empty()) {
+            plot::collective_timeline(&dir.join(format!("timeline_{j}")), title, rows)?;
         }
     }
     Ok(())

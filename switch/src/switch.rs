@@ -18,6 +18,7 @@
 //! blur). The map keeps its capacity, so steady state allocates nothing.
 
 use fabemu_fabric::engine::{Actor, Ctx, Event};
+use fabemu_fabric::histogram::LatencyHistogram;
 use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
 use fabemu_fabric::units::Time;
@@ -83,6 +84,9 @@ pub struct SwitchPortStats {
     pub queueing_delay_sum_ps: u64,
     /// Frames that left the queue.
     pub dequeued: u64,
+    /// Distribution of the time frames waited in this queue (p50 .. max in the JSON; quantiles
+    /// within 1%, nothing finer than 1 ns).
+    pub queueing_delay: LatencyHistogram,
     /// Per priority 0..=7: PFC, ECN, drops, ingress use.
     pub priorities: [PriorityStats; PRIORITIES],
 }
@@ -172,7 +176,13 @@ impl Switch {
             watch: vec![PortWatch::default(); ports],
             red: b.ecn.map(|r| Red::new(&r, seed)),
             wake_at: vec![None; ports],
-            port_stats: vec![SwitchPortStats::default(); ports],
+            port_stats: vec![
+                SwitchPortStats {
+                    queueing_delay: LatencyHistogram::coarse(),
+                    ..SwitchPortStats::default()
+                };
+                ports
+            ],
             stats: SwitchStats::default(),
         }
     }
@@ -545,7 +555,9 @@ impl Switch {
             .release(ingress, prio, port, pkt.frame_len() as u64);
         let ps = &mut self.port_stats[port];
         ps.dequeued += 1;
-        ps.queueing_delay_sum_ps += now.saturating_sub(d.enqueued_at).ps();
+        let waited = now.saturating_sub(d.enqueued_at).ps();
+        ps.queueing_delay_sum_ps += waited;
+        ps.queueing_delay.record(waited);
         if let Some(red) = &mut self.red {
             let ect = matches!(wire::ecn(pkt.header()), Some(Ecn::Ect0 | Ecn::Ect1));
             if ect
@@ -656,6 +668,11 @@ impl Actor for Switch {
             );
             self.mmu.set_headroom(port, h);
         }
+    }
+
+    /// Queue depth for time series: per egress port, the bytes queued (all priorities).
+    fn sample(&self, out: &mut Vec<u64>) {
+        out.extend((0..self.queues.len()).map(|p| self.mmu.queue_bytes(p)));
     }
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
