@@ -442,3 +442,95 @@ fn bad_capture_names_are_input_errors() {
         "--capture without a destination"
     );
 }
+
+/// Two senders under one switch write back to back to one receiver, PFC off and a big
+/// buffer: the switch's port toward the receiver gets 200 Gb/s in and sends 100 Gb/s out, so
+/// its queue grows by 12.5 bytes per ns (one 4178-byte wire frame every 334 ns) from when the
+/// first frames of both senders have arrived until the senders are done.
+#[test]
+fn queue_depth_of_a_two_to_one_incast_grows_at_the_closed_form_rate() {
+    let yaml = "mode: timing\nnic: {mtu: 4KiB}\nswitch_buffer: {total: 32MiB}\n\
+                topology:\n  star: {hosts: 3, bandwidth: 100Gbps, latency: 1us}\n\
+                workload:\n  messages:\n    - {src: h1, dst: h0, size: 2MiB}\n    - {src: h2, dst: h0, size: 2MiB}\n";
+    let scen = temp_scenario("incast-queue.yaml", yaml);
+    let dir = out_dir("queue");
+    let (s, d) = (scen.to_string_lossy(), dir.to_string_lossy());
+    run_cli(&[
+        "run",
+        &s,
+        "--quiet",
+        "--out",
+        &d,
+        "--sample-interval",
+        "10us",
+    ]);
+    let (header, rows) = read_csv(&dir.join("queue_depth.csv"));
+    let col = match header.iter().position(|h| h == "switch0->h0") {
+        Some(c) => c,
+        None => panic!("no switch0->h0 column in {header:?}"),
+    };
+    // Between 20 us and 140 us (the senders need 2 MiB x 4178/4096 / 12.5 GB/s = 171 us), one
+    // net frame joins the queue per wire-frame time (4178 B x 80 ps = 334.24 ns), and the
+    // queue counts frame bytes (4154: no FCS, preamble or gap): 10 us / 334.24 ns x 4154 B =
+    // 124,283 B per row, within one frame (a sample falls between two arrivals).
+    let per_row = 10_000_000.0 / (4178.0 * 80.0) * 4154.0;
+    let window: Vec<&Vec<f64>> = rows
+        .iter()
+        .filter(|r| (20e6..=140e6).contains(&r[0]))
+        .collect();
+    assert!(window.len() >= 12, "{} rows", window.len());
+    for w in window.windows(2) {
+        let rise = w[1][col] - w[0][col];
+        assert!(
+            (rise - per_row).abs() <= 4154.0,
+            "at {} ps the queue rose by {rise} B, closed form {per_row}",
+            w[1][0]
+        );
+    }
+    // After everything has drained the queue is empty.
+    let last = rows.last().map_or(f64::NAN, |r| r[col]);
+    assert_eq!(last, 0.0);
+}
+
+/// A real run with PFC, ECN and DCQCN, captured at the hosts: CE-marked data arrives at the
+/// receiver (the switch marked it), the receiver sends CNPs, and the switch pauses the
+/// senders with 802.1Qbb frames that tshark decodes.
+#[test]
+fn tshark_decodes_marks_cnps_and_pauses_from_a_real_run() {
+    let mut yaml = String::from(
+        "mode: timing\nnic: {mtu: 4KiB, cc: dcqcn}\nswitch_buffer:\n  total: 1MiB\n  pfc: {enabled: true}\n  ecn: {kmin: 5KB, kmax: 50KB, pmax: 0.1}\n\
+         topology:\n  star: {hosts: 5, bandwidth: 100Gbps, latency: 1us}\nworkload:\n  messages:\n",
+    );
+    for i in 1..5 {
+        yaml += &format!("    - {{src: h{i}, dst: h0, size: 1MiB}}\n");
+    }
+    let scen = temp_scenario("lossless-capture.yaml", &yaml);
+    let dir = out_dir("lossless-capture");
+    let _ = std::fs::create_dir_all(&dir);
+    let pcap = dir.join("l.pcap");
+    let (s, p) = (scen.to_string_lossy(), pcap.to_string_lossy());
+    run_cli(&["run", &s, "--quiet", "--pcap", &p]);
+    let ce = tshark(
+        &pcap,
+        Some("ip.dsfield.ecn == 3 && ip.dst == 10.0.0.1"),
+        &["frame.number"],
+    );
+    assert!(!ce.is_empty(), "no CE-marked frame reached h0");
+    let cnps = tshark(
+        &pcap,
+        Some("infiniband.bth.opcode == 0x81"),
+        &["ip.src", "ip.dst", "ip.dsfield.ecn"],
+    );
+    assert!(!cnps.is_empty(), "no CNP");
+    // CNPs go from the receiver back to senders, and are not ECN-capable.
+    assert!(cnps
+        .iter()
+        .all(|r| r[0] == "10.0.0.1" && r[1] != "10.0.0.1" && r[2] == "0"));
+    let pauses = tshark(
+        &pcap,
+        Some("macc.opcode == 0x0101"),
+        &["macc.cbfc.pause_time.c3"],
+    );
+    assert!(!pauses.is_empty(), "no PFC frame");
+    assert!(pauses.iter().any(|r| r[0] == "65535"), "{pauses:?}");
+}
