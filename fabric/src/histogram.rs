@@ -18,8 +18,12 @@ pub struct LatencyHistogram {
     h: Option<Histogram<u64>>,
     min: u64,
     max: u64,
-    /// `None`: 3 significant digits from 1 ps; `Some`: [`LatencyHistogram::coarse`].
-    coarse: Option<()>,
+    /// Significant digits and lowest discernible value of the histogram once created: 3 from
+    /// 1 ps by default, fewer for [`LatencyHistogram::coarse`] and [`LatencyHistogram::rough`].
+    shape: Option<(u8, u64)>,
+    /// Zeros, counted apart: most queueing delays are zero, and a counter costs far less than
+    /// a histogram bucket (merged in when quantiles are asked for).
+    zeros: u64,
 }
 
 /// What a histogram reports: count, exact extremes and quantiles (within 0.1%).
@@ -52,7 +56,17 @@ impl LatencyHistogram {
     /// millisecond instead of about 170 KiB.
     pub fn coarse() -> LatencyHistogram {
         LatencyHistogram {
-            coarse: Some(()),
+            shape: Some((2, 1_000)),
+            ..LatencyHistogram::default()
+        }
+    }
+
+    /// The smallest form, for one per switch port (hundreds of them, each touched per frame):
+    /// 1 significant digit (quantiles within 1/16 = 6.25%) from 1 ns, about 2 KiB once values
+    /// span a millisecond, so a whole fabric's worth stays in cache.
+    pub fn rough() -> LatencyHistogram {
+        LatencyHistogram {
+            shape: Some((1, 1_000)),
             ..LatencyHistogram::default()
         }
     }
@@ -60,17 +74,26 @@ impl LatencyHistogram {
     /// Records one value.
     #[inline]
     pub fn record(&mut self, value_ps: u64) {
+        if value_ps == 0 {
+            self.zeros += 1;
+            self.min = 0;
+            return;
+        }
         let h = match &mut self.h {
             Some(h) => h,
-            None => match match self.coarse {
+            None => match match self.shape {
                 None => Histogram::new(SIGNIFICANT_DIGITS),
-                Some(()) => Histogram::new_with_bounds(1_000, 2_000, 2).map(|mut h| {
-                    h.auto(true);
-                    h
-                }),
+                Some((digits, low)) => {
+                    Histogram::new_with_bounds(low, 2 * low, digits).map(|mut h| {
+                        h.auto(true);
+                        h
+                    })
+                }
             } {
                 Ok(h) => {
-                    self.min = value_ps;
+                    if self.zeros == 0 {
+                        self.min = value_ps;
+                    }
                     self.h.insert(h)
                 }
                 // Unreachable for a valid constant digit count; losing a value beats a panic.
@@ -87,11 +110,22 @@ impl LatencyHistogram {
 
     /// Adds every value of `other`.
     pub fn add(&mut self, other: &LatencyHistogram) {
+        if other.zeros > 0 {
+            self.zeros += other.zeros;
+            self.min = 0;
+        }
         let Some(o) = &other.h else {
             return;
         };
         match &mut self.h {
-            None => *self = other.clone(),
+            None => {
+                let (zeros, min) = (self.zeros, self.min);
+                *self = other.clone();
+                self.zeros = zeros;
+                if zeros > 0 {
+                    self.min = min;
+                }
+            }
             Some(h) => {
                 // Both auto-resize, so adding cannot run out of range.
                 let _ = h.add(o);
@@ -103,7 +137,7 @@ impl LatencyHistogram {
 
     /// Values recorded.
     pub fn len(&self) -> u64 {
-        self.h.as_ref().map_or(0, |h| h.len())
+        self.h.as_ref().map_or(0, |h| h.len()) + self.zeros
     }
 
     /// True when nothing was recorded.
@@ -111,7 +145,8 @@ impl LatencyHistogram {
         self.len() == 0
     }
 
-    /// The underlying histogram (`None` until a value was recorded).
+    /// The underlying histogram (`None` until a non-zero value was recorded); zeros are
+    /// counted apart ([`LatencyHistogram::len`] includes them, this does not).
     pub fn histogram(&self) -> Option<&Histogram<u64>> {
         self.h.as_ref()
     }
@@ -120,10 +155,26 @@ impl LatencyHistogram {
     /// which that share of the values lies (hdrhistogram's `value_at_quantile`: the highest
     /// value equivalent to the recorded one at 3 significant digits, capped at the exact max).
     pub fn percentiles(&self) -> Option<Percentiles> {
-        let h = self.h.as_ref().filter(|h| !h.is_empty())?;
-        let q = |x: f64| h.value_at_quantile(x).clamp(self.min, self.max);
+        if self.is_empty() {
+            return None;
+        }
+        let len = self.len() as f64;
+        let nz = self.h.as_ref().filter(|h| !h.is_empty());
+        // The zeros come first in value order: a quantile within them is 0, beyond them it is
+        // the non-zero histogram's quantile of the remaining share.
+        let q = |x: f64| {
+            let rank = (x * len).ceil().max(1.0);
+            match nz {
+                Some(h) if rank > self.zeros as f64 => {
+                    let share = (rank - self.zeros as f64) / h.len() as f64;
+                    h.value_at_quantile(share.min(1.0))
+                        .clamp(self.min, self.max)
+                }
+                _ => 0,
+            }
+        };
         Some(Percentiles {
-            count: h.len(),
+            count: self.len(),
             min_ps: self.min,
             p50_ps: q(0.5),
             p90_ps: q(0.9),
@@ -136,7 +187,8 @@ impl LatencyHistogram {
 
 impl PartialEq for LatencyHistogram {
     fn eq(&self, other: &Self) -> bool {
-        self.percentiles() == other.percentiles()
+        self.zeros == other.zeros
+            && self.percentiles() == other.percentiles()
             && match (&self.h, &other.h) {
                 (Some(a), Some(b)) => a == b,
                 (a, b) => {
@@ -157,6 +209,31 @@ impl Serialize for LatencyHistogram {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn zeros_are_counted_apart_and_quantiles_stay_exact() {
+        // 60 zeros, then 1..=40 ns: p50 is 0, p90 is the 30th non-zero value (30 ns), the max
+        // 40 ns; quantiles are the highest value of their bucket, within 0.1%.
+        let mut h = LatencyHistogram::new();
+        for _ in 0..60 {
+            h.record(0);
+        }
+        for v in 1..=40u64 {
+            h.record(v * 1000);
+        }
+        let p = h.percentiles().unwrap_or_default();
+        assert_eq!((p.count, p.min_ps, p.p50_ps, p.max_ps), (100, 0, 0, 40_000));
+        assert!(p.p90_ps.abs_diff(30_000) <= 30, "{}", p.p90_ps);
+        assert!(p.p99_ps.abs_diff(39_000) <= 39, "{}", p.p99_ps);
+        // Adding keeps the zeros; only zeros still gives percentiles.
+        let mut z = LatencyHistogram::coarse();
+        z.record(0);
+        assert_eq!(z.percentiles().map(|p| (p.count, p.max_ps)), Some((1, 0)));
+        z.add(&h);
+        assert_eq!(z.len(), 101);
+        assert_eq!(z.percentiles().map(|p| p.p50_ps), Some(0));
+    }
+
     use super::*;
 
     #[test]

@@ -85,7 +85,7 @@ pub struct SwitchPortStats {
     /// Frames that left the queue.
     pub dequeued: u64,
     /// Distribution of the time frames waited in this queue (p50 .. max in the JSON; quantiles
-    /// within 1%, nothing finer than 1 ns).
+    /// within 6.25%, nothing finer than 1 ns; count, min and max exact).
     pub queueing_delay: LatencyHistogram,
     /// Per priority 0..=7: PFC, ECN, drops, ingress use.
     pub priorities: [PriorityStats; PRIORITIES],
@@ -178,7 +178,7 @@ impl Switch {
             wake_at: vec![None; ports],
             port_stats: vec![
                 SwitchPortStats {
-                    queueing_delay: LatencyHistogram::coarse(),
+                    queueing_delay: LatencyHistogram::rough(),
                     ..SwitchPortStats::default()
                 };
                 ports
