@@ -397,3 +397,29 @@ fn themis_is_never_slower_and_wins_with_unequal_dimensions() {
         "unbalanced: fixed {fixed} themis {themis}"
     );
 }
+
+#[test]
+fn messages_beyond_one_rdma_write_are_split_and_reassembled() {
+    // 2.5 GiB on 2 ranks: each step moves 1.25 GiB, more than the executor's largest write
+    // (1 GiB), so it goes as two RDMA WRITEs and the receiver puts them back together. RoCE's
+    // DMA length is 32 bits: without the split a 5 GiB step would arrive with the wrong length.
+    let r = run_yaml(
+        &scenario(
+            &star(2),
+            "timing",
+            &one("all_reduce", "ring", "2560MiB", ""),
+        ),
+        1,
+    );
+    let m = 1280u64 << 20;
+    // Two writes per step: wire bytes of each, ACKs on the same uplink.
+    let half = 1u64 << 30;
+    let step = (wire(half) + wire(m - half) + packets(m) * ACK_WIRE + MTU + 82) * PS_PER_BYTE_100G
+        + 2 * 500_000;
+    assert_close(
+        "2-rank ring all-reduce of 2.5 GiB",
+        time_ps(&r, 0),
+        2 * step,
+        0.03,
+    );
+}

@@ -32,6 +32,11 @@ use fabemu_fabric::units::Time;
 use crate::data::{self, DataType, ReduceOp};
 use crate::program::{Program, StepKind};
 
+/// Largest RDMA WRITE the executor posts: a step's message beyond it goes as several writes on
+/// the same queue pair (RoCE's DMA length is 32 bits; real stacks cut far smaller), which the
+/// receiver puts back together before the step applies it.
+pub const MAX_WRITE: u64 = 1 << 30;
+
 /// The bit that marks the runner's timer tokens, so it can share a host with other
 /// applications.
 pub const TIMER_TOKEN: u64 = 1 << 40;
@@ -166,6 +171,9 @@ struct Chan {
     received: usize,
     /// Messages that arrived before their receive step was ready.
     arrived: VecDeque<(u64, Option<Bytes>)>,
+    /// Bytes and pieces of a message still arriving in several writes (see [`MAX_WRITE`]).
+    partial_len: u64,
+    partial: Vec<Bytes>,
 }
 
 struct JobState {
@@ -367,12 +375,25 @@ impl CollectiveRunner {
                 });
                 let imm = imm_for(j, channel_of(&js.job.program.steps[s as usize].kind));
                 js.record.bytes_sent += len;
-                if !api.post_send(peer as u32, imm as u64, len, payload) {
-                    self.errors.push(ExecError::NoRoute {
-                        rank: self.rank,
-                        job: j,
-                        peer,
-                    });
+                // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
+                let mut off = 0u64;
+                loop {
+                    let piece = (len - off).min(MAX_WRITE);
+                    let data = payload
+                        .as_ref()
+                        .map(|b| b.slice(off as usize..(off + piece) as usize));
+                    if !api.post_send(peer as u32, imm as u64, piece, data) {
+                        self.errors.push(ExecError::NoRoute {
+                            rank: self.rank,
+                            job: j,
+                            peer,
+                        });
+                        break;
+                    }
+                    off += piece;
+                    if off >= len {
+                        break;
+                    }
                 }
             }
             self.complete(j, s, api.now());
@@ -466,9 +487,42 @@ impl CollectiveRunner {
             });
             return;
         };
-        self.jobs[j].chans[c as usize]
-            .arrived
-            .push_back((len, payload));
+        let js = &mut self.jobs[j];
+        let es = js.job.elem_bytes;
+        let ch = &mut js.chans[c as usize];
+        // The logical message this write belongs to is the next one not yet assembled; its
+        // length is that receive step's chunk.
+        let next = ch.received + ch.arrived.len();
+        let expected =
+            ch.recvs
+                .get(next)
+                .and_then(|&r| match js.job.program.steps[r as usize].kind {
+                    StepKind::Recv { chunk, .. } => Some(chunk.len as u64 * es),
+                    _ => None,
+                });
+        ch.partial_len += len;
+        if let Some(p) = payload {
+            ch.partial.push(p);
+        }
+        // Complete (or too long, or unmatched: let the receive step report the mismatch).
+        if expected.is_none_or(|e| ch.partial_len >= e) {
+            let total = std::mem::take(&mut ch.partial_len);
+            let data = match ch.partial.len() {
+                0 => None,
+                1 => ch.partial.pop(),
+                _ => {
+                    let mut v = Vec::with_capacity(total as usize);
+                    for b in ch.partial.drain(..) {
+                        v.extend_from_slice(&b);
+                    }
+                    Some(Bytes::from(v))
+                }
+            };
+            ch.partial.clear();
+            ch.arrived.push_back((total, data));
+        } else {
+            return;
+        }
         if self.jobs[j].started {
             self.work.clear();
             self.pump(j, c as usize, api);
