@@ -229,3 +229,26 @@ fn collectives_with_and_without_dcqcn() {
     let (tc, td) = (tc.unwrap_or(0.0), td.unwrap_or(0.0));
     assert!((td - tc).abs() > 0.01 * tc, "{tc} us vs {td} us");
 }
+
+#[test]
+fn lossless_runs_are_identical_for_any_thread_count() {
+    // PFC, RED with its random marks, DCQCN timers and CNPs, in data mode, on a leaf-spine
+    // that the engine splits into several partitions.
+    let yaml = "mode: data\nnic: {mtu: 4KiB, cc: dcqcn}\nswitch_buffer:\n  total: 1MiB\n  pfc: {enabled: true}\n  ecn: {kmin: 20KB, kmax: 100KB, pmax: 0.2}\n\
+                topology:\n  leaf_spine: {leaves: 4, spines: 2, hosts_per_leaf: 4, host_bandwidth: 100Gbps, host_latency: 1us, fabric_bandwidth: 100Gbps, fabric_latency: 2us}\n\
+                workload:\n  all_to_all: {size: 256KiB}\n  collectives:\n    - {op: all_reduce, algorithm: ring, size: 1MiB}\n";
+    let json = |threads| {
+        let r = run_yaml(yaml, threads);
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        assert!(r.totals.ecn_marked > 0 && r.totals.pause_frames_sent > 0);
+        let mut v = serde_json::to_value(&r).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("host");
+        }
+        serde_json::to_string(&v).unwrap_or_default()
+    };
+    let one = json(1);
+    for t in [2, 4] {
+        assert_eq!(one, json(t), "{t} threads differ from 1");
+    }
+}
