@@ -51,6 +51,9 @@ pub struct IngressUse {
     pub shared: u64,
     /// Bytes in headroom.
     pub headroom: u64,
+    /// Most bytes held at once (kept here, in the line the admission just touched, so the
+    /// per-port statistics are written only when the peak grows).
+    pub peak: u64,
 }
 
 impl IngressUse {
@@ -194,6 +197,18 @@ impl Mmu {
         Ok(region)
     }
 
+    /// Records the current use of (`ingress`, `p`) as its peak if it is one; returns the new
+    /// peak then.
+    #[inline]
+    pub fn note_peak(&mut self, ingress: usize, p: u8) -> Option<u64> {
+        let u = self.ingress.get_mut(ingress)?.get_mut(usize::from(p & 7))?;
+        let held = u.reserved + u.shared + u.headroom;
+        (held > u.peak).then(|| {
+            u.peak = held;
+            held
+        })
+    }
+
     /// Frees `len` bytes of a frame that came in on (`ingress`, `p`) and left egress `egress`.
     #[inline]
     pub fn release(&mut self, ingress: usize, p: u8, egress: usize, len: u64) {
@@ -299,7 +314,8 @@ mod tests {
             IngressUse {
                 reserved: 1_000,
                 shared: 39_000,
-                headroom: 500
+                headroom: 500,
+                peak: 0,
             }
         );
         assert!(!m.should_xon(0, 3));

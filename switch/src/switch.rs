@@ -87,8 +87,9 @@ pub struct SwitchPortStats {
     /// Distribution of the time frames waited in this queue (p50 .. max in the JSON; quantiles
     /// within 6.25%, nothing finer than 1 ns; count, min and max exact).
     pub queueing_delay: LatencyHistogram,
-    /// Per priority 0..=7: PFC, ECN, drops, ingress use.
-    pub priorities: [PriorityStats; PRIORITIES],
+    /// Per priority 0..=7: PFC, ECN, drops, ingress use. Boxed: written only on rare events,
+    /// it would otherwise push the per-packet counters of neighbouring ports out of cache.
+    pub priorities: Box<[PriorityStats; PRIORITIES]>,
 }
 
 /// Whole-switch counters.
@@ -305,9 +306,9 @@ impl Switch {
         ps.enqueued += 1;
         ps.max_queue_bytes = ps.max_queue_bytes.max(self.mmu.queue_bytes(out));
         self.stats.peak_buffer_bytes = self.mmu.peak();
-        let held = self.mmu.ingress_use(in_port, prio).total();
-        let peak = &mut self.port_stats[in_port].priorities[usize::from(prio)].peak_ingress_bytes;
-        *peak = (*peak).max(held);
+        if let Some(peak) = self.mmu.note_peak(in_port, prio) {
+            self.port_stats[in_port].priorities[usize::from(prio)].peak_ingress_bytes = peak;
+        }
 
         match &mut self.queues[out] {
             Egress::Fifo(f) => f.push(pkt, now, prio, in_port),
