@@ -76,6 +76,12 @@ pub fn build_jobs(
                 format!("more than {MAX_JOBS} collectives in one workload"),
             ));
         }
+        if c.reduce_bandwidth.is_some_and(|b| b.bps() == 0) {
+            return Err(err(
+                "reduce_bandwidth",
+                "must be greater than zero (leave it out for instant reductions)".into(),
+            ));
+        }
         if c.chunks == 0 {
             return Err(err("chunks", "chunks must be at least 1".into()));
         }
@@ -167,6 +173,7 @@ pub fn build_jobs(
                             dtype: c.dtype,
                             op: c.redop,
                         }),
+                        reduce_rate: c.reduce_bandwidth,
                     });
                 }
             }

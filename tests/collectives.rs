@@ -423,3 +423,49 @@ fn messages_beyond_one_rdma_write_are_split_and_reassembled() {
         0.03,
     );
 }
+
+#[test]
+fn reductions_take_time_at_the_reduce_bandwidth() {
+    // Ring Reduce-Scatter on a ring of 100 Gb/s links with ranks that reduce at 50 Gb/s: each
+    // of the n-1 steps receives m bytes (wire bytes at the link rate plus one latency), then
+    // reduces them (m x 8 / 50 Gb/s) before the next send of that chunk can start.
+    let n = 4u64;
+    let size = 4u64 << 20;
+    let m = size / n;
+    let step_net = wire(m) * PS_PER_BYTE_100G + 500_000;
+    let reduce = m * 8 * 1_000_000_000_000 / 50_000_000_000;
+    let base = run_yaml(
+        &scenario(
+            &ring(n as usize),
+            "timing",
+            &one("reduce_scatter", "ring", "4MiB", ""),
+        ),
+        1,
+    );
+    assert_close(
+        "instant reductions",
+        time_ps(&base, 0),
+        (n - 1) * step_net,
+        0.03,
+    );
+    let slow = run_yaml(
+        &scenario(
+            &ring(n as usize),
+            "data",
+            &one(
+                "reduce_scatter",
+                "ring",
+                "4MiB",
+                ", reduce_bandwidth: 50Gbps",
+            ),
+        ),
+        1,
+    );
+    assert_eq!(slow.collectives[0].wrong, Some(0));
+    assert_close(
+        "reductions at 50 Gb/s",
+        time_ps(&slow, 0),
+        (n - 1) * (step_net + reduce),
+        0.03,
+    );
+}

@@ -498,6 +498,14 @@ const CASES: &[Case] = &[
         Some(6),
         &["workload.collectives[0].size", "needs `size`"],
     ),
+    case(
+        "collective_reduce_bandwidth_zero.yaml",
+        Some(8),
+        &[
+            "workload.collectives[0].reduce_bandwidth",
+            "greater than zero",
+        ],
+    ),
 ];
 
 fn corpus_dir() -> PathBuf {

@@ -13,7 +13,10 @@
 //!   data is written over or reduced into its chunk. Messages that arrive before their step is
 //!   ready (a faster peer, a job not started yet here) wait in the channel's queue.
 //!
-//! Reductions take no simulated time: the emulator measures the network. A job starts at its
+//! Reductions take no simulated time unless the job has a `reduce_rate`: then a reduced
+//! message's step completes when the rank's reduction engine (one per rank, reductions one
+//! after another) has gone through its bytes at that rate. Values are written at once either
+//! way; only when dependent steps may start changes. A job starts at its
 //! [`JobStart::At`] time, or, with [`JobStart::AfterPrevious`], when this rank has finished the
 //! previous job (stream order, as NCCL runs consecutive collectives; there is no barrier). The
 //! rank's finish time is when its last step completed.
@@ -27,7 +30,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use fabemu_fabric::host::{AppApi, Application, Completion};
-use fabemu_fabric::units::Time;
+use fabemu_fabric::link::Rate;
+use fabemu_fabric::units::{Bandwidth, Time};
 
 use crate::data::{self, DataType, ReduceOp};
 use crate::program::{Program, StepKind};
@@ -40,6 +44,9 @@ pub const MAX_WRITE: u64 = 1 << 30;
 /// The bit that marks the runner's timer tokens, so it can share a host with other
 /// applications.
 pub const TIMER_TOKEN: u64 = 1 << 40;
+
+/// With [`TIMER_TOKEN`]: a reduction finished (job in bits 24..35, step in bits 0..24).
+const REDUCE_DONE: u64 = 1 << 39;
 
 /// Jobs one runner can hold (11 bits of the immediate).
 pub const MAX_JOBS: usize = 1 << 11;
@@ -92,6 +99,10 @@ pub struct Job {
     pub elem_bytes: u64,
     /// Real data (data mode); `None` moves lengths only.
     pub data: Option<DataSpec>,
+    /// How fast the rank reduces incoming data into its buffer (bytes of the message per
+    /// second, as the NPU's vector units or memory allow); `None`: at once. Reductions of a rank
+    /// run one after another on one engine, shared by all its collectives.
+    pub reduce_rate: Option<Bandwidth>,
 }
 
 /// Something that went wrong while executing (the run reports it and exits 3).
@@ -262,6 +273,8 @@ pub struct CollectiveRunner {
     work: Vec<u32>,
     /// Problems met; non-empty means the run is invalid.
     pub errors: Vec<ExecError>,
+    /// When the rank's reduction engine is free again.
+    reduce_busy_until: Time,
 }
 
 impl CollectiveRunner {
@@ -274,6 +287,7 @@ impl CollectiveRunner {
             jobs: jobs.into_iter().map(JobState::new).collect(),
             work: Vec::new(),
             errors: Vec::new(),
+            reduce_busy_until: Time::ZERO,
         }
     }
 
@@ -439,6 +453,16 @@ impl CollectiveRunner {
                         data::apply(d.dtype, d.op, reduce, dst, &bytes);
                     }
                 }
+                // The values are final now; what costs time is when dependents may start.
+                if let Some(bw) = js.job.reduce_rate.filter(|_| reduce && len > 0) {
+                    let now = api.now();
+                    let start = self.reduce_busy_until.max(now);
+                    let done = start.add(Rate::new(bw).serialization_time(len));
+                    self.reduce_busy_until = done;
+                    let token = TIMER_TOKEN | REDUCE_DONE | (j as u64) << 24 | u64::from(s);
+                    api.set_timer(done, token);
+                    continue;
+                }
             }
             self.complete(j, s, api.now());
         }
@@ -543,8 +567,21 @@ impl Application for CollectiveRunner {
     }
 
     fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>) {
+        if token & TIMER_TOKEN == 0 {
+            return;
+        }
+        if token & REDUCE_DONE != 0 {
+            let j = ((token >> 24) & (MAX_JOBS as u64 - 1)) as usize;
+            let s = (token & ((1 << 24) - 1)) as u32;
+            if j < self.jobs.len() {
+                self.work.clear();
+                self.complete(j, s, api.now());
+                self.advance(j, api);
+            }
+            return;
+        }
         let j = (token & !TIMER_TOKEN) as usize;
-        if token & TIMER_TOKEN != 0 && j < self.jobs.len() {
+        if j < self.jobs.len() {
             self.begin(j, api);
         }
     }

@@ -349,6 +349,7 @@ pub struct Workload {
 ///     policy: themis          # multi-dimensional dimension order: fixed or themis
 ///     root: 0                 # broadcast / reduce
 ///     start: 10us             # default: when the previous collective finished on that rank
+///     reduce_bandwidth: 400GB/s  # reduction speed of a rank (default: instant)
 /// ```
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -389,6 +390,9 @@ pub struct CollectiveYaml {
     /// Start time; absent: each rank starts when it finished the previous collective.
     #[serde(default)]
     pub start: Option<Time>,
+    /// How fast a rank reduces an incoming message into its buffer; absent: at once.
+    #[serde(default)]
+    pub reduce_bandwidth: Option<Bandwidth>,
 }
 
 /// One algorithm for the whole collective, or one per dimension of the fabric.
