@@ -8,10 +8,11 @@
 //! nccl-tests factor of the operation.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use fabemu_collectives::executor::{DataSpec, Job, JobRecord, JobStart, MAX_JOBS};
 use fabemu_collectives::plan::{self, Algorithm, DimPolicy, Layout, Plan, Scheme};
-use fabemu_collectives::{data, metrics, Collective, DataType, Program, ReduceOp};
+use fabemu_collectives::{data, metrics, ChunkRange, Collective, DataType, Program, ReduceOp};
 use fabemu_fabric::units::{ByteSize, Time};
 use fabemu_topologies::{Graph, LinkClass};
 use serde::Serialize;
@@ -50,6 +51,10 @@ pub struct CollectiveInfo {
     pub layouts: Vec<Program>,
     /// Whether buffers hold real data.
     pub data: bool,
+    /// The host of each rank (rank 0 first).
+    pub hosts: Vec<usize>,
+    /// The hosts' names when the collective runs on a subset (`hosts:` in the scenario).
+    pub host_names: Option<Vec<String>>,
 }
 
 /// Builds the collectives of a scenario: their descriptions and, per rank, its jobs.
@@ -58,9 +63,9 @@ pub fn build_jobs(
     g: &Graph,
 ) -> Result<(Vec<CollectiveInfo>, Vec<Vec<Job>>), ScenarioError> {
     let s = &src.scenario;
-    let ranks = g.host_count();
+    let n_hosts = g.host_count();
     let mut infos = Vec::new();
-    let mut per_rank: Vec<Vec<Job>> = (0..ranks).map(|_| Vec::new()).collect();
+    let mut per_rank: Vec<Vec<Job>> = (0..n_hosts).map(|_| Vec::new()).collect();
     let (mut steps_total, mut data_total) = (0u64, 0u64);
     let data_mode = s.mode == Mode::Data;
     for (i, c) in s.workload.collectives.iter().enumerate() {
@@ -70,6 +75,41 @@ pub fn build_jobs(
             .index(i);
         let err = |field: &str, msg: String| src.error_at(&at.key(field), msg);
         let sizes = sizes_of(c.size, c.sizes.as_ref()).map_err(|(f, m)| err(f, m))?;
+        let members: Vec<usize> = match &c.hosts {
+            None => (0..n_hosts).collect(),
+            Some(names) => {
+                let mut seen = std::collections::BTreeSet::new();
+                let mut v = Vec::with_capacity(names.len());
+                for (k, name) in names.iter().enumerate() {
+                    let here = at.key("hosts").index(k);
+                    let h = g
+                        .find(name)
+                        .and_then(|id| g.host_index(id))
+                        .ok_or_else(|| src.error_at(&here, format!("`{name}` is not a host")))?;
+                    if !seen.insert(h) {
+                        return Err(src.error_at(&here, format!("`{name}` is listed twice")));
+                    }
+                    v.push(h);
+                }
+                if v.is_empty() {
+                    return Err(err("hosts", "a collective needs at least one host".into()));
+                }
+                if matches!(c.algorithm, Some(AlgorithmYaml::PerDim(_))) {
+                    return Err(err(
+                        "hosts",
+                        "a per-dimension algorithm list runs over every host of the fabric; \
+                         leave `hosts` out or use one algorithm"
+                            .into(),
+                    ));
+                }
+                v
+            }
+        };
+        let ranks = members.len();
+        let member_hosts: Option<Arc<[u32]>> = c
+            .hosts
+            .is_some()
+            .then(|| members.iter().map(|&h| h as u32).collect());
         if infos.len() + sizes.len() > MAX_JOBS {
             return Err(err(
                 if c.sizes.is_some() { "sizes" } else { "size" },
@@ -89,7 +129,7 @@ pub fn build_jobs(
             return Err(err(
                 "root",
                 format!(
-                    "root {} is not a rank (the fabric has {ranks} hosts)",
+                    "root {} is not a rank (the collective has {ranks} ranks)",
                     c.root
                 ),
             ));
@@ -156,6 +196,36 @@ pub fn build_jobs(
                 _ => JobStart::AfterPrevious,
             };
             let mut layouts = Vec::with_capacity(programs.len());
+            let data_spec = data_mode.then_some(DataSpec {
+                dtype: c.dtype,
+                op: c.redop,
+            });
+            // Hosts outside the communicator get an empty job, so every host numbers the
+            // workload's collectives alike (messages name their collective by that number).
+            // It passes the turn on at once ("after previous"), whatever the collective's own
+            // start: for a host, "after the previous" means the previous one it takes part in.
+            let mut member = vec![false; n_hosts];
+            for &h in &members {
+                member[h] = true;
+            }
+            for (h, jobs) in per_rank.iter_mut().enumerate() {
+                if !member[h] {
+                    jobs.push(Job {
+                        program: Program {
+                            rank: 0,
+                            buffer_len: 0,
+                            input: ChunkRange::new(0, 0),
+                            output: ChunkRange::new(0, 0),
+                            steps: Vec::new(),
+                        },
+                        start: JobStart::AfterPrevious,
+                        elem_bytes: es,
+                        data: None,
+                        reduce_rate: None,
+                        hosts: None,
+                    });
+                }
+            }
             for (r, prog) in programs.into_iter().enumerate() {
                 layouts.push(Program {
                     rank: prog.rank,
@@ -164,16 +234,14 @@ pub fn build_jobs(
                     output: prog.output,
                     steps: Vec::new(),
                 });
-                if let Some(jobs) = per_rank.get_mut(r) {
+                if let Some(jobs) = members.get(r).and_then(|&h| per_rank.get_mut(h)) {
                     jobs.push(Job {
                         program: prog,
                         start,
                         elem_bytes: es,
-                        data: data_mode.then_some(DataSpec {
-                            dtype: c.dtype,
-                            op: c.redop,
-                        }),
+                        data: data_spec,
                         reduce_rate: c.reduce_bandwidth,
+                        hosts: member_hosts.clone(),
                     });
                 }
             }
@@ -190,6 +258,8 @@ pub fn build_jobs(
                 chunks: c.chunks,
                 layouts,
                 data: data_mode,
+                hosts: members.clone(),
+                host_names: c.hosts.clone(),
             });
         }
     }
@@ -360,6 +430,9 @@ pub struct CollectiveResult {
     pub busbw_gbps: Option<f64>,
     /// Wrong output elements over all ranks (data mode), else null.
     pub wrong: Option<u64>,
+    /// The hosts taking part, rank 0 first, when not every host does (else absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<String>>,
     /// Ranks that finished.
     pub finished_ranks: usize,
     /// Payload bytes posted by all ranks.
@@ -374,7 +447,11 @@ pub fn results(infos: &[CollectiveInfo], records: &[Vec<&JobRecord>]) -> Vec<Col
         .iter()
         .enumerate()
         .map(|(j, info)| {
-            let recs: Vec<Option<&JobRecord>> = records.iter().map(|r| r.get(j).copied()).collect();
+            let recs: Vec<Option<&JobRecord>> = info
+                .hosts
+                .iter()
+                .map(|&h| records.get(h).and_then(|r| r.get(j).copied()))
+                .collect();
             let start = recs
                 .iter()
                 .filter_map(|r| r.and_then(|r| r.started_at))
@@ -427,6 +504,7 @@ pub fn results(infos: &[CollectiveInfo], records: &[Vec<&JobRecord>]) -> Vec<Col
                     .filter(|&t| t > 0)
                     .map(|t| metrics::busbw_gbps(info.op, info.ranks, info.size_bytes, t)),
                 wrong,
+                hosts: info.host_names.clone(),
                 finished_ranks,
                 bytes_sent: recs.iter().flatten().map(|r| r.bytes_sent).sum(),
                 rank_finish_ps: finishes.iter().map(|f| f.map(Time::ps)).collect(),

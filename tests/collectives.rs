@@ -469,3 +469,44 @@ fn reductions_take_time_at_the_reduce_bandwidth() {
         0.03,
     );
 }
+
+#[test]
+fn collectives_on_subsets_of_hosts_run_side_by_side() {
+    // Two 4-rank All-Reduces on the two leaves of a leaf-spine at the same time: disjoint
+    // hosts and links, so each takes exactly as long as alone. Then an All-Gather and a
+    // Broadcast over hosts in a scrambled order, each rank starting after the previous
+    // collective it takes part in.
+    let topo = "  leaf_spine: {leaves: 2, spines: 2, hosts_per_leaf: 4, host_bandwidth: 100Gbps, host_latency: 500ns, fabric_bandwidth: 100Gbps, fabric_latency: 1us}";
+    let alone = run_yaml(
+        &scenario(
+            topo,
+            "data",
+            &one("all_reduce", "ring", "1MiB", ", hosts: [h0, h1, h2, h3]"),
+        ),
+        1,
+    );
+    let list = one("all_reduce", "ring", "1MiB", ", hosts: [h0, h1, h2, h3]")
+        + &one(
+            "all_reduce",
+            "ring",
+            "1MiB",
+            ", hosts: [h4, h5, h6, h7], start: 0us",
+        )
+        + &one("all_gather", "ring", "1MiB", ", hosts: [h7, h0, h3]")
+        + &one("broadcast", "tree", "1MiB", ", hosts: [h5, h2], root: 1");
+    let r = run_yaml(&scenario(topo, "data", &list), 1);
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let c = &r.collectives;
+    assert!(c.iter().all(|x| x.wrong == Some(0)), "{c:?}");
+    assert_eq!(time_ps(&r, 0), time_ps(&alone, 0));
+    assert_eq!(time_ps(&r, 1), time_ps(&alone, 0));
+    assert_eq!((c[2].ranks, c[3].ranks), (3, 2));
+    assert_eq!(
+        c[2].hosts.as_deref(),
+        Some(&["h7".to_string(), "h0".into(), "h3".into()][..])
+    );
+    // h7, h0 and h3 all finished their All-Reduce at the same moment: the All-Gather starts
+    // then; the Broadcast's ranks h5 and h2 too.
+    assert_eq!(c[2].start_ps, c[0].end_ps);
+    assert_eq!(c[3].start_ps, c[0].end_ps);
+}

@@ -482,7 +482,7 @@ const CASES: &[Case] = &[
         &[
             "workload.collectives[0].root",
             "root 4 is not a rank",
-            "4 hosts",
+            "4 ranks",
         ],
     ),
     case(
@@ -505,6 +505,16 @@ const CASES: &[Case] = &[
             "workload.collectives[0].reduce_bandwidth",
             "greater than zero",
         ],
+    ),
+    case(
+        "collective_hosts_unknown.yaml",
+        Some(8),
+        &["workload.collectives[0].hosts[1]", "`h9` is not a host"],
+    ),
+    case(
+        "collective_hosts_dup.yaml",
+        Some(8),
+        &["workload.collectives[0].hosts[2]", "`h1` is listed twice"],
     ),
 ];
 

@@ -27,6 +27,7 @@
 //! channels. The runner's timer tokens carry [`TIMER_TOKEN`].
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use fabemu_fabric::host::{AppApi, Application, Completion};
@@ -103,6 +104,18 @@ pub struct Job {
     /// second, as the NPU's vector units or memory allow); `None`: at once. Reductions of a rank
     /// run one after another on one engine, shared by all its collectives.
     pub reduce_rate: Option<Bandwidth>,
+    /// The host of each program rank, when the collective runs on a subset of the hosts (or
+    /// in another order); `None`: rank r is host r.
+    pub hosts: Option<Arc<[u32]>>,
+}
+
+impl Job {
+    /// The host that program rank `rank` runs on.
+    pub fn host_of(&self, rank: usize) -> u32 {
+        self.hosts
+            .as_ref()
+            .map_or(rank as u32, |h| h.get(rank).copied().unwrap_or(u32::MAX))
+    }
 }
 
 /// Something that went wrong while executing (the run reports it and exits 3).
@@ -234,7 +247,8 @@ impl JobState {
         let mut chan_of = vec![u32::MAX; n];
         for (i, s) in steps.iter().enumerate() {
             let Some(peer) = s.kind.peer() else { continue };
-            let key = (peer as u32, channel_of(&s.kind));
+            // Keyed by host: that is what an arriving message names.
+            let key = (job.host_of(peer), channel_of(&s.kind));
             let c = *chan_index.entry(key).or_insert_with(|| {
                 chans.push(Chan::default());
                 (chans.len() - 1) as u32
@@ -312,8 +326,8 @@ impl CollectiveRunner {
     }
 
     fn begin(&mut self, j: usize, api: &mut AppApi<'_, '_, '_>) {
-        let rank = self.rank as usize;
         let js = &mut self.jobs[j];
+        let rank = js.job.program.rank;
         if js.started {
             return;
         }
@@ -396,7 +410,7 @@ impl CollectiveRunner {
                     let data = payload
                         .as_ref()
                         .map(|b| b.slice(off as usize..(off + piece) as usize));
-                    if !api.post_send(peer as u32, imm as u64, piece, data) {
+                    if !api.post_send(js.job.host_of(peer), imm as u64, piece, data) {
                         self.errors.push(ExecError::NoRoute {
                             rank: self.rank,
                             job: j,

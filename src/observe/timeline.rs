@@ -31,12 +31,17 @@ pub fn timelines(fin: &Finished) -> Vec<(String, Vec<RankSteps>)> {
         .collect();
     let mut out = Vec::new();
     for (j, info) in fin.collectives.iter().enumerate().take(MAX_COLLECTIVES) {
-        // Post time of every send: (src, dst, channel) -> times in list order.
+        // Post time of every send: (src rank, dst rank, channel) -> times in list order.
         let mut posted: BTreeMap<(usize, usize, u32), Vec<Time>> = BTreeMap::new();
-        let mut done_at: Vec<BTreeMap<u32, Time>> = Vec::with_capacity(runners.len());
-        for (r, run) in runners.iter().enumerate() {
-            let rec = run.records().nth(j);
-            let times: BTreeMap<u32, Time> = rec
+        let mut done_at: Vec<BTreeMap<u32, Time>> = Vec::with_capacity(info.hosts.len());
+        for (r, &h) in info.hosts.iter().enumerate() {
+            let Some(run) = runners.get(h) else {
+                done_at.push(BTreeMap::new());
+                continue;
+            };
+            let times: BTreeMap<u32, Time> = run
+                .records()
+                .nth(j)
                 .map(|x| x.steps.iter().copied().collect())
                 .unwrap_or_default();
             if let Some(p) = run.program(j) {
@@ -51,8 +56,10 @@ pub fn timelines(fin: &Finished) -> Vec<(String, Vec<RankSteps>)> {
             done_at.push(times);
         }
         let mut rows = Vec::new();
-        for (r, run) in runners.iter().enumerate().take(MAX_RANKS) {
-            let Some(p) = run.program(j) else { continue };
+        for (r, &h) in info.hosts.iter().enumerate().take(MAX_RANKS) {
+            let Some(p) = runners.get(h).and_then(|run| run.program(j)) else {
+                continue;
+            };
             let mut seen: BTreeMap<(usize, u32), usize> = BTreeMap::new();
             let mut bars = Vec::new();
             for (i, s) in p.steps.iter().enumerate() {

@@ -350,6 +350,7 @@ pub struct Workload {
 ///     root: 0                 # broadcast / reduce
 ///     start: 10us             # default: when the previous collective finished on that rank
 ///     reduce_bandwidth: 400GB/s  # reduction speed of a rank (default: instant)
+///     hosts: [h0, h2, h4, h6]    # a communicator: these hosts are ranks 0.. (default: all)
 /// ```
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -393,6 +394,9 @@ pub struct CollectiveYaml {
     /// How fast a rank reduces an incoming message into its buffer; absent: at once.
     #[serde(default)]
     pub reduce_bandwidth: Option<Bandwidth>,
+    /// The hosts taking part, rank 0 first (a communicator); absent: every host, in order.
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
 }
 
 /// One algorithm for the whole collective, or one per dimension of the fabric.
