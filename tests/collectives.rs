@@ -510,3 +510,27 @@ fn collectives_on_subsets_of_hosts_run_side_by_side() {
     assert_eq!(c[2].start_ps, c[0].end_ps);
     assert_eq!(c[3].start_ps, c[0].end_ps);
 }
+
+#[test]
+fn astra_sim_algorithm_names_are_accepted() {
+    // ASTRA-sim system files spell them in camelCase; the same algorithms run.
+    let topo = "  multi_dim:\n    dimensions:\n      - {kind: ring, size: 4, bandwidth: 100Gbps, latency: 500ns}\n      - {kind: switch, size: 4, bandwidth: 100Gbps, latency: 500ns}";
+    let astra = one(
+        "all_reduce",
+        "[ring, halvingDoubling]",
+        "1MiB",
+        ", scheme: localBWAware",
+    ) + &one("all_reduce", "doubleBinaryTree", "1MiB", "");
+    let ours = one(
+        "all_reduce",
+        "[ring, halving_doubling]",
+        "1MiB",
+        ", scheme: local_bw_aware",
+    ) + &one("all_reduce", "double_binary_tree", "1MiB", "");
+    let a = run_yaml(&scenario(topo, "data", &astra), 1);
+    let b = run_yaml(&scenario(topo, "data", &ours), 1);
+    assert!(a.invariants.ok && b.invariants.ok);
+    for (x, y) in a.collectives.iter().zip(&b.collectives) {
+        assert_eq!((x.wrong, x.time_us), (Some(0), y.time_us));
+    }
+}

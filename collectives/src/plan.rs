@@ -84,17 +84,23 @@ pub use crate::phases::TREE_PIECES;
 use crate::program::Program;
 use crate::segs::{single, split};
 
-/// A collective algorithm (see [`algorithms_for`] for which collective has which).
+/// A collective algorithm (see [`algorithms_for`] for which collective has which). ASTRA-sim's
+/// spellings (`halvingDoubling`, `doubleBinaryTree`, `oneRing`, `oneDirect`) are accepted too,
+/// so its system files' per-dimension lists can be pasted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Algorithm {
     /// Neighbour-to-neighbour ring (Broadcast / Reduce: the same as `Pipeline`).
+    #[serde(alias = "oneRing")]
     Ring,
     /// Every rank exchanges with every peer directly, in shifted order.
+    #[serde(alias = "oneDirect")]
     Direct,
     /// Rabenseifner: recursive halving Reduce-Scatter, recursive doubling All-Gather.
+    #[serde(alias = "halvingDoubling", alias = "oneHalvingDoubling")]
     HalvingDoubling,
     /// NCCL's double binary tree All-Reduce.
+    #[serde(alias = "doubleBinaryTree")]
     DoubleBinaryTree,
     /// A binary tree rooted at the root (Broadcast / Reduce).
     Tree,
@@ -127,6 +133,7 @@ impl fmt::Display for Algorithm {
 #[serde(rename_all = "snake_case")]
 pub enum Scheme {
     /// Reduce-Scatter through the dimensions, then All-Gather back (ASTRA-sim localBWAware).
+    #[serde(alias = "localBWAware")]
     LocalBwAware,
     /// A full All-Reduce in every dimension in turn, on the whole buffer.
     Baseline,
