@@ -793,6 +793,7 @@ fn deadlock_cycle(fin: &Finished) -> Option<String> {
     let mut blocked: Vec<Vec<(usize, usize, u8)>> = vec![Vec::new(); n];
     for (a, actor) in fin.output.actors.iter().enumerate() {
         let Node::Switch(sw) = actor else { continue };
+        let stalled = sw.stalled();
         for (port, info) in g.ports(a).iter().enumerate() {
             let mut prios = 0u8;
             for p in 0..8u8 {
@@ -800,7 +801,7 @@ fn deadlock_cycle(fin: &Finished) -> Option<String> {
                     prios |= 1 << p;
                 }
             }
-            for q in sw.stalled().iter().filter(|q| q.port == port) {
+            for q in stalled.iter().filter(|q| q.port == port) {
                 prios |= 1 << q.priority;
             }
             if prios != 0 {

@@ -1,9 +1,10 @@
 //! Built-in collective algorithms, compiled to one [`Program`] per rank.
 //!
 //! These stand-alone generators predate [`crate::plan::compile`], the one entry point that
-//! covers every algorithm, layout and chunking; they are kept for existing callers and produce
-//! the same programs as `compile` with `chunks = 1`, except that they also send empty messages
-//! when `count < n`.
+//! covers every algorithm, layout and chunking. They are a second, deliberately independent
+//! and simpler implementation of the ring and direct algorithms, kept as the oracle that
+//! `tests/plan.rs` compares `compile` against (same programs with `chunks = 1`, except that
+//! these also send empty messages when `count < n`); scenarios go through `compile` only.
 //!
 //! Every generator takes the number of ranks `n` and the element `count` of the collective
 //! (the whole buffer, as nccl-tests sizes it), which need not be divisible by `n`: the buffer is

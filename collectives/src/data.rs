@@ -268,6 +268,13 @@ pub fn count_wrong(
             .filter(|&(_, end, _)| i < end)
             .map(|(_, _, r)| r)
     };
+    // All-To-All block layouts of every rank, computed once (not per element).
+    let a2a_layouts: Vec<Vec<crate::chunk::ChunkRange>> = if op == Collective::AllToAll {
+        let count = programs.first().map_or(0, |p| p.output.len);
+        (0..n).map(|r| all_to_all_blocks(n, count, r)).collect()
+    } else {
+        Vec::new()
+    };
     let mut wrong = 0u64;
     for (r, p) in programs.iter().enumerate() {
         let out = p.output;
@@ -280,7 +287,6 @@ pub fn count_wrong(
             wrong += out.len as u64;
             continue;
         };
-        let a2a = (op == Collective::AllToAll).then(|| all_to_all_blocks(n, out.len, r));
         for k in 0..out.len {
             let pos = out.offset + k;
             let expected: Option<i64> = match op {
@@ -289,13 +295,7 @@ pub fn count_wrong(
                 }
                 Collective::AllGather => owner_of(pos).map(|o| input_value(o, pos)),
                 Collective::Broadcast => Some(input_value(root, pos)),
-                Collective::AllToAll => a2a.as_ref().and_then(|blocks| {
-                    // Output block i came from rank i's input block r.
-                    let i = blocks.partition_point(|b| b.offset <= k).checked_sub(1)?;
-                    let within = k - blocks[i].offset;
-                    let src_block = all_to_all_blocks(n, out.len, i).get(r).copied()?;
-                    Some(input_value(i, src_block.offset + within))
-                }),
+                Collective::AllToAll => all_to_all_expected(&a2a_layouts, r, k),
             };
             let got = get(dtype, &buf[pos * es..(pos + 1) * es]);
             if expected.is_none() || got != expected {
@@ -304,6 +304,20 @@ pub fn count_wrong(
         }
     }
     wrong
+}
+
+/// Element `k` of rank `r`'s All-To-All output: output block i came from rank i's input
+/// block r (`layouts[rank]` is [`all_to_all_blocks`] of that rank).
+fn all_to_all_expected(
+    layouts: &[Vec<crate::chunk::ChunkRange>],
+    r: usize,
+    k: usize,
+) -> Option<i64> {
+    let blocks = layouts.get(r)?;
+    let i = blocks.partition_point(|b| b.offset <= k).checked_sub(1)?;
+    let within = k - blocks[i].offset;
+    let src_block = layouts.get(i)?.get(r).copied()?;
+    Some(input_value(i, src_block.offset + within))
 }
 
 #[cfg(test)]

@@ -703,19 +703,19 @@ impl Nic {
         self.pump(port, ctx);
     }
 
+    /// Where a control frame (ACK, NAK, CNP) for `peer` goes: its address, and the port and
+    /// UDP source port of the QP toward it (control frames follow their QP's path).
+    fn control_route(&self, peer: u32) -> Option<(HostAddr, usize, u16)> {
+        let paddr = self.dir.get(peer).copied()?;
+        let qp = self.qps.get(*self.qp_index.get(&peer)? as usize)?;
+        Some((paddr, qp.port, qp.udp_src_port))
+    }
+
     /// Queues a control frame for `peer` (ACK/NAK) on the QP's port.
     fn send_control(&mut self, peer: u32, aeth: AethRepr, psn: u32, ctx: &mut Ctx<'_>) {
-        let Some(paddr) = self.dir.get(peer).copied() else {
+        let Some((paddr, port, udp)) = self.control_route(peer) else {
             return;
         };
-        let Some(qp) = self
-            .qp_index
-            .get(&peer)
-            .and_then(|&i| self.qps.get(i as usize))
-        else {
-            return;
-        };
-        let (port, udp) = (qp.port, qp.udp_src_port);
         let repr = RoceRepr {
             src_mac: self.addr.mac,
             dst_mac: paddr.mac,
@@ -759,17 +759,9 @@ impl Nic {
     /// Notification point: a CNP to `peer`'s QP toward this host (its number is
     /// `QPN_BASE + self.index`, as in ACKs), on the control priority, not ECN-capable.
     fn send_cnp(&mut self, peer: u32, ctx: &mut Ctx<'_>) {
-        let Some(paddr) = self.dir.get(peer).copied() else {
+        let Some((paddr, port, udp)) = self.control_route(peer) else {
             return;
         };
-        let Some(qp) = self
-            .qp_index
-            .get(&peer)
-            .and_then(|&i| self.qps.get(i as usize))
-        else {
-            return;
-        };
-        let (port, udp) = (qp.port, qp.udp_src_port);
         let mut repr = RoceRepr::cnp(
             self.addr.mac,
             paddr.mac,
