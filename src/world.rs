@@ -13,7 +13,7 @@ use fabemu_fabric::engine::{
     RunOutput, SampleConfig, Wiring,
 };
 use fabemu_fabric::host::{
-    AppApi, Application, Completion, Host, HostDirectory, MessageApp, MessageSpec,
+    Application, Completion, Host, HostDirectory, MessageApp, MessageSpec, Transport,
 };
 use fabemu_fabric::link::{Channel, Rate};
 use fabemu_fabric::route::RouteTable;
@@ -40,12 +40,12 @@ pub struct HostApp {
 }
 
 impl Application for HostApp {
-    fn start(&mut self, api: &mut AppApi<'_, '_, '_>) {
+    fn start(&mut self, api: &mut dyn Transport) {
         self.messages.start(api);
         self.collectives.start(api);
     }
 
-    fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>) {
+    fn on_timer(&mut self, token: u64, api: &mut dyn Transport) {
         if token & TIMER_TOKEN != 0 {
             self.collectives.on_timer(token, api);
         } else {
@@ -53,7 +53,7 @@ impl Application for HostApp {
         }
     }
 
-    fn on_completion(&mut self, c: Completion, api: &mut AppApi<'_, '_, '_>) {
+    fn on_completion(&mut self, c: Completion, api: &mut dyn Transport) {
         let collective = match &c {
             Completion::SendDone { tag, .. } => is_collective_imm(*tag as u32) && *tag < 1 << 32,
             Completion::Received { imm, .. } => is_collective_imm(*imm),

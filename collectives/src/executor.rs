@@ -30,8 +30,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fabemu_fabric::host::{AppApi, Application, Completion};
 use fabemu_fabric::link::Rate;
+use fabemu_fabric::transport::{Application, Completion, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
 
 use crate::data::{self, DataType, ReduceOp};
@@ -325,7 +325,7 @@ impl CollectiveRunner {
         self.jobs.iter().all(JobState::finished)
     }
 
-    fn begin(&mut self, j: usize, api: &mut AppApi<'_, '_, '_>) {
+    fn begin(&mut self, j: usize, api: &mut dyn Transport) {
         let js = &mut self.jobs[j];
         let rank = js.job.program.rank;
         if js.started {
@@ -349,7 +349,7 @@ impl CollectiveRunner {
     }
 
     /// Runs ready steps of job `j` until nothing more can run now.
-    fn advance(&mut self, j: usize, api: &mut AppApi<'_, '_, '_>) {
+    fn advance(&mut self, j: usize, api: &mut dyn Transport) {
         while let Some(s) = self.work.pop() {
             let js = &mut self.jobs[j];
             let kind = js.job.program.steps[s as usize].kind;
@@ -383,7 +383,7 @@ impl CollectiveRunner {
     }
 
     /// Posts the channel's ready sends and applies its ready receives, in list order.
-    fn pump(&mut self, j: usize, c: usize, api: &mut AppApi<'_, '_, '_>) {
+    fn pump(&mut self, j: usize, c: usize, api: &mut dyn Transport) {
         loop {
             let js = &mut self.jobs[j];
             let ch = &js.chans[c];
@@ -508,7 +508,7 @@ impl CollectiveRunner {
         imm: u32,
         len: u64,
         payload: Option<Bytes>,
-        api: &mut AppApi<'_, '_, '_>,
+        api: &mut dyn Transport,
     ) {
         let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
         let channel = imm & (MAX_CHANNELS - 1);
@@ -570,7 +570,7 @@ impl CollectiveRunner {
 }
 
 impl Application for CollectiveRunner {
-    fn start(&mut self, api: &mut AppApi<'_, '_, '_>) {
+    fn start(&mut self, api: &mut dyn Transport) {
         for j in 0..self.jobs.len() {
             match self.jobs[j].job.start {
                 JobStart::At(t) => api.set_timer(t, TIMER_TOKEN | j as u64),
@@ -580,7 +580,7 @@ impl Application for CollectiveRunner {
         }
     }
 
-    fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>) {
+    fn on_timer(&mut self, token: u64, api: &mut dyn Transport) {
         if token & TIMER_TOKEN == 0 {
             return;
         }
@@ -600,7 +600,7 @@ impl Application for CollectiveRunner {
         }
     }
 
-    fn on_completion(&mut self, completion: Completion, api: &mut AppApi<'_, '_, '_>) {
+    fn on_completion(&mut self, completion: Completion, api: &mut dyn Transport) {
         if let Completion::Received {
             src,
             imm,

@@ -3,7 +3,8 @@
 //! The foundation of fabemu: virtual time and units ([`units`]), real RoCEv2 and PFC frames
 //! ([`wire`], [`packet`]), links and ports ([`link`]), the sans-IO actor interface and the
 //! deterministic parallel discrete-event engine ([`engine`]), and hosts with RoCE NICs
-//! ([`host`]).
+//! ([`host`]), and the [`transport`] seam between applications and what carries their
+//! messages.
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod engine;
@@ -12,5 +13,6 @@ pub mod host;
 pub mod link;
 pub mod packet;
 pub mod route;
+pub mod transport;
 pub mod units;
 pub mod wire;

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::{AppApi, Application, Completion};
+use super::{Application, Completion, Transport};
 use crate::route::mix;
 use crate::units::Time;
 
@@ -107,13 +107,13 @@ impl MessageApp {
 }
 
 impl Application for MessageApp {
-    fn start(&mut self, api: &mut AppApi<'_, '_, '_>) {
+    fn start(&mut self, api: &mut dyn Transport) {
         for (i, s) in self.sends.iter().enumerate() {
             api.set_timer(s.spec.start, i as u64);
         }
     }
 
-    fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>) {
+    fn on_timer(&mut self, token: u64, api: &mut dyn Transport) {
         let Some(rec) = self.sends.get_mut(token as usize) else {
             return;
         };
@@ -124,7 +124,7 @@ impl Application for MessageApp {
         rec.posted = api.post_send(s.dst, s.tag, s.len, data);
     }
 
-    fn on_completion(&mut self, c: Completion, api: &mut AppApi<'_, '_, '_>) {
+    fn on_completion(&mut self, c: Completion, api: &mut dyn Transport) {
         match c {
             Completion::SendDone { tag, .. } => {
                 if let Some(r) = self

@@ -10,7 +10,7 @@
 //! forwards frames not addressed to it (host-to-host fabrics such as rings).
 //!
 //! The layer above the NIC is an [`Application`]: it posts sends and sees completions through
-//! an [`AppApi`], and can arm its own timers. [`MessageApp`] is the point-to-point workload.
+//! an [`AppApi`] (its [`Transport`]), and can arm its own timers. [`MessageApp`] is the point-to-point workload.
 
 mod app;
 pub mod dcqcn;
@@ -43,6 +43,7 @@ use self::dcqcn::{Np, Rp};
 pub use self::pfc::{NicPfcConfig, NicPfcConfigError};
 use self::pfc::{PortPause, RxBuffer, CLASSES};
 use self::qp::{Qp, RxAction};
+pub use crate::transport::{Application, Completion, Transport};
 
 /// First QP number used; host `i`'s QP toward peer `p` has number `QPN_BASE + p`.
 pub const QPN_BASE: u32 = 0x100;
@@ -238,64 +239,26 @@ pub struct HostStats {
     pub latency: crate::histogram::LatencyHistogram,
 }
 
-/// A completion delivered to the application.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Completion {
-    /// Every packet of a posted message was acknowledged.
-    SendDone {
-        /// Peer host.
-        dst: u32,
-        /// The tag given to `post_send`.
-        tag: u64,
-    },
-    /// A whole message arrived from `src`.
-    Received {
-        /// Sending host.
-        src: u32,
-        /// Low 32 bits of the sender's tag (carried as RDMA immediate data).
-        imm: u32,
-        /// Bytes received.
-        len: u64,
-        /// The bytes, in data mode.
-        data: Option<Bytes>,
-    },
-}
-
-/// The application's handle on its NIC and time while it reacts.
+/// The packet-level [`Transport`]: the application's handle on its NIC and time while it
+/// reacts.
 pub struct AppApi<'n, 'c, 'e> {
     nic: &'n mut Nic,
     ctx: &'c mut Ctx<'e>,
 }
 
-impl AppApi<'_, '_, '_> {
-    /// Current virtual time.
-    pub fn now(&self) -> Time {
+impl Transport for AppApi<'_, '_, '_> {
+    fn now(&self) -> Time {
         self.ctx.now()
     }
-    /// This host's index.
-    pub fn host(&self) -> u32 {
+    fn host(&self) -> u32 {
         self.nic.index
     }
-    /// Posts an RDMA WRITE of `len` bytes to host `dst`; `data` must be `len` bytes in data
-    /// mode and `None` in timing mode. Completes with [`Completion::SendDone`] here and
-    /// [`Completion::Received`] at `dst`. Returns false when `dst` is unknown or unroutable.
-    pub fn post_send(&mut self, dst: u32, tag: u64, len: u64, data: Option<Bytes>) -> bool {
+    fn post_send(&mut self, dst: u32, tag: u64, len: u64, data: Option<Bytes>) -> bool {
         self.nic.post_send(dst, tag, len, data, self.ctx)
     }
-    /// Arms an application timer; [`Application::on_timer`] gets `token` at `at`.
-    pub fn set_timer(&mut self, at: Time, token: u64) {
+    fn set_timer(&mut self, at: Time, token: u64) {
         self.ctx.set_timer(at, token << TOKEN_KIND_BITS | TOKEN_APP);
     }
-}
-
-/// What runs on a host above the NIC: a workload, a collective's program executor, ...
-pub trait Application: Send {
-    /// Called once at time zero.
-    fn start(&mut self, api: &mut AppApi<'_, '_, '_>);
-    /// A timer armed with [`AppApi::set_timer`] fired.
-    fn on_timer(&mut self, token: u64, api: &mut AppApi<'_, '_, '_>);
-    /// A send or receive completed.
-    fn on_completion(&mut self, completion: Completion, api: &mut AppApi<'_, '_, '_>);
 }
 
 const TOKEN_KIND_BITS: u32 = 2;
