@@ -6,6 +6,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod collective;
+pub mod flow;
 pub mod observe;
 pub mod report;
 pub mod scenario;
@@ -49,6 +50,9 @@ pub fn run_observed(
     opts: &observe::ObserveOptions,
     progress: Option<&Progress>,
 ) -> Result<observe::Observed, RunError> {
+    if src.scenario.fidelity == scenario::Fidelity::Flow {
+        return run_flow(src, threads, opts);
+    }
     let world = world::build(src)?;
     let capture = match opts.pcap_path() {
         Some(_) => Some(fabemu_fabric::engine::CaptureConfig {
@@ -94,5 +98,35 @@ pub fn run_observed(
         finished: fin,
         capture: captured,
         samples,
+    })
+}
+
+/// [`run_observed`] at flow fidelity: one thread (the result is the same for any `threads`,
+/// which only the report's `host` section records); no capture or time series.
+fn run_flow(
+    src: &Source,
+    threads: usize,
+    opts: &observe::ObserveOptions,
+) -> Result<observe::Observed, RunError> {
+    if opts.pcap_path().is_some() || opts.capture.is_some() {
+        return Err(observe::ObserveError::BadOption(
+            "a packet capture needs packet fidelity (`--fidelity packet`): flow fidelity has no packets"
+                .into(),
+        )
+        .into());
+    }
+    let t0 = Instant::now();
+    let fin = flow::run(src)?;
+    let wall = t0.elapsed();
+    tracing::info!(
+        events = fin.output.stats.events,
+        wall_s = wall.as_secs_f64(),
+        "flow run finished"
+    );
+    Ok(observe::Observed {
+        report: report::build(src, &fin, threads, wall),
+        finished: fin,
+        capture: None,
+        samples: None,
     })
 }

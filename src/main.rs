@@ -47,6 +47,15 @@ struct TopoArgs {
     dot: Option<PathBuf>,
 }
 
+/// `--fidelity` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum FidelityArg {
+    /// Every packet through NICs and switches.
+    Packet,
+    /// Messages as fluid flows.
+    Flow,
+}
+
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// The scenario (YAML).
@@ -57,6 +66,10 @@ struct RunArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Override the scenario's fidelity: `packet` (every frame) or `flow` (messages as
+    /// max-min fair flows, for cluster scale).
+    #[arg(long, value_name = "packet|flow")]
+    fidelity: Option<FidelityArg>,
     /// Write the JSON report to this file (`-` for stdout, instead of the summary).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -151,6 +164,7 @@ fn real_main(cli: Cli) -> ExitCode {
             scenario: PathBuf::from("<embedded quickstart>"),
             threads: 1,
             seed: None,
+            fidelity: None,
             json: None,
             quiet: false,
             out: None,
@@ -191,6 +205,12 @@ fn real_main(cli: Cli) -> ExitCode {
     };
     if let Some(seed) = args.seed {
         src.scenario.seed = seed;
+    }
+    if let Some(f) = args.fidelity {
+        src.scenario.fidelity = match f {
+            FidelityArg::Packet => scenario::Fidelity::Packet,
+            FidelityArg::Flow => scenario::Fidelity::Flow,
+        };
     }
     let progress = std::sync::Arc::new(Progress::default());
     // The end is known only when the scenario sets `until` (not its 10 s default).

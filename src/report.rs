@@ -15,7 +15,7 @@ use fabemu_switch::{SwitchPortStats, SwitchStats};
 use serde::Serialize;
 
 use crate::collective::{self, CollectiveResult};
-use crate::scenario::{Mode, Source};
+use crate::scenario::{Fidelity, Mode, Source};
 use crate::world::{Finished, Node};
 
 /// The whole report.
@@ -56,6 +56,8 @@ pub struct ScenarioInfo {
     pub seed: u64,
     /// `data` or `timing`.
     pub mode: Mode,
+    /// `packet` or `flow`: how finely the network was emulated.
+    pub fidelity: Fidelity,
     /// Host count.
     pub hosts: usize,
     /// Switch count.
@@ -585,6 +587,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             name: src.scenario.name.clone(),
             seed: src.scenario.seed,
             mode: src.scenario.mode,
+            fidelity: src.scenario.fidelity,
             hosts: g.host_count(),
             switches: g.nodes().len() - g.host_count(),
             links: g.links().len(),

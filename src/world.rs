@@ -305,8 +305,23 @@ fn build_routes(src: &Source, g: &Graph) -> Result<Routes, ScenarioError> {
     }
 }
 
+/// Every host's addresses, by rank.
+pub(crate) fn directory(src: &Source, g: &Graph) -> Result<Arc<HostDirectory>, ScenarioError> {
+    let n_hosts = g.host_count();
+    let mut addrs = Vec::with_capacity(n_hosts);
+    for rank in 0..n_hosts {
+        let ip = g
+            .host_address(rank)
+            .map_err(|e| topo_err(src, FieldPath::root().key("topology"), e))?;
+        let mut a = HostDirectory::default_addr(rank as u32);
+        a.ip = ip.into();
+        addrs.push(a);
+    }
+    Ok(Arc::new(HostDirectory::new(addrs)))
+}
+
 /// The workload's messages, numbered by tag, with the hosts' ranks.
-fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>, ScenarioError> {
+pub(crate) fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>, ScenarioError> {
     let s = &src.scenario;
     let wp = FieldPath::root().key("workload");
     let mut out = Vec::new();
@@ -380,16 +395,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     let messages = build_messages(src, &g)?;
     let (collectives, mut jobs) = collective::build_jobs(src, &g)?;
     let n_hosts = g.host_count();
-    let mut addrs = Vec::with_capacity(n_hosts);
-    for rank in 0..n_hosts {
-        let ip = g
-            .host_address(rank)
-            .map_err(|e| topo_err(src, FieldPath::root().key("topology"), e))?;
-        let mut a = HostDirectory::default_addr(rank as u32);
-        a.ip = ip.into();
-        addrs.push(a);
-    }
-    let directory = Arc::new(HostDirectory::new(addrs));
+    let directory = directory(src, &g)?;
     let mut per_host: Vec<Vec<MessageSpec>> = vec![Vec::new(); n_hosts];
     for m in &messages {
         per_host[m.src as usize].push(m.clone());
@@ -465,7 +471,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     ports.len(),
                     table,
                     &SwitchConfig { buffer },
-                    fabemu_fabric::route::mix(s.seed ^ (id as u64) << 32),
+                    fabemu_fabric::route::switch_salt(s.seed, id),
                 );
                 let own = s.switches.iter().position(|x| x.name == node.name);
                 let tree = own

@@ -45,8 +45,7 @@ impl RouteTable {
         match ports.len() {
             0 => None,
             1 => Some(ports[0] as usize),
-            // Multiply-shift maps the hash onto 0..n without a division (Lemire's fastrange).
-            n => Some(ports[((flow_hash as u128 * n as u128) >> 64) as usize] as usize),
+            n => Some(ports[ecmp_index(n, flow_hash)] as usize),
         }
     }
 
@@ -59,6 +58,29 @@ impl RouteTable {
     pub fn is_empty(&self) -> bool {
         self.index.is_empty()
     }
+}
+
+/// Which of `n` (> 0) equal-cost next hops a flow whose 5-tuple hashes to `flow_hash` takes:
+/// the one rule every forwarding node (and the flow-level fidelity, which must put a message on
+/// the path its packets would take) applies to its list of ports toward a destination.
+#[inline]
+pub fn ecmp_index(n: usize, flow_hash: u64) -> usize {
+    // Multiply-shift maps the hash onto 0..n without a division (Lemire's fastrange).
+    ((flow_hash as u128 * n as u128) >> 64) as usize
+}
+
+/// The UDP source port of host `src`'s queue pair toward host `peer` (RoCEv2 puts per-QP
+/// entropy there for ECMP): from the two addresses, the peer's index and the run's seed.
+#[inline]
+pub fn qp_udp_src_port(src: Ipv4Addr, dst: Ipv4Addr, peer: u32, seed: u64) -> u16 {
+    0xC000 | (flow_hash(src, dst, peer as u16, seed) as u16 & 0x3FFF)
+}
+
+/// The ECMP salt of switch `node` (its actor id) in a run seeded with `seed`, so switches of
+/// one fabric spread the same flows differently (no hash polarization).
+#[inline]
+pub fn switch_salt(seed: u64, node: usize) -> u64 {
+    mix(seed ^ (node as u64) << 32)
 }
 
 /// A well-mixed 64-bit hash of a RoCEv2 flow's 5-tuple (protocol UDP and destination port

@@ -39,6 +39,18 @@ pub enum Mode {
     Timing,
 }
 
+/// How finely the network is emulated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fidelity {
+    /// Every packet is a real frame through NICs and switches (default).
+    #[default]
+    Packet,
+    /// Every message is a fluid flow on its routed path with max-min fair rates: no packets,
+    /// switches or NICs; for cluster scale (see README "How it works").
+    Flow,
+}
+
 /// How routes are made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -72,6 +84,9 @@ pub struct Scenario {
     /// `data` or `timing`.
     #[serde(default)]
     pub mode: Mode,
+    /// `packet` (default) or `flow`.
+    #[serde(default)]
+    pub fidelity: Fidelity,
     /// Stop the run at this simulated time; messages not finished by then are an error.
     #[serde(default = "default_until")]
     pub until: Time,
@@ -629,6 +644,15 @@ impl Source {
     }
 }
 
+/// Refuses, with a located error, what the scenario's fidelity does not model (run after
+/// `--fidelity` has overridden the file's choice).
+pub fn check_fidelity(src: &Source) -> Result<(), ScenarioError> {
+    match src.scenario.fidelity {
+        Fidelity::Flow => validate::check_flow_fidelity(src),
+        Fidelity::Packet => Ok(()),
+    }
+}
+
 /// Reads and checks the scenario in file `path`.
 pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
     let file = path.display().to_string();
@@ -679,6 +703,7 @@ pub fn load_str(text: &str, file: &str) -> Result<Source, ScenarioError> {
         src.astra = Some(astra);
     }
     validate::check(&src)?;
+    check_fidelity(&src)?;
     Ok(src)
 }
 

@@ -536,3 +536,71 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
     }
     Ok(())
 }
+
+/// Refuses what flow fidelity does not model, naming the field and the fidelity that does.
+pub(crate) fn check_flow_fidelity(src: &Source) -> Result<(), ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    let refuse = |p: FieldPath, what: &str| {
+        Err(src.error_at(
+            &p,
+            format!(
+                "flow fidelity does not model {what}; run it at `fidelity: packet` (or \
+                 `--fidelity packet`)"
+            ),
+        ))
+    };
+    if s.mode == super::Mode::Data {
+        return refuse(
+            root.key("mode"),
+            "real payload bytes (`mode: data`): flows carry lengths only",
+        );
+    }
+    if s.lossless {
+        return refuse(
+            root.key("lossless"),
+            "drops, so it cannot check a lossless fabric",
+        );
+    }
+    if s.nic.cc.dcqcn().is_some() {
+        return refuse(root.key("nic").key("cc"), "congestion control (DCQCN)");
+    }
+    if s.nic.pfc.is_some() {
+        return refuse(root.key("nic").key("pfc"), "PFC generation by NICs");
+    }
+    let check_buffer = |p: FieldPath, b: &fabemu_switch::buffer::BufferConfig| {
+        if b.pfc.enabled {
+            return refuse(p.key("pfc"), "PFC (flows never fill a buffer)");
+        }
+        if b.ecn.is_some() {
+            return refuse(p.key("ecn"), "ECN marking (flows never fill a queue)");
+        }
+        if b.per_queue.is_some() {
+            return refuse(
+                p.key("per_queue"),
+                "finite queues that drop (flows never fill a queue)",
+            );
+        }
+        Ok(())
+    };
+    check_buffer(root.key("switch_buffer"), &s.switch_buffer)?;
+    if s.switch_scheduler.is_some() {
+        return refuse(
+            root.key("switch_scheduler"),
+            "switch schedulers (rates are max-min fair)",
+        );
+    }
+    for (i, sw) in s.switches.iter().enumerate() {
+        let sp = root.key("switches").index(i);
+        if let Some(b) = &sw.buffer {
+            check_buffer(sp.key("buffer"), b)?;
+        }
+        if sw.scheduler.is_some() {
+            return refuse(
+                sp.key("scheduler"),
+                "switch schedulers (rates are max-min fair)",
+            );
+        }
+    }
+    Ok(())
+}

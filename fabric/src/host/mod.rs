@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{Actor, Ctx, Event, TransmitError};
 use crate::packet::{Packet, Payload};
-use crate::route::{flow_hash, RouteTable};
+use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, ByteSize, Time};
 use crate::wire::{
     self, opcode, AethRepr, BthRepr, Ecn, FrameKind, MacAddr, PfcPauseRepr, RethRepr, RoceRepr,
@@ -376,8 +376,7 @@ impl Nic {
         }
         {
             let paddr = self.dir.get(peer)?;
-            let udp = 0xC000
-                | (flow_hash(self.addr.ip, paddr.ip, peer as u16, self.seed) as u16 & 0x3FFF);
+            let udp = qp_udp_src_port(self.addr.ip, paddr.ip, peer, self.seed);
             let h = flow_hash(self.addr.ip, paddr.ip, udp, self.seed);
             let port = if self.ports.len() == 1 {
                 0

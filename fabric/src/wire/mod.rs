@@ -70,6 +70,21 @@ pub const PFC_FRAME_LEN: usize = 60;
 /// cache lines; moves are inlined instead of calls to memmove).
 pub const MAX_HEADER_LEN: usize = 74;
 
+/// Frame bytes (without FCS) of one data packet of an RDMA WRITE with immediate, as a NIC
+/// sends it: Ethernet, IPv4, UDP and BTH headers, a RETH on the message's first packet, the
+/// immediate on its last, `payload` bytes and the ICRC. The flow-level fidelity counts
+/// messages in these bytes so its capacities agree with the packets'.
+pub const fn write_frame_len(payload: usize, first: bool, last: bool) -> usize {
+    field::BTH_END
+        + if first { RETH_LEN } else { 0 }
+        + if last { IMMDT_LEN } else { 0 }
+        + payload
+        + ICRC_LEN
+}
+
+/// Frame bytes (without FCS) of an ACK or NAK: headers, BTH, AETH and ICRC.
+pub const ACK_FRAME_LEN: usize = field::BTH_END + AETH_LEN + ICRC_LEN;
+
 /// An Ethernet MAC address, most significant byte first.
 pub type MacAddr = [u8; 6];
 

@@ -1,0 +1,523 @@
+//! Running applications over the flow network: the flow-level [`Transport`].
+//!
+//! The same [`Application`]s that run on packet-level NICs (the point-to-point workload, the
+//! collective executor) run here unchanged: a post becomes a message on the queue pair
+//! `(src, dst)`, and the head message of every queue pair is a fluid flow in the
+//! [`FlowNetwork`]. The timing of one message follows the packet level's store-and-forward
+//! pipeline (DESIGN.md §8, "packet-level refinement"):
+//!
+//! - **Bytes in wire units.** A message of `m` payload bytes is `n = ceil(m / mtu)` packets whose
+//!   frames are exactly what the NIC sends ([`write_frame_len`]: RETH on the first, immediate
+//!   on the last, ICRC) plus Ethernet's FCS, preamble and gap. On every link of its path the
+//!   flow at payload rate `r` uses `r x wire/m` of the capacity (bandwidth / 8); on every link
+//!   of the reverse path its ACKs use `r x acks x ack_wire / m` (one ACK per `ack_every`
+//!   packets). Alone on a path, the flow's last byte leaves the source after
+//!   `wire / B_bottleneck`, as the packets do.
+//! - **Pipeline tail.** The message is delivered when its last packet (a partial packet when
+//!   `m` is not a multiple of the MTU) has crossed the rest of the path: the sum of the
+//!   propagation latencies plus the last packet's serialization on every hop after the first.
+//!   A lone message over `h` equal hops thus takes `wire/B + (h-1) last/B + sum(latency)`, the
+//!   packet level's closed form to the picosecond.
+//! - **Completion.** The sender's [`Completion::SendDone`] comes one ACK later: the ACK's
+//!   serialization and latency on every hop of the reverse path.
+//! - **Queue pairs.** Messages to the same peer leave in the order posted, one after another
+//!   (an RC queue pair); different queue pairs share links max-min fairly, as the NIC's
+//!   round-robin and the switches' FIFOs share them on average. `qp_rate` caps a flow.
+//!
+//! What this does not model (the scenario refuses it at flow fidelity): packet loss and
+//! retransmission, PFC, ECN and congestion control, switch schedulers, queueing beyond the
+//! fair share (transient queues, incast bursts), real payload bytes.
+//!
+//! Events at one instant run in a fixed order (flow finishes, then events by the order they
+//! were scheduled), so a run is deterministic.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use bytes::Bytes;
+use fabemu_fabric::link::{EthernetOverhead, Rate};
+use fabemu_fabric::transport::{Application, Completion, Transport};
+use fabemu_fabric::units::{Bandwidth, Time};
+use fabemu_fabric::wire::{write_frame_len, ACK_FRAME_LEN};
+use rustc_hash::FxHashMap;
+
+use crate::{FlowNetwork, LinkId};
+
+/// One hop of a routed path: the link direction crossed, its rate and latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    /// The link direction (an index into the network's capacities).
+    pub link: LinkId,
+    /// Its bandwidth.
+    pub bandwidth: Bandwidth,
+    /// Its propagation latency.
+    pub latency: Time,
+}
+
+/// Where messages go: the hops from one host to another, as the packets would take them.
+pub trait PathSource {
+    /// Appends to `out` the hops of the path from host `src` to host `dst`, in order from the
+    /// source; returns false when there is none.
+    fn path(&self, src: u32, dst: u32, out: &mut Vec<Hop>) -> bool;
+}
+
+/// Transport settings the flow model needs (the scenario's `nic` and `ethernet` sections).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimConfig {
+    /// Payload bytes per packet.
+    pub mtu: u64,
+    /// One ACK per this many packets (and on a message's last).
+    pub ack_every: u32,
+    /// Per-frame wire overhead.
+    pub overhead: EthernetOverhead,
+    /// Per queue pair rate cap (in wire bytes, as the NIC's rate limiter counts).
+    pub qp_rate: Option<Bandwidth>,
+    /// Nothing after this time is run.
+    pub until: Time,
+}
+
+/// What a message is on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageWire {
+    /// Packets.
+    pub packets: u64,
+    /// Wire bytes of all its packets.
+    pub wire_bytes: u64,
+    /// Wire bytes of its last packet.
+    pub last_packet_wire: u64,
+    /// ACK frames the receiver sends for it.
+    pub acks: u64,
+    /// Wire bytes of one ACK.
+    pub ack_wire: u64,
+}
+
+impl MessageWire {
+    /// The packets of a `len`-byte RDMA WRITE with immediate at `cfg`'s MTU and overhead.
+    pub fn of(len: u64, cfg: &SimConfig) -> MessageWire {
+        let mtu = cfg.mtu.max(1);
+        let n = len.div_ceil(mtu).max(1);
+        let o = &cfg.overhead;
+        let frame = |payload: u64, first: bool, last: bool| {
+            o.wire_bytes(write_frame_len(payload as usize, first, last))
+        };
+        let last_payload = len - (n - 1) * mtu;
+        let (wire, last) = if n == 1 {
+            let w = frame(len, true, true);
+            (w, w)
+        } else {
+            let last = frame(last_payload, false, true);
+            (
+                frame(mtu, true, false) + (n - 2) * frame(mtu, false, false) + last,
+                last,
+            )
+        };
+        MessageWire {
+            packets: n,
+            wire_bytes: wire,
+            last_packet_wire: last,
+            acks: n.div_ceil(u64::from(cfg.ack_every.max(1))),
+            ack_wire: o.wire_bytes(ACK_FRAME_LEN),
+        }
+    }
+}
+
+/// Per host counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostCounters {
+    /// Data packets the host's messages were cut into.
+    pub data_packets_sent: u64,
+    /// Payload bytes sent.
+    pub data_bytes_sent: u64,
+    /// ACK frames sent (for messages received).
+    pub acks_sent: u64,
+    /// Data packets received.
+    pub data_packets_received: u64,
+    /// Messages posted.
+    pub messages_sent: u64,
+    /// Messages delivered to this host.
+    pub messages_received: u64,
+}
+
+/// Per link direction counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkCounters {
+    /// Frames (data and ACK) that crossed it.
+    pub frames: u64,
+    /// Wire bytes that crossed it.
+    pub wire_bytes: u64,
+}
+
+/// Counters of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Events handled (timers, deliveries, completions, flow finishes).
+    pub events: u64,
+    /// Flows run.
+    pub flows: u64,
+    /// Frames times links crossed, as the packet level would count them.
+    pub packet_hops: u64,
+    /// Time of the last event handled.
+    pub end_time: Time,
+    /// True when the run stopped at `until` with work pending.
+    pub stopped_at_limit: bool,
+    /// Largest number of flows active at once.
+    pub peak_flows: u64,
+}
+
+/// The result of a run.
+pub struct SimOutput<A> {
+    /// The applications as they ended, by host.
+    pub apps: Vec<A>,
+    /// Per host.
+    pub hosts: Vec<HostCounters>,
+    /// Per link direction.
+    pub links: Vec<LinkCounters>,
+    /// Counters.
+    pub stats: SimStats,
+}
+
+struct Msg {
+    tag: u64,
+    len: u64,
+    data: Option<Bytes>,
+    wire: MessageWire,
+}
+
+struct Qp {
+    src: u32,
+    dst: u32,
+    /// `fwd[..split]` is the path to `dst`, `fwd[split..]` the way back (ACKs).
+    hops: Vec<Hop>,
+    split: usize,
+    queue: VecDeque<Msg>,
+    /// The head message is on the wire.
+    busy: bool,
+}
+
+enum Ev {
+    Timer {
+        host: u32,
+        token: u64,
+    },
+    /// A zero-length message's only packet left the source.
+    TxDone {
+        qp: u32,
+    },
+    Deliver {
+        qp: u32,
+        msg: Msg,
+    },
+    SendDone {
+        qp: u32,
+        tag: u64,
+    },
+}
+
+struct Core<'p> {
+    now: Time,
+    cfg: SimConfig,
+    paths: &'p dyn PathSource,
+    net: FlowNetwork,
+    qps: Vec<Qp>,
+    qp_index: FxHashMap<(u32, u32), u32>,
+    queue: BinaryHeap<Reverse<(Time, u64, u32)>>,
+    slots: Vec<Option<Ev>>,
+    free: Vec<u32>,
+    seq: u64,
+    hosts: Vec<HostCounters>,
+    links: Vec<LinkCounters>,
+    stats: SimStats,
+    usage: Vec<(LinkId, f64)>,
+    scratch: Vec<Hop>,
+}
+
+impl Core<'_> {
+    fn schedule(&mut self, at: Time, ev: Ev) {
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(ev);
+                s
+            }
+            None => {
+                self.slots.push(Some(ev));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.seq += 1;
+        self.queue.push(Reverse((at.max(self.now), self.seq, slot)));
+    }
+
+    fn qp(&mut self, src: u32, dst: u32) -> Option<u32> {
+        if let Some(&q) = self.qp_index.get(&(src, dst)) {
+            return Some(q);
+        }
+        self.scratch.clear();
+        if src == dst || !self.paths.path(src, dst, &mut self.scratch) || self.scratch.is_empty() {
+            return None;
+        }
+        let split = self.scratch.len();
+        if !self.paths.path(dst, src, &mut self.scratch) {
+            return None;
+        }
+        let q = self.qps.len() as u32;
+        self.qps.push(Qp {
+            src,
+            dst,
+            hops: self.scratch.clone(),
+            split,
+            queue: VecDeque::new(),
+            busy: false,
+        });
+        self.qp_index.insert((src, dst), q);
+        Some(q)
+    }
+
+    fn post(&mut self, src: u32, dst: u32, tag: u64, len: u64, data: Option<Bytes>) -> bool {
+        let Some(q) = self.qp(src, dst) else {
+            return false;
+        };
+        let wire = MessageWire::of(len, &self.cfg);
+        let qp = &mut self.qps[q as usize];
+        qp.queue.push_back(Msg {
+            tag,
+            len,
+            data,
+            wire,
+        });
+        let h = &mut self.hosts[src as usize];
+        h.messages_sent += 1;
+        h.data_packets_sent += wire.packets;
+        h.data_bytes_sent += len;
+        if !qp.busy {
+            self.start_head(q);
+        }
+        true
+    }
+
+    /// Puts queue pair `q`'s head message on the wire.
+    fn start_head(&mut self, q: u32) {
+        let qp = &mut self.qps[q as usize];
+        let Some(msg) = qp.queue.front() else {
+            qp.busy = false;
+            return;
+        };
+        qp.busy = true;
+        let w = msg.wire;
+        let (fwd, rev) = qp.hops.split_at(qp.split);
+        for h in fwd {
+            let c = &mut self.links[h.link.0 as usize];
+            c.frames += w.packets;
+        }
+        for h in rev {
+            let c = &mut self.links[h.link.0 as usize];
+            c.frames += w.acks;
+        }
+        self.stats.packet_hops += w.packets * fwd.len() as u64 + w.acks * rev.len() as u64;
+        self.stats.flows += 1;
+        if msg.len == 0 {
+            // No payload to share a link with: one minimum frame, at the first hop's rate.
+            for h in fwd {
+                self.links[h.link.0 as usize].wire_bytes += w.wire_bytes;
+            }
+            for h in rev {
+                self.links[h.link.0 as usize].wire_bytes += w.acks * w.ack_wire;
+            }
+            let t = self.now + Rate::new(fwd[0].bandwidth).serialization_time(w.wire_bytes);
+            self.schedule(t, Ev::TxDone { qp: q });
+            return;
+        }
+        let m = msg.len as f64;
+        let data_w = w.wire_bytes as f64 / m;
+        let ack_w = (w.acks * w.ack_wire) as f64 / m;
+        self.usage.clear();
+        self.usage.extend(fwd.iter().map(|h| (h.link, data_w)));
+        self.usage.extend(rev.iter().map(|h| (h.link, ack_w)));
+        let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / data_w);
+        self.net
+            .start(self.now, &self.usage, msg.len, cap, u64::from(q));
+        self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
+    }
+
+    /// Queue pair `q`'s head message has left the source: deliver it after the pipeline tail,
+    /// start the next.
+    fn tx_done(&mut self, q: u32) {
+        let qp = &mut self.qps[q as usize];
+        let Some(msg) = qp.queue.pop_front() else {
+            return;
+        };
+        let fwd = &qp.hops[..qp.split];
+        let mut tail = Time::ZERO;
+        for (i, h) in fwd.iter().enumerate() {
+            tail = tail + h.latency;
+            if i > 0 {
+                tail = tail + Rate::new(h.bandwidth).serialization_time(msg.wire.last_packet_wire);
+            }
+        }
+        let at = self.now + tail;
+        self.schedule(at, Ev::Deliver { qp: q, msg });
+        self.start_head(q);
+    }
+}
+
+struct Api<'c, 'p> {
+    core: &'c mut Core<'p>,
+    host: u32,
+}
+
+impl Transport for Api<'_, '_> {
+    fn now(&self) -> Time {
+        self.core.now
+    }
+    fn host(&self) -> u32 {
+        self.host
+    }
+    fn post_send(&mut self, dst: u32, tag: u64, len: u64, data: Option<Bytes>) -> bool {
+        self.core.post(self.host, dst, tag, len, data)
+    }
+    fn set_timer(&mut self, at: Time, token: u64) {
+        let host = self.host;
+        self.core.schedule(at, Ev::Timer { host, token });
+    }
+}
+
+/// Runs `apps` (one per host, by host index) over a network of link directions with
+/// `capacities` (bytes per second each), routing by `paths`.
+pub fn run<A: Application>(
+    mut apps: Vec<A>,
+    paths: &dyn PathSource,
+    capacities: Vec<f64>,
+    cfg: &SimConfig,
+) -> SimOutput<A> {
+    let n_links = capacities.len();
+    let mut core = Core {
+        now: Time::ZERO,
+        cfg: *cfg,
+        paths,
+        net: FlowNetwork::new(capacities),
+        qps: Vec::new(),
+        qp_index: FxHashMap::default(),
+        queue: BinaryHeap::new(),
+        slots: Vec::new(),
+        free: Vec::new(),
+        seq: 0,
+        hosts: vec![HostCounters::default(); apps.len()],
+        links: vec![LinkCounters::default(); n_links],
+        stats: SimStats::default(),
+        usage: Vec::new(),
+        scratch: Vec::new(),
+    };
+    for (h, app) in apps.iter_mut().enumerate() {
+        app.start(&mut Api {
+            core: &mut core,
+            host: h as u32,
+        });
+    }
+    let mut finished = Vec::new();
+    loop {
+        let flow_t = core.net.next_finish();
+        let ev_t = core.queue.peek().map(|Reverse((t, _, _))| *t);
+        let next = match (flow_t, ev_t) {
+            (None, None) => break,
+            (a, b) => a.unwrap_or(Time::NEVER).min(b.unwrap_or(Time::NEVER)),
+        };
+        if next > cfg.until {
+            core.stats.stopped_at_limit = true;
+            break;
+        }
+        if flow_t == Some(next) {
+            core.net.advance(next, &mut finished);
+            core.now = next;
+            core.stats.end_time = next;
+            for (_, token) in finished.drain(..) {
+                core.stats.events += 1;
+                core.tx_done(token as u32);
+            }
+            continue;
+        }
+        let Some(Reverse((t, _, slot))) = core.queue.pop() else {
+            break;
+        };
+        core.net.advance(t, &mut finished);
+        core.now = t;
+        core.stats.end_time = t;
+        core.stats.events += 1;
+        // Flows cannot finish before `t` (it is not later than the next finish); finishing
+        // exactly at `t` they are handled before the event.
+        for (_, token) in finished.drain(..) {
+            core.stats.events += 1;
+            core.tx_done(token as u32);
+        }
+        let Some(ev) = core.slots[slot as usize].take() else {
+            continue;
+        };
+        core.free.push(slot);
+        match ev {
+            Ev::Timer { host, token } => {
+                if let Some(app) = apps.get_mut(host as usize) {
+                    app.on_timer(
+                        token,
+                        &mut Api {
+                            core: &mut core,
+                            host,
+                        },
+                    );
+                }
+            }
+            Ev::TxDone { qp } => core.tx_done(qp),
+            Ev::Deliver { qp, msg } => {
+                let q = &core.qps[qp as usize];
+                let (src, dst) = (q.src, q.dst);
+                let mut back = Time::ZERO;
+                for h in &q.hops[q.split..] {
+                    back = back
+                        + h.latency
+                        + Rate::new(h.bandwidth).serialization_time(msg.wire.ack_wire);
+                }
+                let hc = &mut core.hosts[dst as usize];
+                hc.messages_received += 1;
+                hc.data_packets_received += msg.wire.packets;
+                hc.acks_sent += msg.wire.acks;
+                let tag = msg.tag;
+                core.schedule(t + back, Ev::SendDone { qp, tag });
+                if let Some(app) = apps.get_mut(dst as usize) {
+                    let c = Completion::Received {
+                        src,
+                        imm: tag as u32,
+                        len: msg.len,
+                        data: msg.data,
+                    };
+                    app.on_completion(
+                        c,
+                        &mut Api {
+                            core: &mut core,
+                            host: dst,
+                        },
+                    );
+                }
+            }
+            Ev::SendDone { qp, tag } => {
+                let q = &core.qps[qp as usize];
+                let (src, dst) = (q.src, q.dst);
+                if let Some(app) = apps.get_mut(src as usize) {
+                    app.on_completion(
+                        Completion::SendDone { dst, tag },
+                        &mut Api {
+                            core: &mut core,
+                            host: src,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    let mut links = core.links;
+    for (l, c) in links.iter_mut().enumerate() {
+        c.wire_bytes += core.net.link_bytes(LinkId(l as u32)).round() as u64;
+    }
+    SimOutput {
+        apps,
+        hosts: core.hosts,
+        links,
+        stats: core.stats,
+    }
+}
