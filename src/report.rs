@@ -621,9 +621,10 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
 pub fn summary(r: &Report) -> String {
     let mut s = String::new();
     let sc = &r.scenario;
+    let flow = sc.fidelity == Fidelity::Flow;
     let _ = writeln!(
         s,
-        "fabemu {} — {}: {} hosts, {} switches, {} links; {} mode, seed {}",
+        "fabemu {} — {}: {} hosts, {} switches, {} links; {} mode, seed {}{}",
         r.fabemu_version,
         sc.name.as_deref().unwrap_or("scenario"),
         sc.hosts,
@@ -633,7 +634,8 @@ pub fn summary(r: &Report) -> String {
             Mode::Data => "data",
             Mode::Timing => "timing",
         },
-        sc.seed
+        sc.seed,
+        if flow { ", flow fidelity" } else { "" }
     );
     let _ = writeln!(s);
     if !r.collectives.is_empty() {
@@ -685,14 +687,25 @@ pub fn summary(r: &Report) -> String {
         "Totals: {delivered}{} data packets, {} drops, {} retransmitted packets, {} timeouts",
         t.data_packets_sent, t.drops, t.retransmitted_packets, t.timeouts
     );
-    let _ = writeln!(
-        s,
-        "        {} packet-hops, {} events, completion time {}, mean packet latency {}",
-        t.packet_hops,
-        t.events,
-        Time(t.completion_time_ps),
-        Time(t.mean_packet_latency_ps)
-    );
+    if flow {
+        // No packets ran: the counts are those the messages' packets would make.
+        let _ = writeln!(
+            s,
+            "        {} packet-hops (as the packets would cross), {} events, completion time {}",
+            t.packet_hops,
+            t.events,
+            Time(t.completion_time_ps)
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "        {} packet-hops, {} events, completion time {}, mean packet latency {}",
+            t.packet_hops,
+            t.events,
+            Time(t.completion_time_ps),
+            Time(t.mean_packet_latency_ps)
+        );
+    }
     if t.pause_frames_sent + t.ecn_marked + t.cnps_sent + t.lossless_drops > 0 {
         let _ = writeln!(
             s,
@@ -706,8 +719,16 @@ pub fn summary(r: &Report) -> String {
     }
     s.push_str(&crate::observe::histograms::summary_lines(&r.latency));
     let h = &r.host;
-    let _ = writeln!(
-        s,
+    if flow {
+        let _ = writeln!(
+            s,
+            "Run:    wall {:.3} s at flow fidelity (one thread), {:.2} M events/s",
+            h.wall_time_s,
+            h.events_per_second / 1e6
+        );
+    } else {
+        let _ = writeln!(
+            s,
         "Run:    wall {:.3} s on {} thread(s) ({} partition(s)), {:.2} M events/s, {:.2} M packet-hops/s",
         h.wall_time_s,
         h.threads,
@@ -715,6 +736,7 @@ pub fn summary(r: &Report) -> String {
         h.events_per_second / 1e6,
         h.packet_hops_per_second / 1e6
     );
+    }
     if !r.invariants.ok {
         let _ = writeln!(s);
         for v in &r.invariants.violations {
