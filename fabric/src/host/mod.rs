@@ -383,7 +383,9 @@ impl Nic {
             } else {
                 self.routes.select(paddr.ip, h)?
             };
-            self.qps.push(Qp::new(peer, port, udp));
+            let jitter_seed =
+                crate::route::mix(self.seed ^ u64::from(self.index) << 32 ^ u64::from(peer));
+            self.qps.push(Qp::new(peer, port, udp, jitter_seed));
             if let Some(d) = self.cfg.cc.dcqcn() {
                 self.qp_cc.push(QpCc {
                     np: Np::default(),
@@ -620,8 +622,12 @@ impl Nic {
         // The transport timer (as InfiniBand RC defines it) starts when a request goes out with nothing
         // outstanding and restarts on every ACK that makes progress; sending more does not
         // restart it. Armed lazily: one pending timer event per QP at a time.
+        if !seg.retransmission {
+            qp.on_first_send(seg.psn, now);
+        }
         if !was_outstanding {
-            qp.rto_deadline = now + self.cfg.rto;
+            let rto = qp.base_rto(self.cfg.rto);
+            qp.rto_deadline = now + qp.jittered(rto);
         }
         if !qp.rto_armed {
             qp.rto_armed = true;
@@ -657,7 +663,12 @@ impl Nic {
         // Back off exponentially while timeouts repeat (the retry count is reset by any
         // response): synchronized go-back-N retransmissions would otherwise refill the same
         // overflowing buffer every `rto`.
-        qp.rto_deadline = now + Time(self.cfg.rto.ps().saturating_mul(1 << qp.retries.min(16)));
+        let backed_off = Time(
+            qp.base_rto(self.cfg.rto)
+                .ps()
+                .saturating_mul(1 << qp.retries.min(16)),
+        );
+        qp.rto_deadline = now + qp.jittered(backed_off);
         qp.rto_armed = true;
         ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
         let port = qp.port;
@@ -988,12 +999,15 @@ impl Nic {
         if aeth.is_nak() {
             self.stats.naks_received += 1;
             if qp.on_nak(repr.bth.psn, &mut done).is_some() {
-                qp.rto_deadline = now + self.cfg.rto;
+                let rto = qp.base_rto(self.cfg.rto);
+                qp.rto_deadline = now + qp.jittered(rto);
             }
         } else {
             self.stats.acks_received += 1;
             if qp.on_ack(repr.bth.psn, &mut done) {
-                qp.rto_deadline = now + self.cfg.rto;
+                qp.on_acked(now);
+                let rto = qp.base_rto(self.cfg.rto);
+                qp.rto_deadline = now + qp.jittered(rto);
             }
         }
         let port = qp.port;

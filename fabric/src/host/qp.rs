@@ -123,6 +123,13 @@ pub(crate) struct Qp {
     pub(crate) retries: u32,
     /// Set when the QP exhausted its retries: it sends nothing more (RC's error state).
     pub(crate) failed: bool,
+    /// Smoothed round-trip time and its variation (RFC 6298), in ps; `srtt` 0: no sample yet.
+    srtt: u64,
+    rttvar: u64,
+    /// The packet being timed: its PSN and when it was first sent (Karn: never a resent one).
+    probe: Option<(u64, Time)>,
+    /// State of the QP's own jitter generator (seeded, so runs stay reproducible).
+    jitter: u64,
     // Receive side.
     epsn: u64,
     nak_outstanding: bool,
@@ -159,8 +166,12 @@ pub(crate) fn unwrap_psn(base: u64, wire: u32) -> (u64, bool) {
 }
 
 impl Qp {
-    pub(crate) fn new(peer: u32, port: usize, udp_src_port: u16) -> Qp {
+    pub(crate) fn new(peer: u32, port: usize, udp_src_port: u16, jitter_seed: u64) -> Qp {
         Qp {
+            srtt: 0,
+            rttvar: 0,
+            probe: None,
+            jitter: jitter_seed,
             peer,
             port,
             udp_src_port,
@@ -305,7 +316,58 @@ impl Qp {
         self.go_back()
     }
 
+    /// A first transmission of `psn` left at `now`: time it if no other packet is being timed.
+    pub(crate) fn on_first_send(&mut self, psn: u64, now: Time) {
+        if self.probe.is_none() {
+            self.probe = Some((psn, now));
+        }
+    }
+
+    /// After an acknowledgement: if it covers the timed packet, fold the round trip into the
+    /// estimate (RFC 6298: rttvar = 3/4 rttvar + 1/4 |srtt - r|, srtt = 7/8 srtt + 1/8 r).
+    pub(crate) fn on_acked(&mut self, now: Time) {
+        let Some((psn, sent)) = self.probe else {
+            return;
+        };
+        if self.snd_una <= psn {
+            return;
+        }
+        self.probe = None;
+        let r = now.ps().saturating_sub(sent.ps());
+        if self.srtt == 0 {
+            self.srtt = r.max(1);
+            self.rttvar = r / 2;
+        } else {
+            self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(r)) / 4;
+            self.srtt = (7 * self.srtt + r) / 8;
+        }
+    }
+
+    /// The retransmission timeout before backoff: `min` (the scenario's `rto`) until a round
+    /// trip was measured, then srtt + 4 rttvar, never below `min`.
+    pub(crate) fn base_rto(&self, min: Time) -> Time {
+        if self.srtt == 0 {
+            min
+        } else {
+            Time(
+                min.ps()
+                    .max(self.srtt.saturating_add(self.rttvar.saturating_mul(4))),
+            )
+        }
+    }
+
+    /// `t` stretched by a seeded random factor in [1, 1.5): QPs that lost packets together
+    /// then retransmit at different instants instead of colliding again.
+    pub(crate) fn jittered(&mut self, t: Time) -> Time {
+        self.jitter = crate::route::mix(self.jitter);
+        let frac = self.jitter >> 32; // uniform in [0, 2^32)
+        let extra = (u128::from(t.ps()) * u128::from(frac)) >> 33; // [0, t/2)
+        Time(t.ps().saturating_add(extra as u64))
+    }
+
     fn go_back(&mut self) -> u64 {
+        // Karn: a round trip that includes a resend measures nothing.
+        self.probe = None;
         let rewound = self.snd_nxt.saturating_sub(self.snd_una);
         self.snd_nxt = self.snd_una;
         self.cursor = 0;
@@ -428,7 +490,7 @@ mod tests {
 
     #[test]
     fn segments_a_message() {
-        let mut qp = Qp::new(1, 0, 1);
+        let mut qp = Qp::new(1, 0, 1, 0);
         qp.post(7, 10_000, None, 4096);
         let segs = drain(&mut qp, 4096);
         let ops: Vec<u8> = segs.iter().map(|s| s.opcode).collect();
@@ -449,7 +511,7 @@ mod tests {
 
     #[test]
     fn zero_length_message_is_one_packet() {
-        let mut qp = Qp::new(1, 0, 1);
+        let mut qp = Qp::new(1, 0, 1, 0);
         qp.post(1, 0, None, 1024);
         let segs = drain(&mut qp, 1024);
         assert_eq!(segs.len(), 1);
@@ -458,7 +520,7 @@ mod tests {
 
     #[test]
     fn go_back_n_on_nak() {
-        let mut qp = Qp::new(1, 0, 1);
+        let mut qp = Qp::new(1, 0, 1, 0);
         qp.post(1, 5 * 100, None, 100);
         assert_eq!(drain(&mut qp, 100).len(), 5);
         let mut done = vec![];
@@ -477,7 +539,7 @@ mod tests {
 
     #[test]
     fn receiver_naks_once_per_gap_and_reacks_duplicates() {
-        let mut qp = Qp::new(1, 0, 1);
+        let mut qp = Qp::new(1, 0, 1, 0);
         let mut rx = None;
         let mut data = |qp: &mut Qp, psn: u32, op: u8| {
             qp.on_data(psn, op, false, Some(300), Some(9), None, 100, 100, &mut rx)
@@ -501,5 +563,58 @@ mod tests {
         assert_eq!(unwrap_psn(PSN_MASK, 0), (PSN_MASK + 1, true));
         assert_eq!(unwrap_psn(PSN_MASK + 5, PSN_MASK as u32), (PSN_MASK, false));
         assert_eq!(unwrap_psn(10, 12), (12, true));
+    }
+
+    #[test]
+    fn rto_follows_measured_round_trips_and_never_goes_below_the_minimum() {
+        let mut qp = Qp::new(1, 0, 1, 7);
+        let min = Time::from_us(10);
+        assert_eq!(qp.base_rto(min), min, "no sample yet");
+        qp.post(0, 3 * 4096, None, 4096);
+        for _ in 0..3 {
+            assert!(qp.next_segment(4096).is_some());
+        }
+        // Time PSN 0, sent at 0, acknowledged after 40 us: srtt 40, rttvar 20 -> 120 us.
+        qp.on_first_send(0, Time::ZERO);
+        let mut done = Vec::new();
+        assert!(qp.on_ack(0, &mut done));
+        qp.on_acked(Time::from_us(40));
+        assert_eq!(qp.base_rto(min), Time::from_us(40 + 4 * 20));
+        // A second sample of 40 us: rttvar = 3/4 20 + 1/4 0 = 15, srtt stays 40 -> 100 us.
+        qp.on_first_send(1, Time::from_us(40));
+        assert!(qp.on_ack(1, &mut done));
+        qp.on_acked(Time::from_us(80));
+        assert_eq!(qp.base_rto(min), Time::from_us(100));
+        // Karn: after a go-back, the packet in flight is not timed.
+        qp.on_first_send(2, Time::from_us(80));
+        qp.on_timeout();
+        assert!(qp.next_segment(4096).is_some());
+        assert!(qp.on_ack(2, &mut done));
+        qp.on_acked(Time::from_us(500));
+        assert_eq!(qp.base_rto(min), Time::from_us(100));
+        // A tiny RTT never takes the timeout below the configured minimum.
+        let mut fast = Qp::new(1, 0, 1, 7);
+        fast.post(0, 4096, None, 4096);
+        assert!(fast.next_segment(4096).is_some());
+        fast.on_first_send(0, Time::ZERO);
+        assert!(fast.on_ack(0, &mut done));
+        fast.on_acked(Time::from_ns(100));
+        assert_eq!(fast.base_rto(min), min);
+    }
+
+    #[test]
+    fn jitter_stays_in_range_differs_per_qp_and_is_reproducible() {
+        let t = Time::from_us(100);
+        let draws = |seed: u64| -> Vec<Time> {
+            let mut qp = Qp::new(1, 0, 1, seed);
+            (0..1000).map(|_| qp.jittered(t)).collect()
+        };
+        let a = draws(1);
+        assert_eq!(a, draws(1));
+        assert_ne!(a, draws(2));
+        assert!(a.iter().all(|&x| x >= t && x < Time::from_us(150)));
+        // Spread over the whole range (1000 draws, uniform: both quarters are hit).
+        assert!(a.iter().any(|&x| x < Time::from_us(112)));
+        assert!(a.iter().any(|&x| x > Time::from_us(138)));
     }
 }
