@@ -362,7 +362,7 @@ impl Filler {
             }
             let mut level = (self.link_cap[l] - self.load[l]) / self.wsum[l];
             // Also catches a NaN or negative quotient from a weight sum worn down to ~0.
-            if !(level >= x) {
+            if level.is_nan() || level < x {
                 level = x;
             }
             self.stamp[l] = self.stamp[l].wrapping_add(1);
