@@ -135,7 +135,12 @@ pub fn run(src: &Source) -> Result<Finished, ScenarioError> {
         dir: &directory,
         seed: s.seed,
     };
-    let out = sim::run(apps, &paths, capacities, &cfg);
+    let out = sim::run(apps, &paths, capacities, &cfg).map_err(|e| {
+        src.error_at(
+            &scenario::FieldPath::root(),
+            format!("the flow network refused the fabric: {e}"),
+        )
+    })?;
 
     // Present the result as a finished world (see the module doc).
     let mut apps = out.apps.into_iter();

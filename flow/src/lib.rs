@@ -1,7 +1,123 @@
-//! # fabemu-flow (lead's temporary stub network; replaced by the real crate at merge)
+//! # fabemu-flow
+//!
+//! A fluid (flow-level) network: the coarse fidelity of fabemu. It knows nothing about packets,
+//! NICs, switches or scenarios; it moves **flows** (a number of payload bytes) over **link
+//! directions** (a capacity in bytes per second each) and gives every flow a max-min fair rate.
+//! Time is the fabric's virtual time ([`fabemu_fabric::units::Time`], picoseconds), and the
+//! network only changes when a flow starts or finishes, so a run costs a few operations per
+//! flow instead of a few per packet.
+//!
+//! ## The model
+//!
+//! - **Usage.** A flow at rate `r` (payload bytes/s) uses `w * r` of the capacity of each link
+//!   direction it lists, with its own weight `w` per link: the caller passes the forward path
+//!   with `w` = wire bytes per payload byte and the reverse path with the ACK bytes per payload
+//!   byte. A flow may also have a cap on `r` (a rate limiter, or a NIC's per-QP rate).
+//! - **Weighted max-min fairness by progressive filling** ([`maxmin`]): constraints
+//!   `sum_f w_fl * r_f <= C_l` per link direction and `r_f <= cap_f` per flow. All flows that are
+//!   not frozen share one rising level `x`. A link saturates at
+//!   `x_l = (C_l - load of its frozen flows) / (sum of the weights of its unfrozen flows)`; the
+//!   link with the smallest `x_l` (a cap acts as a private link of its flow) freezes its flows at
+//!   that level, and the filling goes on until every flow is frozen. The links wait in a
+//!   min-heap keyed by a lower bound of their level (levels only rise), re-checked when they come
+//!   out, so the heap holds one entry per link and a filling costs `O(E + P log L)` for `E`
+//!   (flow, link) pairs, `L` links and `P` pops, instead of a scan of all links per round.
+//! - **Incremental, by connected component** ([`network`]): the max-min rates of flows that share
+//!   no link direction, directly or through other flows, do not depend on each other. A start or a
+//!   finish only marks its links dirty; before the next query the network collects the connected
+//!   components that contain dirty links (a breadth-first search over "flow uses link") and fills
+//!   only those. The filling of a component is a pure function of its flows taken in a canonical
+//!   order (flows by [`FlowId`], links by [`LinkId`], heap ties broken by kind and index), so the
+//!   incremental rates are bit-identical to a recomputation of every component
+//!   ([`FlowNetwork::recompute_all`]).
+//! - **Progress.** Every flow keeps its remaining payload bytes and the time of its last rate
+//!   change; its projected finish time is `last change + ceil(remaining / rate)` in picoseconds
+//!   (rounded up: a flow never finishes before its last byte is out). A heap of projected finish
+//!   times, invalidated lazily by a per-flow version, means that advancing time touches only the
+//!   flows that finish or whose rate changed. A flow at rate 0 (which cannot happen with positive
+//!   capacities) simply never finishes until its rate changes.
+//! - **Link bytes.** Each link direction integrates its load (`sum w * r` of its flows) over time,
+//!   for utilization reports ([`FlowNetwork::link_bytes`]).
+//!
+//! ## Determinism
+//!
+//! Same calls, same results, on every platform: no hash map iteration reaches a result (there is
+//! no hash map at all), no wall clock, and floating point uses only `+ - * /`, comparisons and
+//! `ceil`, all exactly specified by IEEE 754.
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod maxmin;
+pub mod network;
 pub mod sim;
-mod stub;
 
-pub use stub::{FlowId, FlowNetwork, LinkId};
+pub use maxmin::{max_min_rates, FlowSpec};
+pub use network::FlowNetwork;
+
+// The flow-level transport (`sim`) runs applications over a [`FlowNetwork`].
+
+/// One direction of a link; indices `0..n` chosen by the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkId(pub u32);
+
+/// A flow in the network. Ids are small integers reused after the flow finished, so that the
+/// network's tables stay as large as the number of flows active at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowId(pub u32);
+
+/// What was wrong with an input of the flow network, in the caller's terms.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FlowError {
+    /// A link capacity was not a positive finite number of bytes per second.
+    #[error("link direction {link}: capacity {value} B/s is not a positive finite number")]
+    InvalidCapacity {
+        /// The link direction.
+        link: u32,
+        /// The capacity given.
+        value: f64,
+    },
+    /// A flow listed a link direction the network does not have.
+    #[error("link direction {link} does not exist (the network has {links})")]
+    UnknownLink {
+        /// The link direction given.
+        link: u32,
+        /// How many link directions the network has.
+        links: usize,
+    },
+    /// A usage weight was not a positive finite number.
+    #[error("link direction {link}: weight {weight} is not a positive finite number")]
+    InvalidWeight {
+        /// The link direction.
+        link: u32,
+        /// The weight given.
+        weight: f64,
+    },
+    /// A rate cap was not a positive number (`+inf` means no cap).
+    #[error("rate cap {cap} B/s is not a positive number")]
+    InvalidCap {
+        /// The cap given.
+        cap: f64,
+    },
+    /// A flow of zero bytes: it would have no last byte to finish with.
+    #[error("a flow must move at least one byte")]
+    ZeroBytes,
+    /// A flow that uses no link and has no cap would have an infinite rate.
+    #[error("a flow that uses no link needs a rate cap")]
+    Unbounded,
+    /// A flow was started before the network's current time.
+    #[error("flow started at {at} ps, before the network's current time {now} ps")]
+    TimeInPast {
+        /// The requested start time (ps).
+        at: u64,
+        /// The network's current time (ps).
+        now: u64,
+    },
+    /// A flow was started after a time at which another flow finishes: advance the network to
+    /// the start time first, so that the finished flows are reported.
+    #[error("flow started at {at} ps, after another flow finishes at {finish} ps; advance first")]
+    SkipsFinish {
+        /// The requested start time (ps).
+        at: u64,
+        /// The earliest pending finish (ps).
+        finish: u64,
+    },
+}

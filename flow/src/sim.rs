@@ -41,7 +41,7 @@ use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_fabric::wire::{write_frame_len, ACK_FRAME_LEN};
 use rustc_hash::FxHashMap;
 
-use crate::{FlowNetwork, LinkId};
+use crate::{FlowError, FlowNetwork, LinkId};
 
 /// One hop of a routed path: the link direction crossed, its rate and latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,6 +229,8 @@ struct Core<'p> {
     stats: SimStats,
     usage: Vec<(LinkId, f64)>,
     scratch: Vec<Hop>,
+    /// The first flow the network refused (a bug in the caller's numbers): the run stops.
+    error: Option<FlowError>,
 }
 
 impl Core<'_> {
@@ -333,8 +335,12 @@ impl Core<'_> {
         self.usage.extend(fwd.iter().map(|h| (h.link, data_w)));
         self.usage.extend(rev.iter().map(|h| (h.link, ack_w)));
         let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / data_w);
-        self.net
-            .start(self.now, &self.usage, msg.len, cap, u64::from(q));
+        if let Err(e) = self
+            .net
+            .start(self.now, &self.usage, msg.len, cap, u64::from(q))
+        {
+            self.error.get_or_insert(e);
+        }
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
     }
 
@@ -381,19 +387,20 @@ impl Transport for Api<'_, '_> {
 }
 
 /// Runs `apps` (one per host, by host index) over a network of link directions with
-/// `capacities` (bytes per second each), routing by `paths`.
+/// `capacities` (bytes per second each), routing by `paths`. Fails when the network refuses a
+/// capacity or a flow (not a positive finite number: a caller's bug, never input).
 pub fn run<A: Application>(
     mut apps: Vec<A>,
     paths: &dyn PathSource,
     capacities: Vec<f64>,
     cfg: &SimConfig,
-) -> SimOutput<A> {
+) -> Result<SimOutput<A>, FlowError> {
     let n_links = capacities.len();
     let mut core = Core {
         now: Time::ZERO,
         cfg: *cfg,
         paths,
-        net: FlowNetwork::new(capacities),
+        net: FlowNetwork::new(capacities)?,
         qps: Vec::new(),
         qp_index: FxHashMap::default(),
         queue: BinaryHeap::new(),
@@ -405,6 +412,7 @@ pub fn run<A: Application>(
         stats: SimStats::default(),
         usage: Vec::new(),
         scratch: Vec::new(),
+        error: None,
     };
     for (h, app) in apps.iter_mut().enumerate() {
         app.start(&mut Api {
@@ -414,6 +422,9 @@ pub fn run<A: Application>(
     }
     let mut finished = Vec::new();
     loop {
+        if let Some(e) = core.error.take() {
+            return Err(e);
+        }
         let flow_t = core.net.next_finish();
         let ev_t = core.queue.peek().map(|Reverse((t, _, _))| *t);
         let next = match (flow_t, ev_t) {
@@ -514,10 +525,13 @@ pub fn run<A: Application>(
     for (l, c) in links.iter_mut().enumerate() {
         c.wire_bytes += core.net.link_bytes(LinkId(l as u32)).round() as u64;
     }
-    SimOutput {
+    if let Some(e) = core.error.take() {
+        return Err(e);
+    }
+    Ok(SimOutput {
         apps,
         hosts: core.hosts,
         links,
         stats: core.stats,
-    }
+    })
 }

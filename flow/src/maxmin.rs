@@ -1,0 +1,435 @@
+//! Weighted max-min fair rates by progressive filling.
+//!
+//! The problem: link directions with capacities `C_l` (bytes/s), flows that use some of them with
+//! weights `w_fl > 0` and may have a cap. Rates `r_f` are max-min fair under
+//! `sum_f w_fl * r_f <= C_l` and `r_f <= cap_f`: no flow can get more without taking from a flow
+//! that has no more than it.
+//!
+//! Progressive filling computes them: all flows that are not yet frozen share one level `x`, which
+//! rises until a constraint is tight. Link `l` is tight at
+//! `x_l = (C_l - F_l) / W_l`, with `F_l` the load of its frozen flows and `W_l` the sum of the
+//! weights of its unfrozen flows; a cap is a private link that is tight at `x = cap_f`. The
+//! smallest of these levels wins: the flows of that link (or the capped flow) freeze at it, which
+//! changes `F` and `W` of the other links they use, and the filling goes on. Levels only rise
+//! (freezing a flow at `x <= x_l` on link `l` leaves `x_l` no lower), so the links wait in a
+//! min-heap of levels with lazy invalidation: every change pushes a fresh entry with a new stamp,
+//! and stale entries are skipped when they come out. Each round pushes at most one entry per link
+//! it touched, so a filling costs `O(E log E)` for `E` (flow, link) pairs.
+//!
+//! The [`Filler`] is the one implementation: [`max_min_rates`] runs it once over a whole network,
+//! and [`crate::FlowNetwork`] runs it per connected component on reused buffers. Its result is a
+//! pure function of its input in the order given (flows by index, each flow's links by index),
+//! with heap ties broken by (level, links before caps, index): this is what makes the incremental
+//! recomputation bit-identical to a full one.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::{FlowError, LinkId};
+
+/// One flow for [`max_min_rates`]: the link directions it loads and how much, and an optional cap.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    /// `(link, weight)`: at rate `r` the flow uses `weight * r` of the link's capacity.
+    pub usage: Vec<(LinkId, f64)>,
+    /// Upper bound on the flow's rate (bytes/s), if any.
+    pub cap: Option<f64>,
+}
+
+/// The max-min fair rates (bytes/s) of `flows` over link directions of the given capacities
+/// (bytes/s), computed in one shot by progressive filling; `rates[i]` belongs to `flows[i]`.
+///
+/// A flow that uses no link and has no cap gets `f64::INFINITY`. A link listed twice by one flow
+/// counts with the sum of its weights.
+pub fn max_min_rates(capacities: &[f64], flows: &[FlowSpec]) -> Result<Vec<f64>, FlowError> {
+    check_capacities(capacities)?;
+    let mut filler = Filler::default();
+    let mut usage = Vec::new();
+    for &c in capacities {
+        filler.add_link(c);
+    }
+    for f in flows {
+        normalize_usage(&f.usage, capacities.len(), &mut usage)?;
+        let cap = check_cap(f.cap)?;
+        for &(l, w) in &usage {
+            filler.push_use(l, w);
+        }
+        filler.end_flow(cap);
+    }
+    filler.solve();
+    Ok((0..flows.len()).map(|i| filler.rate(i)).collect())
+}
+
+/// Checks that every capacity is positive and finite.
+pub(crate) fn check_capacities(capacities: &[f64]) -> Result<(), FlowError> {
+    for (l, &c) in capacities.iter().enumerate() {
+        if !(c > 0.0 && c.is_finite()) {
+            return Err(FlowError::InvalidCapacity {
+                link: l as u32,
+                value: c,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A cap as the filler wants it: `+inf` for none.
+pub(crate) fn check_cap(cap: Option<f64>) -> Result<f64, FlowError> {
+    match cap {
+        None => Ok(f64::INFINITY),
+        // `> 0.0` is false for NaN.
+        Some(c) if c > 0.0 => Ok(c),
+        Some(c) => Err(FlowError::InvalidCap { cap: c }),
+    }
+}
+
+/// Validates `usage` against `links` link directions and writes it to `out` sorted by link, a
+/// link listed twice merged into one entry with the sum of its weights (in the order given).
+pub(crate) fn normalize_usage(
+    usage: &[(LinkId, f64)],
+    links: usize,
+    out: &mut Vec<(u32, f64)>,
+) -> Result<(), FlowError> {
+    out.clear();
+    for &(LinkId(l), w) in usage {
+        if l as usize >= links {
+            return Err(FlowError::UnknownLink { link: l, links });
+        }
+        if !(w > 0.0 && w.is_finite()) {
+            return Err(FlowError::InvalidWeight { link: l, weight: w });
+        }
+        out.push((l, w));
+    }
+    // Stable: equal links keep their given order, so the merged sum is deterministic.
+    out.sort_by_key(|&(l, _)| l);
+    let mut k = 0;
+    for i in 0..out.len() {
+        if k > 0 && out[k - 1].0 == out[i].0 {
+            out[k - 1].1 += out[i].1;
+        } else {
+            out[k] = out[i];
+            k += 1;
+        }
+    }
+    out.truncate(k);
+    Ok(())
+}
+
+/// What a heap entry stands for: a link's level, or a flow's cap (links first on equal levels).
+const KIND_LINK: u8 = 0;
+const KIND_CAP: u8 = 1;
+
+/// A candidate level in the filling heap; ordered by (level, kind, index, stamp), all of which
+/// are canonical, so equal levels come out in the same order in every run.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    level: f64,
+    kind: u8,
+    idx: u32,
+    stamp: u32,
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.level
+            .total_cmp(&other.level)
+            .then(self.kind.cmp(&other.kind))
+            .then(self.idx.cmp(&other.idx))
+            .then(self.stamp.cmp(&other.stamp))
+    }
+}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+
+/// Progressive filling over local indices: links `0..m` and flows `0..n` added in order, then
+/// [`Filler::solve`]. Every buffer is kept between runs ([`Filler::clear`] empties without
+/// freeing), so repeated fillings allocate nothing once the buffers have grown.
+#[derive(Debug, Default)]
+pub(crate) struct Filler {
+    // Input.
+    link_cap: Vec<f64>,
+    flow_cap: Vec<f64>,
+    /// Flow `i` uses `flow_use[flow_start[i]..flow_start[i + 1]]` (local link, weight).
+    flow_start: Vec<u32>,
+    flow_use: Vec<(u32, f64)>,
+    // Derived: link `l` is used by `link_use[link_start[l]..link_start[l + 1]]` (flow, weight),
+    // in flow order.
+    link_start: Vec<u32>,
+    link_use: Vec<(u32, f64)>,
+    // Filling state per link.
+    load: Vec<f64>,
+    wsum: Vec<f64>,
+    unfrozen: Vec<u32>,
+    stamp: Vec<u32>,
+    touched: Vec<u32>,
+    is_touched: Vec<bool>,
+    // Filling state per flow.
+    frozen: Vec<bool>,
+    rate: Vec<f64>,
+    heap: BinaryHeap<Reverse<Entry>>,
+}
+
+impl Filler {
+    /// Empties the problem, keeping the buffers' capacity.
+    pub(crate) fn clear(&mut self) {
+        self.link_cap.clear();
+        self.flow_cap.clear();
+        self.flow_start.clear();
+        self.flow_use.clear();
+    }
+
+    /// Adds link `self.links()` with capacity `cap` (bytes/s).
+    pub(crate) fn add_link(&mut self, cap: f64) {
+        self.link_cap.push(cap);
+    }
+
+    /// Adds `(link, weight)` to the flow being built; links must come in increasing order,
+    /// each at most once.
+    pub(crate) fn push_use(&mut self, link: u32, weight: f64) {
+        if self.flow_start.is_empty() {
+            self.flow_start.push(0);
+        }
+        self.flow_use.push((link, weight));
+    }
+
+    /// Ends the flow being built (possibly with no link), with its cap (`+inf` for none).
+    pub(crate) fn end_flow(&mut self, cap: f64) {
+        if self.flow_start.is_empty() {
+            self.flow_start.push(0);
+        }
+        self.flow_start.push(self.flow_use.len() as u32);
+        self.flow_cap.push(cap);
+    }
+
+    /// The rate of flow `i` after [`Filler::solve`].
+    pub(crate) fn rate(&self, i: usize) -> f64 {
+        self.rate[i]
+    }
+
+    /// The load `sum w * r` of link `l` after [`Filler::solve`].
+    pub(crate) fn load(&self, l: usize) -> f64 {
+        self.load[l]
+    }
+
+    /// Runs the progressive filling.
+    pub(crate) fn solve(&mut self) {
+        let m = self.link_cap.len();
+        let n = self.flow_cap.len();
+        if self.flow_start.is_empty() {
+            self.flow_start.push(0);
+        }
+        self.build_link_index(m);
+        self.load.clear();
+        self.load.resize(m, 0.0);
+        self.wsum.clear();
+        self.wsum.resize(m, 0.0);
+        self.unfrozen.clear();
+        self.unfrozen.resize(m, 0);
+        self.stamp.clear();
+        self.stamp.resize(m, 0);
+        self.is_touched.clear();
+        self.is_touched.resize(m, false);
+        self.touched.clear();
+        self.frozen.clear();
+        self.frozen.resize(n, false);
+        self.rate.clear();
+        self.rate.resize(n, 0.0);
+        self.heap.clear();
+
+        for l in 0..m {
+            let (a, b) = (self.link_start[l] as usize, self.link_start[l + 1] as usize);
+            // Summed in flow order: canonical.
+            let mut w = 0.0;
+            for &(_, wf) in &self.link_use[a..b] {
+                w += wf;
+            }
+            self.wsum[l] = w;
+            self.unfrozen[l] = (b - a) as u32;
+            if b > a {
+                self.heap.push(Reverse(Entry {
+                    level: self.link_cap[l] / w,
+                    kind: KIND_LINK,
+                    idx: l as u32,
+                    stamp: 0,
+                }));
+            }
+        }
+        for (f, &cap) in self.flow_cap.iter().enumerate() {
+            if cap < f64::INFINITY {
+                self.heap.push(Reverse(Entry {
+                    level: cap,
+                    kind: KIND_CAP,
+                    idx: f as u32,
+                    stamp: 0,
+                }));
+            }
+        }
+
+        while let Some(Reverse(e)) = self.heap.pop() {
+            let x = e.level;
+            if e.kind == KIND_LINK {
+                let l = e.idx as usize;
+                if e.stamp != self.stamp[l] || self.unfrozen[l] == 0 {
+                    continue;
+                }
+                let (a, b) = (self.link_start[l] as usize, self.link_start[l + 1] as usize);
+                for k in a..b {
+                    let f = self.link_use[k].0 as usize;
+                    if !self.frozen[f] {
+                        self.freeze(f, x);
+                    }
+                }
+            } else {
+                let f = e.idx as usize;
+                if self.frozen[f] {
+                    continue;
+                }
+                self.freeze(f, x);
+            }
+            self.push_touched(x);
+        }
+        // Left unfrozen: flows with neither a link nor a cap.
+        for f in 0..n {
+            if !self.frozen[f] {
+                self.rate[f] = f64::INFINITY;
+            }
+        }
+    }
+
+    /// Builds the link -> flows index from the flow -> links one (counting sort by link, which
+    /// keeps each link's flows in flow order).
+    fn build_link_index(&mut self, m: usize) {
+        self.link_start.clear();
+        self.link_start.resize(m + 1, 0);
+        for &(l, _) in &self.flow_use {
+            self.link_start[l as usize + 1] += 1;
+        }
+        for l in 0..m {
+            self.link_start[l + 1] += self.link_start[l];
+        }
+        self.link_use.clear();
+        self.link_use.resize(self.flow_use.len(), (0, 0.0));
+        // `touched` doubles as the fill cursor per link here; it is cleared before filling.
+        self.touched.clear();
+        self.touched.extend_from_slice(&self.link_start[..m]);
+        for f in 0..self.flow_cap.len() {
+            let (a, b) = (self.flow_start[f] as usize, self.flow_start[f + 1] as usize);
+            for k in a..b {
+                let (l, w) = self.flow_use[k];
+                let at = &mut self.touched[l as usize];
+                self.link_use[*at as usize] = (f as u32, w);
+                *at += 1;
+            }
+        }
+    }
+
+    /// Freezes flow `f` at rate `x` and updates the links it uses.
+    fn freeze(&mut self, f: usize, x: f64) {
+        self.frozen[f] = true;
+        self.rate[f] = x;
+        let (a, b) = (self.flow_start[f] as usize, self.flow_start[f + 1] as usize);
+        for k in a..b {
+            let (l, w) = self.flow_use[k];
+            let l = l as usize;
+            self.load[l] += w * x;
+            self.wsum[l] -= w;
+            self.unfrozen[l] -= 1;
+            if !self.is_touched[l] {
+                self.is_touched[l] = true;
+                self.touched.push(l as u32);
+            }
+        }
+    }
+
+    /// Pushes the new level of every link touched in this round (once per link, in the order
+    /// touched, which is canonical). Levels never go below `x`: rounding in `C - F` must not
+    /// make a link look tight in the past.
+    fn push_touched(&mut self, x: f64) {
+        for i in 0..self.touched.len() {
+            let l = self.touched[i] as usize;
+            self.is_touched[l] = false;
+            if self.unfrozen[l] == 0 {
+                continue;
+            }
+            let mut level = (self.link_cap[l] - self.load[l]) / self.wsum[l];
+            // Also catches a NaN or negative quotient from a weight sum worn down to ~0.
+            if level.is_nan() || level < x {
+                level = x;
+            }
+            self.stamp[l] = self.stamp[l].wrapping_add(1);
+            self.heap.push(Reverse(Entry {
+                level,
+                kind: KIND_LINK,
+                idx: l as u32,
+                stamp: self.stamp[l],
+            }));
+        }
+        self.touched.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(usage: &[(u32, f64)], cap: Option<f64>) -> FlowSpec {
+        FlowSpec {
+            usage: usage.iter().map(|&(l, w)| (LinkId(l), w)).collect(),
+            cap,
+        }
+    }
+
+    #[test]
+    fn one_link_shared_equally() {
+        let r = max_min_rates(&[10.0], &[spec(&[(0, 1.0)], None), spec(&[(0, 1.0)], None)]);
+        assert_eq!(r, Ok(vec![5.0, 5.0]));
+    }
+
+    #[test]
+    fn weights_count_against_capacity() {
+        // Level x with 1*x + 3*x = 12 => x = 3 for both flows.
+        let r = max_min_rates(&[12.0], &[spec(&[(0, 1.0)], None), spec(&[(0, 3.0)], None)]);
+        assert_eq!(r, Ok(vec![3.0, 3.0]));
+    }
+
+    #[test]
+    fn duplicate_links_merge() {
+        let r = max_min_rates(&[12.0], &[spec(&[(0, 1.0), (0, 2.0)], None)]);
+        assert_eq!(r, Ok(vec![4.0]));
+    }
+
+    #[test]
+    fn flows_without_links() {
+        let r = max_min_rates(&[1.0], &[spec(&[], Some(7.0)), spec(&[], None)]);
+        assert_eq!(r, Ok(vec![7.0, f64::INFINITY]));
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert!(matches!(
+            max_min_rates(&[0.0], &[]),
+            Err(FlowError::InvalidCapacity { link: 0, .. })
+        ));
+        assert!(matches!(
+            max_min_rates(&[1.0], &[spec(&[(1, 1.0)], None)]),
+            Err(FlowError::UnknownLink { link: 1, links: 1 })
+        ));
+        assert!(matches!(
+            max_min_rates(&[1.0], &[spec(&[(0, f64::NAN)], None)]),
+            Err(FlowError::InvalidWeight { link: 0, .. })
+        ));
+        assert!(matches!(
+            max_min_rates(&[1.0], &[spec(&[(0, 1.0)], Some(0.0))]),
+            Err(FlowError::InvalidCap { .. })
+        ));
+    }
+}

@@ -1,0 +1,507 @@
+//! The flow network: flows that start, progress at max-min fair rates and finish, in virtual
+//! time, with rates recomputed incrementally per connected component.
+//!
+//! ## How a step works
+//!
+//! - [`FlowNetwork::start`] registers a flow on its links and marks it dirty; rates are not
+//!   recomputed there, so that many starts (and finishes) at one instant cost one recomputation.
+//! - Every query ([`FlowNetwork::next_finish`], [`FlowNetwork::rate`], [`FlowNetwork::advance`])
+//!   first *refreshes*: from every dirty flow and dirty link it collects the connected component
+//!   (breadth-first over "flow uses link" and "link is used by flow"), sorts its flows by
+//!   [`FlowId`] and links by [`LinkId`], and runs the [`crate::maxmin`] filling on it. Flows whose
+//!   rate changed (bit for bit) settle their progress at the current time and get a new projected
+//!   finish; links whose load changed settle their carried bytes. Components without a dirty link
+//!   are not looked at.
+//! - [`FlowNetwork::advance`] moves time forward finish by finish: it takes the earliest valid
+//!   entry of the finish heap, removes every flow finishing at that instant (in [`FlowId`] order),
+//!   refreshes, and repeats until the target time, so passing a time beyond
+//!   [`FlowNetwork::next_finish`] is handled too.
+//!
+//! A flow's bytes count as sent when its projected finish time comes, not when a recomputed
+//! `remaining` reaches zero: rounding can leave a remainder of a fraction of a byte, and the
+//! finish time (rounded up to the picosecond) is the one truth.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use fabemu_fabric::units::{Time, PS_PER_S};
+
+use crate::maxmin::{check_cap, check_capacities, normalize_usage, Filler};
+use crate::{FlowError, FlowId, LinkId};
+
+/// Picoseconds per second as a float, for rate (bytes/s) x time (ps) products.
+const PS_PER_S_F: f64 = PS_PER_S as f64;
+
+/// One link direction.
+#[derive(Debug, Default)]
+struct Link {
+    cap: f64,
+    /// Slots of the active flows that use this link, in no particular order (a flow knows its
+    /// position, for O(1) removal); the filling never reads this order.
+    flows: Vec<u32>,
+    /// Current load `sum w * r` (bytes/s), as the last filling of its component computed it.
+    load: f64,
+    /// Bytes carried up to `settled_at` (ps).
+    bytes: f64,
+    settled_at: u64,
+    dirty: bool,
+    /// Epoch of the last refresh that reached this link, and its local index then.
+    mark: u32,
+    local: u32,
+}
+
+/// One flow slot; slots are reused after a flow finished.
+#[derive(Debug, Default)]
+struct Flow {
+    active: bool,
+    /// `(link, weight, position of this flow in the link's `flows`)`, sorted by link.
+    usage: Vec<(u32, f64, u32)>,
+    /// Rate cap (bytes/s), `+inf` for none.
+    cap: f64,
+    /// Payload bytes left at `last_change`.
+    remaining: f64,
+    last_change: u64,
+    /// Current rate (bytes/s); 0 until the first refresh after the start.
+    rate: f64,
+    /// Bumped at every rate change and at removal; finish-heap entries carry it.
+    version: u32,
+    token: u64,
+    dirty: bool,
+    mark: u32,
+    local: u32,
+}
+
+/// A fluid network of flows over link directions with weighted max-min fair rates (see the
+/// crate documentation for the model).
+#[derive(Debug)]
+pub struct FlowNetwork {
+    now: u64,
+    links: Vec<Link>,
+    flows: Vec<Flow>,
+    /// Free flow slots, reused last-freed first.
+    free: Vec<u32>,
+    active: usize,
+    dirty_links: Vec<u32>,
+    dirty_flows: Vec<u32>,
+    /// `(finish time, slot, version)`: the earliest valid entry is the next finish.
+    finishes: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    epoch: u32,
+    filler: Filler,
+    // Scratch buffers of a refresh, kept to avoid allocating per event.
+    comp_flows: Vec<u32>,
+    comp_links: Vec<u32>,
+    queue: Vec<u32>,
+    usage_scratch: Vec<(u32, f64)>,
+}
+
+impl FlowNetwork {
+    /// A network of `capacities.len()` link directions; `capacities[l]` is the capacity of link
+    /// direction `l` in bytes per second (positive and finite, else an error).
+    pub fn new(capacities: Vec<f64>) -> Result<FlowNetwork, FlowError> {
+        check_capacities(&capacities)?;
+        Ok(FlowNetwork {
+            now: 0,
+            links: capacities
+                .into_iter()
+                .map(|cap| Link {
+                    cap,
+                    ..Link::default()
+                })
+                .collect(),
+            flows: Vec::new(),
+            free: Vec::new(),
+            active: 0,
+            dirty_links: Vec::new(),
+            dirty_flows: Vec::new(),
+            finishes: BinaryHeap::new(),
+            epoch: 0,
+            filler: Filler::default(),
+            comp_flows: Vec::new(),
+            comp_links: Vec::new(),
+            queue: Vec::new(),
+            usage_scratch: Vec::new(),
+        })
+    }
+
+    /// Starts a flow at `now` that must move `bytes` payload bytes.
+    ///
+    /// `usage` lists the link directions it loads: at rate `r` (payload bytes/s) it uses
+    /// `weight * r` of each one's capacity (pass the forward path with the wire bytes per payload
+    /// byte and the reverse path with the ACK bytes per payload byte; a link listed twice counts
+    /// with the sum of its weights). `cap` bounds `r`; `token` comes back when the flow finishes.
+    /// Rates are recomputed lazily, at the next query.
+    ///
+    /// `now` may be later than [`FlowNetwork::now`] only if no flow finishes up to it (the
+    /// network then advances to `now`); otherwise advance first, to collect the finished flows.
+    pub fn start(
+        &mut self,
+        now: Time,
+        usage: &[(LinkId, f64)],
+        bytes: u64,
+        cap: Option<f64>,
+        token: u64,
+    ) -> Result<FlowId, FlowError> {
+        let at = now.ps();
+        if at < self.now {
+            return Err(FlowError::TimeInPast { at, now: self.now });
+        }
+        if bytes == 0 {
+            return Err(FlowError::ZeroBytes);
+        }
+        let cap = check_cap(cap)?;
+        let mut scratch = std::mem::take(&mut self.usage_scratch);
+        let checked = normalize_usage(usage, self.links.len(), &mut scratch);
+        if let Err(e) = checked {
+            self.usage_scratch = scratch;
+            return Err(e);
+        }
+        if scratch.is_empty() && cap == f64::INFINITY {
+            self.usage_scratch = scratch;
+            return Err(FlowError::Unbounded);
+        }
+        if at > self.now {
+            if let Some(finish) = self.next_finish() {
+                if finish.ps() <= at {
+                    self.usage_scratch = scratch;
+                    return Err(FlowError::SkipsFinish {
+                        at,
+                        finish: finish.ps(),
+                    });
+                }
+            }
+            self.now = at;
+        }
+
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.flows.push(Flow::default());
+                (self.flows.len() - 1) as u32
+            }
+        };
+        let flow = &mut self.flows[slot as usize];
+        flow.active = true;
+        flow.cap = cap;
+        flow.remaining = bytes as f64;
+        flow.last_change = at;
+        flow.rate = 0.0;
+        flow.token = token;
+        flow.usage.clear();
+        for &(l, w) in &scratch {
+            let link = &mut self.links[l as usize];
+            flow.usage.push((l, w, link.flows.len() as u32));
+            link.flows.push(slot);
+        }
+        self.usage_scratch = scratch;
+        if !flow.dirty {
+            flow.dirty = true;
+            self.dirty_flows.push(slot);
+        }
+        self.active += 1;
+        Ok(FlowId(slot))
+    }
+
+    /// The earliest time at which some flow will have sent its last byte (rounded up to the
+    /// picosecond), after recomputing the rates that changed; `None` when no flow is active or
+    /// none progresses.
+    pub fn next_finish(&mut self) -> Option<Time> {
+        self.refresh();
+        self.peek_finish().map(Time)
+    }
+
+    /// Moves time to `t`: every flow progresses at its rate, and the flows whose last byte is
+    /// sent by `t` are removed and appended to `finished` as `(id, token)`, ordered by finish
+    /// time, then [`FlowId`]. Rates change at every finish on the way, so a `t` beyond
+    /// [`FlowNetwork::next_finish`] is fine. A `t` before [`FlowNetwork::now`] does nothing.
+    pub fn advance(&mut self, t: Time, finished: &mut Vec<(FlowId, u64)>) {
+        let t = t.ps();
+        if t < self.now {
+            return;
+        }
+        loop {
+            self.refresh();
+            let at = match self.peek_finish() {
+                Some(at) if at <= t => at,
+                _ => break,
+            };
+            self.now = at.max(self.now);
+            while let Some(&Reverse((ft, slot, version))) = self.finishes.peek() {
+                if ft != at {
+                    break;
+                }
+                self.finishes.pop();
+                let flow = &self.flows[slot as usize];
+                if flow.active && flow.version == version {
+                    finished.push((FlowId(slot), flow.token));
+                    self.remove(slot);
+                }
+            }
+        }
+        self.now = t;
+    }
+
+    /// The network's current time.
+    pub fn now(&self) -> Time {
+        Time(self.now)
+    }
+
+    /// Current rate (payload bytes/s) of an active flow, after recomputing the rates that changed;
+    /// `None` for a flow that is not active.
+    pub fn rate(&mut self, f: FlowId) -> Option<f64> {
+        self.refresh();
+        self.flows
+            .get(f.0 as usize)
+            .filter(|fl| fl.active)
+            .map(|fl| fl.rate)
+    }
+
+    /// Payload bytes an active flow still has to send at the current time (rates as last
+    /// computed); `None` for a flow that is not active.
+    pub fn remaining(&self, f: FlowId) -> Option<f64> {
+        let fl = self.flows.get(f.0 as usize).filter(|fl| fl.active)?;
+        let sent = fl.rate * (self.now - fl.last_change) as f64 / PS_PER_S_F;
+        Some((fl.remaining - sent).max(0.0))
+    }
+
+    /// Whether flow `f` is active (started and not yet finished).
+    pub fn is_active(&self, f: FlowId) -> bool {
+        self.flows.get(f.0 as usize).is_some_and(|fl| fl.active)
+    }
+
+    /// Bytes (capacity units: weight x payload) link direction `l` has carried up to now, for
+    /// utilization reports; 0 for an unknown link.
+    pub fn link_bytes(&self, l: LinkId) -> f64 {
+        self.links.get(l.0 as usize).map_or(0.0, |link| {
+            link.bytes + link.load * (self.now - link.settled_at) as f64 / PS_PER_S_F
+        })
+    }
+
+    /// Current load of link direction `l` (bytes/s in capacity units) as last computed; 0 for an
+    /// unknown link.
+    pub fn link_load(&self, l: LinkId) -> f64 {
+        self.links.get(l.0 as usize).map_or(0.0, |link| link.load)
+    }
+
+    /// Number of link directions.
+    pub fn links(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Number of active flows.
+    pub fn active(&self) -> usize {
+        self.active
+    }
+
+    /// Recomputes every component from scratch; the incremental updates must give the same
+    /// rates bit for bit (tests and diagnostics).
+    pub fn recompute_all(&mut self) {
+        for slot in 0..self.flows.len() {
+            let flow = &mut self.flows[slot];
+            if flow.active && !flow.dirty {
+                flow.dirty = true;
+                self.dirty_flows.push(slot as u32);
+            }
+        }
+        self.refresh();
+    }
+
+    /// The earliest valid projected finish, dropping stale heap entries on the way.
+    fn peek_finish(&mut self) -> Option<u64> {
+        while let Some(&Reverse((ft, slot, version))) = self.finishes.peek() {
+            let flow = &self.flows[slot as usize];
+            if flow.active && flow.version == version {
+                return Some(ft);
+            }
+            self.finishes.pop();
+        }
+        None
+    }
+
+    /// Removes a finished flow from its links (marking them dirty) and frees its slot.
+    fn remove(&mut self, slot: u32) {
+        let mut usage = std::mem::take(&mut self.flows[slot as usize].usage);
+        for &(l, _, pos) in &usage {
+            let link = &mut self.links[l as usize];
+            link.flows.swap_remove(pos as usize);
+            if let Some(&moved) = link.flows.get(pos as usize) {
+                // The flow moved into `pos` records its position on this link.
+                let mu = &mut self.flows[moved as usize].usage;
+                if let Ok(k) = mu.binary_search_by_key(&l, |&(ml, _, _)| ml) {
+                    mu[k].2 = pos;
+                }
+            }
+            if !link.dirty {
+                link.dirty = true;
+                self.dirty_links.push(l);
+            }
+        }
+        usage.clear();
+        let flow = &mut self.flows[slot as usize];
+        flow.usage = usage;
+        flow.active = false;
+        flow.version = flow.version.wrapping_add(1);
+        self.active -= 1;
+        self.free.push(slot);
+        self.compact_finishes();
+    }
+
+    /// Rebuilds the finish heap without its stale entries once they outnumber the valid ones,
+    /// so that it stays proportional to the number of active flows.
+    fn compact_finishes(&mut self) {
+        if self.finishes.len() <= 2 * self.active + 1024 {
+            return;
+        }
+        let flows = &self.flows;
+        self.finishes.retain(|&Reverse((_, slot, version))| {
+            let f = &flows[slot as usize];
+            f.active && f.version == version
+        });
+    }
+
+    /// Recomputes the rates of every component that holds a dirty flow or link.
+    fn refresh(&mut self) {
+        if self.dirty_flows.is_empty() && self.dirty_links.is_empty() {
+            return;
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            // After 2^32 refreshes: clear the marks so an old mark cannot look current.
+            self.links.iter_mut().for_each(|l| l.mark = 0);
+            self.flows.iter_mut().for_each(|f| f.mark = 0);
+            self.epoch = 1;
+        }
+        let epoch = self.epoch;
+        let mut dirty_flows = std::mem::take(&mut self.dirty_flows);
+        let mut dirty_links = std::mem::take(&mut self.dirty_links);
+        for &slot in &dirty_flows {
+            let flow = &mut self.flows[slot as usize];
+            flow.dirty = false;
+            if flow.active && flow.mark != epoch {
+                self.collect_from_flow(slot);
+                self.fill_component();
+            }
+        }
+        for &l in &dirty_links {
+            let link = &mut self.links[l as usize];
+            link.dirty = false;
+            if link.mark == epoch {
+                continue;
+            }
+            if link.flows.is_empty() {
+                // Its last flow finished: it carries nothing from now on.
+                link.mark = epoch;
+                if link.load != 0.0 {
+                    settle_link(link, self.now);
+                    link.load = 0.0;
+                }
+                continue;
+            }
+            let first = link.flows[0];
+            self.collect_from_flow(first);
+            self.fill_component();
+        }
+        dirty_flows.clear();
+        dirty_links.clear();
+        self.dirty_flows = dirty_flows;
+        self.dirty_links = dirty_links;
+    }
+
+    /// Collects the connected component of flow `start` into `comp_flows` and `comp_links`
+    /// (breadth-first), marking what it reaches with the current epoch.
+    fn collect_from_flow(&mut self, start: u32) {
+        let epoch = self.epoch;
+        self.comp_flows.clear();
+        self.comp_links.clear();
+        self.queue.clear();
+        self.flows[start as usize].mark = epoch;
+        self.comp_flows.push(start);
+        let mut next_flow = 0;
+        let mut next_link = 0;
+        loop {
+            if next_flow < self.comp_flows.len() {
+                let f = self.comp_flows[next_flow] as usize;
+                next_flow += 1;
+                for &(l, _, _) in &self.flows[f].usage {
+                    let link = &mut self.links[l as usize];
+                    if link.mark != epoch {
+                        link.mark = epoch;
+                        self.comp_links.push(l);
+                    }
+                }
+            } else if next_link < self.comp_links.len() {
+                let l = self.comp_links[next_link] as usize;
+                next_link += 1;
+                for &g in &self.links[l].flows {
+                    let flow = &mut self.flows[g as usize];
+                    if flow.mark != epoch {
+                        flow.mark = epoch;
+                        self.comp_flows.push(g);
+                    }
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Fills the collected component in canonical order and applies the rates and loads that
+    /// changed.
+    fn fill_component(&mut self) {
+        self.comp_flows.sort_unstable();
+        self.comp_links.sort_unstable();
+        let filler = &mut self.filler;
+        filler.clear();
+        for (i, &l) in self.comp_links.iter().enumerate() {
+            let link = &mut self.links[l as usize];
+            link.local = i as u32;
+            filler.add_link(link.cap);
+        }
+        for (i, &f) in self.comp_flows.iter().enumerate() {
+            let flow = &mut self.flows[f as usize];
+            flow.local = i as u32;
+            for &(l, w, _) in &flow.usage {
+                // Usage is sorted by link id, and local ids preserve that order.
+                filler.push_use(self.links[l as usize].local, w);
+            }
+            filler.end_flow(flow.cap);
+        }
+        filler.solve();
+
+        let now = self.now;
+        for (i, &f) in self.comp_flows.iter().enumerate() {
+            let rate = self.filler.rate(i);
+            let flow = &mut self.flows[f as usize];
+            if rate.to_bits() == flow.rate.to_bits() {
+                continue;
+            }
+            let sent = flow.rate * (now - flow.last_change) as f64 / PS_PER_S_F;
+            flow.remaining = (flow.remaining - sent).max(0.0);
+            flow.last_change = now;
+            flow.rate = rate;
+            flow.version = flow.version.wrapping_add(1);
+            if rate > 0.0 {
+                let ps = (flow.remaining * PS_PER_S_F / rate).ceil();
+                // A finish beyond u64 picoseconds is never.
+                if ps < u64::MAX as f64 {
+                    self.finishes
+                        .push(Reverse((now.saturating_add(ps as u64), f, flow.version)));
+                }
+            }
+        }
+        for (i, &l) in self.comp_links.iter().enumerate() {
+            let load = self.filler.load(i);
+            let link = &mut self.links[l as usize];
+            if load.to_bits() != link.load.to_bits() {
+                settle_link(link, now);
+                link.load = load;
+            }
+        }
+        self.compact_finishes();
+    }
+}
+
+/// Adds the bytes `link` carried since it was last settled, at its current load.
+fn settle_link(link: &mut Link, now: u64) {
+    link.bytes += link.load * (now - link.settled_at) as f64 / PS_PER_S_F;
+    link.settled_at = now;
+}

@@ -1,0 +1,310 @@
+//! Max-min fairness against hand-computed rates, and the incremental network against a full
+//! recomputation and against a naive global progressive filling written here from the definition.
+
+use std::collections::BTreeMap;
+
+use fabemu_fabric::units::Time;
+use fabemu_flow::{max_min_rates, FlowError, FlowId, FlowNetwork, FlowSpec, LinkId};
+use proptest::prelude::*;
+
+fn spec(usage: &[(u32, f64)], cap: Option<f64>) -> FlowSpec {
+    FlowSpec {
+        usage: usage.iter().map(|&(l, w)| (LinkId(l), w)).collect(),
+        cap,
+    }
+}
+
+/// Links A=0 (10 B/s), B=1 (12 B/s), C=2 (20 B/s), D=3 (100 B/s) and six flows:
+///
+/// | flow | links (weight)       | cap |
+/// |------|----------------------|-----|
+/// | f0   | A(1)                 |     |
+/// | f1   | A(1) B(1)            |     |
+/// | f2   | B(2) C(1)            |     |
+/// | f3   | C(1) D(1)            |     |
+/// | f4   | C(1)                 | 3   |
+/// | f5   | D(1)                 |     |
+///
+/// By hand, level `x` rising for all unfrozen flows:
+/// - start: A tight at 10/(1+1) = 5, B at 12/(1+2) = 4, C at 20/(1+1+1) = 6.67, D at 100/2 = 50,
+///   cap of f4 at 3. Smallest: the cap, f4 = 3; C becomes (20-3)/2 = 8.5.
+/// - B at 4 is next: f1 = f2 = 4. A becomes (10-4)/1 = 6; C becomes (20-3-4)/1 = 13.
+/// - A at 6: f0 = 6.
+/// - C at 13: f3 = 13. D becomes (100-13)/1 = 87.
+/// - D at 87: f5 = 87.
+///
+/// Check: A 6+4 = 10, B 4+2*4 = 12, C 4+13+3 = 20, D 13+87 = 100: every link is full, each
+/// flow has a bottleneck on which it has the largest rate (or its cap). Every figure is a small
+/// dyadic rational, exact in f64, so the comparison is exact.
+fn three_bottlenecks() -> (Vec<f64>, Vec<FlowSpec>, Vec<f64>) {
+    let caps = vec![10.0, 12.0, 20.0, 100.0];
+    let flows = vec![
+        spec(&[(0, 1.0)], None),
+        spec(&[(0, 1.0), (1, 1.0)], None),
+        spec(&[(1, 2.0), (2, 1.0)], None),
+        spec(&[(2, 1.0), (3, 1.0)], None),
+        spec(&[(2, 1.0)], Some(3.0)),
+        spec(&[(3, 1.0)], None),
+    ];
+    (caps, flows, vec![6.0, 4.0, 4.0, 13.0, 3.0, 87.0])
+}
+
+#[test]
+fn hand_computed_rates_with_weights_and_a_cap() {
+    let (caps, flows, want) = three_bottlenecks();
+    assert_eq!(max_min_rates(&caps, &flows), Ok(want.clone()));
+    assert_eq!(naive(&caps, &flows), want);
+}
+
+#[test]
+fn network_gives_the_hand_computed_rates() {
+    let (caps, flows, want) = three_bottlenecks();
+    let mut net = FlowNetwork::new(caps).unwrap();
+    let ids: Vec<FlowId> = flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            net.start(Time::ZERO, &f.usage, 1000, f.cap, i as u64)
+                .unwrap()
+        })
+        .collect();
+    let got: Vec<f64> = ids.iter().map(|&f| net.rate(f).unwrap()).collect();
+    assert_eq!(got, want);
+    // Loads as the filling left them: every link full.
+    for (l, c) in [10.0, 12.0, 20.0, 100.0].into_iter().enumerate() {
+        assert_eq!(net.link_load(LinkId(l as u32)), c);
+    }
+}
+
+#[test]
+fn invalid_input_is_a_typed_error() {
+    assert!(matches!(
+        FlowNetwork::new(vec![1.0, f64::NAN]),
+        Err(FlowError::InvalidCapacity { link: 1, .. })
+    ));
+    let mut net = FlowNetwork::new(vec![1.0]).unwrap();
+    let t = Time::ZERO;
+    assert_eq!(
+        net.start(t, &[(LinkId(0), 1.0)], 0, None, 0),
+        Err(FlowError::ZeroBytes)
+    );
+    assert_eq!(
+        net.start(t, &[(LinkId(3), 1.0)], 1, None, 0),
+        Err(FlowError::UnknownLink { link: 3, links: 1 })
+    );
+    assert!(matches!(
+        net.start(t, &[(LinkId(0), -1.0)], 1, None, 0),
+        Err(FlowError::InvalidWeight { link: 0, .. })
+    ));
+    assert!(matches!(
+        net.start(t, &[(LinkId(0), 1.0)], 1, Some(f64::NAN), 0),
+        Err(FlowError::InvalidCap { .. })
+    ));
+    assert_eq!(net.start(t, &[], 1, None, 0), Err(FlowError::Unbounded));
+    // 1 byte at 1 B/s finishes at 1 s; starting later than that without advancing is refused.
+    net.start(t, &[(LinkId(0), 1.0)], 1, None, 0).unwrap();
+    assert_eq!(
+        net.start(Time(2_000_000_000_000), &[(LinkId(0), 1.0)], 1, None, 0),
+        Err(FlowError::SkipsFinish {
+            at: 2_000_000_000_000,
+            finish: 1_000_000_000_000
+        })
+    );
+    let mut done = Vec::new();
+    net.advance(Time(2_000_000_000_000), &mut done);
+    assert_eq!(done, vec![(FlowId(0), 0)]);
+    assert_eq!(
+        net.start(Time(1), &[(LinkId(0), 1.0)], 1, None, 0),
+        Err(FlowError::TimeInPast {
+            at: 1,
+            now: 2_000_000_000_000
+        })
+    );
+    assert_eq!(net.active(), 0);
+}
+
+/// A naive global progressive filling from the definition: every round recomputes every link's
+/// level from scratch, and freezes the flows of every link (and every cap) at the smallest level
+/// (within a relative 1e-12, to treat rounding ties as ties).
+fn naive(caps: &[f64], flows: &[FlowSpec]) -> Vec<f64> {
+    let n = flows.len();
+    let mut rate = vec![0.0; n];
+    let mut frozen = vec![false; n];
+    while frozen.iter().any(|f| !f) {
+        let mut level = vec![f64::INFINITY; caps.len()];
+        for (l, &c) in caps.iter().enumerate() {
+            let (mut load, mut wsum) = (0.0, 0.0);
+            for (i, f) in flows.iter().enumerate() {
+                for &(LinkId(fl), w) in &f.usage {
+                    if fl as usize == l {
+                        if frozen[i] {
+                            load += w * rate[i];
+                        } else {
+                            wsum += w;
+                        }
+                    }
+                }
+            }
+            if wsum > 0.0 {
+                level[l] = (c - load) / wsum;
+            }
+        }
+        let mut best = f64::INFINITY;
+        for (i, f) in flows.iter().enumerate() {
+            if !frozen[i] {
+                best = best.min(f.cap.unwrap_or(f64::INFINITY));
+            }
+        }
+        for &x in &level {
+            best = best.min(x);
+        }
+        let tight = |x: f64| x <= best * (1.0 + 1e-12);
+        let mut any = false;
+        for (i, f) in flows.iter().enumerate() {
+            if frozen[i] {
+                continue;
+            }
+            let capped = f.cap.is_some_and(tight);
+            let on_tight = f
+                .usage
+                .iter()
+                .any(|&(LinkId(l), _)| tight(level[l as usize]));
+            if capped || on_tight {
+                frozen[i] = true;
+                rate[i] = best;
+                any = true;
+            }
+        }
+        assert!(any, "the naive filling must make progress");
+    }
+    rate
+}
+
+/// One step of a random scenario.
+#[derive(Clone, Debug)]
+enum Op {
+    /// Start a flow: usage (link index, weight index), bytes, optional cap index.
+    Start(Vec<(u32, usize)>, u64, Option<usize>),
+    /// Advance to the next finish.
+    Next,
+    /// Advance halfway to the next finish.
+    Half,
+}
+
+const WEIGHTS: [f64; 4] = [1.0, 1.0625, 0.03125, 2.5];
+const CAPACITIES: [f64; 4] = [1.25e10, 3e9, 5e10, 7.5e8];
+const CAPS: [f64; 3] = [1e9, 4e9, 2.2e8];
+
+fn op(links: u32) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (
+            prop::collection::vec((0..links, 0..WEIGHTS.len()), 0..4),
+            1u64..2_000_000,
+            prop::option::of(0..CAPS.len()),
+        )
+            .prop_map(|(u, b, c)| Op::Start(u, b, c)),
+        2 => Just(Op::Next),
+        1 => Just(Op::Half),
+    ]
+}
+
+fn scenario() -> impl Strategy<Value = (Vec<f64>, Vec<Op>)> {
+    (1u32..10).prop_flat_map(|links| {
+        (
+            prop::collection::vec(prop::sample::select(CAPACITIES.to_vec()), links as usize),
+            prop::collection::vec(op(links), 1..60),
+        )
+    })
+}
+
+/// What a run observed: finishes with their times, and the final link bytes (as bits).
+type Trace = (Vec<(u64, FlowId, u64)>, Vec<u64>);
+
+/// Runs `ops`; with `check`, checks after every step that the incremental rates equal a full
+/// recomputation bit for bit and the naive filling within 1e-9 relative.
+fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
+    let mut net = FlowNetwork::new(caps.to_vec()).unwrap();
+    let mut live: BTreeMap<FlowId, FlowSpec> = BTreeMap::new();
+    let mut finishes = Vec::new();
+    let mut done = Vec::new();
+    for (k, op) in ops.iter().enumerate() {
+        match op {
+            Op::Start(u, bytes, cap) => {
+                let usage: Vec<(LinkId, f64)> =
+                    u.iter().map(|&(l, w)| (LinkId(l), WEIGHTS[w])).collect();
+                let mut cap = cap.map(|c| CAPS[c]);
+                if usage.is_empty() && cap.is_none() {
+                    cap = Some(CAPS[0]);
+                }
+                let id = net.start(net.now(), &usage, *bytes, cap, k as u64).unwrap();
+                prop_assert!(!live.contains_key(&id));
+                live.insert(id, FlowSpec { usage, cap });
+            }
+            Op::Next | Op::Half => {
+                let Some(t) = net.next_finish() else { continue };
+                let t = match op {
+                    Op::Half => Time(net.now().ps() + (t.ps() - net.now().ps()) / 2),
+                    _ => t,
+                };
+                done.clear();
+                net.advance(t, &mut done);
+                for &(id, token) in &done {
+                    prop_assert!(live.remove(&id).is_some());
+                    finishes.push((t.ps(), id, token));
+                }
+                if matches!(op, Op::Next) {
+                    prop_assert!(!done.is_empty());
+                }
+            }
+        }
+        prop_assert_eq!(net.active(), live.len());
+        if !check {
+            continue;
+        }
+        let ids: Vec<FlowId> = live.keys().copied().collect();
+        let incremental: Vec<u64> = ids
+            .iter()
+            .map(|&f| net.rate(f).unwrap().to_bits())
+            .collect();
+        net.recompute_all();
+        let full: Vec<u64> = ids
+            .iter()
+            .map(|&f| net.rate(f).unwrap().to_bits())
+            .collect();
+        prop_assert_eq!(&incremental, &full, "incremental != full after step {}", k);
+        let specs: Vec<FlowSpec> = live.values().cloned().collect();
+        let want = naive(caps, &specs);
+        for (i, &r) in full.iter().enumerate() {
+            let r = f64::from_bits(r);
+            // Both fillings freeze the same flows at the same levels; they differ only in the
+            // order of a few float additions, so 1e-9 relative is far above rounding.
+            prop_assert!(
+                (r - want[i]).abs() <= 1e-9 * want[i],
+                "flow {:?}: {} vs naive {}",
+                ids[i],
+                r,
+                want[i]
+            );
+        }
+    }
+    let bytes = (0..caps.len() as u32)
+        .map(|l| net.link_bytes(LinkId(l)).to_bits())
+        .collect();
+    Ok((finishes, bytes))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn incremental_equals_full_and_naive((caps, ops) in scenario()) {
+        run(&caps, &ops, true)?;
+    }
+
+    #[test]
+    fn same_sequence_same_results((caps, ops) in scenario()) {
+        let a = run(&caps, &ops, false)?;
+        let b = run(&caps, &ops, false)?;
+        prop_assert_eq!(a, b);
+    }
+}
