@@ -53,6 +53,12 @@ impl Application for HostApp {
         }
     }
 
+    /// The collective executor completes a send when it is posted (NCCL-style staging), so
+    /// only point-to-point messages need their acknowledgement.
+    fn wants_send_done(&self, tag: u64) -> bool {
+        !(is_collective_imm(tag as u32) && tag < 1 << 32)
+    }
+
     fn on_completion(&mut self, c: Completion, api: &mut dyn Transport) {
         let collective = match &c {
             Completion::SendDone { tag, .. } => is_collective_imm(*tag as u32) && *tag < 1 << 32,

@@ -58,4 +58,11 @@ pub trait Application: Send {
     fn on_timer(&mut self, token: u64, api: &mut dyn Transport);
     /// A send or receive completed.
     fn on_completion(&mut self, completion: Completion, api: &mut dyn Transport);
+    /// Whether the application wants [`Completion::SendDone`] for the message it posted with
+    /// `tag` (default: yes). A transport may skip the completions nobody reads: the flow
+    /// level then schedules no acknowledgement event for them.
+    fn wants_send_done(&self, tag: u64) -> bool {
+        let _ = tag;
+        true
+    }
 }

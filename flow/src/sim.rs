@@ -489,7 +489,12 @@ pub fn run<A: Application>(
                 hc.data_packets_received += msg.wire.packets;
                 hc.acks_sent += msg.wire.acks;
                 let tag = msg.tag;
-                core.schedule(t + back, Ev::SendDone { qp, tag });
+                if apps
+                    .get(src as usize)
+                    .is_some_and(|a| a.wants_send_done(tag))
+                {
+                    core.schedule(t + back, Ev::SendDone { qp, tag });
+                }
                 if let Some(app) = apps.get_mut(dst as usize) {
                     let c = Completion::Received {
                         src,
