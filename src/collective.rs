@@ -134,7 +134,42 @@ pub fn build_jobs(
                 ),
             ));
         }
-        let (layout, label) = layout_of(c, g).map_err(|(f, m)| err(f, m))?;
+        let msccl = match &c.algorithm {
+            Some(AlgorithmYaml::Msccl { msccl }) => {
+                if c.scheme.is_some() || c.policy.is_some() {
+                    return Err(err(
+                        "scheme",
+                        "`scheme` and `policy` apply to a per-dimension algorithm list".into(),
+                    ));
+                }
+                if c.chunks != 1 {
+                    return Err(err(
+                        "chunks",
+                        "an MSCCL algorithm cuts the buffer itself (nchunksperloop); leave                          `chunks` out"
+                            .into(),
+                    ));
+                }
+                Some(load_msccl(src, &at.key("algorithm").key("msccl"), msccl)?)
+            }
+            _ => None,
+        };
+        let (layout, label) = match &msccl {
+            Some((m, _)) => (
+                None,
+                format!(
+                    "msccl {}",
+                    if m.name.is_empty() {
+                        "algorithm"
+                    } else {
+                        &m.name
+                    }
+                ),
+            ),
+            None => {
+                let (l, label) = layout_of(c, g).map_err(|(f, m)| err(f, m))?;
+                (Some(l), label)
+            }
+        };
         let es = c.dtype.size() as u64;
         for (k, &size) in sizes.iter().enumerate() {
             let field = if c.sizes.is_some() { "sizes" } else { "size" };
@@ -165,16 +200,24 @@ pub fn build_jobs(
                     ),
                 ));
             }
-            let p = Plan {
-                op: c.op,
-                ranks,
-                count,
-                root: c.root,
-                layout: layout.clone(),
-                chunks: c.chunks,
-                chunks_in_flight: c.chunks_in_flight,
+            let programs = match (&msccl, &layout) {
+                (Some((m, file)), _) => m
+                    .compile(c.op, ranks, count)
+                    .map_err(|e| msccl_error(file, e, || err(field, String::new())))?,
+                (None, Some(layout)) => {
+                    let p = Plan {
+                        op: c.op,
+                        ranks,
+                        count,
+                        root: c.root,
+                        layout: layout.clone(),
+                        chunks: c.chunks,
+                        chunks_in_flight: c.chunks_in_flight,
+                    };
+                    plan::compile(&p).map_err(|e| err("algorithm", e.to_string()))?
+                }
+                (None, None) => return Err(err("algorithm", "no algorithm".into())),
             };
-            let programs = plan::compile(&p).map_err(|e| err("algorithm", e.to_string()))?;
             if data_mode {
                 data_total = programs.iter().fold(data_total, |acc, p| {
                     acc.saturating_add((p.buffer_len as u64).saturating_mul(es))
@@ -266,6 +309,51 @@ pub fn build_jobs(
     Ok((infos, per_rank))
 }
 
+/// Reads and parses the MSCCL file `rel` (relative to the scenario's folder) named at `at`;
+/// returns it with its path as resolved.
+fn load_msccl(
+    src: &Source,
+    at: &FieldPath,
+    rel: &str,
+) -> Result<(fabemu_collectives::msccl::Msccl, String), ScenarioError> {
+    // Relative to the scenario's folder, as for `topology.astra_sim`.
+    let base = std::path::Path::new(&src.file)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !src.file.starts_with('<'));
+    let path = match base {
+        Some(b) => b.join(rel),
+        None => std::path::PathBuf::from(rel),
+    };
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| src.error_at(at, format!("cannot read the MSCCL file {file}: {e}")))?;
+    let algo = fabemu_collectives::msccl::Msccl::parse(&text)
+        .map_err(|e| msccl_error(&file, e, || src.error_at(at, String::new())))?;
+    Ok((algo, file))
+}
+
+/// An MSCCL error as a scenario error: at its element in the XML file when it has one, else
+/// at the scenario field `fallback` makes (with the message filled in).
+fn msccl_error(
+    file: &str,
+    e: fabemu_collectives::msccl::MscclError,
+    fallback: impl FnOnce() -> ScenarioError,
+) -> ScenarioError {
+    match e.at {
+        Some(at) => ScenarioError {
+            file: file.to_string(),
+            line: Some(at.line as usize),
+            column: Some(at.column as usize),
+            field: at.element,
+            message: e.message,
+        },
+        None => ScenarioError {
+            message: format!("MSCCL file {file}: {}", e.message),
+            ..fallback()
+        },
+    }
+}
+
 /// The sizes of one entry: `size`, or the sweep `from, from x factor, ..., <= to`.
 fn sizes_of(
     size: Option<ByteSize>,
@@ -322,7 +410,7 @@ fn layout_of(
             .unwrap_or_default()
     };
     match &c.algorithm {
-        None | Some(AlgorithmYaml::One(_)) => {
+        None | Some(AlgorithmYaml::One(_) | AlgorithmYaml::Msccl { .. }) => {
             if c.scheme.is_some() || c.policy.is_some() {
                 return Err((
                     "scheme",
