@@ -14,7 +14,7 @@ use fabemu_collectives::executor::{DataSpec, Job, JobRecord, JobStart, MAX_JOBS}
 use fabemu_collectives::plan::{self, Algorithm, DimPolicy, Layout, Plan, Scheme};
 use fabemu_collectives::{data, metrics, ChunkRange, Collective, DataType, Program, ReduceOp};
 use fabemu_fabric::units::{ByteSize, Time};
-use fabemu_topologies::{Graph, LinkClass};
+use fabemu_topologies::{DimKind, Graph, LinkClass};
 use serde::Serialize;
 
 use crate::scenario::{AlgorithmYaml, FieldPath, Mode, ScenarioError, Source};
@@ -134,7 +134,42 @@ pub fn build_jobs(
                 ),
             ));
         }
-        let (layout, label) = layout_of(c, g).map_err(|(f, m)| err(f, m))?;
+        let msccl = match &c.algorithm {
+            Some(AlgorithmYaml::Msccl { msccl }) => {
+                if c.scheme.is_some() || c.policy.is_some() {
+                    return Err(err(
+                        "scheme",
+                        "`scheme` and `policy` apply to a per-dimension algorithm list".into(),
+                    ));
+                }
+                if c.chunks != 1 {
+                    return Err(err(
+                        "chunks",
+                        "an MSCCL algorithm cuts the buffer itself (nchunksperloop); leave                          `chunks` out"
+                            .into(),
+                    ));
+                }
+                Some(load_msccl(src, &at.key("algorithm").key("msccl"), msccl)?)
+            }
+            _ => None,
+        };
+        let (layout, label) = match &msccl {
+            Some((m, _)) => (
+                None,
+                format!(
+                    "msccl {}",
+                    if m.name.is_empty() {
+                        "algorithm"
+                    } else {
+                        &m.name
+                    }
+                ),
+            ),
+            None => {
+                let (l, label) = layout_of(c, g).map_err(|(f, m)| err(f, m))?;
+                (Some(l), label)
+            }
+        };
         let es = c.dtype.size() as u64;
         for (k, &size) in sizes.iter().enumerate() {
             let field = if c.sizes.is_some() { "sizes" } else { "size" };
@@ -165,16 +200,24 @@ pub fn build_jobs(
                     ),
                 ));
             }
-            let p = Plan {
-                op: c.op,
-                ranks,
-                count,
-                root: c.root,
-                layout: layout.clone(),
-                chunks: c.chunks,
-                chunks_in_flight: c.chunks_in_flight,
+            let programs = match (&msccl, &layout) {
+                (Some((m, file)), _) => m
+                    .compile(c.op, ranks, count)
+                    .map_err(|e| msccl_error(file, e, || err(field, String::new())))?,
+                (None, Some(layout)) => {
+                    let p = Plan {
+                        op: c.op,
+                        ranks,
+                        count,
+                        root: c.root,
+                        layout: layout.clone(),
+                        chunks: c.chunks,
+                        chunks_in_flight: c.chunks_in_flight,
+                    };
+                    plan::compile(&p).map_err(|e| err("algorithm", e.to_string()))?
+                }
+                (None, None) => return Err(err("algorithm", "no algorithm".into())),
             };
-            let programs = plan::compile(&p).map_err(|e| err("algorithm", e.to_string()))?;
             if data_mode {
                 data_total = programs.iter().fold(data_total, |acc, p| {
                     acc.saturating_add((p.buffer_len as u64).saturating_mul(es))
@@ -266,6 +309,51 @@ pub fn build_jobs(
     Ok((infos, per_rank))
 }
 
+/// Reads and parses the MSCCL file `rel` (relative to the scenario's folder) named at `at`;
+/// returns it with its path as resolved.
+fn load_msccl(
+    src: &Source,
+    at: &FieldPath,
+    rel: &str,
+) -> Result<(fabemu_collectives::msccl::Msccl, String), ScenarioError> {
+    // Relative to the scenario's folder, as for `topology.astra_sim`.
+    let base = std::path::Path::new(&src.file)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !src.file.starts_with('<'));
+    let path = match base {
+        Some(b) => b.join(rel),
+        None => std::path::PathBuf::from(rel),
+    };
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| src.error_at(at, format!("cannot read the MSCCL file {file}: {e}")))?;
+    let algo = fabemu_collectives::msccl::Msccl::parse(&text)
+        .map_err(|e| msccl_error(&file, e, || src.error_at(at, String::new())))?;
+    Ok((algo, file))
+}
+
+/// An MSCCL error as a scenario error: at its element in the XML file when it has one, else
+/// at the scenario field `fallback` makes (with the message filled in).
+fn msccl_error(
+    file: &str,
+    e: fabemu_collectives::msccl::MscclError,
+    fallback: impl FnOnce() -> ScenarioError,
+) -> ScenarioError {
+    match e.at {
+        Some(at) => ScenarioError {
+            file: file.to_string(),
+            line: Some(at.line as usize),
+            column: Some(at.column as usize),
+            field: at.element,
+            message: e.message,
+        },
+        None => ScenarioError {
+            message: format!("MSCCL file {file}: {}", e.message),
+            ..fallback()
+        },
+    }
+}
+
 /// The sizes of one entry: `size`, or the sweep `from, from x factor, ..., <= to`.
 fn sizes_of(
     size: Option<ByteSize>,
@@ -322,7 +410,7 @@ fn layout_of(
             .unwrap_or_default()
     };
     match &c.algorithm {
-        None | Some(AlgorithmYaml::One(_)) => {
+        None | Some(AlgorithmYaml::One(_) | AlgorithmYaml::Msccl { .. }) => {
             if c.scheme.is_some() || c.policy.is_some() {
                 return Err((
                     "scheme",
@@ -360,14 +448,20 @@ fn layout_of(
                 .iter()
                 .zip(list)
                 .enumerate()
-                .map(|(d, (&(_, size), &algorithm))| plan::DimSpec {
-                    size,
-                    algorithm,
-                    bandwidth_bps: g
+                .map(|(d, (&(kind, size), &algorithm))| {
+                    // The slowest link of the class bounds a synchronous phase.
+                    let link_bps = g
                         .links()
                         .iter()
-                        .find(|l| l.class == LinkClass::Dimension(d))
-                        .map_or(1, |l| l.bandwidth_bps),
+                        .filter(|l| l.class == LinkClass::Dimension(d))
+                        .map(|l| l.bandwidth_bps)
+                        .min()
+                        .unwrap_or(1);
+                    plan::DimSpec {
+                        size,
+                        algorithm,
+                        bandwidth_bps: dimension_bandwidth(kind, size, algorithm, link_bps),
+                    }
                 })
                 .collect();
             let scheme = c.scheme.unwrap_or(Scheme::LocalBwAware);
@@ -394,6 +488,49 @@ fn layout_of(
             ))
         }
     }
+}
+
+/// The bandwidth per host that `algorithm` really gets in one phase (a Reduce-Scatter or an
+/// All-Gather) over a group of `size` hosts wired as `kind` with links of `link_bps` each way:
+/// what Themis weighs a dimension's load by.
+///
+/// A phase moves `(k - 1)` blocks (of `S / k` each) out of every host; if `L` blocks go through
+/// the busiest directed link over the whole phase, the phase takes `L` block times and the host
+/// sees `(k - 1) / L` links' worth of bandwidth:
+///
+/// - a switch dimension: every algorithm goes through the host's one link, `L = k - 1`;
+/// - the ring algorithm (one direction, neighbour to neighbour) uses one link anywhere:
+///   `L = k - 1`;
+/// - direct over a fully connected group drives all `k - 1` links at once, one block each:
+///   `L = 1`, so `(k - 1)` links' worth;
+/// - direct over a ring: the block for the peer `j` steps ahead takes the shorter way (ties go
+///   forward, as dimension-order routing does), so each forward link carries
+///   `1 + 2 + .. + floor(k/2)` blocks;
+/// - halving-doubling: round `m` (`m = k/2, .., 1`) sends `m` blocks over one link of a fully
+///   connected group (`L = k - 1` in all); on a ring the `m` hosts of a half-block all cross
+///   one link, `L = sum of m^2`.
+///
+/// Anything else (double binary tree, which only the baseline scheme runs, where the order
+/// does not change any dimension's load) gets one link.
+pub fn dimension_bandwidth(kind: DimKind, size: usize, algorithm: Algorithm, link_bps: u64) -> u64 {
+    let k = size.max(2) as u64;
+    let busiest: u64 = match (kind, algorithm) {
+        (DimKind::Switch, _) => k - 1,
+        (DimKind::FullyConnected, Algorithm::Direct) => 1,
+        (DimKind::Ring, Algorithm::Direct) => (1..=k / 2).sum(),
+        (DimKind::Ring, Algorithm::HalvingDoubling) => {
+            let mut m = 1u64;
+            let mut sum = 0u64;
+            while m < k {
+                sum = sum.saturating_add(m.saturating_mul(m.min(k - m)));
+                m = m.saturating_mul(2);
+            }
+            sum.max(1)
+        }
+        _ => k - 1,
+    };
+    let bps = u128::from(link_bps) * u128::from(k - 1) / u128::from(busiest);
+    u64::try_from(bps).unwrap_or(u64::MAX).max(1)
 }
 
 /// One collective's outcome (the nccl-tests row and more).
@@ -583,4 +720,55 @@ pub fn table(results: &[CollectiveResult]) -> String {
         let _ = writeln!(out, "#");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dimension_bandwidth_counts_the_links_an_algorithm_drives() {
+        let b = 100;
+        // Direct over a fully connected group of 4: 3 links at once.
+        assert_eq!(
+            dimension_bandwidth(DimKind::FullyConnected, 4, Algorithm::Direct, b),
+            300
+        );
+        // Ring (one direction) anywhere, anything on a switch: one link.
+        for kind in [DimKind::Ring, DimKind::FullyConnected, DimKind::Switch] {
+            assert_eq!(dimension_bandwidth(kind, 4, Algorithm::Ring, b), 100);
+        }
+        assert_eq!(
+            dimension_bandwidth(DimKind::Switch, 8, Algorithm::Direct, b),
+            100
+        );
+        // Direct on a ring of 3: each block one hop, either way: 2 links' worth. On a ring
+        // of 8: forward links carry 1 + 2 + 3 + 4 = 10 blocks of the 7: 70.
+        assert_eq!(
+            dimension_bandwidth(DimKind::Ring, 3, Algorithm::Direct, b),
+            200
+        );
+        assert_eq!(
+            dimension_bandwidth(DimKind::Ring, 8, Algorithm::Direct, b),
+            70
+        );
+        // Halving-doubling: one link per round on a fully connected group; on a ring of 4 the
+        // two rounds cross one link 1 + 4 = 5 times for 3 blocks.
+        assert_eq!(
+            dimension_bandwidth(DimKind::FullyConnected, 8, Algorithm::HalvingDoubling, b),
+            100
+        );
+        assert_eq!(
+            dimension_bandwidth(DimKind::Ring, 4, Algorithm::HalvingDoubling, b),
+            60
+        );
+        // A group of 2 is one link whatever the kind.
+        for a in [
+            Algorithm::Ring,
+            Algorithm::Direct,
+            Algorithm::HalvingDoubling,
+        ] {
+            assert_eq!(dimension_bandwidth(DimKind::Ring, 2, a, b), 100);
+        }
+    }
 }

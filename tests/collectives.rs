@@ -398,6 +398,81 @@ fn themis_is_never_slower_and_wins_with_unequal_dimensions() {
     );
 }
 
+/// One dimension: kind, size, bandwidth.
+type Dim = (&'static str, usize, &'static str);
+
+fn dims_yaml(dims: &[Dim]) -> String {
+    let mut s = String::from("  multi_dim:\n    dimensions:\n");
+    for (kind, size, bw) in dims {
+        s += &format!("      - {{kind: {kind}, size: {size}, bandwidth: {bw}, latency: 500ns}}\n");
+    }
+    s.trim_end().to_string()
+}
+
+#[test]
+fn themis_is_never_slower_than_fixed_on_multi_dimensional_fabrics() {
+    // Themis weighs each dimension by the bandwidth its algorithm really gets per host: direct
+    // over a fully connected group of k drives k - 1 links at once. Weighed by one link, the
+    // first fabric below (2 x 4 x 2 at 400 / 100 x 3 / 100 Gb/s, fixed already balanced) made
+    // Themis start chunks on the slow last dimension: 85.6 us against fixed's 50.6 us. The
+    // model's plan is never predicted slower than fixed; at packet level we allow 1% for what
+    // the model leaves out (per-packet latency, ACKs), as the issue asks. Measured (2 MiB, 8
+    // chunks, themis / fixed): 1.00, 0.34, 0.38, 0.58.
+    let fabrics: &[(&[Dim], &str)] = &[
+        (
+            &[
+                ("ring", 2, "400Gbps"),
+                ("fully_connected", 4, "100Gbps"),
+                ("ring", 2, "100Gbps"),
+            ],
+            "[ring, direct, ring]",
+        ),
+        (
+            &[
+                ("switch", 4, "100Gbps"),
+                ("fully_connected", 4, "100Gbps"),
+                ("ring", 2, "200Gbps"),
+            ],
+            "[ring, direct, ring]",
+        ),
+        (
+            &[
+                ("ring", 2, "100Gbps"),
+                ("ring", 4, "400Gbps"),
+                ("switch", 2, "100Gbps"),
+            ],
+            "[ring, direct, ring]",
+        ),
+        (
+            &[("ring", 4, "100Gbps"), ("switch", 4, "200Gbps")],
+            "[ring, ring]",
+        ),
+    ];
+    for (dims, algorithms) in fabrics {
+        let time = |policy: &str| {
+            let extra = format!(", policy: {policy}, chunks: 8, chunks_in_flight: 8");
+            let r = run_yaml(
+                &scenario(
+                    &dims_yaml(dims),
+                    "timing",
+                    &one("all_reduce", algorithms, "2MiB", &extra),
+                ),
+                1,
+            );
+            time_ps(&r, 0)
+        };
+        let (fixed, themis) = (time("fixed"), time("themis"));
+        println!(
+            "{dims:?}: fixed {fixed} ps, themis {themis} ps ({:.2})",
+            themis as f64 / fixed as f64
+        );
+        assert!(
+            themis as f64 <= 1.01 * fixed as f64,
+            "{dims:?}: fixed {fixed} ps, themis {themis} ps"
+        );
+    }
+}
+
 #[test]
 fn messages_beyond_one_rdma_write_are_split_and_reassembled() {
     // 2.5 GiB on 2 ranks: each step moves 1.25 GiB, more than the executor's largest write

@@ -25,17 +25,17 @@
 //! - `baseline`: a full All-Reduce in every dimension in turn, each on the whole chunk.
 //!
 //! Dimension order: `fixed` is ascending for Reduce-Scatter (and baseline), descending for
-//! All-Gather. `themis` is a greedy scheduler: chunk by chunk, the chunk's Reduce-Scatter
-//! dimensions are ordered by least current load first (ties: lower dimension first), then the
-//! load of every dimension `d` grows by the elements the chunk moves there times
-//! `(p_d - 1) / p_d / bandwidth_d` (Reduce-Scatter and All-Gather both count for All-Reduce);
-//! the All-Gather runs in the reverse order of that chunk's Reduce-Scatter.
+//! All-Gather. `themis` plans each chunk's Reduce-Scatter order greedily so the dimensions'
+//! loads stay balanced (see [`Orders`]: load = elements moved x `(p_d - 1) / p_d` / the
+//! bandwidth the dimension's algorithm really gets per host), and keeps that plan only where
+//! its model predicts it faster than the fixed order; the All-Gather runs in the reverse order
+//! of that chunk's Reduce-Scatter.
 
 use crate::algorithms::AlgorithmError;
 use crate::chunk::ChunkRange;
 use crate::emit::Emitter;
 use crate::phases;
-use crate::plan::{Algorithm, DimPolicy};
+use crate::plan::Algorithm;
 use crate::segs::{single, split, union, Segs};
 
 /// The rank grid of a hierarchical plan, size-1 dimensions included.
@@ -131,57 +131,163 @@ pub(crate) enum Kind {
     Baseline,
 }
 
-/// The Themis / fixed dimension-order policy state across chunks.
+/// The Themis / fixed dimension orders of a plan's chunks, decided up front.
+///
+/// The model: dimension `d` is a server that moves `e` elements of a phase in
+/// `e (p_d - 1) / p_d / bandwidth_d` (the bandwidth being what the dimension's algorithm really
+/// gets per host, see the caller); its *load* is the sum of that over the phases scheduled on
+/// it. With chunks pipelining, a schedule takes about its largest load plus the path of its
+/// last chunk (the sum of that chunk's own phase times, which nothing overlaps at the end).
+///
+/// Themis is greedy, chunk by chunk: of every order of the dimensions (the fixed order first,
+/// ties keep the earlier), it takes the one that minimises the largest load after the chunk
+/// plus the chunk's own path, then the total load. Weighing whole orders rather than sorting
+/// by current load keeps it from putting a slow dimension first with the whole chunk because
+/// its load was low only from small shards. Finally the greedy schedule is kept only if the
+/// model predicts it strictly faster than the fixed order, so Themis never plans slower than
+/// fixed.
 #[derive(Clone, Debug)]
 pub(crate) struct Orders {
-    policy: DimPolicy,
-    /// Dimensions taking part (size > 1), ascending.
+    /// Dimensions taking part (size > 1), ascending: the fixed order.
     dims: Vec<usize>,
     sizes: Vec<usize>,
     bandwidth: Vec<f64>,
-    load: Vec<f64>,
     kind: Kind,
 }
 
 impl Orders {
-    pub(crate) fn new(
-        policy: DimPolicy,
-        sizes: &[usize],
-        bandwidth_bps: &[u64],
-        kind: Kind,
-    ) -> Orders {
+    pub(crate) fn new(sizes: &[usize], bandwidth_bps: &[u64], kind: Kind) -> Orders {
         Orders {
-            policy,
             dims: (0..sizes.len()).filter(|&d| sizes[d] > 1).collect(),
             sizes: sizes.to_vec(),
-            bandwidth: bandwidth_bps.iter().map(|&b| b as f64).collect(),
-            load: vec![0.0; sizes.len()],
+            bandwidth: bandwidth_bps.iter().map(|&b| b.max(1) as f64).collect(),
             kind,
         }
     }
 
-    /// The Reduce-Scatter (or baseline All-Reduce) order of the next chunk of `len` elements.
-    pub(crate) fn next(&mut self, len: usize) -> Vec<usize> {
-        let mut order = self.dims.clone();
-        if self.policy == DimPolicy::Fixed {
-            return order;
+    /// The Reduce-Scatter (or baseline All-Reduce) order of each chunk, chunk `c` having
+    /// `lens[c]` elements.
+    pub(crate) fn schedule(&self, lens: &[usize]) -> Vec<Vec<usize>> {
+        let fixed = vec![self.dims.clone(); lens.len()];
+        let mut load = vec![0.0f64; self.sizes.len()];
+        let mut greedy = Vec::with_capacity(lens.len());
+        let all = permutations(&self.dims, MAX_ORDERS_WEIGHED / lens.len().max(1));
+        let candidates = if all.len() > 1 { all } else { Vec::new() };
+        for &len in lens {
+            let mut cands = candidates.clone();
+            if cands.is_empty() {
+                // Too many dimensions to weigh every order: the fixed one and least-loaded
+                // first (a stable sort: ties keep ascending order).
+                let mut themis = self.dims.clone();
+                themis.sort_by(|&a, &b| load[a].total_cmp(&load[b]));
+                cands = vec![self.dims.clone(), themis];
+            }
+            let mut best: Option<(Vec<usize>, Vec<f64>, f64)> = None;
+            for order in cands {
+                let (after, path) = self.after(&load, &order, len);
+                let cost = (max_of(&after) + path, after.iter().sum::<f64>());
+                let better = best.as_ref().is_none_or(|(_, b, bpath)| {
+                    less(cost, (max_of(b) + bpath, b.iter().sum::<f64>()))
+                });
+                if better {
+                    best = Some((order, after, path));
+                }
+            }
+            if let Some((order, after, _)) = best {
+                load = after;
+                greedy.push(order);
+            }
         }
-        // Stable sort: ties keep ascending dimension order.
-        order.sort_by(|&a, &b| self.load[a].total_cmp(&self.load[b]));
+        if less(
+            (self.predict(&greedy, lens), 0.0),
+            (self.predict(&fixed, lens), 0.0),
+        ) {
+            greedy
+        } else {
+            fixed
+        }
+    }
+
+    /// The model's time for `orders`: the largest load plus the last chunk's path.
+    fn predict(&self, orders: &[Vec<usize>], lens: &[usize]) -> f64 {
+        let mut load = vec![0.0; self.sizes.len()];
+        let mut last = 0.0;
+        for (order, &len) in orders.iter().zip(lens) {
+            let (after, path) = self.after(&load, order, len);
+            load = after;
+            last = path;
+        }
+        max_of(&load) + last
+    }
+
+    /// The loads after a chunk of `len` elements runs its Reduce-Scatter in `order` (and its
+    /// All-Gather back, for All-Reduce) on top of `load`, and the chunk's own path.
+    fn after(&self, load: &[f64], order: &[usize], len: usize) -> (Vec<f64>, f64) {
+        let mut load = load.to_vec();
+        let mut path = 0.0;
         let mut held = len as f64;
         let phases = if self.kind == Kind::AllReduce {
             2.0
         } else {
             1.0
         };
-        for &d in &order {
+        for &d in order {
             let p = self.sizes[d] as f64;
-            self.load[d] += phases * held * (p - 1.0) / p / self.bandwidth[d];
+            let t = phases * held * (p - 1.0) / p / self.bandwidth[d];
+            load[d] += t;
+            path += t;
             if self.kind != Kind::Baseline {
                 held /= p;
             }
         }
-        order
+        (load, path)
+    }
+}
+
+/// Themis weighs every order of the dimensions while that makes at most this many orders
+/// over all chunks (e.g. 4 dimensions, 24 orders, up to 40 000 chunks); past it only the fixed
+/// order and least-loaded-first.
+const MAX_ORDERS_WEIGHED: usize = 1 << 20;
+
+fn max_of(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max)
+}
+
+/// Whether cost `a` beats `b`: lexicographic on `(time, total load)`, each by more than a
+/// relative 1e-9 so that rounding never decides.
+fn less(a: (f64, f64), b: (f64, f64)) -> bool {
+    let lt = |x: f64, y: f64| x < y - 1e-9 * y.abs();
+    if lt(a.0, b.0) {
+        return true;
+    }
+    if lt(b.0, a.0) {
+        return false;
+    }
+    lt(a.1, b.1)
+}
+
+/// Every order of `items` in lexicographic order of positions (so `items` itself first), or
+/// just `[items]` if there are more than `limit` of them.
+fn permutations(items: &[usize], limit: usize) -> Vec<Vec<usize>> {
+    let total = (1..=items.len()).try_fold(1usize, |acc, k| acc.checked_mul(k));
+    if total.is_none_or(|t| t > limit) {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    let mut idx: Vec<usize> = (0..items.len()).collect();
+    loop {
+        out.push(idx.iter().map(|&i| items[i]).collect());
+        // Next lexicographic permutation of `idx`: the longest non-increasing suffix is
+        // `idx[i..]`; swap its predecessor with the last element greater than it, reverse.
+        let Some(i) = (1..idx.len()).rev().find(|&i| idx[i - 1] < idx[i]) else {
+            return out;
+        };
+        let pivot = i - 1;
+        let Some(j) = (i..idx.len()).rev().find(|&j| idx[j] > idx[pivot]) else {
+            return out;
+        };
+        idx.swap(pivot, j);
+        idx[i..].reverse();
     }
 }
 
@@ -294,16 +400,48 @@ mod tests {
 
     #[test]
     fn themis_balances_dimension_load() {
-        // Two dims of 4 and 2 ranks, equal bandwidth. Chunk 0 starts with dim 0 (tie), which
-        // then carries 3/4 * 2 * 100 = 150 against dim 1's 1/2 * 2 * 25 = 25; chunk 1 therefore
-        // starts with dim 1: load 25 + 1/2 * 2 * 100 = 125, and dim 0 gets 150 + 3/4 * 2 * 50.
-        let mut o = Orders::new(DimPolicy::Themis, &[4, 2], &[1, 1], Kind::AllReduce);
-        assert_eq!(o.next(100), [0, 1]);
-        assert_eq!(o.next(100), [1, 0]);
-        assert_eq!(o.load, [225.0, 125.0]);
-        assert_eq!(o.next(100), [1, 0]);
-        let mut f = Orders::new(DimPolicy::Fixed, &[4, 1, 2], &[1, 1, 1], Kind::AllReduce);
-        assert_eq!(f.next(100), [0, 2]);
-        assert_eq!(f.next(100), [0, 2]);
+        // Two dims of 4 and 2 ranks, equal bandwidth, 4 chunks of 100 elements. Per chunk the
+        // order [0, 1] puts 2 x 100 x 3/4 = 150 on dim 0 and 2 x 25 x 1/2 = 25 on dim 1 (path
+        // 175); [1, 0] puts 100 on dim 1 and 2 x 50 x 3/4 = 75 on dim 0 (path 175). Fixed ends
+        // with loads (600, 100): 600 + 175. Greedy on the largest load after the chunk (loads
+        // as (dim 0, dim 1)): chunk 0 [1, 0] -> (75, 100); chunk 1 [1, 0] -> (150, 200), as
+        // [0, 1] would reach 225; chunk 2: both orders reach 300 with equal totals, the tie
+        // keeps the fixed [0, 1] -> (300, 225); chunk 3 [1, 0] -> (375, 325). 375 + 175 < 775,
+        // so the greedy plan is kept.
+        let o = Orders::new(&[4, 2], &[1, 1], Kind::AllReduce);
+        assert_eq!(
+            o.schedule(&[100; 4]),
+            [vec![1, 0], vec![1, 0], vec![0, 1], vec![1, 0]]
+        );
+        // Size-1 dimensions take no part.
+        let o = Orders::new(&[4, 1, 2], &[1, 1, 1], Kind::AllReduce);
+        assert_eq!(o.schedule(&[100])[0].len(), 2);
+    }
+
+    #[test]
+    fn themis_keeps_the_fixed_order_when_it_is_balanced() {
+        // 2 x 4 x 2 at 400 / 300 / 100 (the fully connected middle dimension's direct algorithm
+        // gets 3 links of 100): fixed puts L/400 on dims 0 and 1 and L/800 on dim 2 per chunk,
+        // already balanced; starting a chunk on the slow dim 2 would lower the largest load
+        // a little but lengthen that chunk's path, so the plan stays fixed.
+        let o = Orders::new(&[2, 4, 2], &[400, 300, 100], Kind::AllReduce);
+        assert!(o.schedule(&[1 << 20; 8]).iter().all(|x| x == &[0, 1, 2]));
+    }
+
+    #[test]
+    fn permutations_are_lexicographic_and_bounded() {
+        assert_eq!(
+            permutations(&[0, 2, 5], 100),
+            [
+                vec![0, 2, 5],
+                vec![0, 5, 2],
+                vec![2, 0, 5],
+                vec![2, 5, 0],
+                vec![5, 0, 2],
+                vec![5, 2, 0]
+            ]
+        );
+        assert_eq!(permutations(&[0, 1, 2], 5), [vec![0, 1, 2]]);
+        assert_eq!(permutations(&[], 5), [Vec::<usize>::new()]);
     }
 }

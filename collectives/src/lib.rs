@@ -33,6 +33,7 @@ mod hazards;
 mod hierarchical;
 pub mod interpret;
 pub mod metrics;
+pub mod msccl;
 pub mod op;
 mod phases;
 pub mod plan;

@@ -166,7 +166,8 @@ pub struct DimSpec {
     pub size: usize,
     /// The algorithm its groups run.
     pub algorithm: Algorithm,
-    /// Bandwidth of a rank's link in this dimension, bits per second (used by Themis).
+    /// The bandwidth, bits per second, the dimension's algorithm gets per rank: all the
+    /// links it drives at once (used by Themis to weigh the dimension's load).
     pub bandwidth_bps: u64,
 }
 
@@ -475,7 +476,14 @@ fn hierarchical(
         .max()
         .unwrap_or(1);
     let bandwidth: Vec<u64> = dims.iter().map(|d| d.bandwidth_bps).collect();
-    let mut orders = Orders::new(policy, &sizes, &bandwidth, kind);
+    let fixed: Vec<usize> = (0..sizes.len()).filter(|&d| sizes[d] > 1).collect();
+    // Themis plans every chunk's order up front (see `hierarchical::Orders`).
+    let themis = (policy == DimPolicy::Themis).then(|| {
+        let lens: Vec<usize> = (0..plan.chunks)
+            .map(|c| ChunkRange::even_split_nth(count, plan.chunks, c).len)
+            .collect();
+        Orders::new(&sizes, &bandwidth, kind).schedule(&lens)
+    });
     let all = ChunkRange::new(0, count);
     let mut e = Emitter::new(n, count, |r| match kind {
         Kind::ReduceScatter => (all, grid.leaf(count, r)),
@@ -485,13 +493,13 @@ fn hierarchical(
     let chunks = plan.chunks;
     chunked(&mut e, plan, per_chunk, |e, c, ch| {
         let region = ChunkRange::even_split_nth(count, chunks, c);
-        let order = orders.next(region.len);
+        let order = themis.as_ref().and_then(|o| o.get(c)).unwrap_or(&fixed);
         hierarchical::emit_chunk(
             e,
             &grid,
             &algorithms,
             kind,
-            &order,
+            order,
             count,
             region,
             (c, chunks),

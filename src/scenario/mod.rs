@@ -422,6 +422,11 @@ pub enum AlgorithmYaml {
     One(fabemu_collectives::plan::Algorithm),
     /// One algorithm per dimension, dimension 0 first (hierarchical).
     PerDim(Vec<fabemu_collectives::plan::Algorithm>),
+    /// `{msccl: FILE}`: an MSCCL XML algorithm, the path relative to the scenario's folder.
+    Msccl {
+        /// The XML file as written in the scenario.
+        msccl: String,
+    },
 }
 
 // By hand rather than `untagged`, so a misspelt algorithm gets serde's "unknown variant ...,
@@ -433,7 +438,7 @@ impl<'de> Deserialize<'de> for AlgorithmYaml {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = AlgorithmYaml;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an algorithm name or a list of one per dimension")
+                f.write_str("an algorithm name, a list of one per dimension, or `{msccl: FILE}`")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AlgorithmYaml, E> {
                 Algorithm::deserialize(serde::de::value::StrDeserializer::<E>::new(v))
@@ -448,6 +453,24 @@ impl<'de> Deserialize<'de> for AlgorithmYaml {
                     v.push(a);
                 }
                 Ok(AlgorithmYaml::PerDim(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<AlgorithmYaml, A::Error> {
+                use serde::de::Error as _;
+                let mut file: Option<String> = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "msccl" {
+                        return Err(A::Error::unknown_field(&key, &["msccl"]));
+                    }
+                    if file.is_some() {
+                        return Err(A::Error::duplicate_field("msccl"));
+                    }
+                    file = Some(map.next_value()?);
+                }
+                file.map(|msccl| AlgorithmYaml::Msccl { msccl })
+                    .ok_or_else(|| A::Error::missing_field("msccl"))
             }
         }
         d.deserialize_any(V)

@@ -1,0 +1,162 @@
+//! MSCCL XML algorithms (`algorithm: {msccl: FILE}`) end to end.
+//!
+//! The real input is ASTRA-sim's custom ring All-Reduce for 8 NPUs, read as it is from the
+//! shared fixtures: it must leave 0 wrong elements and take the built-in ring's time within 1%
+//! (it is the same ring: rank r sends chunk r to r + 1, reduces n - 1 chunks on the way and
+//! gathers them back, so the same messages on the same links; the 1% covers only a different
+//! order of posting independent steps). Malformed files go through the binary: exit code 2 and
+//! a message naming the XML file, the line and the element.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{fabemu, run_yaml, temp_scenario};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../shared/fixtures/astra-sim/custom_collectives/custom_ring_allreduce_8npus_1MB/\
+         custom_allreduce.xml",
+    )
+}
+
+fn read_fixture() -> String {
+    let path = fixture();
+    match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => panic!("cannot read the shared fixture {}: {e}", path.display()),
+    }
+}
+
+fn scenario(topology: &str, mode: &str, algorithm: &str, size: &str) -> String {
+    format!(
+        "mode: {mode}\nnic: {{mtu: 4KiB, ack_every: 1}}\ntopology:\n  {topology}\nworkload:\n  \
+         collectives:\n    - {{op: all_reduce, algorithm: {algorithm}, size: {size}}}\n"
+    )
+}
+
+fn time_ps(yaml: &str) -> (u64, Option<u64>) {
+    let r = run_yaml(yaml, 1);
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let c = &r.collectives[0];
+    match (c.start_ps, c.end_ps) {
+        (Some(s), Some(e)) => (e - s, c.wrong),
+        _ => panic!("the collective did not finish: {c:?}"),
+    }
+}
+
+#[test]
+fn the_shared_ring_fixture_runs_and_matches_the_built_in_ring() {
+    let xml = format!("{{msccl: \"{}\"}}", fixture().display());
+    for topology in [
+        "ring: {hosts: 8, bandwidth: 100Gbps, latency: 500ns}",
+        "star: {hosts: 8, bandwidth: 100Gbps, latency: 500ns}",
+    ] {
+        for (mode, size) in [("data", "1MiB"), ("timing", "4MiB")] {
+            let (custom, wrong) = time_ps(&scenario(topology, mode, &xml, size));
+            let (ring, _) = time_ps(&scenario(topology, mode, "ring", size));
+            println!("{topology} {mode} {size}: msccl {custom} ps, ring {ring} ps");
+            if mode == "data" {
+                assert_eq!(wrong, Some(0), "{topology}");
+            }
+            let off = (custom as f64 - ring as f64).abs() / ring as f64;
+            assert!(
+                off <= 0.01,
+                "{topology} {mode}: msccl {custom} ps vs ring {ring} ps ({:.2}% off)",
+                off * 100.0
+            );
+        }
+    }
+}
+
+/// Writes `xml` next to a scenario that uses it on 8 ranks and runs `fabemu run`; returns the
+/// exit code and stderr.
+fn run_bad(name: &str, xml: &str, ranks: usize) -> (Option<i32>, String, String) {
+    let xml_path = temp_scenario(&format!("{name}.xml"), xml);
+    let yaml = scenario(
+        &format!("ring: {{hosts: {ranks}, bandwidth: 100Gbps, latency: 500ns}}"),
+        "data",
+        &format!("{{msccl: {name}.xml}}"),
+        "1MiB",
+    );
+    let path = temp_scenario(&format!("{name}.yaml"), &yaml);
+    let out = fabemu(&["run", &path.display().to_string()]);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        xml_path.display().to_string(),
+    )
+}
+
+#[test]
+fn malformed_msccl_files_exit_2_naming_the_file_and_the_element() {
+    let good = read_fixture();
+    // The first step of gpu 0 is on line 4 of the fixture; its first `rrc` step on line 5.
+    let cases: Vec<(&str, String, usize, Vec<&str>)> = vec![
+        (
+            "unknown_type",
+            good.replacen("type=\"rrc\"", "type=\"rrx\"", 1),
+            8,
+            vec![
+                ":5:",
+                "gpu[id=0]/tb[id=0]/step[s=1]",
+                "unknown step type `rrx`",
+            ],
+        ),
+        (
+            "chunk_out_of_range",
+            good.replacen("srcoff=\"0\"", "srcoff=\"8\"", 1),
+            8,
+            vec![":4:", "gpu[id=0]/tb[id=0]/step[s=0]", "outside buffer `i`"],
+        ),
+        (
+            "missing_dependency",
+            good.replacen("depid=\"-1\" deps=\"-1\"", "depid=\"0\" deps=\"99\"", 1),
+            8,
+            vec![
+                ":4:",
+                "gpu[id=0]/tb[id=0]/step[s=0]",
+                "dependency on step 99 of thread block 0",
+            ],
+        ),
+        (
+            "cycle",
+            // Step 0 waits for step 1 of its own block, which runs after it.
+            good.replacen("depid=\"-1\" deps=\"-1\"", "depid=\"0\" deps=\"1\"", 1),
+            8,
+            vec![":4:", "gpu[id=0]/tb[id=0]/step[s=0]", "dependency cycle"],
+        ),
+        (
+            "ngpus_differ",
+            good.clone(),
+            4,
+            vec![
+                ":1:",
+                "`algo`",
+                "ngpus is 8 but the collective runs on 4 ranks",
+            ],
+        ),
+        (
+            "not_xml",
+            good.replacen("</tb>", "</tbx>", 1),
+            8,
+            vec!["not well-formed XML"],
+        ),
+    ];
+    for (name, xml, ranks, expect) in cases {
+        let (code, stderr, file) = run_bad(name, &xml, ranks);
+        assert_eq!(
+            code,
+            Some(2),
+            "{name}: exit code {code:?}, stderr:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&file),
+            "{name}: stderr does not name {file}:\n{stderr}"
+        );
+        for e in expect {
+            assert!(stderr.contains(e), "{name}: stderr lacks `{e}`:\n{stderr}");
+        }
+    }
+}
