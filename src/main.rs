@@ -177,6 +177,11 @@ fn real_main(cli: Cli) -> ExitCode {
         pcap_max_packets: args.pcap_max_packets,
         pcap_max_bytes: args.pcap_max_bytes.bytes(),
     };
+    // Before the run, which can take long: a typo in an output path must not cost its results.
+    if let Err(e) = observe::check_output_paths(&opts, args.json.as_deref()) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let loaded = if args.scenario.as_os_str() == "<embedded quickstart>" {
         scenario::load_str(QUICKSTART, "<embedded quickstart>")
     } else {
