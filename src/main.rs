@@ -57,6 +57,10 @@ struct RunArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Override a scenario field, with a YAML value: `--set nic.cc=dcqcn`, `--set
+    /// workload.collectives[0].size=64MiB` (repeatable; applied in order, before validation).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
     /// Write the JSON report to this file (`-` for stdout, instead of the summary).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -151,6 +155,7 @@ fn real_main(cli: Cli) -> ExitCode {
             scenario: PathBuf::from("<embedded quickstart>"),
             threads: 1,
             seed: None,
+            set: Vec::new(),
             json: None,
             quiet: false,
             out: None,
@@ -182,11 +187,14 @@ fn real_main(cli: Cli) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let loaded = if args.scenario.as_os_str() == "<embedded quickstart>" {
-        scenario::load_str(QUICKSTART, "<embedded quickstart>")
-    } else {
-        scenario::load_file(&args.scenario)
-    };
+    let overrides = args.set.iter().map(|s| scenario::Override::parse(s));
+    let loaded = overrides.collect::<Result<Vec<_>, _>>().and_then(|o| {
+        if args.scenario.as_os_str() == "<embedded quickstart>" {
+            scenario::load_str_with(QUICKSTART, "<embedded quickstart>", o)
+        } else {
+            scenario::load_file_with(&args.scenario, o)
+        }
+    });
     let mut src: Source = match loaded {
         Ok(s) => s,
         Err(e) => {

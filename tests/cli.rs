@@ -113,3 +113,123 @@ fn writable_output_paths_are_left_as_they_were_until_written() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn set_overrides_fields_and_shows_in_the_report() {
+    let s = temp_scenario("cli-set.yaml", TINY);
+    let s = s.to_string_lossy();
+    let out = fabemu(&[
+        "run",
+        &s,
+        "--json",
+        "-",
+        "--set",
+        "seed=3",
+        "--set",
+        "workload.messages[0].size=128KiB",
+        "--set",
+        "nic={mtu: 1KiB, cc: dcqcn}",
+        "--set",
+        "workload.messages[1]={src: b, dst: a, size: 1KiB}",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r["scenario"]["seed"], 3);
+    assert_eq!(r["messages"][0]["size_bytes"], 128 * 1024);
+    assert_eq!(r["messages"][1]["src"], "b");
+    // 128 KiB in 1 KiB packets (the MTU override took effect), plus the 1 KiB message.
+    assert_eq!(r["totals"]["data_packets_sent"], 129);
+    assert_eq!(
+        r["scenario"]["overrides"],
+        serde_json::json!([
+            "seed=3",
+            "workload.messages[0].size=128KiB",
+            "nic={mtu: 1KiB, cc: dcqcn}",
+            "workload.messages[1]={src: b, dst: a, size: 1KiB}"
+        ])
+    );
+    // The summary shows them on one line.
+    let out = fabemu(&["run", &s, "--set", "seed=3", "--set", "name=renamed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("fabemu "), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "overrides: --set seed=3 --set name=renamed"),
+        "{text}"
+    );
+    assert!(text.contains("renamed"), "{text}");
+}
+
+#[test]
+fn set_errors_name_the_override_and_the_field() {
+    let s = temp_scenario("cli-set-bad.yaml", TINY);
+    let s = s.to_string_lossy();
+    // (override, expected stderr): parse errors, type and unit errors, validation errors.
+    let cases = [
+        (
+            "workload.messages[0].size=12",
+            "error: --set workload.messages[0].size: field `workload.messages[0].size`: `12` \
+             has no unit",
+        ),
+        (
+            "workload.messages[0].dst=nobody",
+            "error: --set workload.messages[0].dst: field `workload.messages[0].dst`: unknown \
+             host `nobody`",
+        ),
+        (
+            "nic.mtu_size=1KiB",
+            "error: --set nic.mtu_size: field `nic`: unknown field `mtu_size`",
+        ),
+        (
+            "seed=x",
+            "error: --set seed: field `seed`: invalid type: string \"x\"",
+        ),
+        (
+            "workload.messages[5].size=1KiB",
+            "error: --set workload.messages[5].size: field `workload.messages[5]`: there is no \
+             entry 5",
+        ),
+        (
+            "workload.messages[1].size=1KiB",
+            "error: --set workload.messages[1].size: field `workload.messages[1]`: missing \
+             field `src`",
+        ),
+        ("seed", "error: --set seed: expected PATH=VALUE"),
+        (
+            "links[0]..a=1",
+            "error: --set links[0]..a=1: `links[0]..a` is not a field path",
+        ),
+    ];
+    for (set, want) in cases {
+        let out = fabemu(&["run", &s, "--set", set]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "--set {set}: {err}");
+        assert!(err.starts_with(want), "--set {set}:\n{err}\nwanted: {want}");
+    }
+    // An error in the file is still located in the file when overrides are given.
+    let bad = temp_scenario(
+        "cli-set-file-bad.yaml",
+        &TINY.replace("bandwidth: 100Gbps", "bandwidth: 100"),
+    );
+    let out = fabemu(&["run", &bad.to_string_lossy(), "--set", "seed=2"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: {}:5:29: field `links[0].bandwidth`: `100` has no unit",
+            bad.display()
+        )),
+        "{err}"
+    );
+    // An override can repair the file.
+    let out = fabemu(&[
+        "run",
+        &bad.to_string_lossy(),
+        "--quiet",
+        "--set",
+        "links[0].bandwidth=100Gbps",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
