@@ -70,6 +70,10 @@ struct RunArgs {
     /// max-min fair flows, for cluster scale).
     #[arg(long, value_name = "packet|flow")]
     fidelity: Option<FidelityArg>,
+    /// Override a scenario field, with a YAML value: `--set nic.cc=dcqcn`, `--set
+    /// workload.collectives[0].size=64MiB` (repeatable; applied in order, before validation).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
     /// Write the JSON report to this file (`-` for stdout, instead of the summary).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -165,6 +169,7 @@ fn real_main(cli: Cli) -> ExitCode {
             threads: 1,
             seed: None,
             fidelity: None,
+            set: Vec::new(),
             json: None,
             quiet: false,
             out: None,
@@ -191,11 +196,19 @@ fn real_main(cli: Cli) -> ExitCode {
         pcap_max_packets: args.pcap_max_packets,
         pcap_max_bytes: args.pcap_max_bytes.bytes(),
     };
-    let loaded = if args.scenario.as_os_str() == "<embedded quickstart>" {
-        scenario::load_str(QUICKSTART, "<embedded quickstart>")
-    } else {
-        scenario::load_file(&args.scenario)
-    };
+    // Before the run, which can take long: a typo in an output path must not cost its results.
+    if let Err(e) = observe::check_output_paths(&opts, args.json.as_deref()) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let overrides = args.set.iter().map(|s| scenario::Override::parse(s));
+    let loaded = overrides.collect::<Result<Vec<_>, _>>().and_then(|o| {
+        if args.scenario.as_os_str() == "<embedded quickstart>" {
+            scenario::load_str_with(QUICKSTART, "<embedded quickstart>", o)
+        } else {
+            scenario::load_file_with(&args.scenario, o)
+        }
+    });
     let mut src: Source = match loaded {
         Ok(s) => s,
         Err(e) => {

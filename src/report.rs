@@ -67,6 +67,8 @@ pub struct ScenarioInfo {
     /// The kind of fabric (`explicit`, `star`, `ring`, `leaf-spine`, `fat-tree`, `torus`,
     /// `multi-dimensional`).
     pub fabric: String,
+    /// The `--set PATH=VALUE` overrides applied to the file, in order (empty without).
+    pub overrides: Vec<String>,
 }
 
 /// One message's fate.
@@ -592,6 +594,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             switches: g.nodes().len() - g.host_count(),
             links: g.links().len(),
             fabric: g.fabric().name().to_string(),
+            overrides: src.overrides.iter().map(|o| o.text.clone()).collect(),
         },
         messages,
         collectives,
@@ -637,6 +640,9 @@ pub fn summary(r: &Report) -> String {
         sc.seed,
         if flow { ", flow fidelity" } else { "" }
     );
+    if !sc.overrides.is_empty() {
+        let _ = writeln!(s, "overrides: --set {}", sc.overrides.join(" --set "));
+    }
     let _ = writeln!(s);
     if !r.collectives.is_empty() {
         s.push_str(&collective::table(&r.collectives));

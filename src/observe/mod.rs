@@ -127,6 +127,103 @@ pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ObserveError
     }
 }
 
+/// Checks, before a run, that every file the run will write can be written: `--out DIR` is a
+/// directory or can be created (its nearest existing ancestor is a writable directory), and
+/// `--pcap PATH` and `json` (the `--json` file; not `-`) are files in an existing, writable
+/// directory and not directories themselves. Nothing is left behind: probe files are removed
+/// and no directory is created. A run takes long; finding a typo in an output path after it
+/// would lose its results.
+pub fn check_output_paths(opts: &ObserveOptions, json: Option<&Path>) -> Result<(), ObserveError> {
+    if let Some(dir) = &opts.out_dir {
+        check_dir(dir)?;
+    }
+    let files = [opts.pcap.as_deref(), json.filter(|p| p.as_os_str() != "-")];
+    for path in files.into_iter().flatten() {
+        check_file(path)?;
+    }
+    Ok(())
+}
+
+fn bad(path: &Path, why: impl std::fmt::Display) -> ObserveError {
+    ObserveError::BadOption(format!("cannot write {}: {why}", path.display()))
+}
+
+/// `dir` exists as a writable directory, or its nearest existing ancestor is one.
+fn check_dir(dir: &Path) -> Result<(), ObserveError> {
+    let mut at = dir;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(m) if m.is_dir() => return probe_dir(at).map_err(|e| bad(dir, e)),
+            Ok(_) if at == dir => return Err(bad(dir, "it exists and is not a directory")),
+            Ok(_) => {
+                return Err(bad(
+                    dir,
+                    format_args!("{} is not a directory", at.display()),
+                ))
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(bad(dir, e)),
+            Err(_) => {}
+        }
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            // A relative path whose first component is missing: it is created in the working
+            // directory.
+            _ => return probe_dir(Path::new(".")).map_err(|e| bad(dir, e)),
+        }
+    }
+}
+
+/// Creates and removes a file in `dir`: the only portable test that files can be made there.
+fn probe_dir(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".fabemu-write-test-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
+/// `path` can be opened for writing (an existing file is not truncated here) or created.
+fn check_file(path: &Path) -> Result<(), ObserveError> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(bad(path, "it is a directory")),
+        Ok(_) => {
+            return std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map(drop)
+                .map_err(|e| bad(path, e));
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(bad(path, e)),
+        Err(_) => {}
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(bad(
+                path,
+                format_args!("{} is not a directory", parent.display()),
+            ))
+        }
+        Err(_) => {
+            return Err(bad(
+                path,
+                format_args!("the directory {} does not exist", parent.display()),
+            ))
+        }
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| bad(path, e))?;
+    std::fs::remove_file(path).map_err(|e| bad(path, e))
+}
+
 /// A run with everything that was observed.
 pub struct Observed {
     /// The report.

@@ -11,6 +11,7 @@
 //! shortest paths with ECMP), or are given explicitly (`routing: explicit` plus `routes`).
 
 mod locate;
+pub mod overrides;
 mod validate;
 
 use std::fmt;
@@ -24,6 +25,7 @@ use fabemu_switch::pifo::config::TreeConfig;
 use serde::{Deserialize, Serialize};
 
 pub use self::locate::{locate, FieldPath, Seg};
+pub use self::overrides::Override;
 
 /// The default scenario, compiled into the binary (`examples/quickstart.yaml`).
 pub const QUICKSTART: &str = include_str!("../../examples/quickstart.yaml");
@@ -562,6 +564,8 @@ pub struct Source {
     pub file: String,
     /// The ASTRA-sim network file `topology.astra_sim` names, read and parsed.
     pub astra: Option<AstraFile>,
+    /// The `--set` overrides applied over `text`, in order.
+    pub overrides: Vec<Override>,
 }
 
 /// An ASTRA-sim network file read for a scenario.
@@ -656,6 +660,15 @@ pub fn load_astra_file(path: &Path) -> Result<AstraFile, ScenarioError> {
 impl Source {
     /// An error about the value at `path`, located in the text.
     pub fn error_at(&self, path: &FieldPath, message: impl Into<String>) -> ScenarioError {
+        if let Some(o) = overrides::owner(&self.overrides, path) {
+            return ScenarioError {
+                file: o.origin(),
+                line: None,
+                column: None,
+                field: path.to_string(),
+                message: message.into(),
+            };
+        }
         let loc = locate(&self.text, path);
         ScenarioError {
             file: self.file.clone(),
@@ -678,6 +691,12 @@ pub fn check_fidelity(src: &Source) -> Result<(), ScenarioError> {
 
 /// Reads and checks the scenario in file `path`.
 pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
+    load_file_with(path, Vec::new())
+}
+
+/// Reads the scenario in file `path`, applies `overrides` (`--set`) in order, and checks the
+/// result.
+pub fn load_file_with(path: &Path, overrides: Vec<Override>) -> Result<Source, ScenarioError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: file.clone(),
@@ -686,18 +705,32 @@ pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
         field: String::new(),
         message: format!("cannot read the scenario: {e}"),
     })?;
-    load_str(&text, &file)
+    load_str_with(&text, &file, overrides)
 }
 
 /// Parses and checks a scenario given as text; `file` names it in messages.
 pub fn load_str(text: &str, file: &str) -> Result<Source, ScenarioError> {
-    let scenario: Scenario =
-        serde_yaml::from_str(text).map_err(|e| from_yaml_error(&e, text, file))?;
+    load_str_with(text, file, Vec::new())
+}
+
+/// Parses a scenario given as text, applies `overrides` (`--set`) in order, and checks the
+/// result; `file` names the text in messages.
+pub fn load_str_with(
+    text: &str,
+    file: &str,
+    overrides: Vec<Override>,
+) -> Result<Source, ScenarioError> {
+    let scenario: Scenario = if overrides.is_empty() {
+        serde_yaml::from_str(text).map_err(|e| from_yaml_error(&e, text, file))?
+    } else {
+        with_overrides(text, file, &overrides)?
+    };
     let mut src = Source {
         scenario,
         text: text.to_string(),
         file: file.to_string(),
         astra: None,
+        overrides,
     };
     if let Some(rel) = src
         .scenario
@@ -728,6 +761,74 @@ pub fn load_str(text: &str, file: &str) -> Result<Source, ScenarioError> {
     validate::check(&src)?;
     check_fidelity(&src)?;
     Ok(src)
+}
+
+/// The scenario of `text` with `overrides` applied. Errors in overridden values name the
+/// override; others are located in `text`, as without overrides.
+fn with_overrides(
+    text: &str,
+    file: &str,
+    overrides: &[Override],
+) -> Result<Scenario, ScenarioError> {
+    // The file's own error, exactly as without overrides (its position and wording).
+    let file_error = || {
+        serde_yaml::from_str::<Scenario>(text)
+            .err()
+            .map(|e| from_yaml_error(&e, text, file))
+    };
+    let mut doc: serde_yaml::Value = match serde_yaml::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return Err(file_error().unwrap_or_else(|| from_yaml_error(&e, text, file))),
+    };
+    for o in overrides {
+        overrides::apply(&mut doc, o)?;
+    }
+    // Through text again, so serde_yaml's error paths name the faulty field.
+    let merged = serde_yaml::to_string(&doc).map_err(|e| ScenarioError {
+        file: file.to_string(),
+        line: None,
+        column: None,
+        field: String::new(),
+        message: format!("cannot apply --set: {e}"),
+    })?;
+    let e = match serde_yaml::from_str::<Scenario>(&merged) {
+        Ok(s) => return Ok(s),
+        Err(e) => from_yaml_error(&e, &merged, file),
+    };
+    let at = FieldPath::parse(&e.field).unwrap_or_default();
+    // `unknown field `x`` is reported at the mapping; the override may be the field itself.
+    let unknown = e
+        .message
+        .strip_prefix("unknown field `")
+        .and_then(|m| m.split_once('`'))
+        .map(|(k, _)| at.key(k));
+    let by_override = |o: &Override| ScenarioError {
+        file: o.origin(),
+        line: None,
+        column: None,
+        field: e.field.clone(),
+        message: e.message.clone(),
+    };
+    if let Some(o) = overrides::owner(overrides, unknown.as_ref().unwrap_or(&at)) {
+        return Err(by_override(o));
+    }
+    if let Some(fe) = file_error().filter(|fe| fe.field == e.field && fe.message == e.message) {
+        return Err(fe);
+    }
+    // A value the overrides made incomplete (`--set workload.collectives[2].size=1MiB` adds
+    // an entry without `op`).
+    if let Some(o) = overrides.iter().rev().find(|o| o.path.0.starts_with(&at.0)) {
+        if !at.0.is_empty() {
+            return Err(by_override(o));
+        }
+    }
+    let loc = locate(text, &at);
+    Err(ScenarioError {
+        file: file.to_string(),
+        line: loc.map(|l| l.0),
+        column: loc.map(|l| l.1),
+        ..e
+    })
 }
 
 /// Converts serde_yaml's error (`path: message at line L column C`) into ours.

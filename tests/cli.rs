@@ -1,0 +1,235 @@
+//! The command line as a user meets it, through the binary: output paths checked before the
+//! run, `--set` overrides, how times and rates print, warnings.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{fabemu, temp_scenario};
+
+/// A small, fast run: one 64 KiB message over one link.
+const TINY: &str = "
+name: tiny
+hosts: [a, b]
+links:
+  - {a: a, b: b, bandwidth: 100Gbps, latency: 1us}
+workload:
+  messages:
+    - {src: a, dst: b, size: 64KiB}
+";
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A fresh, empty temporary directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fabemu-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    if let Err(e) = std::fs::create_dir_all(&d) {
+        panic!("cannot create {}: {e}", d.display());
+    }
+    d
+}
+
+#[test]
+fn unwritable_output_paths_fail_before_the_run() {
+    let s = temp_scenario("cli-paths.yaml", TINY);
+    let s = s.to_string_lossy();
+    let dir = temp_dir("paths");
+    let a_file = dir.join("plain-file");
+    std::fs::write(&a_file, "x").unwrap_or_else(|e| panic!("{e}"));
+    let a_file = a_file.to_string_lossy().into_owned();
+    let under_file = format!("{a_file}/x.json");
+    let a_dir = dir.to_string_lossy().into_owned();
+    let cases: [(&str, &str); 6] = [
+        ("--json", "/nonexistent/fabemu/x.json"),
+        ("--json", &a_dir),
+        ("--pcap", "/nonexistent/fabemu/a.pcap"),
+        ("--pcap", &under_file),
+        ("--out", &a_file),
+        ("--out", &under_file),
+    ];
+    for (flag, path) in cases {
+        let out = fabemu(&["run", &s, flag, path]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flag} {path}: {err}");
+        assert!(
+            err.starts_with("error: cannot write "),
+            "{flag} {path}: {err}"
+        );
+        assert!(err.contains(path), "{flag} {path}: {err}");
+        // Checked before the run: no summary was printed.
+        assert!(
+            stdout(&out).is_empty(),
+            "{flag} {path} ran: {}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn writable_output_paths_are_left_as_they_were_until_written() {
+    let s = temp_scenario("cli-paths-ok.yaml", TINY);
+    let s = s.to_string_lossy();
+    let dir = temp_dir("paths-ok");
+    // A nested --out directory that does not exist yet is created; a --json file is written.
+    let out_dir = dir.join("a/b/run");
+    let json = dir.join("r.json");
+    let out = fabemu(&[
+        "run",
+        &s,
+        "--quiet",
+        "--out",
+        &out_dir.to_string_lossy(),
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out_dir.join("report.json").is_file());
+    assert!(json.is_file());
+    // A bad scenario with a good new path: the path is not left behind as an empty file.
+    let bad = temp_scenario("cli-paths-bad.yaml", "workload: {messages: [{src: a}]}\n");
+    let json2 = dir.join("never.json");
+    let out = fabemu(&[
+        "run",
+        &bad.to_string_lossy(),
+        "--json",
+        &json2.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!json2.exists());
+    // No probe file stays in the directories that were checked.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".fabemu"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn set_overrides_fields_and_shows_in_the_report() {
+    let s = temp_scenario("cli-set.yaml", TINY);
+    let s = s.to_string_lossy();
+    let out = fabemu(&[
+        "run",
+        &s,
+        "--json",
+        "-",
+        "--set",
+        "seed=3",
+        "--set",
+        "workload.messages[0].size=128KiB",
+        "--set",
+        "nic={mtu: 1KiB, cc: dcqcn}",
+        "--set",
+        "workload.messages[1]={src: b, dst: a, size: 1KiB}",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r["scenario"]["seed"], 3);
+    assert_eq!(r["messages"][0]["size_bytes"], 128 * 1024);
+    assert_eq!(r["messages"][1]["src"], "b");
+    // 128 KiB in 1 KiB packets (the MTU override took effect), plus the 1 KiB message.
+    assert_eq!(r["totals"]["data_packets_sent"], 129);
+    assert_eq!(
+        r["scenario"]["overrides"],
+        serde_json::json!([
+            "seed=3",
+            "workload.messages[0].size=128KiB",
+            "nic={mtu: 1KiB, cc: dcqcn}",
+            "workload.messages[1]={src: b, dst: a, size: 1KiB}"
+        ])
+    );
+    // The summary shows them on one line.
+    let out = fabemu(&["run", &s, "--set", "seed=3", "--set", "name=renamed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("fabemu "), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "overrides: --set seed=3 --set name=renamed"),
+        "{text}"
+    );
+    assert!(text.contains("renamed"), "{text}");
+}
+
+#[test]
+fn set_errors_name_the_override_and_the_field() {
+    let s = temp_scenario("cli-set-bad.yaml", TINY);
+    let s = s.to_string_lossy();
+    // (override, expected stderr): parse errors, type and unit errors, validation errors.
+    let cases = [
+        (
+            "workload.messages[0].size=12",
+            "error: --set workload.messages[0].size: field `workload.messages[0].size`: `12` \
+             has no unit",
+        ),
+        (
+            "workload.messages[0].dst=nobody",
+            "error: --set workload.messages[0].dst: field `workload.messages[0].dst`: unknown \
+             host `nobody`",
+        ),
+        (
+            "nic.mtu_size=1KiB",
+            "error: --set nic.mtu_size: field `nic`: unknown field `mtu_size`",
+        ),
+        (
+            "seed=x",
+            "error: --set seed: field `seed`: invalid type: string \"x\"",
+        ),
+        (
+            "workload.messages[5].size=1KiB",
+            "error: --set workload.messages[5].size: field `workload.messages[5]`: there is no \
+             entry 5",
+        ),
+        (
+            "workload.messages[1].size=1KiB",
+            "error: --set workload.messages[1].size: field `workload.messages[1]`: missing \
+             field `src`",
+        ),
+        ("seed", "error: --set seed: expected PATH=VALUE"),
+        (
+            "links[0]..a=1",
+            "error: --set links[0]..a=1: `links[0]..a` is not a field path",
+        ),
+    ];
+    for (set, want) in cases {
+        let out = fabemu(&["run", &s, "--set", set]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "--set {set}: {err}");
+        assert!(err.starts_with(want), "--set {set}:\n{err}\nwanted: {want}");
+    }
+    // An error in the file is still located in the file when overrides are given.
+    let bad = temp_scenario(
+        "cli-set-file-bad.yaml",
+        &TINY.replace("bandwidth: 100Gbps", "bandwidth: 100"),
+    );
+    let out = fabemu(&["run", &bad.to_string_lossy(), "--set", "seed=2"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: {}:5:29: field `links[0].bandwidth`: `100` has no unit",
+            bad.display()
+        )),
+        "{err}"
+    );
+    // An override can repair the file.
+    let out = fabemu(&[
+        "run",
+        &bad.to_string_lossy(),
+        "--quiet",
+        "--set",
+        "links[0].bandwidth=100Gbps",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
