@@ -2,7 +2,7 @@
 //!
 //! Exit codes: 0 ok; 2 invalid input (scenario or arguments); 3 the run finished but an
 //! invariant failed (a message never finished, data mismatch, a drop in a lossless fabric);
-//! 1 anything else.
+//! 130 stopped by Ctrl-C (the partial report is written); 1 anything else.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -60,7 +60,8 @@ enum FidelityArg {
 struct RunArgs {
     /// The scenario (YAML).
     scenario: PathBuf,
-    /// Worker threads; changes speed only, never results.
+    /// Worker threads; changes speed only, never results. At most the CPUs this process may
+    /// use (affinity mask, cgroup quota): more are reduced to those, with a warning.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
     threads: u64,
     /// Override the scenario's seed.
@@ -225,11 +226,13 @@ fn real_main(cli: Cli) -> ExitCode {
             FidelityArg::Flow => scenario::Fidelity::Flow,
         };
     }
+    let threads = usable_threads(args.threads as usize);
     let progress = std::sync::Arc::new(Progress::default());
+    stop_on_ctrl_c(&progress);
     // The end is known only when the scenario sets `until` (not its 10 s default).
     let end = (src.scenario.until != scenario::default_until()).then_some(src.scenario.until);
     let watcher = Watcher::start(progress.clone(), end, args.quiet);
-    let result = run_observed(&src, args.threads as usize, &opts, Some(&progress));
+    let result = run_observed(&src, threads, &opts, Some(&progress));
     drop(watcher);
     let observed = match result {
         Ok(r) => r,
@@ -247,6 +250,9 @@ fn real_main(cli: Cli) -> ExitCode {
         }
     };
     let report = &observed.report;
+    // A run stopped by Ctrl-C still writes everything it can: the partial results are often
+    // what the user wanted to look at.
+    let interrupted = report.interrupted;
     let summary = fabemu::report::summary(report);
     if let Err(e) = observe::write_outputs(&observed, &opts, &summary) {
         eprintln!("error: {e}");
@@ -281,12 +287,57 @@ fn real_main(cli: Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    if report.invariants.ok {
+    if interrupted {
+        eprintln!(
+            "interrupted at simulated time {}: the report covers the run up to there",
+            observed.finished.output.stats.end_time
+        );
+        ExitCode::from(130)
+    } else if report.invariants.ok {
         ExitCode::SUCCESS
     } else {
         for v in &report.invariants.violations {
             eprintln!("invariant violated: {v}");
         }
         ExitCode::from(3)
+    }
+}
+
+/// The worker threads to run: `asked`, or the CPUs this process may use when it asked for more
+/// (`available_parallelism` honours the affinity mask and the cgroup quota). More threads than
+/// CPUs would only take turns; results do not depend on the count, so nothing is lost.
+fn usable_threads(asked: usize) -> usize {
+    let have = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if asked > have {
+        eprintln!(
+            "warning: --threads {asked} asked for, but this process may use {have} CPU{} \
+             (affinity mask or CPU quota): running {have} thread{}",
+            if have == 1 { "" } else { "s" },
+            if have == 1 { "" } else { "s" }
+        );
+        have
+    } else {
+        asked
+    }
+}
+
+/// Makes Ctrl-C (SIGINT) stop the run cleanly: the first asks the engine to stop
+/// (all workers stop at the same window boundary, the partial report is written, exit 130); a
+/// second one exits at once. Without a handler the process would die without writing anything.
+fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
+    let progress = progress.clone();
+    let presses = std::sync::atomic::AtomicU32::new(0);
+    let installed = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+            progress
+                .cancel
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("\nstopping: writing the partial report (Ctrl-C again to quit at once)");
+        } else {
+            std::process::exit(130);
+        }
+    });
+    if let Err(e) = installed {
+        tracing::warn!("Ctrl-C will end the run without a report: {e}");
     }
 }

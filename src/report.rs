@@ -23,6 +23,10 @@ use crate::world::{Finished, Node};
 pub struct Report {
     /// fabemu's version.
     pub fabemu_version: &'static str,
+    /// True when the run was stopped before it finished (Ctrl-C): every figure covers the run
+    /// up to the time it reached, and depends on when the stop came. Absent from complete runs.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// What was run.
     pub scenario: ScenarioInfo,
     /// Per message of the workload, by tag.
@@ -584,6 +588,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
     let secs = wall.as_secs_f64().max(1e-9);
     let latency = crate::observe::histograms::latencies(fin, &messages);
     Report {
+        interrupted: out.cancelled,
         fabemu_version: env!("CARGO_PKG_VERSION"),
         scenario: ScenarioInfo {
             name: src.scenario.name.clone(),

@@ -22,6 +22,7 @@
 //! time per interval, and actors' [`Actor::sample`] values at interval boundaries). Both are off
 //! by default and then cost one predictable branch per transmit and per event.
 
+mod barrier;
 mod calendar;
 pub mod capture;
 pub mod partition;
@@ -29,7 +30,7 @@ mod queue;
 pub mod sample;
 mod worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use crate::link::{Channel, EthernetOverhead};
 use crate::packet::Packet;
@@ -203,6 +204,9 @@ pub struct RunOutput<A> {
     pub capture: Option<Capture>,
     /// The time series, when [`EngineConfig::sample`] asked for them.
     pub samples: Option<Samples>,
+    /// True when [`Progress::cancel`] stopped the run before it finished: everything above
+    /// describes the run up to [`EngineStats::end_time`], and depends on when the cancel came.
+    pub cancelled: bool,
 }
 
 /// Why a run could not be done.
@@ -214,6 +218,9 @@ pub enum EngineError {
     /// An actor misbehaved (e.g. transmitted on a busy port) or a worker thread panicked.
     #[error("engine failure: {0}")]
     Failure(String),
+    /// A worker stopped because a peer worker failed (the peer's error is the one reported).
+    #[error("run aborted: a worker thread failed")]
+    Aborted,
 }
 
 /// Progress shared with an observer while a run goes on.
@@ -223,7 +230,9 @@ pub struct Progress {
     pub sim_time_ps: AtomicU64,
     /// Events handled so far.
     pub events: AtomicU64,
-    /// Set to ask the run to stop early.
+    /// Set to ask the run to stop early (e.g. on Ctrl-C). The run then returns what it did so
+    /// far with [`RunOutput::cancelled`] set. Workers read it every 65536 events and decide
+    /// together at the next barrier, so all of them stop at the same window boundary.
     pub cancel: AtomicBool,
 }
 
@@ -324,13 +333,17 @@ pub fn run<A: Actor>(
     let default_progress = Progress::default();
     let progress = progress.unwrap_or(&default_progress);
 
-    let windows = if parts.len() == 1 {
+    let (windows, cancelled) = if parts.len() == 1 {
         let p = &mut parts[0];
         p.start_all();
-        p.run_window(until.ps().saturating_add(1), progress)?;
-        1
+        let w = p.run_window(until.ps().saturating_add(1), progress)?;
+        (1, w == worker::Window::Cancelled)
     } else {
-        worker::run_parallel(&mut parts, plan.lookahead, until, progress)?
+        // Cores this process may use (affinity mask and cgroup quota on Linux): the barrier
+        // spins less from the start when workers outnumber them.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let end = worker::run_parallel(&mut parts, plan.lookahead, until, cores, progress)?;
+        (end.windows, end.cancelled)
     };
 
     // Reassemble in id order.
@@ -381,6 +394,7 @@ pub fn run<A: Actor>(
         },
         capture,
         samples,
+        cancelled,
     })
 }
 
@@ -423,10 +437,6 @@ fn merge_samples<A: Actor>(
         busy_ps: busy,
         values,
     }
-}
-
-pub(crate) fn abort_requested(flag: &AtomicBool) -> bool {
-    flag.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

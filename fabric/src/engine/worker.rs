@@ -1,18 +1,19 @@
 //! One partition's state and the worker loop that runs partitions in parallel windows.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam::channel::{unbounded, Receiver, Sender};
 use crossbeam::utils::CachePadded;
 
+use super::barrier::Barrier;
 use super::capture::{CaptureBuf, CaptureDirection};
 use super::partition::Plan;
 use super::queue::{Entry, EventKey, EventQueue, Kind};
 use super::sample::Sampler;
 use super::{
-    abort_requested, Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress,
-    TransmitError, Wiring,
+    Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress, TransmitError,
+    Wiring,
 };
 use crate::link::{Channel, EthernetOverhead};
 use crate::packet::Packet;
@@ -285,6 +286,23 @@ impl Sched {
     }
 }
 
+/// How a window ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Window {
+    /// Every event before the window's end was handled.
+    Done,
+    /// The run was cancelled part-way through.
+    Cancelled,
+}
+
+/// How a parallel run ended: the windows run, and whether it was cancelled.
+pub(crate) struct ParallelEnd {
+    /// Synchronization windows executed.
+    pub(crate) windows: u64,
+    /// True when [`Progress::cancel`] stopped the run (all workers at the same barrier).
+    pub(crate) cancelled: bool,
+}
+
 /// A partition: some actors and their scheduler.
 pub(crate) struct Partition<A> {
     actors: Vec<A>,
@@ -426,8 +444,13 @@ impl<A: Actor> Partition<A> {
         }
     }
 
-    /// Handles every local event with time < `end`.
-    pub(crate) fn run_window(&mut self, end: u64, progress: &Progress) -> Result<(), EngineError> {
+    /// Handles every local event with time < `end`, or fewer when the run is cancelled
+    /// ([`Progress::cancel`], read every 65536 events; a cancelled window is the last one).
+    pub(crate) fn run_window(
+        &mut self,
+        end: u64,
+        progress: &Progress,
+    ) -> Result<Window, EngineError> {
         let mut since_report = 0u32;
         let mut end = end.min(self.sched.halt_end());
         while let Some(e) = self.sched.queue.pop_before(end) {
@@ -469,7 +492,7 @@ impl<A: Actor> Partition<A> {
                 progress.events.fetch_add(1 << 16, Ordering::Relaxed);
                 progress.sim_time_ps.fetch_max(now.ps(), Ordering::Relaxed);
                 if progress.cancel.load(Ordering::Relaxed) {
-                    return Ok(());
+                    return Ok(Window::Cancelled);
                 }
             }
         }
@@ -479,7 +502,7 @@ impl<A: Actor> Partition<A> {
         progress
             .sim_time_ps
             .fetch_max(self.sched.last_time.ps(), Ordering::Relaxed);
-        Ok(())
+        Ok(Window::Done)
     }
 
     fn ingest(&mut self, batch: Vec<Remote>) {
@@ -512,87 +535,45 @@ impl<A: Actor> Partition<A> {
     }
 }
 
-/// A reusable barrier that spins, then yields; it gives up when the run is aborted.
+/// Runs the partitions on one thread each, window by window, `cores` of which can run at once.
 ///
-/// Windows are short (often a few microseconds of work), so a futex-based barrier's wake-up
-/// latency would dominate. Each waiter spins (the hand-off then costs about one cache-line
-/// transfer) for up to `spin` rounds before yielding its core: long when every worker has a core
-/// of its own, short when threads outnumber cores and spinning would starve the laggard.
-struct SpinBarrier {
-    n: usize,
-    spin: u32,
-    count: CachePadded<AtomicUsize>,
-    generation: CachePadded<AtomicUsize>,
-}
-
-impl SpinBarrier {
-    fn new(n: usize) -> SpinBarrier {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        SpinBarrier {
-            n,
-            spin: if n <= cores { 1 << 16 } else { 1 << 6 },
-            count: CachePadded::new(AtomicUsize::new(0)),
-            generation: CachePadded::new(AtomicUsize::new(0)),
-        }
-    }
-
-    /// Returns false when the run was aborted while waiting.
-    fn wait(&self, abort: &AtomicBool) -> bool {
-        let gen = self.generation.load(Ordering::Acquire);
-        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
-            self.count.store(0, Ordering::Relaxed);
-            self.generation.fetch_add(1, Ordering::Release);
-            return true;
-        }
-        let mut rounds = 0u32;
-        while self.generation.load(Ordering::Acquire) == gen {
-            if rounds < self.spin {
-                rounds += 1;
-                std::hint::spin_loop();
-            } else {
-                if abort_requested(abort) {
-                    return false;
-                }
-                std::thread::yield_now();
-            }
-            if rounds & 1023 == 0 && abort_requested(abort) {
-                return false;
-            }
-        }
-        true
-    }
-}
-
-/// Runs the partitions on one thread each, window by window. Returns the window count.
+/// Each window has two barriers. At the first, every worker has published the time of its
+/// next event and its earliest halt request, and the last to arrive decides for all whether the
+/// run was cancelled: the workers stop together, at the same window boundary. Between the
+/// first and the second they run the window; at the second, every frame for another partition
+/// has been sent, so the next window starts with complete queues.
 pub(crate) fn run_parallel<A: Actor>(
     parts: &mut [Partition<A>],
     lookahead: Time,
     until: Time,
+    cores: usize,
     progress: &Progress,
-) -> Result<u64, EngineError> {
+) -> Result<ParallelEnd, EngineError> {
     let n = parts.len();
-    let barrier = SpinBarrier::new(n);
+    let barrier = Barrier::new(n, cores);
     let mins: Vec<CachePadded<AtomicU64>> = (0..n)
         .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
         .collect();
     let halts: Vec<CachePadded<AtomicU64>> = (0..n)
         .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
         .collect();
-    let abort = AtomicBool::new(false);
     type Batch = Vec<Remote>;
     let (txs, rxs): (Vec<Sender<Batch>>, Vec<Receiver<Batch>>) =
         (0..n).map(|_| unbounded()).unzip();
     let limit = until.ps();
+    let cancelled = || progress.cancel.load(Ordering::Relaxed);
 
-    let results: Vec<Result<u64, EngineError>> = std::thread::scope(|s| {
+    let results: Vec<Result<(u64, bool), EngineError>> = std::thread::scope(|s| {
         let handles: Vec<_> = parts
             .iter_mut()
             .zip(rxs)
             .enumerate()
             .map(|(me, (part, rx))| {
-                let (barrier, mins, halts, abort, txs) = (&barrier, &mins, &halts, &abort, &txs);
+                let (barrier, mins, halts, txs, cancelled) =
+                    (&barrier, &mins, &halts, &txs, &cancelled);
                 s.spawn(move || {
-                    let body = AssertUnwindSafe(|| -> Result<u64, EngineError> {
+                    let body = AssertUnwindSafe(|| -> Result<(u64, bool), EngineError> {
+                        let mut waiter = barrier.waiter();
                         part.start_all();
                         let mut windows = 0u64;
                         loop {
@@ -600,8 +581,10 @@ pub(crate) fn run_parallel<A: Actor>(
                                 part.ingest(batch);
                             }
                             mins[me].store(part.sched.queue.next_time(), Ordering::Release);
-                            if !barrier.wait(abort) {
-                                return Err(EngineError::Failure("aborted".into()));
+                            // The one place the cancel flag is read in a parallel run: the
+                            // last worker to arrive reads it, and all of them act on its answer.
+                            if barrier.wait(&mut waiter, cancelled)? {
+                                return Ok((windows, true));
                             }
                             let gmin = mins
                                 .iter()
@@ -616,16 +599,15 @@ pub(crate) fn run_parallel<A: Actor>(
                                 .unwrap_or(u64::MAX);
                             part.sched.halt = part.sched.halt.min(ghalt);
                             let limit = limit.min(part.sched.halt_end().saturating_sub(1));
-                            if gmin == u64::MAX
-                                || gmin > limit
-                                || progress.cancel.load(Ordering::Relaxed)
-                            {
-                                return Ok(windows);
+                            if gmin == u64::MAX || gmin > limit {
+                                return Ok((windows, false));
                             }
                             windows += 1;
                             let end = gmin
                                 .saturating_add(lookahead.ps())
                                 .min(limit.saturating_add(1));
+                            // A window cut short by a cancel is finished at the next barrier,
+                            // where every worker sees the flag through the decision.
                             part.run_window(end, progress)?;
                             halts[me].store(part.sched.halt, Ordering::Release);
                             for (dst, out) in part.sched.outbox.iter_mut().enumerate() {
@@ -633,19 +615,12 @@ pub(crate) fn run_parallel<A: Actor>(
                                     let _ = txs[dst].send(std::mem::take(out));
                                 }
                             }
-                            if !barrier.wait(abort) {
-                                return Err(EngineError::Failure("aborted".into()));
-                            }
+                            barrier.wait(&mut waiter, || false)?;
                         }
                     });
-                    match catch_unwind(body) {
-                        Ok(Ok(w)) => Ok(w),
-                        Ok(Err(e)) => {
-                            abort.store(true, Ordering::Relaxed);
-                            Err(e)
-                        }
+                    let result = match catch_unwind(body) {
+                        Ok(r) => r,
                         Err(panic) => {
-                            abort.store(true, Ordering::Relaxed);
                             let msg = panic
                                 .downcast_ref::<String>()
                                 .cloned()
@@ -653,7 +628,13 @@ pub(crate) fn run_parallel<A: Actor>(
                                 .unwrap_or_else(|| "unknown panic".into());
                             Err(EngineError::Failure(format!("worker {me} panicked: {msg}")))
                         }
+                    };
+                    // A worker that failed will never reach the barrier again: release the
+                    // others, which return `Aborted`.
+                    if result.is_err() {
+                        barrier.abort();
                     }
+                    result
                 })
             })
             .collect();
@@ -665,23 +646,25 @@ pub(crate) fn run_parallel<A: Actor>(
             })
             .collect()
     });
-    // Report the root cause rather than the other workers' "aborted".
-    let mut windows = 0;
-    let mut errors = Vec::new();
+    // Report the root cause rather than the other workers' `Aborted`.
+    let mut end = ParallelEnd {
+        windows: 0,
+        cancelled: false,
+    };
+    let mut aborted = None;
+    let mut failure = None;
     for r in results {
         match r {
-            Ok(w) => windows = windows.max(w),
-            Err(e) => errors.push(e),
+            Ok((w, c)) => {
+                end.windows = end.windows.max(w);
+                end.cancelled |= c;
+            }
+            Err(EngineError::Aborted) => aborted = Some(EngineError::Aborted),
+            Err(e) => failure = failure.or(Some(e)),
         }
     }
-    let is_abort = |e: &EngineError| matches!(e, EngineError::Failure(m) if m == "aborted");
-    let first_err = errors
-        .iter()
-        .position(|e| !is_abort(e))
-        .or(if errors.is_empty() { None } else { Some(0) })
-        .map(|i| errors.swap_remove(i));
-    match first_err {
+    match failure.or(aborted) {
         Some(e) => Err(e),
-        None => Ok(windows),
+        None => Ok(end),
     }
 }
