@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use fabemu_collectives::executor::{CollectiveRunner, Job};
-use fabemu_fabric::engine::{EngineLayout, EngineStats, PortStats, RunOutput};
+use fabemu_fabric::engine::{EngineLayout, EngineStats, PortStats, Progress, RunOutput};
 use fabemu_fabric::host::{Host, HostDirectory, MessageApp, MessageSpec};
 use fabemu_fabric::link::Rate;
 use fabemu_fabric::route::{ecmp_index, flow_hash, qp_udp_src_port, switch_salt, RouteTable};
@@ -92,7 +92,7 @@ impl PathSource for GraphPaths<'_> {
 }
 
 /// Builds and runs a checked scenario at flow fidelity.
-pub fn run(src: &Source) -> Result<Finished, ScenarioError> {
+pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, ScenarioError> {
     scenario::check_fidelity(src)?;
     let s = &src.scenario;
     let (g, routes) = world::fabric(src)?;
@@ -135,7 +135,7 @@ pub fn run(src: &Source) -> Result<Finished, ScenarioError> {
         dir: &directory,
         seed: s.seed,
     };
-    let out = sim::run(apps, &paths, capacities, &cfg).map_err(|e| {
+    let out = sim::run(apps, &paths, capacities, &cfg, progress).map_err(|e| {
         src.error_at(
             &scenario::FieldPath::root(),
             format!("the flow network refused the fabric: {e}"),
@@ -227,6 +227,7 @@ pub fn run(src: &Source) -> Result<Finished, ScenarioError> {
             },
             capture: None,
             samples: None,
+            cancelled: out.stats.cancelled,
         },
     })
 }

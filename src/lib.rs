@@ -51,7 +51,7 @@ pub fn run_observed(
     progress: Option<&Progress>,
 ) -> Result<observe::Observed, RunError> {
     if src.scenario.fidelity == scenario::Fidelity::Flow {
-        return run_flow(src, threads, opts);
+        return run_flow(src, threads, opts, progress);
     }
     let world = world::build(src)?;
     let capture = match opts.pcap_path() {
@@ -107,6 +107,7 @@ fn run_flow(
     src: &Source,
     threads: usize,
     opts: &observe::ObserveOptions,
+    progress: Option<&Progress>,
 ) -> Result<observe::Observed, RunError> {
     if opts.pcap_path().is_some() || opts.capture.is_some() {
         return Err(observe::ObserveError::BadOption(
@@ -116,7 +117,7 @@ fn run_flow(
         .into());
     }
     let t0 = Instant::now();
-    let fin = flow::run(src)?;
+    let fin = flow::run(src, progress)?;
     let wall = t0.elapsed();
     tracing::info!(
         events = fin.output.stats.events,

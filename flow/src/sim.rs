@@ -34,7 +34,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use std::sync::atomic::Ordering;
+
 use bytes::Bytes;
+use fabemu_fabric::engine::Progress;
 use fabemu_fabric::link::{EthernetOverhead, Rate};
 use fabemu_fabric::transport::{Application, Completion, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
@@ -162,6 +165,9 @@ pub struct SimStats {
     pub stopped_at_limit: bool,
     /// Largest number of flows active at once.
     pub peak_flows: u64,
+    /// True when the observer's cancel flag stopped the run early (the figures describe the
+    /// run up to `end_time`).
+    pub cancelled: bool,
 }
 
 /// The result of a run.
@@ -389,11 +395,15 @@ impl Transport for Api<'_, '_> {
 /// Runs `apps` (one per host, by host index) over a network of link directions with
 /// `capacities` (bytes per second each), routing by `paths`. Fails when the network refuses a
 /// capacity or a flow (not a positive finite number: a caller's bug, never input).
+///
+/// `progress`, when given, is kept up to date (simulated time, events) every 4096 events, and
+/// its `cancel` flag stops the run there.
 pub fn run<A: Application>(
     mut apps: Vec<A>,
     paths: &dyn PathSource,
     capacities: Vec<f64>,
     cfg: &SimConfig,
+    progress: Option<&Progress>,
 ) -> Result<SimOutput<A>, FlowError> {
     let n_links = capacities.len();
     let mut core = Core {
@@ -424,6 +434,16 @@ pub fn run<A: Application>(
     loop {
         if let Some(e) = core.error.take() {
             return Err(e);
+        }
+        if core.stats.events % 4096 == 0 {
+            if let Some(p) = progress {
+                p.sim_time_ps.store(core.now.ps(), Ordering::Relaxed);
+                p.events.store(core.stats.events, Ordering::Relaxed);
+                if p.cancel.load(Ordering::Relaxed) {
+                    core.stats.cancelled = true;
+                    break;
+                }
+            }
         }
         let flow_t = core.net.next_finish();
         let ev_t = core.queue.peek().map(|Reverse((t, _, _))| *t);
