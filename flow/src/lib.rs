@@ -18,9 +18,10 @@
 //!   not frozen share one rising level `x`. A link saturates at
 //!   `x_l = (C_l - load of its frozen flows) / (sum of the weights of its unfrozen flows)`; the
 //!   link with the smallest `x_l` (a cap acts as a private link of its flow) freezes its flows at
-//!   that level, and the filling goes on until every flow is frozen. A heap of link levels with
-//!   lazy invalidation picks the next link, so one filling costs `O(E log E)` for `E` (flow,
-//!   link) pairs instead of a scan of all links per round.
+//!   that level, and the filling goes on until every flow is frozen. The links wait in a
+//!   min-heap keyed by a lower bound of their level (levels only rise), re-checked when they come
+//!   out, so the heap holds one entry per link and a filling costs `O(E + P log L)` for `E`
+//!   (flow, link) pairs, `L` links and `P` pops, instead of a scan of all links per round.
 //! - **Incremental, by connected component** ([`network`]): the max-min rates of flows that share
 //!   no link direction, directly or through other flows, do not depend on each other. A start or a
 //!   finish only marks its links dirty; before the next query the network collects the connected

@@ -213,6 +213,11 @@ impl FlowNetwork {
     /// sent by `t` are removed and appended to `finished` as `(id, token)`, ordered by finish
     /// time, then [`FlowId`]. Rates change at every finish on the way, so a `t` beyond
     /// [`FlowNetwork::next_finish`] is fine. A `t` before [`FlowNetwork::now`] does nothing.
+    ///
+    /// The rates changed by the finishes at `t` itself are recomputed lazily, like starts (so
+    /// they are batched with the starts the caller makes at `t`). In the rare case that rounding
+    /// leaves another flow with nothing left to send at `t`, the next
+    /// [`FlowNetwork::next_finish`] returns `t` and the next `advance(t)` reports it.
     pub fn advance(&mut self, t: Time, finished: &mut Vec<(FlowId, u64)>) {
         let t = t.ps();
         if t < self.now {
@@ -235,6 +240,9 @@ impl FlowNetwork {
                     finished.push((FlowId(slot), flow.token));
                     self.remove(slot);
                 }
+            }
+            if at >= t {
+                break;
             }
         }
         self.now = t;
