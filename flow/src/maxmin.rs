@@ -27,7 +27,7 @@
 //! with heap ties broken by (level, links before caps, index): this is what makes the incremental
 //! recomputation bit-identical to a full one.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::{FlowError, LinkId};
@@ -121,37 +121,33 @@ pub(crate) fn normalize_usage(
 }
 
 /// What a heap entry stands for: a link's level, or a flow's cap (links first on equal levels).
-const KIND_LINK: u8 = 0;
-const KIND_CAP: u8 = 1;
+const KIND_LINK: u32 = 0;
+const KIND_CAP: u32 = 1;
 
-/// A candidate level in the filling heap (a lower bound for a link, exact for a cap); ordered by
-/// (level, kind, index), all canonical, so equal levels come out in the same order in every run.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    level: f64,
-    kind: u8,
-    idx: u32,
-}
+/// A candidate level in the filling heap (a lower bound for a link, exact for a cap), packed into
+/// one integer ordered by (level, kind, index), all canonical, so equal levels come out in the
+/// same order in every run. Levels are never negative, and the bits of a non-negative `f64`
+/// order like its value; one `u128` compares in a few instructions, which matters because the
+/// heap's pops are the hottest loop of a sparse filling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry(u128);
 
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.level
-            .total_cmp(&other.level)
-            .then(self.kind.cmp(&other.kind))
-            .then(self.idx.cmp(&other.idx))
+impl Entry {
+    fn new(level: f64, kind: u32, idx: u32) -> Entry {
+        // `<= 0.0` also maps -0.0 to the smallest key.
+        let bits = if level <= 0.0 { 0 } else { level.to_bits() };
+        Entry((u128::from(bits) << 64) | (u128::from(kind) << 32) | u128::from(idx))
+    }
+    fn level(self) -> f64 {
+        f64::from_bits((self.0 >> 64) as u64)
+    }
+    fn kind(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+    fn idx(self) -> u32 {
+        self.0 as u32
     }
 }
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Entry {}
 
 /// Progressive filling over local indices: links `0..m` and flows `0..n` added in order, then
 /// [`Filler::solve`]. Every buffer is kept between runs ([`Filler::clear`] empties without
@@ -252,28 +248,24 @@ impl Filler {
             self.wsum[l] = w;
             self.unfrozen[l] = (b - a) as u32;
             if b > a {
-                self.heap.push(Reverse(Entry {
-                    level: self.link_cap[l] / w,
-                    kind: KIND_LINK,
-                    idx: l as u32,
-                }));
+                self.heap.push(Reverse(Entry::new(
+                    self.link_cap[l] / w,
+                    KIND_LINK,
+                    l as u32,
+                )));
             }
         }
         for (f, &cap) in self.flow_cap.iter().enumerate() {
             if cap < f64::INFINITY {
-                self.heap.push(Reverse(Entry {
-                    level: cap,
-                    kind: KIND_CAP,
-                    idx: f as u32,
-                }));
+                self.heap.push(Reverse(Entry::new(cap, KIND_CAP, f as u32)));
             }
         }
 
         // The level of the last saturation: every flow frozen so far has a rate <= x.
         let mut x = 0.0f64;
         while let Some(Reverse(e)) = self.heap.pop() {
-            if e.kind == KIND_LINK {
-                let l = e.idx as usize;
+            if e.kind() == KIND_LINK {
+                let l = e.idx() as usize;
                 if self.unfrozen[l] == 0 {
                     continue;
                 }
@@ -283,9 +275,10 @@ impl Filler {
                 if level.is_nan() || level < x {
                     level = x;
                 }
-                if level > e.level {
+                if level > e.level() {
                     // Its level rose since the key was set: back in, with the level as it is.
-                    self.heap.push(Reverse(Entry { level, ..e }));
+                    self.heap
+                        .push(Reverse(Entry::new(level, KIND_LINK, e.idx())));
                     continue;
                 }
                 x = level;
@@ -297,13 +290,13 @@ impl Filler {
                     }
                 }
             } else {
-                let f = e.idx as usize;
+                let f = e.idx() as usize;
                 if self.frozen[f] {
                     continue;
                 }
                 // Caps are exact keys; `max` keeps rates monotone if a cap sits below a
                 // level already passed (rounding only).
-                x = x.max(e.level);
+                x = x.max(e.level());
                 self.freeze(f, x);
             }
         }
