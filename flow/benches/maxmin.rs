@@ -3,7 +3,8 @@
 //! - `full/<flows>`: [`FlowNetwork::recompute_all`] of `flows` flows over random 6-link paths
 //!   (weights 1.0625 forward-like) on 4096 link directions, plus one shared link so that all flows
 //!   form a single component (the worst case for incremental recomputation). 1024 flows is a
-//!   collective step on a 1024-host fabric; 131072 flows is the scale of a large all-to-all.
+//!   collective step on a 1024-host fabric; 1048576 flows is a 1024-host all-to-all posted at
+//!   once (about 0.5 GB of memory).
 //! - `cycle/<flows>`: one finish plus one start in such a component of `flows` flows, as a
 //!   simulation does it: `next_finish`, `advance` (one flow finishes), `start` a replacement,
 //!   and the refresh of the next `next_finish`.
@@ -67,7 +68,7 @@ fn network(flows: usize, rng: &mut XorShift) -> FlowNetwork {
 fn full(c: &mut Criterion) {
     let mut g = c.benchmark_group("full");
     g.sample_size(10);
-    for flows in [1024usize, 131_072] {
+    for flows in [1024usize, 131_072, 1_048_576] {
         let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
         let mut net = network(flows, &mut rng);
         g.bench_with_input(BenchmarkId::from_parameter(flows), &flows, |b, _| {
