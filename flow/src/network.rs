@@ -67,8 +67,8 @@ struct Flow {
     version: u32,
     token: u64,
     dirty: bool,
+    /// Epoch of the last refresh that reached this flow.
     mark: u32,
-    local: u32,
 }
 
 /// A fluid network of flows over link directions with weighted max-min fair rates (see the
@@ -464,9 +464,8 @@ impl FlowNetwork {
             link.local = i as u32;
             filler.add_link(link.cap);
         }
-        for (i, &f) in self.comp_flows.iter().enumerate() {
-            let flow = &mut self.flows[f as usize];
-            flow.local = i as u32;
+        for &f in &self.comp_flows {
+            let flow = &self.flows[f as usize];
             for &(l, w, _) in &flow.usage {
                 // Usage is sorted by link id, and local ids preserve that order.
                 filler.push_use(self.links[l as usize].local, w);
