@@ -39,6 +39,34 @@
 //! - **Link bytes.** Each link direction integrates its load (`sum w * r` of its flows) over time,
 //!   for utilization reports ([`FlowNetwork::link_bytes`]).
 //!
+//! ## Driving it
+//!
+//! A simulation alternates between asking for the next finish and advancing to it (or to an
+//! earlier event of its own), starting the flows that the finished ones unblock:
+//!
+//! ```
+//! use fabemu_fabric::units::Time;
+//! use fabemu_flow::{FlowNetwork, LinkId};
+//!
+//! # fn main() -> Result<(), fabemu_flow::FlowError> {
+//! // Two link directions of 12.5 GB/s (100 Gb/s): data one way, ACKs the other.
+//! let mut net = FlowNetwork::new(vec![12.5e9, 12.5e9])?;
+//! // 1 MB over link 0 at 1.0625 wire bytes per payload byte, ACKs of 1/64 on link 1.
+//! let usage = [(LinkId(0), 1.0625), (LinkId(1), 1.0 / 64.0)];
+//! net.start(Time::ZERO, &usage, 1_000_000, None, 42)?;
+//! let mut finished = Vec::new();
+//! while let Some(t) = net.next_finish() {
+//!     net.advance(t, &mut finished);
+//!     // ... start the flows that depend on `finished` at `t` here ...
+//! }
+//! assert_eq!(finished.len(), 1);
+//! assert_eq!(finished[0].1, 42);
+//! // 1e6 B at 12.5e9 / 1.0625 B/s: 85 us.
+//! assert_eq!(net.now(), Time::from_us(85));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Determinism
 //!
 //! Same calls, same results, on every platform: no hash map iteration reaches a result (there is

@@ -10,11 +10,16 @@
 //! `x_l = (C_l - F_l) / W_l`, with `F_l` the load of its frozen flows and `W_l` the sum of the
 //! weights of its unfrozen flows; a cap is a private link that is tight at `x = cap_f`. The
 //! smallest of these levels wins: the flows of that link (or the capped flow) freeze at it, which
-//! changes `F` and `W` of the other links they use, and the filling goes on. Levels only rise
-//! (freezing a flow at `x <= x_l` on link `l` leaves `x_l` no lower), so the links wait in a
-//! min-heap of levels with lazy invalidation: every change pushes a fresh entry with a new stamp,
-//! and stale entries are skipped when they come out. Each round pushes at most one entry per link
-//! it touched, so a filling costs `O(E log E)` for `E` (flow, link) pairs.
+//! changes `F` and `W` of the other links they use, and the filling goes on.
+//!
+//! Levels only rise (freezing a flow at `x <= x_l` on link `l` leaves `x_l` no lower), so the
+//! links wait in a min-heap keyed by a *lower bound* of their level, and a freeze updates no heap
+//! entry at all. When the smallest entry comes out, its link's level is computed afresh: if it is
+//! still the key, no other link can be lower (their keys are no smaller and their levels no
+//! smaller than their keys) and the link saturates; if it rose, the link goes back in with the
+//! new level. The heap holds at most one entry per link and one per cap, so it stays small and
+//! warm in cache however many flows the links carry; a freeze costs `O(links of the flow)` and a
+//! pop `O(log links)`.
 //!
 //! The [`Filler`] is the one implementation: [`max_min_rates`] runs it once over a whole network,
 //! and [`crate::FlowNetwork`] runs it per connected component on reused buffers. Its result is a
@@ -22,7 +27,7 @@
 //! with heap ties broken by (level, links before caps, index): this is what makes the incremental
 //! recomputation bit-identical to a full one.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::{FlowError, LinkId};
@@ -116,39 +121,33 @@ pub(crate) fn normalize_usage(
 }
 
 /// What a heap entry stands for: a link's level, or a flow's cap (links first on equal levels).
-const KIND_LINK: u8 = 0;
-const KIND_CAP: u8 = 1;
+const KIND_LINK: u32 = 0;
+const KIND_CAP: u32 = 1;
 
-/// A candidate level in the filling heap; ordered by (level, kind, index, stamp), all of which
-/// are canonical, so equal levels come out in the same order in every run.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    level: f64,
-    kind: u8,
-    idx: u32,
-    stamp: u32,
-}
+/// A candidate level in the filling heap (a lower bound for a link, exact for a cap), packed into
+/// one integer ordered by (level, kind, index), all canonical, so equal levels come out in the
+/// same order in every run. Levels are never negative, and the bits of a non-negative `f64`
+/// order like its value; one `u128` compares in a few instructions, which matters because the
+/// heap's pops are the hottest loop of a sparse filling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry(u128);
 
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.level
-            .total_cmp(&other.level)
-            .then(self.kind.cmp(&other.kind))
-            .then(self.idx.cmp(&other.idx))
-            .then(self.stamp.cmp(&other.stamp))
+impl Entry {
+    fn new(level: f64, kind: u32, idx: u32) -> Entry {
+        // `<= 0.0` also maps -0.0 to the smallest key.
+        let bits = if level <= 0.0 { 0 } else { level.to_bits() };
+        Entry((u128::from(bits) << 64) | (u128::from(kind) << 32) | u128::from(idx))
+    }
+    fn level(self) -> f64 {
+        f64::from_bits((self.0 >> 64) as u64)
+    }
+    fn kind(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+    fn idx(self) -> u32 {
+        self.0 as u32
     }
 }
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Entry {}
 
 /// Progressive filling over local indices: links `0..m` and flows `0..n` added in order, then
 /// [`Filler::solve`]. Every buffer is kept between runs ([`Filler::clear`] empties without
@@ -169,9 +168,8 @@ pub(crate) struct Filler {
     load: Vec<f64>,
     wsum: Vec<f64>,
     unfrozen: Vec<u32>,
-    stamp: Vec<u32>,
-    touched: Vec<u32>,
-    is_touched: Vec<bool>,
+    /// Fill cursor per link while building `link_use`.
+    cursor: Vec<u32>,
     // Filling state per flow.
     frozen: Vec<bool>,
     rate: Vec<f64>,
@@ -234,11 +232,6 @@ impl Filler {
         self.wsum.resize(m, 0.0);
         self.unfrozen.clear();
         self.unfrozen.resize(m, 0);
-        self.stamp.clear();
-        self.stamp.resize(m, 0);
-        self.is_touched.clear();
-        self.is_touched.resize(m, false);
-        self.touched.clear();
         self.frozen.clear();
         self.frozen.resize(n, false);
         self.rate.clear();
@@ -255,32 +248,40 @@ impl Filler {
             self.wsum[l] = w;
             self.unfrozen[l] = (b - a) as u32;
             if b > a {
-                self.heap.push(Reverse(Entry {
-                    level: self.link_cap[l] / w,
-                    kind: KIND_LINK,
-                    idx: l as u32,
-                    stamp: 0,
-                }));
+                self.heap.push(Reverse(Entry::new(
+                    self.link_cap[l] / w,
+                    KIND_LINK,
+                    l as u32,
+                )));
             }
         }
         for (f, &cap) in self.flow_cap.iter().enumerate() {
             if cap < f64::INFINITY {
-                self.heap.push(Reverse(Entry {
-                    level: cap,
-                    kind: KIND_CAP,
-                    idx: f as u32,
-                    stamp: 0,
-                }));
+                self.heap.push(Reverse(Entry::new(cap, KIND_CAP, f as u32)));
             }
         }
 
+        // The level of the last saturation: every flow frozen so far has a rate <= x.
+        let mut x = 0.0f64;
         while let Some(Reverse(e)) = self.heap.pop() {
-            let x = e.level;
-            if e.kind == KIND_LINK {
-                let l = e.idx as usize;
-                if e.stamp != self.stamp[l] || self.unfrozen[l] == 0 {
+            if e.kind() == KIND_LINK {
+                let l = e.idx() as usize;
+                if self.unfrozen[l] == 0 {
                     continue;
                 }
+                let mut level = (self.link_cap[l] - self.load[l]) / self.wsum[l];
+                // Rounding in `C - F` or in a weight sum worn down to ~0 must not make a link
+                // look tight below the current level (this also turns a NaN into x).
+                if level.is_nan() || level < x {
+                    level = x;
+                }
+                if level > e.level() {
+                    // Its level rose since the key was set: back in, with the level as it is.
+                    self.heap
+                        .push(Reverse(Entry::new(level, KIND_LINK, e.idx())));
+                    continue;
+                }
+                x = level;
                 let (a, b) = (self.link_start[l] as usize, self.link_start[l + 1] as usize);
                 for k in a..b {
                     let f = self.link_use[k].0 as usize;
@@ -289,13 +290,15 @@ impl Filler {
                     }
                 }
             } else {
-                let f = e.idx as usize;
+                let f = e.idx() as usize;
                 if self.frozen[f] {
                     continue;
                 }
+                // Caps are exact keys; `max` keeps rates monotone if a cap sits below a
+                // level already passed (rounding only).
+                x = x.max(e.level());
                 self.freeze(f, x);
             }
-            self.push_touched(x);
         }
         // Left unfrozen: flows with neither a link nor a cap.
         for f in 0..n {
@@ -318,14 +321,13 @@ impl Filler {
         }
         self.link_use.clear();
         self.link_use.resize(self.flow_use.len(), (0, 0.0));
-        // `touched` doubles as the fill cursor per link here; it is cleared before filling.
-        self.touched.clear();
-        self.touched.extend_from_slice(&self.link_start[..m]);
+        self.cursor.clear();
+        self.cursor.extend_from_slice(&self.link_start[..m]);
         for f in 0..self.flow_cap.len() {
             let (a, b) = (self.flow_start[f] as usize, self.flow_start[f + 1] as usize);
             for k in a..b {
                 let (l, w) = self.flow_use[k];
-                let at = &mut self.touched[l as usize];
+                let at = &mut self.cursor[l as usize];
                 self.link_use[*at as usize] = (f as u32, w);
                 *at += 1;
             }
@@ -343,37 +345,7 @@ impl Filler {
             self.load[l] += w * x;
             self.wsum[l] -= w;
             self.unfrozen[l] -= 1;
-            if !self.is_touched[l] {
-                self.is_touched[l] = true;
-                self.touched.push(l as u32);
-            }
         }
-    }
-
-    /// Pushes the new level of every link touched in this round (once per link, in the order
-    /// touched, which is canonical). Levels never go below `x`: rounding in `C - F` must not
-    /// make a link look tight in the past.
-    fn push_touched(&mut self, x: f64) {
-        for i in 0..self.touched.len() {
-            let l = self.touched[i] as usize;
-            self.is_touched[l] = false;
-            if self.unfrozen[l] == 0 {
-                continue;
-            }
-            let mut level = (self.link_cap[l] - self.load[l]) / self.wsum[l];
-            // Also catches a NaN or negative quotient from a weight sum worn down to ~0.
-            if level.is_nan() || level < x {
-                level = x;
-            }
-            self.stamp[l] = self.stamp[l].wrapping_add(1);
-            self.heap.push(Reverse(Entry {
-                level,
-                kind: KIND_LINK,
-                idx: l as u32,
-                stamp: self.stamp[l],
-            }));
-        }
-        self.touched.clear();
     }
 }
 

@@ -67,8 +67,6 @@ struct Flow {
     version: u32,
     token: u64,
     dirty: bool,
-    mark: u32,
-    local: u32,
 }
 
 /// A fluid network of flows over link directions with weighted max-min fair rates (see the
@@ -78,6 +76,10 @@ pub struct FlowNetwork {
     now: u64,
     links: Vec<Link>,
     flows: Vec<Flow>,
+    /// Per flow slot: the epoch of the last refresh that reached it. Apart from the flows, so
+    /// that the component search, which checks every flow of every link it crosses, reads a
+    /// dense array instead of a cache line of each flow.
+    flow_mark: Vec<u32>,
     /// Free flow slots, reused last-freed first.
     free: Vec<u32>,
     active: usize,
@@ -109,6 +111,7 @@ impl FlowNetwork {
                 })
                 .collect(),
             flows: Vec::new(),
+            flow_mark: Vec::new(),
             free: Vec::new(),
             active: 0,
             dirty_links: Vec::new(),
@@ -176,6 +179,7 @@ impl FlowNetwork {
             Some(s) => s,
             None => {
                 self.flows.push(Flow::default());
+                self.flow_mark.push(0);
                 (self.flows.len() - 1) as u32
             }
         };
@@ -213,6 +217,11 @@ impl FlowNetwork {
     /// sent by `t` are removed and appended to `finished` as `(id, token)`, ordered by finish
     /// time, then [`FlowId`]. Rates change at every finish on the way, so a `t` beyond
     /// [`FlowNetwork::next_finish`] is fine. A `t` before [`FlowNetwork::now`] does nothing.
+    ///
+    /// The rates changed by the finishes at `t` itself are recomputed lazily, like starts (so
+    /// they are batched with the starts the caller makes at `t`). In the rare case that rounding
+    /// leaves another flow with nothing left to send at `t`, the next
+    /// [`FlowNetwork::next_finish`] returns `t` and the next `advance(t)` reports it.
     pub fn advance(&mut self, t: Time, finished: &mut Vec<(FlowId, u64)>) {
         let t = t.ps();
         if t < self.now {
@@ -235,6 +244,9 @@ impl FlowNetwork {
                     finished.push((FlowId(slot), flow.token));
                     self.remove(slot);
                 }
+            }
+            if at >= t {
+                break;
             }
         }
         self.now = t;
@@ -367,7 +379,7 @@ impl FlowNetwork {
         if self.epoch == 0 {
             // After 2^32 refreshes: clear the marks so an old mark cannot look current.
             self.links.iter_mut().for_each(|l| l.mark = 0);
-            self.flows.iter_mut().for_each(|f| f.mark = 0);
+            self.flow_mark.iter_mut().for_each(|m| *m = 0);
             self.epoch = 1;
         }
         let epoch = self.epoch;
@@ -376,7 +388,7 @@ impl FlowNetwork {
         for &slot in &dirty_flows {
             let flow = &mut self.flows[slot as usize];
             flow.dirty = false;
-            if flow.active && flow.mark != epoch {
+            if flow.active && self.flow_mark[slot as usize] != epoch {
                 self.collect_from_flow(slot);
                 self.fill_component();
             }
@@ -413,7 +425,7 @@ impl FlowNetwork {
         self.comp_flows.clear();
         self.comp_links.clear();
         self.queue.clear();
-        self.flows[start as usize].mark = epoch;
+        self.flow_mark[start as usize] = epoch;
         self.comp_flows.push(start);
         let mut next_flow = 0;
         let mut next_link = 0;
@@ -432,9 +444,9 @@ impl FlowNetwork {
                 let l = self.comp_links[next_link] as usize;
                 next_link += 1;
                 for &g in &self.links[l].flows {
-                    let flow = &mut self.flows[g as usize];
-                    if flow.mark != epoch {
-                        flow.mark = epoch;
+                    let mark = &mut self.flow_mark[g as usize];
+                    if *mark != epoch {
+                        *mark = epoch;
                         self.comp_flows.push(g);
                     }
                 }
@@ -456,9 +468,8 @@ impl FlowNetwork {
             link.local = i as u32;
             filler.add_link(link.cap);
         }
-        for (i, &f) in self.comp_flows.iter().enumerate() {
-            let flow = &mut self.flows[f as usize];
-            flow.local = i as u32;
+        for &f in &self.comp_flows {
+            let flow = &self.flows[f as usize];
             for &(l, w, _) in &flow.usage {
                 // Usage is sorted by link id, and local ids preserve that order.
                 filler.push_use(self.links[l as usize].local, w);

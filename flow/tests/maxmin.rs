@@ -212,7 +212,7 @@ fn scenario() -> impl Strategy<Value = (Vec<f64>, Vec<Op>)> {
     (1u32..10).prop_flat_map(|links| {
         (
             prop::collection::vec(prop::sample::select(CAPACITIES.to_vec()), links as usize),
-            prop::collection::vec(op(links), 1..60),
+            prop::collection::vec(op(links), 1..150),
         )
     })
 }
@@ -294,7 +294,7 @@ fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(500))]
 
     #[test]
     fn incremental_equals_full_and_naive((caps, ops) in scenario()) {
