@@ -13,7 +13,7 @@ use fabemu_fabric::engine::{
     RunOutput, SampleConfig, Wiring,
 };
 use fabemu_fabric::host::{
-    Application, Completion, Host, HostDirectory, MessageApp, MessageSpec, Transport,
+    Application, Completion, Host, HostDirectory, MessageApp, MessageSpec, NicConfig, Transport,
 };
 use fabemu_fabric::link::{Channel, Rate};
 use fabemu_fabric::route::RouteTable;
@@ -454,7 +454,10 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     directory.clone(),
                     Arc::new(table),
                     ports.len(),
-                    s.nic.clone(),
+                    NicConfig {
+                        data_mode,
+                        ..s.nic.clone()
+                    },
                     s.seed,
                     app,
                 )

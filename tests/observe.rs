@@ -534,3 +534,60 @@ fn tshark_decodes_marks_cnps_and_pauses_from_a_real_run() {
     assert!(!pauses.is_empty(), "no PFC frame");
     assert!(pauses.iter().any(|r| r[0] == "65535"), "{pauses:?}");
 }
+
+/// The frames of a classic pcap file (24-byte file header, 16-byte record headers).
+fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let mut len = [0u8; 4];
+        len.copy_from_slice(&bytes[at + 8..at + 12]);
+        let n = u32::from_le_bytes(len) as usize;
+        at += 16;
+        if at + n > bytes.len() {
+            break;
+        }
+        out.push(bytes[at..at + n].to_vec());
+        at += n;
+    }
+    out
+}
+
+#[test]
+fn every_roce_frame_of_a_data_mode_run_carries_a_correct_icrc() {
+    // Lossy (drops, so NAKs), ECN-marked with DCQCN (so CNPs), data mode: every RoCE frame
+    // type a NIC sends crosses the captured ports.
+    let mut yaml = String::from(
+        "mode: data\nnic: {mtu: 4KiB, cc: dcqcn, rto: 50us}\nswitch_buffer:\n  total: 128KiB\n  ecn: {kmin: 5KB, kmax: 50KB, pmax: 0.2}\n\
+         topology:\n  star: {hosts: 5, bandwidth: 100Gbps, latency: 1us}\nworkload:\n  messages:\n",
+    );
+    for i in 1..5 {
+        yaml += &format!("    - {{src: h{i}, dst: h0, size: 1MiB}}\n");
+    }
+    let scen = temp_scenario("icrc-capture.yaml", &yaml);
+    let dir = out_dir("icrc-capture");
+    let _ = std::fs::create_dir_all(&dir);
+    let pcap = dir.join("i.pcap");
+    let (s, p) = (scen.to_string_lossy(), pcap.to_string_lossy());
+    run_cli(&["run", &s, "--quiet", "--pcap", &p]);
+    let (mut data, mut acks, mut naks, mut cnps) = (0, 0, 0, 0);
+    for f in pcap_frames(&pcap) {
+        // RoCEv2: IPv4 (ethertype 0x0800) carrying UDP to port 4791.
+        if f.len() < 58 || f[12..14] != [0x08, 0x00] || f[36..38] != [0x12, 0xB7] {
+            continue;
+        }
+        if let Err(e) = wire::check_icrc(&f) {
+            panic!("bad ICRC on a frame with opcode {:#x}: {e}", f[42]);
+        }
+        match f[42] {
+            0x11 if f[54] >> 5 == 3 => naks += 1,
+            0x11 => acks += 1,
+            0x81 => cnps += 1,
+            _ => data += 1,
+        }
+    }
+    assert!(data > 0 && acks > 0, "data {data}, acks {acks}");
+    assert!(naks > 0, "no NAK captured");
+    assert!(cnps > 0, "no CNP captured");
+}

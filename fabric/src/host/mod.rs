@@ -135,6 +135,10 @@ pub struct NicConfig {
     /// PFC generation by the NIC from a host-side receive buffer (see [`NicPfcConfig`]);
     /// absent (default) = never. Received pause frames are honoured either way.
     pub pfc: Option<NicPfcConfig>,
+    /// Set by the world in data mode (not a scenario field): frames carry real bytes, so
+    /// control frames (ACK, NAK, CNP) get a real ICRC too; in timing mode every ICRC is zero.
+    #[serde(skip)]
+    pub data_mode: bool,
 }
 
 /// A NIC setting out of range (see [`NicConfig::validate`]).
@@ -175,6 +179,7 @@ impl Default for NicConfig {
             relay_buffer: ByteSize(32 << 20),
             cc: CongestionControl::None,
             pfc: None,
+            data_mode: false,
         }
     }
 }
@@ -716,7 +721,12 @@ impl Nic {
 
     /// Builds a header-only control frame and queues it on `port`'s control queue.
     fn queue_control(&mut self, port: usize, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
-        let Some(mut pkt) = build(repr, Payload::Timing(0)) else {
+        let payload = if self.cfg.data_mode {
+            Payload::Data(Bytes::new())
+        } else {
+            Payload::Timing(0)
+        };
+        let Some(mut pkt) = build(repr, payload) else {
             self.stats.dropped_invalid += 1;
             return;
         };
