@@ -49,6 +49,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::fmt::Write as _;
 
 use crate::chunk::ChunkRange;
 use crate::data::input_value;
@@ -608,7 +609,8 @@ impl Msccl {
                             return Err(err(
                                 &st.at,
                                 format!(
-                                    "dependency on step {s} of thread block {b}, which has {} steps",
+                                    "dependency on step {s} of thread block {b}, which has {} \
+                                     steps",
                                     target.steps.len()
                                 ),
                             ));
@@ -1076,10 +1078,217 @@ fn topological(gpu: &Gpu) -> Result<Vec<(usize, usize)>, MscclError> {
     Ok(order)
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// One exported step, before it is written.
+struct Out {
+    ty: &'static str,
+    buf: &'static str,
+    src: usize,
+    dst: usize,
+    cnt: usize,
+    dep: Option<(usize, usize)>,
+}
+
+/// Writes `programs` (one per rank for `op` over `count` elements, as
+/// [`crate::plan::compile`] makes them for a flat layout) as MSCCL XML that
+/// [`Msccl::parse`] and [`Msccl::compile`] read back to programs with the same messages.
+///
+/// The chunk is the largest size every range of the programs is a whole number of
+/// (`nchunksperloop = count / chunk`). A rank's steps go to thread blocks by what they
+/// drive: one block per (send peer, channel), one per (receive peer, channel), one for local
+/// copies; each block keeps the steps in program order, which keeps MSCCL's one connection
+/// per peer and channel in the IR's FIFO order. A dependency on another block is the step's
+/// `depid`/`deps`; more than one become `nop` steps just before it, one dependency each, as
+/// msccl-tools writes them. Sends are `s`, receives `r` or `rrc` (reducing), copies `cpy`.
+/// The file is in place: All-Reduce and Reduce-Scatter address everything as `i`,
+/// All-Gather as `o`.
+///
+/// # Errors
+/// [`MscclError`] without a location: `op` is not All-Reduce, All-Gather or Reduce-Scatter,
+/// a program uses buffer space past the collective's elements, or a rank's input (All-Gather)
+/// or output (Reduce-Scatter) is not its block of the chunks.
+pub fn export(
+    op: Collective,
+    count: usize,
+    programs: &[Program],
+    name: &str,
+) -> Result<String, MscclError> {
+    let fail = |message: String| MscclError { at: None, message };
+    let coll = match op {
+        Collective::AllReduce => "allreduce",
+        Collective::AllGather => "allgather",
+        Collective::ReduceScatter => "reducescatter",
+        other => {
+            return Err(fail(format!(
+                "MSCCL export writes allreduce, allgather and reducescatter, not {}",
+                other.key()
+            )))
+        }
+    };
+    let n = programs.len();
+    let mut g = count;
+    for p in programs {
+        if p.buffer_len != count {
+            return Err(fail(format!(
+                "rank {} uses {} buffer elements for a collective of {count}: its staging \
+                 areas have no MSCCL equivalent",
+                p.rank, p.buffer_len
+            )));
+        }
+        let mut ranges = vec![p.input, p.output];
+        for st in &p.steps {
+            ranges.extend(st.kind.reads());
+            ranges.extend(st.kind.writes());
+        }
+        for r in ranges {
+            g = gcd(gcd(g, r.offset), r.len);
+        }
+    }
+    if g == 0 || n == 0 {
+        return Err(fail("nothing to export (no elements or no ranks)".into()));
+    }
+    let nchunks = count / g;
+    let block = nchunks / n;
+    if op != Collective::AllReduce {
+        for (r, p) in programs.iter().enumerate() {
+            let own = if op == Collective::AllGather {
+                p.input
+            } else {
+                p.output
+            };
+            if nchunks % n != 0 || own != ChunkRange::new(r * block * g, block * g) {
+                return Err(fail(format!(
+                    "rank {r}'s {} is not block {r} of the {n} equal blocks MSCCL assumes",
+                    if op == Collective::AllGather {
+                        "input"
+                    } else {
+                        "output"
+                    }
+                )));
+            }
+        }
+    }
+    let buf = if op == Collective::AllGather {
+        "o"
+    } else {
+        "i"
+    };
+    let (i_chunks, o_chunks) = match op {
+        Collective::AllGather => (block, nchunks),
+        _ => (nchunks, 0),
+    };
+    let mut xml = String::new();
+    let _ = writeln!(
+        xml,
+        "<algo name=\"{name}\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{nchunks}\" \
+         ngpus=\"{n}\" coll=\"{coll}\" inplace=\"1\">"
+    );
+    for (r, p) in programs.iter().enumerate() {
+        let mut keys: Vec<(i64, i64, u32)> = Vec::new();
+        let mut blocks: Vec<Vec<Out>> = Vec::new();
+        // Where each program step went: (block, step number).
+        let mut placed: Vec<(usize, usize)> = Vec::with_capacity(p.steps.len());
+        for st in &p.steps {
+            let (key, ty, src, dst) = match st.kind {
+                StepKind::Send {
+                    peer,
+                    chunk,
+                    channel,
+                } => ((peer as i64, -1, channel), "s", chunk, chunk),
+                StepKind::Recv {
+                    peer,
+                    chunk,
+                    reduce,
+                    channel,
+                } => (
+                    (-1, peer as i64, channel),
+                    if reduce { "rrc" } else { "r" },
+                    chunk,
+                    chunk,
+                ),
+                StepKind::Copy { src, dst } => ((-1, -1, 0), "cpy", src, dst),
+            };
+            let b = match keys.iter().position(|k| *k == key) {
+                Some(b) => b,
+                None => {
+                    keys.push(key);
+                    blocks.push(Vec::new());
+                    keys.len() - 1
+                }
+            };
+            let mut cross: Vec<(usize, usize)> = st
+                .deps
+                .iter()
+                .filter_map(|d| placed.get(d.0).copied())
+                .filter(|&(db, _)| db != b)
+                .collect();
+            cross.sort_unstable();
+            cross.dedup();
+            let last = cross.pop();
+            for d in cross {
+                blocks[b].push(Out {
+                    ty: "nop",
+                    buf,
+                    src: 0,
+                    dst: 0,
+                    cnt: 0,
+                    dep: Some(d),
+                });
+            }
+            blocks[b].push(Out {
+                ty,
+                buf,
+                src: src.offset / g,
+                dst: dst.offset / g,
+                cnt: src.len / g,
+                dep: last,
+            });
+            placed.push((b, blocks[b].len() - 1));
+        }
+        let waited: BTreeSet<(usize, usize)> =
+            blocks.iter().flatten().filter_map(|o| o.dep).collect();
+        let _ = writeln!(
+            xml,
+            "  <gpu id=\"{r}\" i_chunks=\"{i_chunks}\" o_chunks=\"{o_chunks}\" s_chunks=\"0\">"
+        );
+        for (b, ((send, recv, chan), steps)) in keys.iter().zip(&blocks).enumerate() {
+            let _ = writeln!(
+                xml,
+                "    <tb id=\"{b}\" send=\"{send}\" recv=\"{recv}\" chan=\"{chan}\">"
+            );
+            for (k, o) in steps.iter().enumerate() {
+                let (depid, deps) = o.dep.map_or((-1, -1), |(db, ds)| (db as i64, ds as i64));
+                let _ = writeln!(
+                    xml,
+                    "      <step s=\"{k}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" \
+                     dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>",
+                    o.ty,
+                    o.buf,
+                    o.src,
+                    o.buf,
+                    o.dst,
+                    o.cnt,
+                    u8::from(waited.contains(&(b, k)))
+                );
+            }
+            let _ = writeln!(xml, "    </tb>");
+        }
+        let _ = writeln!(xml, "  </gpu>");
+    }
+    let _ = writeln!(xml, "</algo>");
+    Ok(xml)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fmt::Write as _;
 
     fn ring_xml(n: usize) -> String {
         // A ring All-Reduce in MSCCL's non-fused style: rank r sends chunk r, then n-1 times
@@ -1346,5 +1555,93 @@ mod tests {
             direct_reduce_scatter().replacen("send=\"2\" recv=\"-1\"", "send=\"1\" recv=\"-1\"", 1);
         let e = Msccl::parse(&twice).unwrap_err();
         assert!(e.message.contains("a second block sending to 1"), "{e}");
+    }
+
+    /// A program's messages per (direction, peer, channel) in order, and its copies sorted:
+    /// what an executor does, whatever the step order and the dependencies.
+    type Messages = std::collections::BTreeMap<(bool, usize, u32), Vec<(ChunkRange, bool)>>;
+
+    fn messages(p: &Program) -> (Messages, Vec<(ChunkRange, ChunkRange)>) {
+        let mut m = std::collections::BTreeMap::new();
+        let mut copies = Vec::new();
+        for st in &p.steps {
+            match st.kind {
+                StepKind::Send {
+                    peer,
+                    chunk,
+                    channel,
+                } => m
+                    .entry((true, peer, channel))
+                    .or_insert_with(Vec::new)
+                    .push((chunk, false)),
+                StepKind::Recv {
+                    peer,
+                    chunk,
+                    reduce,
+                    channel,
+                } => m
+                    .entry((false, peer, channel))
+                    .or_insert_with(Vec::new)
+                    .push((chunk, reduce)),
+                StepKind::Copy { src, dst } => copies.push((src, dst)),
+            }
+        }
+        copies.sort_by_key(|&(a, b)| (a.offset, a.len, b.offset, b.len));
+        (m, copies)
+    }
+
+    #[test]
+    fn every_flat_built_in_algorithm_exports_and_reads_back() {
+        use crate::plan::{algorithms_for, compile, Layout, Plan};
+        for op in [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+        ] {
+            for &algorithm in algorithms_for(op) {
+                for n in [4usize, 6, 8] {
+                    if algorithm == crate::plan::Algorithm::HalvingDoubling
+                        && op != Collective::AllReduce
+                        && !n.is_power_of_two()
+                    {
+                        continue;
+                    }
+                    for chunks in [1usize, 2] {
+                        let count = n * chunks * 64;
+                        let plan = Plan {
+                            op,
+                            ranks: n,
+                            count,
+                            root: 0,
+                            layout: Layout::Flat(algorithm),
+                            chunks,
+                            chunks_in_flight: 0,
+                        };
+                        let what = format!("{op:?} {algorithm:?} n={n} chunks={chunks}");
+                        let built = compile(&plan).unwrap();
+                        let xml = export(op, count, &built, "x")
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        let read = Msccl::parse(&xml)
+                            .and_then(|a| a.compile(op, n, count))
+                            .unwrap_or_else(|e| panic!("{what}: {e}\n{xml}"));
+                        for (a, b) in built.iter().zip(&read) {
+                            assert_eq!((a.input, a.output), (b.input, b.output), "{what}");
+                            assert_eq!(messages(a), messages(b), "{what}: rank {}", a.rank);
+                        }
+                    }
+                }
+            }
+        }
+        // Staging areas (All-To-All) and other collectives are refused.
+        let plan = Plan {
+            op: Collective::AllToAll,
+            ranks: 4,
+            count: 64,
+            root: 0,
+            layout: Layout::Flat(crate::plan::Algorithm::Ring),
+            chunks: 1,
+            chunks_in_flight: 0,
+        };
+        assert!(export(Collective::AllToAll, 64, &compile(&plan).unwrap(), "x").is_err());
     }
 }
