@@ -218,3 +218,36 @@ fn built_in_algorithms_export_to_msccl_and_run_back_in_the_same_time() {
         }
     }
 }
+
+#[test]
+fn a_misspelt_msccl_key_is_located_in_the_scenario() {
+    let yaml = scenario(
+        "ring: {hosts: 8, bandwidth: 100Gbps, latency: 500ns}",
+        "data",
+        "{mscl: ring.xml}",
+        "1MiB",
+    );
+    let path = temp_scenario("misspelt_msccl.yaml", &yaml);
+    let out = fabemu(&["run", &path.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unknown field `mscl`") && stderr.contains("misspelt_msccl.yaml:7:"),
+        "{stderr}"
+    );
+    // A file that is not there is reported at the scenario's field.
+    let yaml = scenario(
+        "ring: {hosts: 8, bandwidth: 100Gbps, latency: 500ns}",
+        "data",
+        "{msccl: no_such_file.xml}",
+        "1MiB",
+    );
+    let path = temp_scenario("missing_msccl.yaml", &yaml);
+    let out = fabemu(&["run", &path.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("algorithm.msccl") && stderr.contains("cannot read the MSCCL file"),
+        "{stderr}"
+    );
+}

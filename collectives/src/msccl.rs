@@ -292,9 +292,13 @@ pub struct Msccl {
     pub at: Loc,
 }
 
-/// The largest `ngpus`, `nchunksperloop`, chunk count or step count read (far beyond real
-/// algorithms; it keeps arithmetic on them small).
-const MAX_NUMBER: usize = 1 << 24;
+/// The largest `ngpus`, `nchunksperloop`, chunk count or offset read (far beyond real
+/// algorithms, whose MSCCL runtime allows 256 steps per block; it keeps arithmetic small).
+const MAX_NUMBER: usize = 1 << 20;
+
+/// The most chunks over all ranks' buffers (input, output, scratch, temporaries) that the
+/// in-memory check may hold, one `i64` each.
+const MAX_CHECK_CHUNKS: usize = 1 << 26;
 
 fn loc(doc: &roxmltree::Document<'_>, node: roxmltree::Node<'_, '_>, element: String) -> Loc {
     let p = doc.text_pos_at(node.range().start);
@@ -716,6 +720,25 @@ impl Msccl {
             ));
         }
         // The in-memory check with one element per chunk, then the real size.
+        let chunks: usize = self
+            .gpus
+            .iter()
+            .map(|g| {
+                let temps: usize = g.tbs.iter().flat_map(|t| &t.steps).map(|s| s.cnt).sum();
+                c.saturating_mul(2)
+                    .saturating_add(g.s_chunks)
+                    .saturating_add(temps)
+            })
+            .fold(0usize, usize::saturating_add);
+        if chunks > MAX_CHECK_CHUNKS {
+            return Err(err(
+                &self.at,
+                format!(
+                    "the ranks' buffers hold {chunks} chunks in all (limit {MAX_CHECK_CHUNKS}); \
+                     use fewer chunks or scratch"
+                ),
+            ));
+        }
         let check = self.build(op, c)?;
         self.verify(op, &check)?;
         if count % c != 0 {
@@ -1643,5 +1666,33 @@ mod tests {
             chunks_in_flight: 0,
         };
         assert!(export(Collective::AllToAll, 64, &compile(&plan).unwrap(), "x").is_err());
+    }
+
+    #[test]
+    fn no_attribute_value_makes_it_panic() {
+        // Every attribute of a small ring, one at a time, set to values around the edges:
+        // parsing and compiling return errors or programs, never panic.
+        let good = fused_ring(3);
+        let values = [
+            "-5", "-1", "0", "1", "2", "3", "4", "99", "1048577", "x", "",
+        ];
+        let mut cursor = 0;
+        let mut tried = 0;
+        while let Some(start) = good[cursor..].find("=\"") {
+            let at = cursor + start + 2;
+            let Some(len) = good[at..].find('"') else {
+                break;
+            };
+            for v in values {
+                let text = format!("{}{v}{}", &good[..at], &good[at + len..]);
+                if let Ok(a) = Msccl::parse(&text) {
+                    let _ = a.compile(Collective::AllReduce, 3, 12);
+                    let _ = a.compile(Collective::AllGather, 3, 12);
+                }
+                tried += 1;
+            }
+            cursor = at + len;
+        }
+        assert!(tried > 500, "{tried}");
     }
 }
