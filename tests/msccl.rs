@@ -251,3 +251,56 @@ fn a_misspelt_msccl_key_is_located_in_the_scenario() {
         "{stderr}"
     );
 }
+
+/// Direct All-To-All on `n` ranks as MSCCL XML, peers in shifted order (rank r's k-th send
+/// block goes to r + k), like the built-in one.
+fn direct_all_to_all_xml(n: usize) -> String {
+    let step = |ty: &str, src: usize, dst: usize| {
+        format!(
+            "<step s=\"0\" type=\"{ty}\" srcbuf=\"i\" srcoff=\"{src}\" dstbuf=\"o\" \
+             dstoff=\"{dst}\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
+        )
+    };
+    let mut x = format!(
+        "<algo name=\"a2a\" coll=\"alltoall\" ngpus=\"{n}\" nchunksperloop=\"{n}\" \
+         inplace=\"0\">\n"
+    );
+    for r in 0..n {
+        x += &format!("<gpu id=\"{r}\" i_chunks=\"{n}\" o_chunks=\"{n}\" s_chunks=\"0\">\n");
+        for k in 1..n {
+            let (to, from) = ((r + k) % n, (r + n - k) % n);
+            x += &format!(
+                "<tb id=\"{}\" send=\"{to}\" recv=\"-1\" chan=\"0\">{}</tb>\n\
+                 <tb id=\"{}\" send=\"-1\" recv=\"{from}\" chan=\"0\">{}</tb>\n",
+                2 * k - 2,
+                step("s", to, r),
+                2 * k - 1,
+                step("r", r, from)
+            );
+        }
+        x += &format!(
+            "<tb id=\"{}\" send=\"-1\" recv=\"-1\" chan=\"0\">{}</tb>\n</gpu>\n",
+            2 * n - 2,
+            step("cpy", r, r)
+        );
+    }
+    x + "</algo>\n"
+}
+
+#[test]
+fn an_msccl_all_to_all_runs_like_the_built_in_direct_one() {
+    let file = temp_scenario("direct_a2a.xml", &direct_all_to_all_xml(8));
+    let run = |algorithm: &str| {
+        time_ps(&format!(
+            "mode: data\nnic: {{mtu: 4KiB, ack_every: 1}}\ntopology:\n  star: {{hosts: 8, \
+             bandwidth: 100Gbps, latency: 500ns}}\nworkload:\n  collectives:\n    - {{op: \
+             all_to_all, algorithm: {algorithm}, size: 1MiB}}\n"
+        ))
+    };
+    let (xml, wrong) = run(&format!("{{msccl: \"{}\"}}", file.display()));
+    let (direct, _) = run("direct");
+    println!("all_to_all: msccl {xml} ps, direct {direct} ps");
+    assert_eq!(wrong, Some(0));
+    let off = (xml as f64 - direct as f64).abs() / direct as f64;
+    assert!(off <= 0.01, "msccl {xml} ps vs direct {direct} ps");
+}

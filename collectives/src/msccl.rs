@@ -27,10 +27,11 @@
 //!
 //! [`Msccl::compile`] lays a rank's buffer out so that the IR's layout conventions
 //! ([`crate::program`]) hold: the collective's `count` elements first, at their global
-//! positions, with the input buffer `i` a view of them (All-Reduce and Reduce-Scatter: all
-//! `count`; All-Gather: the rank's block); the output `o` is the same view when the
-//! algorithm is in place (`inplace="1"`, or no `o` chunks declared), otherwise a region of its
-//! own that a final local copy moves to the rank's output positions; then the scratch chunks;
+//! positions, with the input buffer `i` a view of them (All-Reduce, Reduce-Scatter and
+//! All-To-All: all `count`; All-Gather: the rank's block); the output `o` is the same view
+//! when the algorithm is in place (`inplace="1"`, or no `o` chunks declared), otherwise a
+//! region of its own; a final local copy moves the result to the rank's output positions when
+//! they differ (All-To-All's output is always `[count, 2 count)`); then the scratch chunks;
 //! then one temporary per `rrs` step (the IR has no reduce-without-write, so `rrs` adds the
 //! received chunk into a copy of src and sends that). Steps become IR steps in an order
 //! consistent with every block's sequence and every `depid`/`deps` edge (a cycle is an
@@ -670,6 +671,7 @@ impl Msccl {
             "allreduce" => Some(Collective::AllReduce),
             "allgather" => Some(Collective::AllGather),
             "reducescatter" => Some(Collective::ReduceScatter),
+            "alltoall" => Some(Collective::AllToAll),
             _ => None,
         }
     }
@@ -678,7 +680,8 @@ impl Msccl {
     /// `count` elements, and checks that it computes `op` (see the [module docs](self)).
     ///
     /// # Errors
-    /// [`MscclError`]: `ngpus` differs from `ranks`, `coll` is not `op`, `count` is not a
+    /// [`MscclError`]: `ngpus` differs from `ranks`, `coll` is not `op` (`allreduce`,
+    /// `allgather`, `reducescatter`, `alltoall`), `count` is not a
     /// multiple of `nchunksperloop`, a declared buffer size does not fit the collective, a
     /// step type fabemu cannot run (`re`), a dependency cycle, or the in-memory check failed
     /// (deadlock, mismatched message, wrong result).
@@ -702,7 +705,7 @@ impl Msccl {
                     &self.at,
                     format!(
                         "coll is `{}`; this collective is {} (fabemu reads MSCCL allreduce, \
-                         allgather and reducescatter)",
+                         allgather, reducescatter and alltoall)",
                         self.coll,
                         op.key()
                     ),
@@ -807,8 +810,11 @@ impl Msccl {
                 }
             }
             // Layout (elements): global [0, count), own output region, scratch, temporaries.
+            // All-To-All's output is [count, 2 count) by the IR's convention, so its output
+            // region always exists.
+            let a2a = op == Collective::AllToAll;
             let o_region = count;
-            let s_region = if separate_o {
+            let s_region = if separate_o || a2a {
                 o_region + o_chunks * len
             } else {
                 o_region
@@ -833,7 +839,11 @@ impl Msccl {
                 ChunkRange::new(start, cnt * len)
             };
             let input = ChunkRange::new(i_base * len, i_chunks * len);
-            let output = ChunkRange::new(o_base * len, o_chunks * len);
+            let output = if a2a {
+                ChunkRange::new(o_region, count)
+            } else {
+                ChunkRange::new(o_base * len, o_chunks * len)
+            };
             let mut b = ProgramBuilder::new(r, buffer_len, input, output);
             let mut origin: Vec<Loc> = Vec::new();
             // The completion of each XML step: the IR steps a later step must wait for.
@@ -959,9 +969,10 @@ impl Msccl {
                 }
                 done[tb][s] = last.into_iter().collect();
             }
-            if separate_o {
+            let result = view((Buffer::Output, 0), o_chunks);
+            if result != output {
                 // Move the result to the rank's output positions.
-                b.copy(view((Buffer::Output, 0), o_chunks), output);
+                b.copy(result, output);
                 origin.push(gpu.at.clone());
             }
             out.push((b.finish(), origin));
@@ -1019,6 +1030,11 @@ impl Msccl {
             for (k, &v) in got.iter().enumerate() {
                 let pos = p.output.offset + k;
                 let want: i64 = match op {
+                    Collective::AllToAll => {
+                        // Output block b comes from rank b's input block r.
+                        let blk = (self.nchunksperloop / n.max(1)).max(1);
+                        input_value(k / blk, r * blk + k % blk)
+                    }
                     Collective::AllGather => {
                         let owner = pos / (self.nchunksperloop / n.max(1)).max(1);
                         input_value(owner, pos)
@@ -1027,14 +1043,15 @@ impl Msccl {
                 };
                 if v != want {
                     let what = match op {
-                        Collective::AllGather => "the owner's input",
-                        _ => "the sum over all ranks",
+                        Collective::AllToAll => "the matching chunk of a peer's input",
+                        Collective::AllGather => "its owner's input chunk",
+                        _ => "the sum of that chunk over all ranks",
                     };
                     return Err(err(
                         &self.gpus[r].at,
                         format!(
-                            "wrong result: after the algorithm, rank {r}'s output chunk {k} is \
-                             not {what} of chunk {pos}"
+                            "wrong result: after the algorithm, rank {r}'s output chunk {k} \
+                             does not hold {what}"
                         ),
                     ));
                 }
@@ -1694,5 +1711,53 @@ mod tests {
             cursor = at + len;
         }
         assert!(tried > 500, "{tried}");
+    }
+
+    /// Direct All-To-All, not in place: a block per peer and direction, and a local copy.
+    fn direct_all_to_all(n: usize) -> String {
+        let mut x = format!(
+            "<algo name=\"a2a\" coll=\"alltoall\" ngpus=\"{n}\" nchunksperloop=\"{n}\" inplace=\"0\">\n"
+        );
+        for r in 0..n {
+            let _ = writeln!(
+                x,
+                "<gpu id=\"{r}\" i_chunks=\"{n}\" o_chunks=\"{n}\" s_chunks=\"0\">"
+            );
+            let mut tb = 0;
+            for p in (0..n).filter(|&p| p != r) {
+                let _ = write!(
+                    x,
+                    "<tb id=\"{tb}\" send=\"{p}\" recv=\"-1\" chan=\"0\">{}</tb>\n\
+                     <tb id=\"{}\" send=\"-1\" recv=\"{p}\" chan=\"0\">{}</tb>\n",
+                    step(0, "s", ("i", p), ("o", r), NO),
+                    tb + 1,
+                    step(0, "r", ("i", r), ("o", p), NO)
+                );
+                tb += 2;
+            }
+            let _ = writeln!(
+                x,
+                "<tb id=\"{tb}\" send=\"-1\" recv=\"-1\" chan=\"0\">{}</tb>\n</gpu>",
+                step(0, "cpy", ("i", r), ("o", r), NO)
+            );
+        }
+        x + "</algo>\n"
+    }
+
+    #[test]
+    fn an_all_to_all_lands_in_the_output_half() {
+        let a = Msccl::parse(&direct_all_to_all(4)).unwrap();
+        let p = a.compile(Collective::AllToAll, 4, 8).unwrap();
+        assert_eq!(
+            (p[1].input, p[1].output),
+            (ChunkRange::new(0, 8), ChunkRange::new(8, 8))
+        );
+        // Sending a peer the wrong block is caught.
+        let wrong = direct_all_to_all(4).replacen("srcoff=\"1\"", "srcoff=\"2\"", 1);
+        let e = Msccl::parse(&wrong)
+            .unwrap()
+            .compile(Collective::AllToAll, 4, 8)
+            .unwrap_err();
+        assert!(e.message.contains("wrong result"), "{e}");
     }
 }
