@@ -30,7 +30,7 @@ pub struct ExportArgs {
     /// Write MSCCL XML (the one format so far).
     #[arg(long, required = true)]
     pub msccl: bool,
-    /// The collective: all_reduce, reduce_scatter or all_gather.
+    /// The collective: all_reduce, reduce_scatter, all_gather or all_to_all.
     #[arg(long, default_value = "all_reduce")]
     pub op: String,
     /// The built-in algorithm, as in a scenario (ring, direct, halving_doubling, ...).

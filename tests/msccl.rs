@@ -166,7 +166,7 @@ fn built_in_algorithms_export_to_msccl_and_run_back_in_the_same_time() {
     // `fabemu algo export --msccl` through the binary, read back by a scenario: the same
     // messages (checked in the collectives crate), so the same time within 1% (the thread
     // blocks add waits only between steps that already wait on each other through data or
-    // FIFO order; measured: identical to the picosecond for all ten), and the right data.
+    // FIFO order; measured: identical to the picosecond for all eleven), and the right data.
     let star = "star: {hosts: 8, bandwidth: 100Gbps, latency: 500ns}";
     let cases: &[(&str, &[&str])] = &[
         (
@@ -175,6 +175,7 @@ fn built_in_algorithms_export_to_msccl_and_run_back_in_the_same_time() {
         ),
         ("reduce_scatter", &["ring", "direct", "halving_doubling"]),
         ("all_gather", &["ring", "direct", "halving_doubling"]),
+        ("all_to_all", &["direct"]),
     ];
     for &(op, algorithms) in cases {
         for &a in algorithms {

@@ -1129,9 +1129,8 @@ fn gcd(a: usize, b: usize) -> usize {
 /// One exported step, before it is written.
 struct Out {
     ty: &'static str,
-    buf: &'static str,
-    src: usize,
-    dst: usize,
+    src: (&'static str, usize),
+    dst: (&'static str, usize),
     cnt: usize,
     dep: Option<(usize, usize)>,
 }
@@ -1165,17 +1164,22 @@ pub fn export(
         Collective::AllReduce => "allreduce",
         Collective::AllGather => "allgather",
         Collective::ReduceScatter => "reducescatter",
+        Collective::AllToAll => "alltoall",
         other => {
             return Err(fail(format!(
-                "MSCCL export writes allreduce, allgather and reducescatter, not {}",
+                "MSCCL export writes allreduce, allgather, reducescatter and alltoall, not {}",
                 other.key()
             )))
         }
     };
+    let a2a = op == Collective::AllToAll;
     let n = programs.len();
+    // All-To-All's output half `[count, 2 count)` is MSCCL's `o`; everything else is the
+    // collective's `count` elements.
+    let expected_len = if a2a { count.saturating_mul(2) } else { count };
     let mut g = count;
     for p in programs {
-        if p.buffer_len != count {
+        if p.buffer_len != expected_len {
             return Err(fail(format!(
                 "rank {} uses {} buffer elements for a collective of {count}: its staging \
                  areas have no MSCCL equivalent",
@@ -1188,7 +1192,12 @@ pub fn export(
             ranges.extend(st.kind.writes());
         }
         for r in ranges {
-            g = gcd(gcd(g, r.offset), r.len);
+            let local = if a2a && r.offset >= count {
+                r.offset - count
+            } else {
+                r.offset
+            };
+            g = gcd(gcd(g, local), r.len);
         }
     }
     if g == 0 || n == 0 {
@@ -1196,7 +1205,16 @@ pub fn export(
     }
     let nchunks = count / g;
     let block = nchunks / n;
-    if op != Collective::AllReduce {
+    if a2a {
+        for p in programs {
+            if (p.input, p.output) != (ChunkRange::new(0, count), ChunkRange::new(count, count)) {
+                return Err(fail(format!(
+                    "rank {}'s input and output are not the two halves of its buffer",
+                    p.rank
+                )));
+            }
+        }
+    } else if op != Collective::AllReduce {
         for (r, p) in programs.iter().enumerate() {
             let own = if op == Collective::AllGather {
                 p.input
@@ -1215,20 +1233,31 @@ pub fn export(
             }
         }
     }
-    let buf = if op == Collective::AllGather {
-        "o"
-    } else {
-        "i"
+    // A range as (buffer, offset in chunks); ranges never straddle All-To-All's halves (the
+    // even split keeps every step in one block).
+    let place = |r: ChunkRange| -> Result<(&'static str, usize), MscclError> {
+        match op {
+            Collective::AllGather => Ok(("o", r.offset / g)),
+            Collective::AllToAll if r.offset >= count => Ok(("o", (r.offset - count) / g)),
+            Collective::AllToAll if r.offset + r.len > count => Err(fail(format!(
+                "a step's range {}..{} straddles the input and output halves",
+                r.offset,
+                r.offset + r.len
+            ))),
+            _ => Ok(("i", r.offset / g)),
+        }
     };
     let (i_chunks, o_chunks) = match op {
         Collective::AllGather => (block, nchunks),
+        Collective::AllToAll => (nchunks, nchunks),
         _ => (nchunks, 0),
     };
     let mut xml = String::new();
     let _ = writeln!(
         xml,
         "<algo name=\"{name}\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{nchunks}\" \
-         ngpus=\"{n}\" coll=\"{coll}\" inplace=\"1\">"
+         ngpus=\"{n}\" coll=\"{coll}\" inplace=\"{}\">",
+        u8::from(!a2a)
     );
     for (r, p) in programs.iter().enumerate() {
         let mut keys: Vec<(i64, i64, u32)> = Vec::new();
@@ -1275,18 +1304,16 @@ pub fn export(
             for d in cross {
                 blocks[b].push(Out {
                     ty: "nop",
-                    buf,
-                    src: 0,
-                    dst: 0,
+                    src: ("i", 0),
+                    dst: ("i", 0),
                     cnt: 0,
                     dep: Some(d),
                 });
             }
             blocks[b].push(Out {
                 ty,
-                buf,
-                src: src.offset / g,
-                dst: dst.offset / g,
+                src: place(src)?,
+                dst: place(dst)?,
                 cnt: src.len / g,
                 dep: last,
             });
@@ -1310,10 +1337,10 @@ pub fn export(
                     "      <step s=\"{k}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" \
                      dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>",
                     o.ty,
-                    o.buf,
-                    o.src,
-                    o.buf,
-                    o.dst,
+                    o.src.0,
+                    o.src.1,
+                    o.dst.0,
+                    o.dst.1,
                     o.cnt,
                     u8::from(waited.contains(&(b, k)))
                 );
@@ -1637,8 +1664,12 @@ mod tests {
             Collective::AllReduce,
             Collective::ReduceScatter,
             Collective::AllGather,
+            Collective::AllToAll,
         ] {
             for &algorithm in algorithms_for(op) {
+                if op == Collective::AllToAll && algorithm == crate::plan::Algorithm::Ring {
+                    continue; // staging areas: refused below
+                }
                 for n in [4usize, 6, 8] {
                     if algorithm == crate::plan::Algorithm::HalvingDoubling
                         && op != Collective::AllReduce
