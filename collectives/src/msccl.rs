@@ -813,13 +813,6 @@ impl Msccl {
             // All-To-All's output is [count, 2 count) by the IR's convention, so its output
             // region always exists.
             let a2a = op == Collective::AllToAll;
-            let o_region = count;
-            let s_region = if separate_o || a2a {
-                o_region + o_chunks * len
-            } else {
-                o_region
-            };
-            let t_region = s_region + gpu.s_chunks * len;
             let temps: usize = gpu
                 .tbs
                 .iter()
@@ -827,6 +820,20 @@ impl Msccl {
                 .filter(|s| s.kind == StepType::RecvReduceSend)
                 .map(|s| s.cnt)
                 .sum();
+            // Every region is at most this many chunks in all (`c` for the collective, at most
+            // `c` for the output region), so once it fits, no position below overflows.
+            (2 * c)
+                .checked_add(gpu.s_chunks)
+                .and_then(|k| k.checked_add(temps))
+                .and_then(|k| k.checked_mul(len))
+                .ok_or_else(|| err(&gpu.at, "the buffers are too large for this size"))?;
+            let o_region = count;
+            let s_region = if separate_o || a2a {
+                o_region + o_chunks * len
+            } else {
+                o_region
+            };
+            let t_region = s_region + gpu.s_chunks * len;
             let buffer_len = t_region + temps * len;
             let view = |(buf, off): (Buffer, usize), cnt: usize| -> ChunkRange {
                 let start = match buf {
