@@ -145,7 +145,8 @@ pub fn build_jobs(
                 if c.chunks != 1 {
                     return Err(err(
                         "chunks",
-                        "an MSCCL algorithm cuts the buffer itself (nchunksperloop); leave                          `chunks` out"
+                        "an MSCCL algorithm cuts the buffer itself (nchunksperloop); leave \
+                         `chunks` out"
                             .into(),
                     ));
                 }

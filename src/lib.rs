@@ -5,6 +5,7 @@
 //! [`run_source`].
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod algo;
 pub mod collective;
 pub mod flow;
 pub mod observe;

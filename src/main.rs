@@ -32,6 +32,8 @@ enum Command {
     /// Show the fabric a scenario (or an ASTRA-sim network file) builds: hosts, switches,
     /// links per dimension or tier, per-host bandwidth, diameter, bisection bandwidth.
     Topo(TopoArgs),
+    /// Algorithms outside a run: `algo export --msccl` writes a built-in one as MSCCL XML.
+    Algo(fabemu::algo::AlgoArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -164,6 +166,7 @@ fn topo(args: TopoArgs) -> ExitCode {
 fn real_main(cli: Cli) -> ExitCode {
     let args = match cli.command {
         Some(Command::Topo(t)) => return topo(t),
+        Some(Command::Algo(a)) => return fabemu::algo::main(a),
         Some(Command::Run(a)) => a,
         None => RunArgs {
             scenario: PathBuf::from("<embedded quickstart>"),

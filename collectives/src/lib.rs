@@ -13,6 +13,8 @@
 //!   dependencies from data hazards, and [`program::validate`].
 //! - [`algorithms`]: the original stand-alone generators (ring Reduce-Scatter / All-Gather /
 //!   All-Reduce, direct All-To-All) and [`AlgorithmError`].
+//! - [`msccl`]: MSCCL XML algorithms read into programs (checked by running them in memory),
+//!   and built-in programs written out as MSCCL XML.
 //! - [`interpret`]: the reference interpreter [`interpret::run_local`].
 //! - [`executor`]: runs the programs on the hosts' NICs ([`executor::CollectiveRunner`]).
 //! - [`data`]: element types, reduction operators, the known inputs and the `#wrong` check.

@@ -27,10 +27,11 @@
 //!
 //! [`Msccl::compile`] lays a rank's buffer out so that the IR's layout conventions
 //! ([`crate::program`]) hold: the collective's `count` elements first, at their global
-//! positions, with the input buffer `i` a view of them (All-Reduce and Reduce-Scatter: all
-//! `count`; All-Gather: the rank's block); the output `o` is the same view when the
-//! algorithm is in place (`inplace="1"`, or no `o` chunks declared), otherwise a region of its
-//! own that a final local copy moves to the rank's output positions; then the scratch chunks;
+//! positions, with the input buffer `i` a view of them (All-Reduce, Reduce-Scatter and
+//! All-To-All: all `count`; All-Gather: the rank's block); the output `o` is the same view
+//! when the algorithm is in place (`inplace="1"`, or no `o` chunks declared), otherwise a
+//! region of its own; a final local copy moves the result to the rank's output positions when
+//! they differ (All-To-All's output is always `[count, 2 count)`); then the scratch chunks;
 //! then one temporary per `rrs` step (the IR has no reduce-without-write, so `rrs` adds the
 //! received chunk into a copy of src and sends that). Steps become IR steps in an order
 //! consistent with every block's sequence and every `depid`/`deps` edge (a cycle is an
@@ -49,6 +50,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::fmt::Write as _;
 
 use crate::chunk::ChunkRange;
 use crate::data::input_value;
@@ -291,9 +293,13 @@ pub struct Msccl {
     pub at: Loc,
 }
 
-/// The largest `ngpus`, `nchunksperloop`, chunk count or step count read (far beyond real
-/// algorithms; it keeps arithmetic on them small).
-const MAX_NUMBER: usize = 1 << 24;
+/// The largest `ngpus`, `nchunksperloop`, chunk count or offset read (far beyond real
+/// algorithms, whose MSCCL runtime allows 256 steps per block; it keeps arithmetic small).
+const MAX_NUMBER: usize = 1 << 20;
+
+/// The most chunks over all ranks' buffers (input, output, scratch, temporaries) that the
+/// in-memory check may hold, one `i64` each.
+const MAX_CHECK_CHUNKS: usize = 1 << 26;
 
 fn loc(doc: &roxmltree::Document<'_>, node: roxmltree::Node<'_, '_>, element: String) -> Loc {
     let p = doc.text_pos_at(node.range().start);
@@ -608,7 +614,8 @@ impl Msccl {
                             return Err(err(
                                 &st.at,
                                 format!(
-                                    "dependency on step {s} of thread block {b}, which has {} steps",
+                                    "dependency on step {s} of thread block {b}, which has {} \
+                                     steps",
                                     target.steps.len()
                                 ),
                             ));
@@ -664,6 +671,7 @@ impl Msccl {
             "allreduce" => Some(Collective::AllReduce),
             "allgather" => Some(Collective::AllGather),
             "reducescatter" => Some(Collective::ReduceScatter),
+            "alltoall" => Some(Collective::AllToAll),
             _ => None,
         }
     }
@@ -672,7 +680,8 @@ impl Msccl {
     /// `count` elements, and checks that it computes `op` (see the [module docs](self)).
     ///
     /// # Errors
-    /// [`MscclError`]: `ngpus` differs from `ranks`, `coll` is not `op`, `count` is not a
+    /// [`MscclError`]: `ngpus` differs from `ranks`, `coll` is not `op` (`allreduce`,
+    /// `allgather`, `reducescatter`, `alltoall`), `count` is not a
     /// multiple of `nchunksperloop`, a declared buffer size does not fit the collective, a
     /// step type fabemu cannot run (`re`), a dependency cycle, or the in-memory check failed
     /// (deadlock, mismatched message, wrong result).
@@ -696,7 +705,7 @@ impl Msccl {
                     &self.at,
                     format!(
                         "coll is `{}`; this collective is {} (fabemu reads MSCCL allreduce, \
-                         allgather and reducescatter)",
+                         allgather, reducescatter and alltoall)",
                         self.coll,
                         op.key()
                     ),
@@ -714,6 +723,25 @@ impl Msccl {
             ));
         }
         // The in-memory check with one element per chunk, then the real size.
+        let chunks: usize = self
+            .gpus
+            .iter()
+            .map(|g| {
+                let temps: usize = g.tbs.iter().flat_map(|t| &t.steps).map(|s| s.cnt).sum();
+                c.saturating_mul(2)
+                    .saturating_add(g.s_chunks)
+                    .saturating_add(temps)
+            })
+            .fold(0usize, usize::saturating_add);
+        if chunks > MAX_CHECK_CHUNKS {
+            return Err(err(
+                &self.at,
+                format!(
+                    "the ranks' buffers hold {chunks} chunks in all (limit {MAX_CHECK_CHUNKS}); \
+                     use fewer chunks or scratch"
+                ),
+            ));
+        }
         let check = self.build(op, c)?;
         self.verify(op, &check)?;
         if count % c != 0 {
@@ -782,13 +810,9 @@ impl Msccl {
                 }
             }
             // Layout (elements): global [0, count), own output region, scratch, temporaries.
-            let o_region = count;
-            let s_region = if separate_o {
-                o_region + o_chunks * len
-            } else {
-                o_region
-            };
-            let t_region = s_region + gpu.s_chunks * len;
+            // All-To-All's output is [count, 2 count) by the IR's convention, so its output
+            // region always exists.
+            let a2a = op == Collective::AllToAll;
             let temps: usize = gpu
                 .tbs
                 .iter()
@@ -796,6 +820,20 @@ impl Msccl {
                 .filter(|s| s.kind == StepType::RecvReduceSend)
                 .map(|s| s.cnt)
                 .sum();
+            // Every region is at most this many chunks in all (`c` for the collective, at most
+            // `c` for the output region), so once it fits, no position below overflows.
+            (2 * c)
+                .checked_add(gpu.s_chunks)
+                .and_then(|k| k.checked_add(temps))
+                .and_then(|k| k.checked_mul(len))
+                .ok_or_else(|| err(&gpu.at, "the buffers are too large for this size"))?;
+            let o_region = count;
+            let s_region = if separate_o || a2a {
+                o_region + o_chunks * len
+            } else {
+                o_region
+            };
+            let t_region = s_region + gpu.s_chunks * len;
             let buffer_len = t_region + temps * len;
             let view = |(buf, off): (Buffer, usize), cnt: usize| -> ChunkRange {
                 let start = match buf {
@@ -808,7 +846,11 @@ impl Msccl {
                 ChunkRange::new(start, cnt * len)
             };
             let input = ChunkRange::new(i_base * len, i_chunks * len);
-            let output = ChunkRange::new(o_base * len, o_chunks * len);
+            let output = if a2a {
+                ChunkRange::new(o_region, count)
+            } else {
+                ChunkRange::new(o_base * len, o_chunks * len)
+            };
             let mut b = ProgramBuilder::new(r, buffer_len, input, output);
             let mut origin: Vec<Loc> = Vec::new();
             // The completion of each XML step: the IR steps a later step must wait for.
@@ -934,9 +976,10 @@ impl Msccl {
                 }
                 done[tb][s] = last.into_iter().collect();
             }
-            if separate_o {
+            let result = view((Buffer::Output, 0), o_chunks);
+            if result != output {
                 // Move the result to the rank's output positions.
-                b.copy(view((Buffer::Output, 0), o_chunks), output);
+                b.copy(result, output);
                 origin.push(gpu.at.clone());
             }
             out.push((b.finish(), origin));
@@ -994,6 +1037,11 @@ impl Msccl {
             for (k, &v) in got.iter().enumerate() {
                 let pos = p.output.offset + k;
                 let want: i64 = match op {
+                    Collective::AllToAll => {
+                        // Output block b comes from rank b's input block r.
+                        let blk = (self.nchunksperloop / n.max(1)).max(1);
+                        input_value(k / blk, r * blk + k % blk)
+                    }
                     Collective::AllGather => {
                         let owner = pos / (self.nchunksperloop / n.max(1)).max(1);
                         input_value(owner, pos)
@@ -1002,14 +1050,15 @@ impl Msccl {
                 };
                 if v != want {
                     let what = match op {
-                        Collective::AllGather => "the owner's input",
-                        _ => "the sum over all ranks",
+                        Collective::AllToAll => "the matching chunk of a peer's input",
+                        Collective::AllGather => "its owner's input chunk",
+                        _ => "the sum of that chunk over all ranks",
                     };
                     return Err(err(
                         &self.gpus[r].at,
                         format!(
-                            "wrong result: after the algorithm, rank {r}'s output chunk {k} is \
-                             not {what} of chunk {pos}"
+                            "wrong result: after the algorithm, rank {r}'s output chunk {k} \
+                             does not hold {what}"
                         ),
                     ));
                 }
@@ -1076,10 +1125,244 @@ fn topological(gpu: &Gpu) -> Result<Vec<(usize, usize)>, MscclError> {
     Ok(order)
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// One exported step, before it is written.
+struct Out {
+    ty: &'static str,
+    src: (&'static str, usize),
+    dst: (&'static str, usize),
+    cnt: usize,
+    dep: Option<(usize, usize)>,
+}
+
+/// Writes `programs` (one per rank for `op` over `count` elements, as
+/// [`crate::plan::compile`] makes them for a flat layout) as MSCCL XML that
+/// [`Msccl::parse`] and [`Msccl::compile`] read back to programs with the same messages.
+///
+/// The chunk is the largest size every range of the programs is a whole number of
+/// (`nchunksperloop = count / chunk`). A rank's steps go to thread blocks by what they
+/// drive: one block per (send peer, channel), one per (receive peer, channel), one for local
+/// copies; each block keeps the steps in program order, which keeps MSCCL's one connection
+/// per peer and channel in the IR's FIFO order. A dependency on another block is the step's
+/// `depid`/`deps`; more than one become `nop` steps just before it, one dependency each, as
+/// msccl-tools writes them. Sends are `s`, receives `r` or `rrc` (reducing), copies `cpy`.
+/// The file is in place: All-Reduce and Reduce-Scatter address everything as `i`,
+/// All-Gather as `o`.
+///
+/// # Errors
+/// [`MscclError`] without a location: `op` is not All-Reduce, All-Gather or Reduce-Scatter,
+/// a program uses buffer space past the collective's elements, or a rank's input (All-Gather)
+/// or output (Reduce-Scatter) is not its block of the chunks.
+pub fn export(
+    op: Collective,
+    count: usize,
+    programs: &[Program],
+    name: &str,
+) -> Result<String, MscclError> {
+    let fail = |message: String| MscclError { at: None, message };
+    let coll = match op {
+        Collective::AllReduce => "allreduce",
+        Collective::AllGather => "allgather",
+        Collective::ReduceScatter => "reducescatter",
+        Collective::AllToAll => "alltoall",
+        other => {
+            return Err(fail(format!(
+                "MSCCL export writes allreduce, allgather, reducescatter and alltoall, not {}",
+                other.key()
+            )))
+        }
+    };
+    let a2a = op == Collective::AllToAll;
+    let n = programs.len();
+    // All-To-All's output half `[count, 2 count)` is MSCCL's `o`; everything else is the
+    // collective's `count` elements.
+    let expected_len = if a2a { count.saturating_mul(2) } else { count };
+    let mut g = count;
+    for p in programs {
+        if p.buffer_len != expected_len {
+            return Err(fail(format!(
+                "rank {} uses {} buffer elements for a collective of {count}: its staging \
+                 areas have no MSCCL equivalent",
+                p.rank, p.buffer_len
+            )));
+        }
+        let mut ranges = vec![p.input, p.output];
+        for st in &p.steps {
+            ranges.extend(st.kind.reads());
+            ranges.extend(st.kind.writes());
+        }
+        for r in ranges {
+            let local = if a2a && r.offset >= count {
+                r.offset - count
+            } else {
+                r.offset
+            };
+            g = gcd(gcd(g, local), r.len);
+        }
+    }
+    if g == 0 || n == 0 {
+        return Err(fail("nothing to export (no elements or no ranks)".into()));
+    }
+    let nchunks = count / g;
+    let block = nchunks / n;
+    if a2a {
+        for p in programs {
+            if (p.input, p.output) != (ChunkRange::new(0, count), ChunkRange::new(count, count)) {
+                return Err(fail(format!(
+                    "rank {}'s input and output are not the two halves of its buffer",
+                    p.rank
+                )));
+            }
+        }
+    } else if op != Collective::AllReduce {
+        for (r, p) in programs.iter().enumerate() {
+            let own = if op == Collective::AllGather {
+                p.input
+            } else {
+                p.output
+            };
+            if nchunks % n != 0 || own != ChunkRange::new(r * block * g, block * g) {
+                return Err(fail(format!(
+                    "rank {r}'s {} is not block {r} of the {n} equal blocks MSCCL assumes",
+                    if op == Collective::AllGather {
+                        "input"
+                    } else {
+                        "output"
+                    }
+                )));
+            }
+        }
+    }
+    // A range as (buffer, offset in chunks); ranges never straddle All-To-All's halves (the
+    // even split keeps every step in one block).
+    let place = |r: ChunkRange| -> Result<(&'static str, usize), MscclError> {
+        match op {
+            Collective::AllGather => Ok(("o", r.offset / g)),
+            Collective::AllToAll if r.offset >= count => Ok(("o", (r.offset - count) / g)),
+            Collective::AllToAll if r.offset + r.len > count => Err(fail(format!(
+                "a step's range {}..{} straddles the input and output halves",
+                r.offset,
+                r.offset + r.len
+            ))),
+            _ => Ok(("i", r.offset / g)),
+        }
+    };
+    let (i_chunks, o_chunks) = match op {
+        Collective::AllGather => (block, nchunks),
+        Collective::AllToAll => (nchunks, nchunks),
+        _ => (nchunks, 0),
+    };
+    let mut xml = String::new();
+    let _ = writeln!(
+        xml,
+        "<algo name=\"{name}\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{nchunks}\" \
+         ngpus=\"{n}\" coll=\"{coll}\" inplace=\"{}\">",
+        u8::from(!a2a)
+    );
+    for (r, p) in programs.iter().enumerate() {
+        let mut keys: Vec<(i64, i64, u32)> = Vec::new();
+        let mut blocks: Vec<Vec<Out>> = Vec::new();
+        // Where each program step went: (block, step number).
+        let mut placed: Vec<(usize, usize)> = Vec::with_capacity(p.steps.len());
+        for st in &p.steps {
+            let (key, ty, src, dst) = match st.kind {
+                StepKind::Send {
+                    peer,
+                    chunk,
+                    channel,
+                } => ((peer as i64, -1, channel), "s", chunk, chunk),
+                StepKind::Recv {
+                    peer,
+                    chunk,
+                    reduce,
+                    channel,
+                } => (
+                    (-1, peer as i64, channel),
+                    if reduce { "rrc" } else { "r" },
+                    chunk,
+                    chunk,
+                ),
+                StepKind::Copy { src, dst } => ((-1, -1, 0), "cpy", src, dst),
+            };
+            let b = match keys.iter().position(|k| *k == key) {
+                Some(b) => b,
+                None => {
+                    keys.push(key);
+                    blocks.push(Vec::new());
+                    keys.len() - 1
+                }
+            };
+            let mut cross: Vec<(usize, usize)> = st
+                .deps
+                .iter()
+                .filter_map(|d| placed.get(d.0).copied())
+                .filter(|&(db, _)| db != b)
+                .collect();
+            cross.sort_unstable();
+            cross.dedup();
+            let last = cross.pop();
+            for d in cross {
+                blocks[b].push(Out {
+                    ty: "nop",
+                    src: ("i", 0),
+                    dst: ("i", 0),
+                    cnt: 0,
+                    dep: Some(d),
+                });
+            }
+            blocks[b].push(Out {
+                ty,
+                src: place(src)?,
+                dst: place(dst)?,
+                cnt: src.len / g,
+                dep: last,
+            });
+            placed.push((b, blocks[b].len() - 1));
+        }
+        let waited: BTreeSet<(usize, usize)> =
+            blocks.iter().flatten().filter_map(|o| o.dep).collect();
+        let _ = writeln!(
+            xml,
+            "  <gpu id=\"{r}\" i_chunks=\"{i_chunks}\" o_chunks=\"{o_chunks}\" s_chunks=\"0\">"
+        );
+        for (b, ((send, recv, chan), steps)) in keys.iter().zip(&blocks).enumerate() {
+            let _ = writeln!(
+                xml,
+                "    <tb id=\"{b}\" send=\"{send}\" recv=\"{recv}\" chan=\"{chan}\">"
+            );
+            for (k, o) in steps.iter().enumerate() {
+                let (depid, deps) = o.dep.map_or((-1, -1), |(db, ds)| (db as i64, ds as i64));
+                let _ = writeln!(
+                    xml,
+                    "      <step s=\"{k}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" \
+                     dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>",
+                    o.ty,
+                    o.src.0,
+                    o.src.1,
+                    o.dst.0,
+                    o.dst.1,
+                    o.cnt,
+                    u8::from(waited.contains(&(b, k)))
+                );
+            }
+            let _ = writeln!(xml, "    </tb>");
+        }
+        let _ = writeln!(xml, "  </gpu>");
+    }
+    let _ = writeln!(xml, "</algo>");
+    Ok(xml)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fmt::Write as _;
 
     fn ring_xml(n: usize) -> String {
         // A ring All-Reduce in MSCCL's non-fused style: rank r sends chunk r, then n-1 times
@@ -1346,5 +1629,173 @@ mod tests {
             direct_reduce_scatter().replacen("send=\"2\" recv=\"-1\"", "send=\"1\" recv=\"-1\"", 1);
         let e = Msccl::parse(&twice).unwrap_err();
         assert!(e.message.contains("a second block sending to 1"), "{e}");
+    }
+
+    /// A program's messages per (direction, peer, channel) in order, and its copies sorted:
+    /// what an executor does, whatever the step order and the dependencies.
+    type Messages = std::collections::BTreeMap<(bool, usize, u32), Vec<(ChunkRange, bool)>>;
+
+    fn messages(p: &Program) -> (Messages, Vec<(ChunkRange, ChunkRange)>) {
+        let mut m = std::collections::BTreeMap::new();
+        let mut copies = Vec::new();
+        for st in &p.steps {
+            match st.kind {
+                StepKind::Send {
+                    peer,
+                    chunk,
+                    channel,
+                } => m
+                    .entry((true, peer, channel))
+                    .or_insert_with(Vec::new)
+                    .push((chunk, false)),
+                StepKind::Recv {
+                    peer,
+                    chunk,
+                    reduce,
+                    channel,
+                } => m
+                    .entry((false, peer, channel))
+                    .or_insert_with(Vec::new)
+                    .push((chunk, reduce)),
+                StepKind::Copy { src, dst } => copies.push((src, dst)),
+            }
+        }
+        copies.sort_by_key(|&(a, b)| (a.offset, a.len, b.offset, b.len));
+        (m, copies)
+    }
+
+    #[test]
+    fn every_flat_built_in_algorithm_exports_and_reads_back() {
+        use crate::plan::{algorithms_for, compile, Layout, Plan};
+        for op in [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::AllToAll,
+        ] {
+            for &algorithm in algorithms_for(op) {
+                if op == Collective::AllToAll && algorithm == crate::plan::Algorithm::Ring {
+                    continue; // staging areas: refused below
+                }
+                for n in [4usize, 6, 8] {
+                    if algorithm == crate::plan::Algorithm::HalvingDoubling
+                        && op != Collective::AllReduce
+                        && !n.is_power_of_two()
+                    {
+                        continue;
+                    }
+                    for chunks in [1usize, 2] {
+                        let count = n * chunks * 64;
+                        let plan = Plan {
+                            op,
+                            ranks: n,
+                            count,
+                            root: 0,
+                            layout: Layout::Flat(algorithm),
+                            chunks,
+                            chunks_in_flight: 0,
+                        };
+                        let what = format!("{op:?} {algorithm:?} n={n} chunks={chunks}");
+                        let built = compile(&plan).unwrap();
+                        let xml = export(op, count, &built, "x")
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        let read = Msccl::parse(&xml)
+                            .and_then(|a| a.compile(op, n, count))
+                            .unwrap_or_else(|e| panic!("{what}: {e}\n{xml}"));
+                        for (a, b) in built.iter().zip(&read) {
+                            assert_eq!((a.input, a.output), (b.input, b.output), "{what}");
+                            assert_eq!(messages(a), messages(b), "{what}: rank {}", a.rank);
+                        }
+                    }
+                }
+            }
+        }
+        // Staging areas (All-To-All) and other collectives are refused.
+        let plan = Plan {
+            op: Collective::AllToAll,
+            ranks: 4,
+            count: 64,
+            root: 0,
+            layout: Layout::Flat(crate::plan::Algorithm::Ring),
+            chunks: 1,
+            chunks_in_flight: 0,
+        };
+        assert!(export(Collective::AllToAll, 64, &compile(&plan).unwrap(), "x").is_err());
+    }
+
+    #[test]
+    fn no_attribute_value_makes_it_panic() {
+        // Every attribute of a small ring, one at a time, set to values around the edges:
+        // parsing and compiling return errors or programs, never panic.
+        let good = fused_ring(3);
+        let values = [
+            "-5", "-1", "0", "1", "2", "3", "4", "99", "1048577", "x", "",
+        ];
+        let mut cursor = 0;
+        let mut tried = 0;
+        while let Some(start) = good[cursor..].find("=\"") {
+            let at = cursor + start + 2;
+            let Some(len) = good[at..].find('"') else {
+                break;
+            };
+            for v in values {
+                let text = format!("{}{v}{}", &good[..at], &good[at + len..]);
+                if let Ok(a) = Msccl::parse(&text) {
+                    let _ = a.compile(Collective::AllReduce, 3, 12);
+                    let _ = a.compile(Collective::AllGather, 3, 12);
+                }
+                tried += 1;
+            }
+            cursor = at + len;
+        }
+        assert!(tried > 500, "{tried}");
+    }
+
+    /// Direct All-To-All, not in place: a block per peer and direction, and a local copy.
+    fn direct_all_to_all(n: usize) -> String {
+        let mut x = format!(
+            "<algo name=\"a2a\" coll=\"alltoall\" ngpus=\"{n}\" nchunksperloop=\"{n}\" inplace=\"0\">\n"
+        );
+        for r in 0..n {
+            let _ = writeln!(
+                x,
+                "<gpu id=\"{r}\" i_chunks=\"{n}\" o_chunks=\"{n}\" s_chunks=\"0\">"
+            );
+            let mut tb = 0;
+            for p in (0..n).filter(|&p| p != r) {
+                let _ = write!(
+                    x,
+                    "<tb id=\"{tb}\" send=\"{p}\" recv=\"-1\" chan=\"0\">{}</tb>\n\
+                     <tb id=\"{}\" send=\"-1\" recv=\"{p}\" chan=\"0\">{}</tb>\n",
+                    step(0, "s", ("i", p), ("o", r), NO),
+                    tb + 1,
+                    step(0, "r", ("i", r), ("o", p), NO)
+                );
+                tb += 2;
+            }
+            let _ = writeln!(
+                x,
+                "<tb id=\"{tb}\" send=\"-1\" recv=\"-1\" chan=\"0\">{}</tb>\n</gpu>",
+                step(0, "cpy", ("i", r), ("o", r), NO)
+            );
+        }
+        x + "</algo>\n"
+    }
+
+    #[test]
+    fn an_all_to_all_lands_in_the_output_half() {
+        let a = Msccl::parse(&direct_all_to_all(4)).unwrap();
+        let p = a.compile(Collective::AllToAll, 4, 8).unwrap();
+        assert_eq!(
+            (p[1].input, p[1].output),
+            (ChunkRange::new(0, 8), ChunkRange::new(8, 8))
+        );
+        // Sending a peer the wrong block is caught.
+        let wrong = direct_all_to_all(4).replacen("srcoff=\"1\"", "srcoff=\"2\"", 1);
+        let e = Msccl::parse(&wrong)
+            .unwrap()
+            .compile(Collective::AllToAll, 4, 8)
+            .unwrap_err();
+        assert!(e.message.contains("wrong result"), "{e}");
     }
 }

@@ -50,10 +50,12 @@
 //!   with `c_0` most significant; with several chunks or a non-fixed order a level's block can
 //!   be several segments (one message each).
 //! - `baseline`: a full All-Reduce per dimension (any All-Reduce algorithm) on the whole chunk.
-//! - Order `fixed`: ascending (All-Gather descending). `themis`: chunk by chunk, the
-//!   Reduce-Scatter dimensions sorted by least current load (ties: lower dimension), then
-//!   `load_d += elements moved in d x (p_d - 1) / p_d / bandwidth_d` (All-Reduce counts both
-//!   halves); All-Gather in the reverse of that chunk's order.
+//! - Order `fixed`: ascending (All-Gather descending). `themis`: chunk by chunk, of every
+//!   order of the Reduce-Scatter dimensions the one that minimises the largest dimension load
+//!   plus the chunk's own path, with `load_d += elements moved in d x (p_d - 1) / p_d /
+//!   bandwidth_d` (All-Reduce counts both halves; `bandwidth_d` what the dimension's algorithm
+//!   gets per rank, [`DimSpec::bandwidth_bps`]); the plan is kept only where this model
+//!   predicts it faster than `fixed`. All-Gather runs in the reverse of the chunk's order.
 //!
 //! Chunking (every layout): the buffer is split into `chunks` pieces
 //! ([`ChunkRange::even_split`]; for Reduce-Scatter / All-Gather / All-To-All, piece `c` of every
@@ -155,7 +157,8 @@ impl Scheme {
 pub enum DimPolicy {
     /// Ascending for Reduce-Scatter, descending for All-Gather.
     Fixed,
-    /// Greedy least-loaded dimension first, chunk by chunk (needs per-dimension bandwidths).
+    /// Greedy load balancing across dimensions, chunk by chunk, never planned slower than
+    /// `Fixed` (needs per-dimension bandwidths).
     Themis,
 }
 
