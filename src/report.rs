@@ -190,17 +190,30 @@ pub struct NicReport {
     pub qp_rates: Vec<QpRate>,
 }
 
-/// One queue pair's DCQCN rate over time.
+/// One queue pair's DCQCN rate: a summary in the JSON (its size does not grow with the run),
+/// the decimated history in `--out DIR/qp_rates.csv`.
 #[derive(Debug, Serialize)]
 pub struct QpRate {
     /// The peer host.
     pub peer: String,
     /// The rate at the end of the run (null: back at line rate).
     pub final_rate_bps: Option<u64>,
-    /// `[time_ps, rate_bps]` at every rate change, in time order.
+    /// Rate changes.
+    pub rate_changes: u64,
+    /// Changes that lowered the rate.
+    pub cuts: u64,
+    /// Lowest rate reached.
+    pub min_rate_bps: Option<u64>,
+    /// Time-weighted mean rate from the first cut to the end of the run.
+    pub mean_rate_bps: Option<u64>,
+    /// Samples kept in the history (at most `nic.cc.dcqcn.rate_history`).
+    pub history_samples: usize,
+    /// Smallest spacing of the kept samples (0: every change kept).
+    pub history_resolution_ps: u64,
+    /// `[time_ps, rate_bps]` kept, in time order, ending with the last change (for the CSV;
+    /// not in the JSON).
+    #[serde(skip)]
     pub samples: Vec<[u64; 2]>,
-    /// Rate changes not kept (beyond `nic.cc.dcqcn.rate_history`).
-    pub dropped_samples: u64,
 }
 
 /// A switch's counters.
@@ -324,16 +337,24 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     .nic
                     .qp_rates()
                     .filter(|q| !q.history.samples.is_empty())
-                    .map(|q| QpRate {
-                        peer: host_name(q.peer),
-                        final_rate_bps: q.rate.map(|b| b.0),
-                        samples: q
-                            .history
-                            .samples
-                            .iter()
-                            .map(|(t, b)| [t.ps(), b.0])
-                            .collect(),
-                        dropped_samples: q.history.dropped,
+                    .map(|q| {
+                        let h = q.history;
+                        let mut samples: Vec<[u64; 2]> =
+                            h.samples.iter().map(|(t, b)| [t.ps(), b.0]).collect();
+                        if let Some((t, b)) = h.last.filter(|l| h.samples.last() != Some(l)) {
+                            samples.push([t.ps(), b.0]);
+                        }
+                        QpRate {
+                            peer: host_name(q.peer),
+                            final_rate_bps: q.rate.map(|b| b.0),
+                            rate_changes: h.changes,
+                            cuts: h.cuts,
+                            min_rate_bps: h.min.map(|b| b.0),
+                            mean_rate_bps: h.mean_bps(out.stats.end_time).map(|m| m as u64),
+                            history_samples: h.samples.len(),
+                            history_resolution_ps: h.resolution.ps(),
+                            samples,
+                        }
                     })
                     .collect();
                 nics.push(NicReport {

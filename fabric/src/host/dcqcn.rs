@@ -206,23 +206,109 @@ impl DcqcnConfig {
     }
 }
 
-/// A QP's sending rate over time: one sample per rate change, oldest first, at most
-/// [`DcqcnConfig::rate_history`] of them. Before the first sample the QP sent at line rate.
+/// A QP's sending rate over time, in bounded memory: running figures over every change (count,
+/// cuts, minimum, time-weighted mean) and a history of (time, rate) samples, oldest first, of at
+/// most [`DcqcnConfig::rate_history`] entries. While the history has room every change is
+/// kept; when it fills, it is thinned to samples at least `resolution` apart (the resolution
+/// doubling as often as needed) and later changes closer than that to the last kept sample are
+/// left out, so a long run keeps an evenly decimated picture of the whole run. Before the first
+/// change the QP sent at line rate.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RateHistory {
-    /// (when, the new rate) per change.
+    /// (when, the new rate), decimated as described above.
     pub samples: Vec<(Time, Bandwidth)>,
-    /// Changes not recorded because the history was full.
-    pub dropped: u64,
+    /// Smallest spacing of the kept samples (0: every change is kept).
+    pub resolution: Time,
+    /// Rate changes seen.
+    pub changes: u64,
+    /// Changes that lowered the rate (CNP reactions).
+    pub cuts: u64,
+    /// Lowest rate reached.
+    pub min: Option<Bandwidth>,
+    /// The latest change (always known, whether or not it was kept as a sample).
+    pub last: Option<(Time, Bandwidth)>,
+    /// When the first change happened.
+    pub first_at: Option<Time>,
+    /// Integral of the rate over time from the first change to the last, in bit-picoseconds
+    /// per second (rate in b/s times ps).
+    area: u128,
 }
 
 impl RateHistory {
     fn record(&mut self, cap: usize, at: Time, rate: f64) {
-        if self.samples.len() < cap {
-            self.samples.push((at, to_bandwidth(rate)));
+        let bw = to_bandwidth(rate);
+        if let Some((t, prev)) = self.last {
+            self.area += u128::from(prev.bps()) * u128::from(at.ps().saturating_sub(t.ps()));
+            if bw < prev {
+                self.cuts += 1;
+            }
         } else {
-            self.dropped += 1;
+            self.first_at = Some(at);
+            // The first change always cuts from line rate.
+            self.cuts += 1;
         }
+        self.changes += 1;
+        self.min = Some(self.min.map_or(bw, |m| m.min(bw)));
+        self.last = Some((at, bw));
+        let spaced = self
+            .samples
+            .last()
+            .is_none_or(|&(t, _)| at.ps() >= t.ps().saturating_add(self.resolution.ps()));
+        if !spaced || cap == 0 {
+            return;
+        }
+        if self.samples.len() >= cap {
+            self.thin(cap, at);
+        }
+        let spaced = self
+            .samples
+            .last()
+            .is_none_or(|&(t, _)| at.ps() >= t.ps().saturating_add(self.resolution.ps()));
+        if spaced && self.samples.len() < cap {
+            self.samples.push((at, bw));
+        }
+    }
+
+    /// Doubles the resolution (starting from the span / capacity) until the samples spaced at
+    /// least that far apart fill at most half the history.
+    fn thin(&mut self, cap: usize, now: Time) {
+        let first = self.samples.first().map_or(now, |s| s.0);
+        let span = now.ps().saturating_sub(first.ps());
+        let mut res = if self.resolution == Time::ZERO {
+            (span / cap.max(1) as u64).max(1)
+        } else {
+            self.resolution.ps().saturating_mul(2)
+        };
+        loop {
+            let mut kept: Vec<(Time, Bandwidth)> = Vec::with_capacity(cap);
+            for &s in &self.samples {
+                if kept
+                    .last()
+                    .is_none_or(|&(t, _)| s.0.ps() >= t.ps().saturating_add(res))
+                {
+                    kept.push(s);
+                }
+            }
+            if kept.len() <= cap / 2 || res == u64::MAX {
+                self.samples = kept;
+                self.resolution = Time(res);
+                return;
+            }
+            res = res.saturating_mul(2);
+        }
+    }
+
+    /// The time-weighted mean rate from the first change to `end` (the rate after the last
+    /// change holds until then); `None` before any change.
+    pub fn mean_bps(&self, end: Time) -> Option<f64> {
+        let (first, (t, last)) = (self.first_at?, self.last?);
+        let area = self.area + u128::from(last.bps()) * u128::from(end.ps().saturating_sub(t.ps()));
+        let span = end.ps().saturating_sub(first.ps());
+        Some(if span == 0 {
+            last.bps() as f64
+        } else {
+            (area / u128::from(span)) as f64
+        })
     }
 }
 
@@ -546,17 +632,39 @@ mod tests {
     }
 
     #[test]
-    fn history_is_capped_and_counts_drops() {
-        let cfg = DcqcnConfig {
-            rate_history: 2,
-            ..DcqcnConfig::default()
-        };
-        let mut rp = Rp::new(&cfg);
-        for _ in 0..5 {
-            rp.on_cnp(&cfg, LINE, Time::ZERO);
+    fn history_is_bounded_decimated_and_keeps_exact_running_figures() {
+        let mut h = RateHistory::default();
+        // 1000 changes, one every microsecond, alternating cut and recovery.
+        for i in 0..1000u64 {
+            let rate = if i % 2 == 0 { 40e9 } else { 60e9 };
+            h.record(8, Time::from_us(i), rate);
         }
-        assert_eq!(rp.history.samples.len(), 2);
-        assert_eq!(rp.history.dropped, 3);
+        assert!(h.samples.len() <= 8, "{}", h.samples.len());
+        assert_eq!(h.changes, 1000);
+        // The first change cuts from line rate; then every other change is a cut.
+        assert_eq!(h.cuts, 500);
+        // Kept samples are at least `resolution` apart and span the run.
+        assert!(h.resolution > Time::ZERO);
+        for w in h.samples.windows(2) {
+            assert!(w[1].0.ps() - w[0].0.ps() >= h.resolution.ps());
+        }
+        assert_eq!(h.samples.first().map(|s| s.0), Some(Time::ZERO));
+        assert!(h.samples.last().is_some_and(|s| s.0 >= Time::from_us(500)));
+        assert_eq!(h.last.map(|s| s.0), Some(Time::from_us(999)));
+        assert_eq!(h.min, Some(Bandwidth(40_000_000_000)));
+        // Mean over [0, 1000 us]: half the time at 40, half at 60.
+        assert_eq!(h.mean_bps(Time::from_us(1000)), Some(50e9));
+    }
+
+    #[test]
+    fn mean_rate_is_time_weighted() {
+        let mut h = RateHistory::default();
+        // 50 Gb/s for 10 us, then 100 Gb/s for 30 us: mean 87.5 Gb/s.
+        h.record(16, Time::from_us(0), 50e9);
+        h.record(16, Time::from_us(10), 100e9);
+        assert_eq!(h.mean_bps(Time::from_us(40)), Some(87.5e9));
+        assert_eq!(h.cuts, 1);
+        assert_eq!(h.changes, 2);
     }
 
     #[test]
