@@ -14,8 +14,16 @@
 //! is the smallest latency of a link between partitions: an event a partition creates at time t
 //! for another partition arrives no earlier than t + L. So all partitions can run every event
 //! before `global_min + L` on their own; packets for other partitions go to an outbox and are
-//! exchanged (crossbeam channels) at a barrier, and the next window starts at the new global
-//! minimum, which skips idle stretches. One partition runs without barriers at all.
+//! exchanged (crossbeam channels) between windows, and the next window starts at the new global
+//! minimum, which skips idle stretches. One partition runs without synchronization at all.
+//!
+//! **Threads are never a trap.** A window's partitions are tasks that any worker may claim (each
+//! tries its own first): when a worker is descheduled — threads share a core, another process
+//! holds the other one — the running workers take its partitions over instead of waiting for
+//! it, and a worker with nothing to claim spins briefly, then yields, then sleeps
+//! (`engine/barrier.rs`). The worker finishing a window's last task alone decides what comes next
+//! (the next window, the end, or a stop because [`Progress::cancel`] was set), so every
+//! partition stops at the same window boundary.
 //!
 //! **Observation.** Two optional hooks see inside a run without changing it: a capture tap
 //! ([`capture`]: the frames on chosen ports, for a pcap) and sampling ([`sample`]: per-port busy
