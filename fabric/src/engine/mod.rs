@@ -21,8 +21,8 @@
 //! tries its own first): when a worker is descheduled — threads share a core, another process
 //! holds the other one — the running workers take its partitions over instead of waiting for
 //! it, and a worker with nothing to claim spins briefly, then yields, then sleeps
-//! (`engine/barrier.rs`). The worker finishing a window's last task alone decides what comes next
-//! (the next window, the end, or a stop because [`Progress::cancel`] was set), so every
+//! (`engine/barrier.rs`). The worker finishing a window's last task alone decides what comes
+//! next (the next window, the end, or a stop because [`Progress::cancel`] was set), so every
 //! partition stops at the same window boundary.
 //!
 //! **Observation.** Two optional hooks see inside a run without changing it: a capture tap
@@ -239,8 +239,9 @@ pub struct Progress {
     /// Events handled so far.
     pub events: AtomicU64,
     /// Set to ask the run to stop early (e.g. on Ctrl-C). The run then returns what it did so
-    /// far with [`RunOutput::cancelled`] set. Workers read it every 65536 events and decide
-    /// together at the next barrier, so all of them stop at the same window boundary.
+    /// far with [`RunOutput::cancelled`] set. A worker reads it every 65536 events (ending its
+    /// window early), and the one worker closing a window reads it for all of them, so every
+    /// partition stops at the same window boundary.
     pub cancel: AtomicBool,
 }
 

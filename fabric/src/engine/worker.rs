@@ -300,7 +300,7 @@ pub(crate) enum Window {
 pub(crate) struct ParallelEnd {
     /// Synchronization windows executed.
     pub(crate) windows: u64,
-    /// True when [`Progress::cancel`] stopped the run (all workers at the same barrier).
+    /// True when [`Progress::cancel`] stopped the run (every partition at the same window).
     pub(crate) cancelled: bool,
 }
 
