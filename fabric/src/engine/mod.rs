@@ -450,3 +450,6 @@ fn merge_samples<A: Actor>(
 
 #[cfg(test)]
 mod observe_tests;
+
+#[cfg(test)]
+mod parallel_tests;
