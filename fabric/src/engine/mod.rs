@@ -135,7 +135,9 @@ impl Wiring {
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Worker threads asked for (at least 1). Fewer are used when the wiring cannot be split
-    /// into that many partitions with a non-zero lookahead.
+    /// into that many partitions with a non-zero lookahead. More than the CPUs the process may
+    /// use only take turns (correct, never faster): callers limit it (the `fabemu` binary does,
+    /// with a warning).
     pub threads: usize,
     /// Stop before any event later than this (simulated time).
     pub until: Time,
