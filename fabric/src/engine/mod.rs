@@ -14,8 +14,16 @@
 //! is the smallest latency of a link between partitions: an event a partition creates at time t
 //! for another partition arrives no earlier than t + L. So all partitions can run every event
 //! before `global_min + L` on their own; packets for other partitions go to an outbox and are
-//! exchanged (crossbeam channels) at a barrier, and the next window starts at the new global
-//! minimum, which skips idle stretches. One partition runs without barriers at all.
+//! exchanged (crossbeam channels) between windows, and the next window starts at the new global
+//! minimum, which skips idle stretches. One partition runs without synchronization at all.
+//!
+//! **Threads are never a trap.** A window's partitions are tasks that any worker may claim (each
+//! tries its own first): when a worker is descheduled — threads share a core, another process
+//! holds the other one — the running workers take its partitions over instead of waiting for
+//! it, and a worker with nothing to claim spins briefly, then yields, then sleeps
+//! (`engine/barrier.rs`). The worker finishing a window's last task alone decides what comes
+//! next (the next window, the end, or a stop because [`Progress::cancel`] was set), so every
+//! partition stops at the same window boundary.
 //!
 //! **Observation.** Two optional hooks see inside a run without changing it: a capture tap
 //! ([`capture`]: the frames on chosen ports, for a pcap) and sampling ([`sample`]: per-port busy
@@ -127,7 +135,9 @@ impl Wiring {
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Worker threads asked for (at least 1). Fewer are used when the wiring cannot be split
-    /// into that many partitions with a non-zero lookahead.
+    /// into that many partitions with a non-zero lookahead. More than the CPUs the process may
+    /// use only take turns (correct, never faster): callers limit it (the `fabemu` binary does,
+    /// with a warning).
     pub threads: usize,
     /// Stop before any event later than this (simulated time).
     pub until: Time,
@@ -231,8 +241,9 @@ pub struct Progress {
     /// Events handled so far.
     pub events: AtomicU64,
     /// Set to ask the run to stop early (e.g. on Ctrl-C). The run then returns what it did so
-    /// far with [`RunOutput::cancelled`] set. Workers read it every 65536 events and decide
-    /// together at the next barrier, so all of them stop at the same window boundary.
+    /// far with [`RunOutput::cancelled`] set. A worker reads it every 65536 events (ending its
+    /// window early), and the one worker closing a window reads it for all of them, so every
+    /// partition stops at the same window boundary.
     pub cancel: AtomicBool,
 }
 
@@ -441,3 +452,6 @@ fn merge_samples<A: Actor>(
 
 #[cfg(test)]
 mod observe_tests;
+
+#[cfg(test)]
+mod parallel_tests;

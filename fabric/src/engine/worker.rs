@@ -1,12 +1,13 @@
 //! One partition's state and the worker loop that runs partitions in parallel windows.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crossbeam::channel::{unbounded, Receiver, Sender};
 use crossbeam::utils::CachePadded;
 
-use super::barrier::Barrier;
+use super::barrier::Gate;
 use super::capture::{CaptureBuf, CaptureDirection};
 use super::partition::Plan;
 use super::queue::{Entry, EventKey, EventQueue, Kind};
@@ -299,7 +300,7 @@ pub(crate) enum Window {
 pub(crate) struct ParallelEnd {
     /// Synchronization windows executed.
     pub(crate) windows: u64,
-    /// True when [`Progress::cancel`] stopped the run (all workers at the same barrier).
+    /// True when [`Progress::cancel`] stopped the run (every partition at the same window).
     pub(crate) cancelled: bool,
 }
 
@@ -535,13 +536,52 @@ impl<A: Actor> Partition<A> {
     }
 }
 
-/// Runs the partitions on one thread each, window by window, `cores` of which can run at once.
+/// How far a parallel run got (shared by the workers; written by the one closing a generation).
+const RUNNING: u8 = 0;
+/// No event left before the limit.
+const FINISHED: u8 = 1;
+/// [`Progress::cancel`] was seen when a generation closed.
+const CANCELLED: u8 = 2;
+
+/// What the workers of a parallel run share.
+struct Shared<'a, A> {
+    /// The partitions; a worker locks one while it runs that partition's task.
+    slots: Vec<Mutex<&'a mut Partition<A>>>,
+    /// Per partition, the generation it can next be claimed in: claiming `i` in generation `g`
+    /// is the one compare-exchange `g -> g + 1` that succeeds.
+    claimed: Vec<CachePadded<AtomicU64>>,
+    /// Tasks finished in the current generation.
+    done: CachePadded<AtomicUsize>,
+    /// Per partition, after its last task: the earliest event it holds or has just sent.
+    nexts: Vec<CachePadded<AtomicU64>>,
+    /// Per partition, after its last task: its earliest halt request.
+    halts: Vec<CachePadded<AtomicU64>>,
+    /// Decided when a generation closes, read by every task of the next one: where the window
+    /// ends (exclusive), the earliest halt request, and whether to go on.
+    window_end: AtomicU64,
+    ghalt: AtomicU64,
+    outcome: AtomicU8,
+    windows: AtomicU64,
+    /// Frames for each partition, sent by the others.
+    txs: Vec<Sender<Vec<Remote>>>,
+    rxs: Vec<Receiver<Vec<Remote>>>,
+    /// The first failure of a task.
+    failure: Mutex<Option<EngineError>>,
+    gate: Gate,
+}
+
+/// Runs `parts` in windows on one worker thread per partition, `cores` of which can run at
+/// once. Results do not depend on which worker runs which partition.
 ///
-/// Each window has two barriers. At the first, every worker has published the time of its
-/// next event and its earliest halt request, and the last to arrive decides for all whether the
-/// run was cancelled: the workers stop together, at the same window boundary. Between the
-/// first and the second they run the window; at the second, every frame for another partition
-/// has been sent, so the next window starts with complete queues.
+/// The run advances in generations. Generation 0 starts every partition; each later one runs
+/// one window of every partition. A generation's tasks (one per partition) are claimed by the
+/// workers, each trying its own partition first, then any other still unclaimed: a worker that
+/// is not running (its core is taken by another thread or process) holds nobody up, because
+/// the running ones take its partitions over, and no worker ever waits for a peer that has no
+/// task in hand. The worker that finishes a generation's last task closes it alone: it takes
+/// the global minimum of the partitions' next events (the next window is `[min, min +
+/// lookahead)`), the earliest halt request, and reads the cancel flag once, so every worker
+/// acts on the same decision and all partitions stop at the same window boundary.
 pub(crate) fn run_parallel<A: Actor>(
     parts: &mut [Partition<A>],
     lookahead: Time,
@@ -550,121 +590,177 @@ pub(crate) fn run_parallel<A: Actor>(
     progress: &Progress,
 ) -> Result<ParallelEnd, EngineError> {
     let n = parts.len();
-    let barrier = Barrier::new(n, cores);
-    let mins: Vec<CachePadded<AtomicU64>> = (0..n)
-        .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
-        .collect();
-    let halts: Vec<CachePadded<AtomicU64>> = (0..n)
-        .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
-        .collect();
-    type Batch = Vec<Remote>;
-    let (txs, rxs): (Vec<Sender<Batch>>, Vec<Receiver<Batch>>) =
-        (0..n).map(|_| unbounded()).unzip();
-    let limit = until.ps();
-    let cancelled = || progress.cancel.load(Ordering::Relaxed);
-
-    let results: Vec<Result<(u64, bool), EngineError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = parts
-            .iter_mut()
-            .zip(rxs)
-            .enumerate()
-            .map(|(me, (part, rx))| {
-                let (barrier, mins, halts, txs, cancelled) =
-                    (&barrier, &mins, &halts, &txs, &cancelled);
-                s.spawn(move || {
-                    let body = AssertUnwindSafe(|| -> Result<(u64, bool), EngineError> {
-                        let mut waiter = barrier.waiter();
-                        part.start_all();
-                        let mut windows = 0u64;
-                        loop {
-                            while let Ok(batch) = rx.try_recv() {
-                                part.ingest(batch);
-                            }
-                            mins[me].store(part.sched.queue.next_time(), Ordering::Release);
-                            // The one place the cancel flag is read in a parallel run: the
-                            // last worker to arrive reads it, and all of them act on its answer.
-                            if barrier.wait(&mut waiter, cancelled)? {
-                                return Ok((windows, true));
-                            }
-                            let gmin = mins
-                                .iter()
-                                .map(|m| m.load(Ordering::Acquire))
-                                .min()
-                                .unwrap_or(u64::MAX);
-                            // Everyone learns the earliest halt request at the same barrier.
-                            let ghalt = halts
-                                .iter()
-                                .map(|h| h.load(Ordering::Acquire))
-                                .min()
-                                .unwrap_or(u64::MAX);
-                            part.sched.halt = part.sched.halt.min(ghalt);
-                            let limit = limit.min(part.sched.halt_end().saturating_sub(1));
-                            if gmin == u64::MAX || gmin > limit {
-                                return Ok((windows, false));
-                            }
-                            windows += 1;
-                            let end = gmin
-                                .saturating_add(lookahead.ps())
-                                .min(limit.saturating_add(1));
-                            // A window cut short by a cancel is finished at the next barrier,
-                            // where every worker sees the flag through the decision.
-                            part.run_window(end, progress)?;
-                            halts[me].store(part.sched.halt, Ordering::Release);
-                            for (dst, out) in part.sched.outbox.iter_mut().enumerate() {
-                                if !out.is_empty() {
-                                    let _ = txs[dst].send(std::mem::take(out));
-                                }
-                            }
-                            barrier.wait(&mut waiter, || false)?;
-                        }
-                    });
-                    let result = match catch_unwind(body) {
-                        Ok(r) => r,
-                        Err(panic) => {
-                            let msg = panic
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                                .unwrap_or_else(|| "unknown panic".into());
-                            Err(EngineError::Failure(format!("worker {me} panicked: {msg}")))
-                        }
-                    };
-                    // A worker that failed will never reach the barrier again: release the
-                    // others, which return `Aborted`.
-                    if result.is_err() {
-                        barrier.abort();
-                    }
-                    result
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(EngineError::Failure("worker thread lost".into())))
-            })
+    let grace = parts.first().map_or(1, |p| p.sched.halt_grace);
+    let padded = |v: u64| {
+        (0..n)
+            .map(|_| CachePadded::new(AtomicU64::new(v)))
             .collect()
-    });
-    // Report the root cause rather than the other workers' `Aborted`.
-    let mut end = ParallelEnd {
-        windows: 0,
-        cancelled: false,
     };
-    let mut aborted = None;
-    let mut failure = None;
-    for r in results {
-        match r {
-            Ok((w, c)) => {
-                end.windows = end.windows.max(w);
-                end.cancelled |= c;
+    let (txs, rxs) = (0..n).map(|_| unbounded()).unzip();
+    let shared = Shared {
+        slots: parts.iter_mut().map(Mutex::new).collect(),
+        claimed: padded(0),
+        done: CachePadded::new(AtomicUsize::new(0)),
+        nexts: padded(u64::MAX),
+        halts: padded(u64::MAX),
+        window_end: AtomicU64::new(0),
+        ghalt: AtomicU64::new(u64::MAX),
+        outcome: AtomicU8::new(RUNNING),
+        windows: AtomicU64::new(0),
+        txs,
+        rxs,
+        failure: Mutex::new(None),
+        gate: Gate::new(n, cores),
+    };
+    let close = |sh: &Shared<'_, A>| {
+        sh.done.store(0, Ordering::Relaxed);
+        let min_of = |v: &[CachePadded<AtomicU64>]| {
+            v.iter()
+                .map(|x| x.load(Ordering::Relaxed))
+                .min()
+                .unwrap_or(u64::MAX)
+        };
+        let gmin = min_of(&sh.nexts);
+        let ghalt = min_of(&sh.halts);
+        sh.ghalt.store(ghalt, Ordering::Relaxed);
+        // As `Sched::halt_end`, for the earliest request of all partitions.
+        let halt_end = match ghalt {
+            u64::MAX => u64::MAX,
+            t => t.saturating_add(grace).saturating_add(1),
+        };
+        let limit = until.ps().min(halt_end.saturating_sub(1));
+        if progress.cancel.load(Ordering::Relaxed) {
+            sh.outcome.store(CANCELLED, Ordering::Relaxed);
+        } else if gmin == u64::MAX || gmin > limit {
+            sh.outcome.store(FINISHED, Ordering::Relaxed);
+        } else {
+            let end = gmin
+                .saturating_add(lookahead.ps())
+                .min(limit.saturating_add(1));
+            sh.window_end.store(end, Ordering::Relaxed);
+            sh.windows.fetch_add(1, Ordering::Relaxed);
+        }
+        // Publishes all of the above (and every task's state) to the next generation.
+        sh.gate.open_next();
+    };
+    let fail = |sh: &Shared<'_, A>, e: EngineError| {
+        let mut f = sh.failure.lock().unwrap_or_else(PoisonError::into_inner);
+        if f.is_none() {
+            *f = Some(e);
+        }
+        drop(f);
+        sh.gate.abort();
+    };
+
+    std::thread::scope(|s| {
+        for me in 0..n {
+            let (shared, close, fail) = (&shared, &close, &fail);
+            s.spawn(move || {
+                let body = AssertUnwindSafe(|| worker(shared, me, progress, close));
+                let err = match catch_unwind(body) {
+                    Ok(Ok(())) | Ok(Err(EngineError::Aborted)) => return,
+                    Ok(Err(e)) => e,
+                    Err(panic) => {
+                        let msg = panic
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_else(|| "unknown panic".into());
+                        EngineError::Failure(format!("worker {me} panicked: {msg}"))
+                    }
+                };
+                // This worker's task will never finish: release the others.
+                fail(shared, err);
+            });
+        }
+    });
+    if let Some(e) = shared
+        .failure
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+    {
+        return Err(e);
+    }
+    if shared.gate.is_aborted() {
+        return Err(EngineError::Aborted);
+    }
+    Ok(ParallelEnd {
+        windows: shared.windows.load(Ordering::Relaxed),
+        cancelled: shared.outcome.load(Ordering::Relaxed) == CANCELLED,
+    })
+}
+
+/// One worker: claims and runs tasks generation after generation until the run ends.
+fn worker<A: Actor>(
+    sh: &Shared<'_, A>,
+    me: usize,
+    progress: &Progress,
+    close: &impl Fn(&Shared<'_, A>),
+) -> Result<(), EngineError> {
+    let n = sh.slots.len();
+    let mut waiter = sh.gate.waiter();
+    loop {
+        let gen = sh.gate.generation();
+        if sh.outcome.load(Ordering::Relaxed) != RUNNING {
+            return Ok(());
+        }
+        if sh.gate.is_aborted() {
+            return Err(EngineError::Aborted);
+        }
+        // Own partition first (its state is in this core's cache), then any left unclaimed.
+        for k in 0..n {
+            let i = (me + k) % n;
+            let c = &sh.claimed[i];
+            if c.load(Ordering::Relaxed) != gen
+                || c.compare_exchange(gen, gen + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
             }
-            Err(EngineError::Aborted) => aborted = Some(EngineError::Aborted),
-            Err(e) => failure = failure.or(Some(e)),
+            task(sh, i, gen, progress)?;
+            // Release: this task's state and what it published, for whoever closes.
+            if sh.done.fetch_add(1, Ordering::AcqRel) + 1 == n {
+                close(sh);
+                break;
+            }
+        }
+        if sh.gate.generation() == gen {
+            sh.gate.wait_past(&mut waiter, gen)?;
         }
     }
-    match failure.or(aborted) {
-        Some(e) => Err(e),
-        None => Ok(end),
+}
+
+/// Partition `i`'s task in generation `gen`: start its actors (generation 0) or run one window;
+/// then send its frames for other partitions and publish its next event and halt request.
+fn task<A: Actor>(
+    sh: &Shared<'_, A>,
+    i: usize,
+    gen: u64,
+    progress: &Progress,
+) -> Result<(), EngineError> {
+    let mut slot = sh.slots[i].lock().unwrap_or_else(PoisonError::into_inner);
+    let part: &mut Partition<A> = &mut slot;
+    if gen == 0 {
+        part.start_all();
+    } else {
+        // Every frame sent to it in the previous generation (maybe some of this one's: they
+        // lie at or after this window's end, so taking them early changes nothing).
+        while let Ok(batch) = sh.rxs[i].try_recv() {
+            part.ingest(batch);
+        }
+        part.sched.halt = part.sched.halt.min(sh.ghalt.load(Ordering::Relaxed));
+        // A window cut short by a cancel is the last: the closing worker sees the flag too.
+        part.run_window(sh.window_end.load(Ordering::Relaxed), progress)?;
     }
+    let mut next = part.sched.queue.next_time();
+    for (dst, out) in part.sched.outbox.iter_mut().enumerate() {
+        if let Some(t) = out.iter().map(|r| r.key.time).min() {
+            next = next.min(t);
+            // The receiver lives as long as `sh`: a send cannot fail.
+            let _ = sh.txs[dst].send(std::mem::take(out));
+        }
+    }
+    sh.nexts[i].store(next, Ordering::Relaxed);
+    sh.halts[i].store(part.sched.halt, Ordering::Relaxed);
+    Ok(())
 }
