@@ -396,8 +396,8 @@ impl Transport for Api<'_, '_> {
 /// `capacities` (bytes per second each), routing by `paths`. Fails when the network refuses a
 /// capacity or a flow (not a positive finite number: a caller's bug, never input).
 ///
-/// `progress`, when given, is kept up to date (simulated time, events) every 4096 events, and
-/// its `cancel` flag stops the run there.
+/// `progress`, when given, is kept up to date (simulated time, events) every 256 events, and
+/// its `cancel` flag, read before every event, stops the run there.
 pub fn run<A: Application>(
     mut apps: Vec<A>,
     paths: &dyn PathSource,
@@ -435,14 +435,15 @@ pub fn run<A: Application>(
         if let Some(e) = core.error.take() {
             return Err(e);
         }
-        if core.stats.events % 4096 == 0 {
-            if let Some(p) = progress {
+        if let Some(p) = progress {
+            // One event can cost a refilling of a million flows: read the flag every time.
+            if p.cancel.load(Ordering::Relaxed) {
+                core.stats.cancelled = true;
+                break;
+            }
+            if core.stats.events % 256 == 0 {
                 p.sim_time_ps.store(core.now.ps(), Ordering::Relaxed);
                 p.events.store(core.stats.events, Ordering::Relaxed);
-                if p.cancel.load(Ordering::Relaxed) {
-                    core.stats.cancelled = true;
-                    break;
-                }
             }
         }
         let flow_t = core.net.next_finish();
