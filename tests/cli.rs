@@ -233,3 +233,87 @@ fn set_errors_name_the_override_and_the_field() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// The value of `key` in the JSON report on stdout of `out`.
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(out)))
+}
+
+#[test]
+fn times_keep_their_digits_and_rates_scale_their_unit() {
+    // One 1 KiB message posted at 1 s over a 10 Mb/s link: it finishes just after 1 s (a time
+    // that once printed as `1.s`), and its goodput is Mb/s-scale (once `0.00 Gb/s`).
+    let y = "
+hosts: [a, b]
+links:
+  - {a: a, b: b, bandwidth: 10Mbps, latency: 0ns}
+workload:
+  messages:
+    - {src: a, dst: b, size: 1KiB, start: 1s}
+";
+    let s = temp_scenario("cli-times.yaml", y);
+    let out = fabemu(&["run", &s.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("completion time"))
+        .unwrap_or_else(|| panic!("{text}"));
+    // The message's wire bytes at 10 Mb/s: (1024 + 74 header + 4 ICRC + 24) × 0.8 us =
+    // 900.8 us, so it is delivered at 1.0009008 s: shown to its first significant digit.
+    assert!(line.contains("completion time 1.0009s,"), "{line}");
+    assert!(!text.contains(".s ") && !text.contains(".s,"), "{text}");
+    let msg = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    // 8192 bits in 900.8 us = 9.09 Mb/s.
+    assert!(
+        msg.contains("900.8us") && msg.ends_with("9.09 Mb/s"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn pfc_xoff_and_xon_frames_are_counted_apart() {
+    // An 8-to-1 incast under one switch with PFC: the switch pauses the senders and resumes
+    // them, so both kinds of frame are sent.
+    let mut y = String::from(
+        "nic: {mtu: 4KiB}\nswitch_buffer: {total: 2MiB, pfc: {enabled: true}}\ntopology:\n  \
+         star: {hosts: 9, bandwidth: 100Gbps, latency: 1us}\nworkload:\n  messages:\n",
+    );
+    for i in 1..=8 {
+        y += &format!("    - {{src: h{i}, dst: h0, size: 1MiB}}\n");
+    }
+    let s = temp_scenario("cli-pfc.yaml", &y);
+    let out = fabemu(&["run", &s.to_string_lossy(), "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = json(&out);
+    let t = &r["totals"];
+    assert!(t.get("pause_frames_sent").is_none(), "{t}");
+    let (xoff, xon) = (
+        t["xoff_frames_sent"].as_u64().unwrap_or(0),
+        t["xon_frames_sent"].as_u64().unwrap_or(0),
+    );
+    assert!(xoff > 0 && xon > 0, "{t}");
+    // Every frame the switches and NICs sent is one or the other.
+    let sent = |list: &str, key: &str| -> u64 {
+        r[list]
+            .as_array()
+            .map_or(0, |a| a.iter().filter_map(|x| x[key].as_u64()).sum())
+    };
+    assert_eq!(
+        xoff + xon,
+        sent("switches", "pause_frames_sent") + sent("nics", "pause_frames_sent")
+    );
+    assert_eq!(
+        xon,
+        sent("switches", "xon_frames_sent") + sent("nics", "xon_frames_sent")
+    );
+    let summary = stdout(&fabemu(&["run", &s.to_string_lossy()]));
+    assert!(
+        summary.contains(&format!("{xoff} XOFF and {xon} XON pause frames")),
+        "{summary}"
+    );
+}
