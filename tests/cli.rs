@@ -317,3 +317,41 @@ fn pfc_xoff_and_xon_frames_are_counted_apart() {
         "{summary}"
     );
 }
+
+#[test]
+fn a_run_stopped_with_frames_in_flight_reaches_no_capture_cap() {
+    // `until` cuts the message short: frames are on the wire when the run stops.
+    let s = temp_scenario(
+        "cli-until.yaml",
+        &TINY.replace("name: tiny", "name: tiny\nuntil: 2us"),
+    );
+    let dir = temp_dir("until");
+    let pcap = dir.join("a.pcap");
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--pcap",
+        &pcap.to_string_lossy(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the message is unfinished: {err}"
+    );
+    assert!(!err.contains("capture cap"), "{err}");
+    // With a real cap, the warning is given.
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--pcap",
+        &pcap.to_string_lossy(),
+        "--pcap-max-packets",
+        "1",
+    ]);
+    assert!(
+        stderr(&out).contains("capture cap reached: 1 of "),
+        "{}",
+        stderr(&out)
+    );
+}
