@@ -96,6 +96,8 @@ fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: in a file or a pipe they are noise.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     match std::panic::catch_unwind(|| real_main(cli)) {
         Ok(code) => code,
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
 fn topo(args: TopoArgs) -> ExitCode {
     let built = match (&args.astra_sim, &args.scenario) {
         (Some(file), _) => scenario::load_astra_file(file).and_then(|a| {
+            warn_astra(Some(&a));
             let in_file = |e: fabemu_topologies::TopologyError| fabemu::ScenarioError {
                 file: a.path.clone(),
                 line: None,
@@ -120,7 +123,10 @@ fn topo(args: TopoArgs) -> ExitCode {
             let r = fabemu_topologies::routes_for(&g).map_err(in_file)?;
             Ok((g, r))
         }),
-        (None, Some(path)) => scenario::load_file(path).and_then(|src| fabemu::world::fabric(&src)),
+        (None, Some(path)) => scenario::load_file(path).and_then(|src| {
+            warn_astra(src.astra.as_ref());
+            fabemu::world::fabric(&src)
+        }),
         (None, None) => scenario::load_str(QUICKSTART, "<embedded quickstart>")
             .and_then(|src| fabemu::world::fabric(&src)),
     };
@@ -145,6 +151,13 @@ fn topo(args: TopoArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Warns about the keys of an ASTRA-sim network file that are ignored (a misspelt key is one).
+fn warn_astra(a: Option<&scenario::AstraFile>) {
+    for w in a.iter().flat_map(|a| &a.warnings) {
+        eprintln!("warning: {w}");
+    }
 }
 
 fn real_main(cli: Cli) -> ExitCode {
@@ -202,6 +215,7 @@ fn real_main(cli: Cli) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    warn_astra(src.astra.as_ref());
     if let Some(seed) = args.seed {
         src.scenario.seed = seed;
     }

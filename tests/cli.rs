@@ -355,3 +355,141 @@ fn a_run_stopped_with_frames_in_flight_reaches_no_capture_cap() {
         stderr(&out)
     );
 }
+
+/// A valid one-dimensional ASTRA-sim network file, then `extra`.
+fn astra_file(dir: &std::path::Path, name: &str, extra: &str) -> String {
+    let p = dir.join(name);
+    let text = format!(
+        "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n{extra}"
+    );
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn astra_sim_ignored_keys_are_warned_about_with_a_suggestion() {
+    let dir = temp_dir("astra-keys");
+    let net = astra_file(&dir, "net.yaml", "Bandwith: [ 1 ]\nnotes: first try\n");
+    let scenario = dir.join("s.yaml");
+    let text = "topology: {astra_sim: net.yaml}\nworkload: {}\n";
+    std::fs::write(&scenario, text).unwrap_or_else(|e| panic!("{e}"));
+    let want = [
+        format!(
+            "warning: {net}:5:11: key `Bandwith` is ignored (ASTRA-sim reads only topology, \
+             npus_count, bandwidth and latency); did you mean `bandwidth`?"
+        ),
+        format!(
+            "warning: {net}:6:8: key `notes` is ignored (ASTRA-sim reads only topology, \
+             npus_count, bandwidth and latency)"
+        ),
+    ];
+    // By default (no RUST_LOG), from `topo --astra-sim`, `topo SCENARIO` and `run`.
+    for args in [
+        vec!["topo", "--astra-sim", &net],
+        vec!["topo", &scenario.to_str().unwrap_or_default()],
+        vec!["run", &scenario.to_str().unwrap_or_default(), "--quiet"],
+    ] {
+        let out = fabemu(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines, want, "{args:?}");
+    }
+    // A required key misspelt: it is reported missing, with the likely misspelling.
+    let p = dir.join("missing.yaml");
+    let text = "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatncy: [ 500.0 ]\n";
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = fabemu(&["topo", "--astra-sim", &p.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: {}:4:9: field `latncy`: `latency` is missing; is `latncy` a misspelling of \
+             it?",
+            p.display()
+        )
+    );
+}
+
+#[test]
+fn yaml_library_limits_come_with_a_line_and_plain_words() {
+    let dir = temp_dir("yaml-limits");
+    // An alias bomb: 10^12 values from a dozen lines.
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        let prev = if i == 1 {
+            "a".to_string()
+        } else {
+            format!("l{}", i - 1)
+        };
+        bomb += &format!(
+            "l{i}: &l{i} [{}]\n",
+            vec![format!("*{prev}"); 10].join(", ")
+        );
+    }
+    let deep = format!("x: {}{}\n", "[".repeat(200), "]".repeat(200));
+    let astra_ok = "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 1 ]\n";
+    let two = format!("{astra_ok}---\n{astra_ok}");
+    // A scenario nests deep only where its fields do: a PIFO tree 100 levels deep (a mapping
+    // and a list per level).
+    let mut tree = String::from("{name: leaf}");
+    for i in 0..100 {
+        tree = format!("{{name: n{i}, children: [{tree}]}}");
+    }
+    let deep_scenario = format!("switch_scheduler: {tree}\nworkload: {{}}\n");
+    // (text, command, line, words): each limit in an ASTRA-sim file and in a scenario.
+    let cases = [
+        (bomb.clone(), "topo", 2, "an \"alias bomb\""),
+        (bomb, "run", 2, "an \"alias bomb\""),
+        (deep, "topo", 1, "nested more than 128 levels deep"),
+        (deep_scenario, "run", 1, "nested more than 128 levels deep"),
+        (
+            two.clone(),
+            "topo",
+            5,
+            "more than one document: a second one starts here",
+        ),
+        (
+            two,
+            "run",
+            5,
+            "more than one document: a second one starts here",
+        ),
+    ];
+    for (i, (text, cmd, line, words)) in cases.iter().enumerate() {
+        let p = dir.join(format!("case{i}.yaml"));
+        std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+        let p = p.to_string_lossy().into_owned();
+        let args = match *cmd {
+            "topo" => vec!["topo", "--astra-sim", &p],
+            _ => vec!["run", &p],
+        };
+        {
+            let out = fabemu(&args);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.starts_with(&format!("error: {p}:{line}:")),
+                "{args:?}: {err}"
+            );
+            assert!(err.contains(words), "{args:?}: {err}");
+            assert!(!err.contains("limit exceeded"), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let s = temp_scenario("cli-logs.yaml", TINY);
+    let out = match std::process::Command::new(env!("CARGO_BIN_EXE_fabemu"))
+        .args(["run", &s.to_string_lossy(), "--quiet"])
+        .env("RUST_LOG", "fabemu=info")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => panic!("{e}"),
+    };
+    let err = stderr(&out);
+    assert!(err.contains("world built"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}

@@ -43,7 +43,11 @@ const CASES: &[Case] = &[
         Some(2),
         &["invalid type: sequence", "mapping of scenario fields"],
     ),
-    case("multiple_documents.yaml", None, &["more than one document"]),
+    case(
+        "multiple_documents.yaml",
+        Some(6),
+        &["more than one document", "a second one starts here"],
+    ),
     case("tab_indentation.yaml", Some(4), &["indented with a tab"]),
     case("duplicate_key.yaml", Some(5), &["duplicate field `hosts`"]),
     case(
