@@ -493,3 +493,58 @@ fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(err.contains("world built"), "{err}");
     assert!(!err.contains('\u{1b}'), "{err:?}");
 }
+
+#[test]
+fn csv_columns_named_after_nodes_with_commas_and_quotes_are_quoted() {
+    let y = r#"
+hosts: ["a,1", "b \"2\""]
+switches: [{name: "s;3"}]
+links:
+  - {a: "a,1", b: "s;3", bandwidth: 100Gbps, latency: 1us}
+  - {a: "b \"2\"", b: "s;3", bandwidth: 100Gbps, latency: 1us}
+workload:
+  messages:
+    - {src: "a,1", dst: "b \"2\"", size: 64KiB}
+"#;
+    let s = temp_scenario("cli-csv.yaml", y);
+    let dir = temp_dir("csv").join("out");
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--quiet",
+        "--out",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for file in ["link_utilization.csv", "queue_depth.csv"] {
+        let mut r = csv::Reader::from_path(dir.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        let header: Vec<String> = r
+            .headers()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .map(str::to_string)
+            .collect();
+        // Data goes one way and ACKs the other: every direction carried traffic; only the
+        // switch has queues.
+        let want: &[&str] = if file == "queue_depth.csv" {
+            &["time_ps", "s;3->a,1", "s;3->b \"2\""]
+        } else {
+            &[
+                "time_ps",
+                "a,1->s;3",
+                "s;3->a,1",
+                "b \"2\"->s;3",
+                "s;3->b \"2\"",
+            ]
+        };
+        assert_eq!(header, want, "{file}");
+        // Every row has as many fields as the header.
+        let mut rows = 0;
+        for rec in r.records() {
+            let rec = rec.unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(rec.len(), want.len(), "{file}");
+            rows += 1;
+        }
+        assert!(rows > 0, "{file}");
+    }
+}

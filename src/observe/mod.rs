@@ -299,14 +299,18 @@ pub fn write_outputs(
         .flat_map(|n| n.qp_rates.iter().map(move |q| (n, q)))
         .collect();
     if !cut.is_empty() {
-        let mut csv = String::from("time_ps,qp,rate_bps\n");
+        let p = dir.join("qp_rates.csv");
+        let mut w = csv::Writer::from_path(&p).map_err(series::csv_err(&p))?;
+        w.write_record(["time_ps", "qp", "rate_bps"])
+            .map_err(series::csv_err(&p))?;
         for (n, q) in cut {
+            let qp = format!("{}->{}", n.name, q.peer);
             for [t, b] in &q.samples {
-                csv.push_str(&format!("{t},{}->{},{b}\n", n.name, q.peer));
+                w.write_record([t.to_string(), qp.clone(), b.to_string()])
+                    .map_err(series::csv_err(&p))?;
             }
         }
-        let p = dir.join("qp_rates.csv");
-        std::fs::write(&p, csv).map_err(io_err(&p))?;
+        w.flush().map_err(io_err(&p))?;
     }
     for (j, (title, rows)) in timeline::timelines(&obs.finished).iter().enumerate() {
         if rows.iter().any(|(_, bars)| !bars.is_empty()) {
