@@ -1,5 +1,6 @@
 //! The command line as a user meets it, through the binary: output paths checked before the
 //! run, `--set` overrides, how times and rates print, warnings.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 

@@ -6,6 +6,7 @@
 //! which line of the file the error must be reported (when the error has a position). A file
 //! in the directory without an entry in the table fails the test, and so does an entry
 //! without a file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
