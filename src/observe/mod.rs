@@ -273,6 +273,7 @@ pub fn write_outputs(
             &plot::LineChart {
                 title: "Link utilization per dimension".into(),
                 y_label: "utilization".into(),
+                y_unit: plot::YUnit::Share,
                 series: &dims,
                 y_max: Some(1.0),
                 keep: usize::MAX,
@@ -283,7 +284,8 @@ pub fn write_outputs(
                 &dir.join("queue_depth"),
                 &plot::LineChart {
                     title: "Queue depth, busiest queues".into(),
-                    y_label: "bytes queued".into(),
+                    y_label: "queued".into(),
+                    y_unit: plot::YUnit::Bytes,
                     series: &queues,
                     y_max: None,
                     keep: 8,
