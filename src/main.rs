@@ -45,6 +45,9 @@ struct TopoArgs {
     /// Also write the fabric as a Graphviz graph to this file.
     #[arg(long, value_name = "PATH")]
     dot: Option<PathBuf>,
+    /// Override a scenario field, as with `fabemu run` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE", conflicts_with = "astra_sim")]
+    set: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -123,10 +126,16 @@ fn topo(args: TopoArgs) -> ExitCode {
             let r = fabemu_topologies::routes_for(&g).map_err(in_file)?;
             Ok((g, r))
         }),
-        (None, Some(path)) => scenario::load_file(path).and_then(|src| {
-            warn_astra(src.astra.as_ref());
-            fabemu::world::fabric(&src)
-        }),
+        (None, Some(path)) => args
+            .set
+            .iter()
+            .map(|s| scenario::Override::parse(s))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|o| scenario::load_file_with(path, o))
+            .and_then(|src| {
+                warn_astra(src.astra.as_ref());
+                fabemu::world::fabric(&src)
+            }),
         (None, None) => scenario::load_str(QUICKSTART, "<embedded quickstart>")
             .and_then(|src| fabemu::world::fabric(&src)),
     };

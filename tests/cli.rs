@@ -549,3 +549,33 @@ workload:
         assert!(rows > 0, "{file}");
     }
 }
+
+#[test]
+fn topo_takes_overrides_too() {
+    let y = "topology:\n  star: {hosts: 4, bandwidth: 100Gbps, latency: 1us}\nworkload: {}\n";
+    let s = temp_scenario("cli-topo-set.yaml", y);
+    let out = fabemu(&[
+        "topo",
+        &s.to_string_lossy(),
+        "--set",
+        "topology.star.hosts=6",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("hosts: 6, switches: 1, links: 6"),
+        "{}",
+        stdout(&out)
+    );
+    let out = fabemu(&[
+        "topo",
+        &s.to_string_lossy(),
+        "--set",
+        "topology.star.hosts=0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("error: --set topology.star.hosts: field `topology.star.hosts`"),
+        "{}",
+        stderr(&out)
+    );
+}
