@@ -579,3 +579,28 @@ fn topo_takes_overrides_too() {
         stderr(&out)
     );
 }
+
+#[test]
+fn explicit_fabrics_plot_their_busiest_links() {
+    let s = temp_scenario("cli-busiest.yaml", TINY);
+    let dir = temp_dir("busiest").join("out");
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--quiet",
+        "--out",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(dir.join("link_utilization.svg")).unwrap_or_default();
+    assert!(svg.contains("<svg"));
+    // Data one way, ACKs the other: a line per direction (named in the legend), not one
+    // average of the class. Names need a font (plots have no text without one).
+    if fabemu::observe::plot::has_font() {
+        assert!(svg.contains("busiest links"), "{svg}");
+        assert!(
+            svg.contains(">\na-&gt;b\n<") && svg.contains(">\nb-&gt;a\n<"),
+            "{svg}"
+        );
+    }
+}

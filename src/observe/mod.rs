@@ -268,15 +268,22 @@ pub fn write_outputs(
         series::write_csv(&dir.join("link_utilization.csv"), &links)?;
         series::write_csv(&dir.join("dimension_utilization.csv"), &dims)?;
         series::write_csv(&dir.join("queue_depth.csv"), &queues)?;
+        // One class of links (an explicit fabric, a star): its average is one flat line that
+        // hides where the load is; the busiest links say it.
+        let (title, series, keep) = if dims.columns.len() > 1 {
+            ("Link utilization per dimension", &dims, usize::MAX)
+        } else {
+            ("Link utilization, busiest links", &links, 8)
+        };
         plot::line_chart(
             &dir.join("link_utilization"),
             &plot::LineChart {
-                title: "Link utilization per dimension".into(),
+                title: title.into(),
                 y_label: "utilization".into(),
                 y_unit: plot::YUnit::Share,
-                series: &dims,
+                series,
                 y_max: Some(1.0),
-                keep: usize::MAX,
+                keep,
             },
         )?;
         if !queues.columns.is_empty() {
