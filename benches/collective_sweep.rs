@@ -5,6 +5,7 @@
 //! figure users plan with is exactly this table.
 //!
 //! `cargo bench --bench collective_sweep` (set `FABEMU_SWEEP_THREADS=2` for two threads).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use std::time::Instant;
 

@@ -1,6 +1,7 @@
 //! Engine throughput in packet-hops per second (one frame crossing one link = one hop), in
 //! timing mode, on the 64-host loaded leaf-spine of `benches/fabric64.yaml`, for 1 and 2
 //! threads. Criterion reports "elements/s" = packet-hops per second.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fabemu::{load_str, run_source};

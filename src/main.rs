@@ -47,6 +47,9 @@ struct TopoArgs {
     /// Also write the fabric as a Graphviz graph to this file.
     #[arg(long, value_name = "PATH")]
     dot: Option<PathBuf>,
+    /// Override a scenario field, as with `fabemu run` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE", conflicts_with = "astra_sim")]
+    set: Vec<String>,
 }
 
 /// `--fidelity` values.
@@ -112,6 +115,8 @@ fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: in a file or a pipe they are noise.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     match std::panic::catch_unwind(|| real_main(cli)) {
         Ok(code) => code,
@@ -125,6 +130,7 @@ fn main() -> ExitCode {
 fn topo(args: TopoArgs) -> ExitCode {
     let built = match (&args.astra_sim, &args.scenario) {
         (Some(file), _) => scenario::load_astra_file(file).and_then(|a| {
+            warn_astra(Some(&a));
             let in_file = |e: fabemu_topologies::TopologyError| fabemu::ScenarioError {
                 file: a.path.clone(),
                 line: None,
@@ -136,7 +142,16 @@ fn topo(args: TopoArgs) -> ExitCode {
             let r = fabemu_topologies::routes_for(&g).map_err(in_file)?;
             Ok((g, r))
         }),
-        (None, Some(path)) => scenario::load_file(path).and_then(|src| fabemu::world::fabric(&src)),
+        (None, Some(path)) => args
+            .set
+            .iter()
+            .map(|s| scenario::Override::parse(s))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|o| scenario::load_file_with(path, o))
+            .and_then(|src| {
+                warn_astra(src.astra.as_ref());
+                fabemu::world::fabric(&src)
+            }),
         (None, None) => scenario::load_str(QUICKSTART, "<embedded quickstart>")
             .and_then(|src| fabemu::world::fabric(&src)),
     };
@@ -161,6 +176,13 @@ fn topo(args: TopoArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Warns about the keys of an ASTRA-sim network file that are ignored (a misspelt key is one).
+fn warn_astra(a: Option<&scenario::AstraFile>) {
+    for w in a.iter().flat_map(|a| &a.warnings) {
+        eprintln!("warning: {w}");
+    }
 }
 
 fn real_main(cli: Cli) -> ExitCode {
@@ -220,6 +242,7 @@ fn real_main(cli: Cli) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    warn_astra(src.astra.as_ref());
     if let Some(seed) = args.seed {
         src.scenario.seed = seed;
     }

@@ -120,8 +120,11 @@ pub struct Totals {
     pub drops: u64,
     /// Frames dropped on lossless (PFC) priorities: always an invariant violation.
     pub lossless_drops: u64,
-    /// PFC frames sent by switches and NICs (XOFF, refreshes and XON).
-    pub pause_frames_sent: u64,
+    /// PFC XOFF frames sent by switches and NICs (first pauses and refreshes: frames that
+    /// pause some priority).
+    pub xoff_frames_sent: u64,
+    /// PFC XON frames sent by switches and NICs (quanta 0: resume).
+    pub xon_frames_sent: u64,
     /// Frames marked CE by switches.
     pub ecn_marked: u64,
     /// CNPs sent by NICs (DCQCN notification points).
@@ -326,7 +329,8 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.retransmitted_bytes += st.retransmitted_bytes;
                 totals.timeouts += st.timeouts;
                 totals.drops += st.relay_dropped + st.rx_buffer_dropped;
-                totals.pause_frames_sent += st.pause_frames_sent;
+                totals.xoff_frames_sent += st.pause_frames_sent - st.xon_frames_sent;
+                totals.xon_frames_sent += st.xon_frames_sent;
                 totals.cnps_sent += st.cnps_sent;
                 totals.paused_time_ps += st.paused_time_ps;
                 latency_sum += st.latency_sum_ps as u128;
@@ -370,7 +374,8 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     + s.stats.malformed;
                 invalid += s.stats.tx_refused;
                 totals.lossless_drops += s.stats.lossless_drops;
-                totals.pause_frames_sent += s.stats.pause_frames_sent;
+                totals.xoff_frames_sent += s.stats.pause_frames_sent - s.stats.xon_frames_sent;
+                totals.xon_frames_sent += s.stats.xon_frames_sent;
                 totals.ecn_marked += s.stats.ecn_marked;
                 totals.paused_time_ps += s
                     .port_stats
@@ -738,11 +743,12 @@ pub fn summary(r: &Report) -> String {
             Time(t.mean_packet_latency_ps)
         );
     }
-    if t.pause_frames_sent + t.ecn_marked + t.cnps_sent + t.lossless_drops > 0 {
+    if t.xoff_frames_sent + t.xon_frames_sent + t.ecn_marked + t.cnps_sent + t.lossless_drops > 0 {
         let _ = writeln!(
             s,
-            "        {} pause frames ({} paused in total), {} ECN marks, {} CNPs, {} lossless drops",
-            t.pause_frames_sent,
+            "        {} XOFF and {} XON pause frames ({} paused in total), {} ECN marks, {} CNPs, {} lossless drops",
+            t.xoff_frames_sent,
+            t.xon_frames_sent,
             Time(t.paused_time_ps),
             t.ecn_marked,
             t.cnps_sent,
@@ -793,9 +799,7 @@ fn messages_table(s: &mut String, r: &Report) {
         let ct = m
             .completion_time_ps
             .map_or("unfinished".to_string(), |t| Time(t).to_string());
-        let gp = m
-            .goodput_gbps
-            .map_or("-".to_string(), |g| format!("{g:.2} Gb/s"));
+        let gp = m.goodput_gbps.map_or("-".to_string(), |g| rate(g * 1e9));
         let _ = writeln!(
             *s,
             "{:>6}  {:<10} {:<10} {:>10} {:>12} {:>14} {:>13}{}",
@@ -913,6 +917,16 @@ fn deadlock_cycle(fin: &Finished) -> Option<String> {
         }
     }
     None
+}
+
+/// A rate in bit/s with a unit that keeps 3 to 5 significant digits (`12.50 Gb/s`,
+/// `3.20 Mb/s`): a Mb/s-scale flow must not read `0.00 Gb/s`.
+pub fn rate(bps: f64) -> String {
+    let (div, unit) = [(1e12, "Tb/s"), (1e9, "Gb/s"), (1e6, "Mb/s"), (1e3, "Kb/s")]
+        .into_iter()
+        .find(|&(d, _)| bps.abs() >= d)
+        .unwrap_or((1.0, "b/s"));
+    format!("{:.2} {unit}", bps / div)
 }
 
 fn corrupted_free(r: &Report) -> bool {

@@ -1,5 +1,6 @@
 //! The command line as a user meets it, through the binary: output paths checked before the
 //! run, `--set` overrides, how times and rates print, warnings.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 
@@ -232,4 +233,374 @@ fn set_errors_name_the_override_and_the_field() {
         "links[0].bandwidth=100Gbps",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// The value of `key` in the JSON report on stdout of `out`.
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(out)))
+}
+
+#[test]
+fn times_keep_their_digits_and_rates_scale_their_unit() {
+    // One 1 KiB message posted at 1 s over a 10 Mb/s link: it finishes just after 1 s (a time
+    // that once printed as `1.s`), and its goodput is Mb/s-scale (once `0.00 Gb/s`).
+    let y = "
+hosts: [a, b]
+links:
+  - {a: a, b: b, bandwidth: 10Mbps, latency: 0ns}
+workload:
+  messages:
+    - {src: a, dst: b, size: 1KiB, start: 1s}
+";
+    let s = temp_scenario("cli-times.yaml", y);
+    let out = fabemu(&["run", &s.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("completion time"))
+        .unwrap_or_else(|| panic!("{text}"));
+    // The message's wire bytes at 10 Mb/s: (1024 + 74 header + 4 ICRC + 24) × 0.8 us =
+    // 900.8 us, so it is delivered at 1.0009008 s: shown to its first significant digit.
+    assert!(line.contains("completion time 1.0009s,"), "{line}");
+    assert!(!text.contains(".s ") && !text.contains(".s,"), "{text}");
+    let msg = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    // 8192 bits in 900.8 us = 9.09 Mb/s.
+    assert!(
+        msg.contains("900.8us") && msg.ends_with("9.09 Mb/s"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn pfc_xoff_and_xon_frames_are_counted_apart() {
+    // An 8-to-1 incast under one switch with PFC: the switch pauses the senders and resumes
+    // them, so both kinds of frame are sent.
+    let mut y = String::from(
+        "nic: {mtu: 4KiB}\nswitch_buffer: {total: 2MiB, pfc: {enabled: true}}\ntopology:\n  \
+         star: {hosts: 9, bandwidth: 100Gbps, latency: 1us}\nworkload:\n  messages:\n",
+    );
+    for i in 1..=8 {
+        y += &format!("    - {{src: h{i}, dst: h0, size: 1MiB}}\n");
+    }
+    let s = temp_scenario("cli-pfc.yaml", &y);
+    let out = fabemu(&["run", &s.to_string_lossy(), "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = json(&out);
+    let t = &r["totals"];
+    assert!(t.get("pause_frames_sent").is_none(), "{t}");
+    let (xoff, xon) = (
+        t["xoff_frames_sent"].as_u64().unwrap_or(0),
+        t["xon_frames_sent"].as_u64().unwrap_or(0),
+    );
+    assert!(xoff > 0 && xon > 0, "{t}");
+    // Every frame the switches and NICs sent is one or the other.
+    let sent = |list: &str, key: &str| -> u64 {
+        r[list]
+            .as_array()
+            .map_or(0, |a| a.iter().filter_map(|x| x[key].as_u64()).sum())
+    };
+    assert_eq!(
+        xoff + xon,
+        sent("switches", "pause_frames_sent") + sent("nics", "pause_frames_sent")
+    );
+    assert_eq!(
+        xon,
+        sent("switches", "xon_frames_sent") + sent("nics", "xon_frames_sent")
+    );
+    let summary = stdout(&fabemu(&["run", &s.to_string_lossy()]));
+    assert!(
+        summary.contains(&format!("{xoff} XOFF and {xon} XON pause frames")),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_run_stopped_with_frames_in_flight_reaches_no_capture_cap() {
+    // `until` cuts the message short: frames are on the wire when the run stops.
+    let s = temp_scenario(
+        "cli-until.yaml",
+        &TINY.replace("name: tiny", "name: tiny\nuntil: 2us"),
+    );
+    let dir = temp_dir("until");
+    let pcap = dir.join("a.pcap");
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--pcap",
+        &pcap.to_string_lossy(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the message is unfinished: {err}"
+    );
+    assert!(!err.contains("capture cap"), "{err}");
+    // With a real cap, the warning is given.
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--pcap",
+        &pcap.to_string_lossy(),
+        "--pcap-max-packets",
+        "1",
+    ]);
+    assert!(
+        stderr(&out).contains("capture cap reached: 1 of "),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A valid one-dimensional ASTRA-sim network file, then `extra`.
+fn astra_file(dir: &std::path::Path, name: &str, extra: &str) -> String {
+    let p = dir.join(name);
+    let text = format!(
+        "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n{extra}"
+    );
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn astra_sim_ignored_keys_are_warned_about_with_a_suggestion() {
+    let dir = temp_dir("astra-keys");
+    let net = astra_file(&dir, "net.yaml", "Bandwith: [ 1 ]\nnotes: first try\n");
+    let scenario = dir.join("s.yaml");
+    let text = "topology: {astra_sim: net.yaml}\nworkload: {}\n";
+    std::fs::write(&scenario, text).unwrap_or_else(|e| panic!("{e}"));
+    let want = [
+        format!(
+            "warning: {net}:5:11: key `Bandwith` is ignored (ASTRA-sim reads only topology, \
+             npus_count, bandwidth and latency); did you mean `bandwidth`?"
+        ),
+        format!(
+            "warning: {net}:6:8: key `notes` is ignored (ASTRA-sim reads only topology, \
+             npus_count, bandwidth and latency)"
+        ),
+    ];
+    // By default (no RUST_LOG), from `topo --astra-sim`, `topo SCENARIO` and `run`.
+    for args in [
+        vec!["topo", "--astra-sim", &net],
+        vec!["topo", &scenario.to_str().unwrap_or_default()],
+        vec!["run", &scenario.to_str().unwrap_or_default(), "--quiet"],
+    ] {
+        let out = fabemu(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines, want, "{args:?}");
+    }
+    // A required key misspelt: it is reported missing, with the likely misspelling.
+    let p = dir.join("missing.yaml");
+    let text = "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatncy: [ 500.0 ]\n";
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = fabemu(&["topo", "--astra-sim", &p.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "error: {}:4:9: field `latncy`: `latency` is missing; is `latncy` a misspelling of \
+             it?",
+            p.display()
+        )
+    );
+}
+
+#[test]
+fn yaml_library_limits_come_with_a_line_and_plain_words() {
+    let dir = temp_dir("yaml-limits");
+    // An alias bomb: 10^12 values from a dozen lines.
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        let prev = if i == 1 {
+            "a".to_string()
+        } else {
+            format!("l{}", i - 1)
+        };
+        bomb += &format!(
+            "l{i}: &l{i} [{}]\n",
+            vec![format!("*{prev}"); 10].join(", ")
+        );
+    }
+    let deep = format!("x: {}{}\n", "[".repeat(200), "]".repeat(200));
+    let astra_ok = "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 1 ]\n";
+    let two = format!("{astra_ok}---\n{astra_ok}");
+    // A scenario nests deep only where its fields do: a PIFO tree 100 levels deep (a mapping
+    // and a list per level).
+    let mut tree = String::from("{name: leaf}");
+    for i in 0..100 {
+        tree = format!("{{name: n{i}, children: [{tree}]}}");
+    }
+    let deep_scenario = format!("switch_scheduler: {tree}\nworkload: {{}}\n");
+    // (text, command, line, words): each limit in an ASTRA-sim file and in a scenario.
+    let cases = [
+        (bomb.clone(), "topo", 2, "an \"alias bomb\""),
+        (bomb, "run", 2, "an \"alias bomb\""),
+        (deep, "topo", 1, "nested more than 128 levels deep"),
+        (deep_scenario, "run", 1, "nested more than 128 levels deep"),
+        (
+            two.clone(),
+            "topo",
+            5,
+            "more than one document: a second one starts here",
+        ),
+        (
+            two,
+            "run",
+            5,
+            "more than one document: a second one starts here",
+        ),
+    ];
+    for (i, (text, cmd, line, words)) in cases.iter().enumerate() {
+        let p = dir.join(format!("case{i}.yaml"));
+        std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+        let p = p.to_string_lossy().into_owned();
+        let args = match *cmd {
+            "topo" => vec!["topo", "--astra-sim", &p],
+            _ => vec!["run", &p],
+        };
+        {
+            let out = fabemu(&args);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.starts_with(&format!("error: {p}:{line}:")),
+                "{args:?}: {err}"
+            );
+            assert!(err.contains(words), "{args:?}: {err}");
+            assert!(!err.contains("limit exceeded"), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let s = temp_scenario("cli-logs.yaml", TINY);
+    let out = match std::process::Command::new(env!("CARGO_BIN_EXE_fabemu"))
+        .args(["run", &s.to_string_lossy(), "--quiet"])
+        .env("RUST_LOG", "fabemu=info")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => panic!("{e}"),
+    };
+    let err = stderr(&out);
+    assert!(err.contains("world built"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
+
+#[test]
+fn csv_columns_named_after_nodes_with_commas_and_quotes_are_quoted() {
+    let y = r#"
+hosts: ["a,1", "b \"2\""]
+switches: [{name: "s;3"}]
+links:
+  - {a: "a,1", b: "s;3", bandwidth: 100Gbps, latency: 1us}
+  - {a: "b \"2\"", b: "s;3", bandwidth: 100Gbps, latency: 1us}
+workload:
+  messages:
+    - {src: "a,1", dst: "b \"2\"", size: 64KiB}
+"#;
+    let s = temp_scenario("cli-csv.yaml", y);
+    let dir = temp_dir("csv").join("out");
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--quiet",
+        "--out",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for file in ["link_utilization.csv", "queue_depth.csv"] {
+        let mut r = csv::Reader::from_path(dir.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        let header: Vec<String> = r
+            .headers()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .map(str::to_string)
+            .collect();
+        // Data goes one way and ACKs the other: every direction carried traffic; only the
+        // switch has queues.
+        let want: &[&str] = if file == "queue_depth.csv" {
+            &["time_ps", "s;3->a,1", "s;3->b \"2\""]
+        } else {
+            &[
+                "time_ps",
+                "a,1->s;3",
+                "s;3->a,1",
+                "b \"2\"->s;3",
+                "s;3->b \"2\"",
+            ]
+        };
+        assert_eq!(header, want, "{file}");
+        // Every row has as many fields as the header.
+        let mut rows = 0;
+        for rec in r.records() {
+            let rec = rec.unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(rec.len(), want.len(), "{file}");
+            rows += 1;
+        }
+        assert!(rows > 0, "{file}");
+    }
+}
+
+#[test]
+fn topo_takes_overrides_too() {
+    let y = "topology:\n  star: {hosts: 4, bandwidth: 100Gbps, latency: 1us}\nworkload: {}\n";
+    let s = temp_scenario("cli-topo-set.yaml", y);
+    let out = fabemu(&[
+        "topo",
+        &s.to_string_lossy(),
+        "--set",
+        "topology.star.hosts=6",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("hosts: 6, switches: 1, links: 6"),
+        "{}",
+        stdout(&out)
+    );
+    let out = fabemu(&[
+        "topo",
+        &s.to_string_lossy(),
+        "--set",
+        "topology.star.hosts=0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("error: --set topology.star.hosts: field `topology.star.hosts`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn explicit_fabrics_plot_their_busiest_links() {
+    let s = temp_scenario("cli-busiest.yaml", TINY);
+    let dir = temp_dir("busiest").join("out");
+    let out = fabemu(&[
+        "run",
+        &s.to_string_lossy(),
+        "--quiet",
+        "--out",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(dir.join("link_utilization.svg")).unwrap_or_default();
+    assert!(svg.contains("<svg"));
+    // Data one way, ACKs the other: a line per direction (named in the legend), not one
+    // average of the class. Names need a font (plots have no text without one).
+    if fabemu::observe::plot::has_font() {
+        assert!(svg.contains("busiest links"), "{svg}");
+        assert!(
+            svg.contains(">\na-&gt;b\n<") && svg.contains(">\nb-&gt;a\n<"),
+            "{svg}"
+        );
+    }
 }

@@ -11,6 +11,7 @@
 //! queues without congestion control share a link in proportion to the rates flows arrive
 //! with, not max-min; single messages then differ (measured below), while the makespan and the
 //! mean stay close.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 

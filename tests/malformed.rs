@@ -6,6 +6,7 @@
 //! which line of the file the error must be reported (when the error has a position). A file
 //! in the directory without an entry in the table fails the test, and so does an entry
 //! without a file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -43,7 +44,11 @@ const CASES: &[Case] = &[
         Some(2),
         &["invalid type: sequence", "mapping of scenario fields"],
     ),
-    case("multiple_documents.yaml", None, &["more than one document"]),
+    case(
+        "multiple_documents.yaml",
+        Some(6),
+        &["more than one document", "a second one starts here"],
+    ),
     case("tab_indentation.yaml", Some(4), &["indented with a tab"]),
     case("duplicate_key.yaml", Some(5), &["duplicate field `hosts`"]),
     case(

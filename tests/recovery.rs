@@ -1,5 +1,6 @@
 //! Loss recovery: with a switch buffer too small for an incast, frames are dropped, go-back-N
 //! retransmits, every message completes and — in data mode — arrives byte for byte.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 

@@ -7,6 +7,7 @@
 //!
 //! Nothing here asserts on wall-clock time: the bounded waits are hang checks with generous
 //! limits, far above what a run takes on a loaded machine.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 

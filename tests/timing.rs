@@ -1,6 +1,7 @@
 //! Timing against closed forms: serialization = wire bytes x 8 / bandwidth, store-and-forward
 //! per hop, propagation latency. With integer picoseconds and rates whose bit time divides
 //! evenly (100 Gb/s: 80 ps per byte) the emulator must match to the picosecond.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 

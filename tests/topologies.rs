@@ -4,6 +4,7 @@
 //! starts a packet when it has fully arrived and the previous one has left) over the path's
 //! links, each with its own rate and latency. Both must match to the picosecond: integer
 //! time, nothing else on the path.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The built-in algorithms compute their collective, validate, and move the expected traffic.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use fabemu_collectives::algorithms::{
     all_to_all_blocks, direct_all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter,

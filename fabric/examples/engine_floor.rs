@@ -6,6 +6,7 @@
 //! route and run the transport.
 //!
 //!     cargo run --release -p fabemu-fabric --example engine_floor -- [THREADS]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use std::collections::VecDeque;
 use std::time::Instant;

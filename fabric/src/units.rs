@@ -93,20 +93,21 @@ impl fmt::Display for Time {
     }
 }
 
-/// Writes `value / div` as a decimal with up to 3 fractional digits, trailing zeros trimmed.
+/// Writes `value / div` (`div` a power of ten) as a decimal with up to 3 fractional digits
+/// (truncated), trailing zeros trimmed; a fraction too small for 3 digits gets as many as it
+/// needs to show its first non-zero digit (`1.000000000001s`), never a bare `1.`.
 fn write_decimal(f: &mut fmt::Formatter<'_>, value: u64, div: u64) -> fmt::Result {
     let whole = value / div;
     let frac = value % div;
     if frac == 0 {
         return write!(f, "{whole}");
     }
-    let milli = (frac as u128 * 1000 / div as u128) as u64;
-    let s = format!("{milli:03}");
-    write!(
-        f,
-        "{whole}.{}",
-        s.trim_end_matches('0').trim_end_matches('.')
-    )
+    // All the fraction's digits: `div` = 10^k has k of them.
+    let width = div.ilog10() as usize;
+    let digits = format!("{frac:0width$}");
+    let first = digits.find(|c| c != '0').unwrap_or(0);
+    let shown = &digits[..(first + 1).max(3).min(width)];
+    write!(f, "{whole}.{}", shown.trim_end_matches('0'))
 }
 
 /// A link or rate limit bandwidth, in bits per second.
@@ -546,5 +547,23 @@ mod tests {
             };
             assert_eq!(shown, s);
         }
+    }
+
+    #[test]
+    fn displays_keep_their_digits() {
+        // Issue 17: a fraction under the third digit printed as `1.s`.
+        let cases = [
+            (PS_PER_S + 1, "1.000000000001s"),
+            (12 * PS_PER_S + 5 * PS_PER_US, "12.000005s"),
+            (17_999_999 * PS_PER_S + PS_PER_MS / 2, "17999999.0005s"),
+            (3_789_123_456, "3.789ms"),
+            (1_500_000, "1.5us"),
+            (PS_PER_MS + 10 * PS_PER_US, "1.01ms"),
+            (999, "999ps"),
+        ];
+        for (ps, want) in cases {
+            assert_eq!(Time(ps).to_string(), want);
+        }
+        assert_eq!(Bandwidth(1_000_000_001).to_string(), "1.000000001Gbps");
     }
 }

@@ -10,6 +10,7 @@
 //!   and the refresh of the next `next_finish`.
 //!
 //! Paths and sizes come from an inline xorshift so every run sees the same graph.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use fabemu_fabric::units::Time;

@@ -1,4 +1,5 @@
 //! Finish times and carried bytes against closed forms.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use fabemu_fabric::units::Time;
 use fabemu_flow::{FlowId, FlowNetwork, LinkId};

@@ -268,14 +268,22 @@ pub fn write_outputs(
         series::write_csv(&dir.join("link_utilization.csv"), &links)?;
         series::write_csv(&dir.join("dimension_utilization.csv"), &dims)?;
         series::write_csv(&dir.join("queue_depth.csv"), &queues)?;
+        // One class of links (an explicit fabric, a star): its average is one flat line that
+        // hides where the load is; the busiest links say it.
+        let (title, series, keep) = if dims.columns.len() > 1 {
+            ("Link utilization per dimension", &dims, usize::MAX)
+        } else {
+            ("Link utilization, busiest links", &links, 8)
+        };
         plot::line_chart(
             &dir.join("link_utilization"),
             &plot::LineChart {
-                title: "Link utilization per dimension".into(),
+                title: title.into(),
                 y_label: "utilization".into(),
-                series: &dims,
+                y_unit: plot::YUnit::Share,
+                series,
                 y_max: Some(1.0),
-                keep: usize::MAX,
+                keep,
             },
         )?;
         if !queues.columns.is_empty() {
@@ -283,7 +291,8 @@ pub fn write_outputs(
                 &dir.join("queue_depth"),
                 &plot::LineChart {
                     title: "Queue depth, busiest queues".into(),
-                    y_label: "bytes queued".into(),
+                    y_label: "queued".into(),
+                    y_unit: plot::YUnit::Bytes,
                     series: &queues,
                     y_max: None,
                     keep: 8,
@@ -299,14 +308,18 @@ pub fn write_outputs(
         .flat_map(|n| n.qp_rates.iter().map(move |q| (n, q)))
         .collect();
     if !cut.is_empty() {
-        let mut csv = String::from("time_ps,qp,rate_bps\n");
+        let p = dir.join("qp_rates.csv");
+        let mut w = csv::Writer::from_path(&p).map_err(series::csv_err(&p))?;
+        w.write_record(["time_ps", "qp", "rate_bps"])
+            .map_err(series::csv_err(&p))?;
         for (n, q) in cut {
+            let qp = format!("{}->{}", n.name, q.peer);
             for [t, b] in &q.samples {
-                csv.push_str(&format!("{t},{}->{},{b}\n", n.name, q.peer));
+                w.write_record([t.to_string(), qp.clone(), b.to_string()])
+                    .map_err(series::csv_err(&p))?;
             }
         }
-        let p = dir.join("qp_rates.csv");
-        std::fs::write(&p, csv).map_err(io_err(&p))?;
+        w.flush().map_err(io_err(&p))?;
     }
     for (j, (title, rows)) in timeline::timelines(&obs.finished).iter().enumerate() {
         if rows.iter().any(|(_, bars)| !bars.is_empty()) {

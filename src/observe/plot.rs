@@ -49,15 +49,27 @@ pub fn has_font() -> bool {
     })
 }
 
+/// What a chart's y values are, which sets the axis' unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum YUnit {
+    /// A share in [0, 1], drawn in percent.
+    Share,
+    /// Bytes, drawn in B, KB, MB or GB (powers of 10, as the summary counts) as they fit.
+    Bytes,
+}
+
 /// A chart of series over time.
 pub struct LineChart<'a> {
     /// Title.
     pub title: String,
-    /// What the y axis shows.
+    /// What the y axis shows (its unit is added).
     pub y_label: String,
+    /// The y values' unit.
+    pub y_unit: YUnit,
     /// The series (time in ps on x).
     pub series: &'a Table,
-    /// Fixed top of the y axis (e.g. 1.0 for utilization); else the data's maximum.
+    /// Fixed top of the y axis in the values' own unit (e.g. 1.0 for utilization); else the
+    /// data's maximum.
     pub y_max: Option<f64>,
     /// Draw only this many series, those with the largest peaks.
     pub keep: usize,
@@ -101,18 +113,76 @@ pub fn line_chart(base: &Path, c: &LineChart<'_>) -> Result<(), ObserveError> {
     // Largest peak first; ties keep the table order (stable sort), so output is deterministic.
     order.sort_by(|&a, &b| peak(b).total_cmp(&peak(a)));
     order.truncate(c.keep);
-    let x: Vec<f64> = c.series.times_ps.iter().map(|&t| t as f64 / 1e6).collect();
+    let (t_div, t_unit) = time_unit(c.series.times_ps.last().copied().unwrap_or(0));
+    let x: Vec<f64> = c
+        .series
+        .times_ps
+        .iter()
+        .map(|&t| t as f64 / t_div)
+        .collect();
     let x_max = x.last().copied().unwrap_or(0.0).max(1e-6);
-    let y_max = c
+    let data_max = c
         .y_max
-        .unwrap_or_else(|| order.iter().map(|&i| peak(i)).fold(0.0, f64::max))
-        .max(1e-9)
-        * 1.05;
+        .unwrap_or_else(|| order.iter().map(|&i| peak(i)).fold(0.0, f64::max));
+    let (y_scale, y_unit) = match c.y_unit {
+        YUnit::Share => (100.0, "%"),
+        YUnit::Bytes => byte_unit(data_max),
+    };
+    let y_max = (data_max * y_scale).max(1e-9) * 1.05;
+    let axes = Axes {
+        x_max,
+        y_max,
+        y_scale,
+        x_desc: format!("simulated time ({t_unit})"),
+        y_desc: format!("{} ({y_unit})", c.y_label),
+    };
     both(
         base,
-        |r| draw_lines(r, c, &order, &x, (x_max, y_max), text),
-        |r| draw_lines(r, c, &order, &x, (x_max, y_max), text),
+        |r| draw_lines(r, c, &order, &x, &axes, text),
+        |r| draw_lines(r, c, &order, &x, &axes, text),
     )
+}
+
+/// A line chart's axes as drawn: ranges in the drawn units, the factor from values to drawn
+/// y, and the axis titles with their units.
+struct Axes {
+    x_max: f64,
+    y_max: f64,
+    y_scale: f64,
+    x_desc: String,
+    y_desc: String,
+}
+
+/// The unit a time axis ending at `max_ps` reads best in: picoseconds per unit and its name.
+pub fn time_unit(max_ps: u64) -> (f64, &'static str) {
+    match max_ps {
+        t if t >= 10_000_000_000_000 => (1e12, "s"),
+        t if t >= 10_000_000_000 => (1e9, "ms"),
+        t if t >= 10_000_000 => (1e6, "us"),
+        t if t >= 10_000 => (1e3, "ns"),
+        _ => (1.0, "ps"),
+    }
+}
+
+/// The factor and unit a byte axis reaching `max` reads best in (powers of 10).
+pub fn byte_unit(max: f64) -> (f64, &'static str) {
+    match max {
+        m if m >= 1e10 => (1e-9, "GB"),
+        m if m >= 1e7 => (1e-6, "MB"),
+        m if m >= 1e4 => (1e-3, "KB"),
+        _ => (1.0, "B"),
+    }
+}
+
+/// A tick label: the number with at most 3 decimals and no trailing zeros (`2`, not `2.0`).
+pub fn tick(v: &f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s.to_string()
+    }
 }
 
 fn draw_lines<DB: DrawingBackend>(
@@ -120,7 +190,7 @@ fn draw_lines<DB: DrawingBackend>(
     c: &LineChart<'_>,
     order: &[usize],
     x: &[f64],
-    (x_max, y_max): (f64, f64),
+    axes: &Axes,
     text: bool,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
@@ -132,12 +202,16 @@ fn draw_lines<DB: DrawingBackend>(
             .x_label_area_size(45)
             .y_label_area_size(80);
     }
-    let mut chart = b.build_cartesian_2d(0f64..x_max, 0f64..y_max).map_err(e)?;
+    let mut chart = b
+        .build_cartesian_2d(0f64..axes.x_max, 0f64..axes.y_max)
+        .map_err(e)?;
     if text {
         chart
             .configure_mesh()
-            .x_desc("simulated time (us)")
-            .y_desc(c.y_label.as_str())
+            .x_desc(axes.x_desc.as_str())
+            .y_desc(axes.y_desc.as_str())
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
             .draw()
             .map_err(e)?;
     }
@@ -146,7 +220,7 @@ fn draw_lines<DB: DrawingBackend>(
         let color = Palette99::pick(n).to_rgba();
         let s = chart
             .draw_series(LineSeries::new(
-                x.iter().copied().zip(ys.iter().copied()),
+                x.iter().copied().zip(ys.iter().map(|y| y * axes.y_scale)),
                 color.stroke_width(2),
             ))
             .map_err(e)?;
@@ -178,17 +252,17 @@ pub fn collective_timeline(
     ranks: &[RankSteps],
 ) -> Result<(), ObserveError> {
     let text = has_font();
-    let x_max = ranks
+    let end = ranks
         .iter()
         .flat_map(|(_, s)| s.iter().map(|x| x.2))
         .max()
-        .unwrap_or(0) as f64
-        / 1e6;
-    let x_max = x_max.max(1e-6);
+        .unwrap_or(0);
+    let unit = time_unit(end);
+    let x_max = (end as f64 / unit.0).max(1e-6);
     both(
         base,
-        |r| draw_timeline(r, title, ranks, x_max, text),
-        |r| draw_timeline(r, title, ranks, x_max, text),
+        |r| draw_timeline(r, title, ranks, (x_max, unit), text),
+        |r| draw_timeline(r, title, ranks, (x_max, unit), text),
     )
 }
 
@@ -196,7 +270,7 @@ fn draw_timeline<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
     ranks: &[RankSteps],
-    x_max: f64,
+    (x_max, (t_div, t_unit)): (f64, (f64, &str)),
     text: bool,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
@@ -218,7 +292,8 @@ fn draw_timeline<DB: DrawingBackend>(
         chart
             .configure_mesh()
             .disable_y_mesh()
-            .x_desc("simulated time (us)")
+            .x_desc(format!("simulated time ({t_unit})"))
+            .x_label_formatter(&tick)
             .y_labels(ranks.len().min(64))
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(row) => {
@@ -235,8 +310,8 @@ fn draw_timeline<DB: DrawingBackend>(
             .draw_series(steps.iter().enumerate().flat_map(|(j, (_, s, t))| {
                 let color = Palette99::pick(j).to_rgba();
                 let corners = [
-                    (*s as f64 / 1e6, SegmentValue::Exact(row)),
-                    (*t as f64 / 1e6, SegmentValue::Exact(row + 1)),
+                    (*s as f64 / t_div, SegmentValue::Exact(row)),
+                    (*t as f64 / t_div, SegmentValue::Exact(row + 1)),
                 ];
                 // Filled bar, then a white outline that keeps neighbouring bars apart.
                 [
@@ -274,6 +349,7 @@ mod tests {
         let chart = LineChart {
             title: "Link utilization per dimension".into(),
             y_label: "utilization".into(),
+            y_unit: YUnit::Share,
             series: &t,
             y_max: Some(1.0),
             keep: 8,
@@ -284,6 +360,12 @@ mod tests {
         assert!(png_ok(&dir.join("lines.png")));
         let svg = std::fs::read_to_string(dir.join("lines.svg")).unwrap_or_default();
         assert!(svg.contains("<svg") && svg.contains("polyline"));
+        if has_font() {
+            // 49 us of series: a microsecond axis, utilization in percent, no `.0` ticks.
+            assert!(svg.contains("simulated time (us)"), "{svg}");
+            assert!(svg.contains("utilization (%)"), "{svg}");
+            assert!(!svg.contains(".0<"), "{svg}");
+        }
         // A 4-rank ring: 3 steps per rank, each 2 us, rank r starts r*0.5 us late.
         let ranks: Vec<RankSteps> = (0..4u32)
             .map(|r| {
@@ -301,5 +383,26 @@ mod tests {
         }
         assert!(png_ok(&dir.join("timeline.png")));
         assert!(dir.join("timeline.svg").exists());
+    }
+
+    #[test]
+    fn axes_pick_units_that_fit() {
+        assert_eq!(time_unit(999), (1.0, "ps"));
+        assert_eq!(time_unit(49_000_000), (1e6, "us"));
+        assert_eq!(time_unit(3_789_000_000), (1e6, "us"));
+        assert_eq!(time_unit(37_890_000_000), (1e9, "ms"));
+        assert_eq!(time_unit(12_000_000_000_000), (1e12, "s"));
+        assert_eq!(byte_unit(500.0).1, "B");
+        assert_eq!(byte_unit(64_000.0).1, "KB");
+        assert_eq!(byte_unit(2.5e7).1, "MB");
+        for (v, s) in [
+            (2.0, "2"),
+            (0.5, "0.5"),
+            (1.25, "1.25"),
+            (0.0, "0"),
+            (100.0, "100"),
+        ] {
+            assert_eq!(tick(&v), s);
+        }
     }
 }

@@ -5,7 +5,6 @@
 //! (exact, from serialization intervals), queue depth the bytes queued at the instant k·I.
 //! The last bucket is divided by the whole interval even where the run ended inside it.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use fabemu_fabric::engine::Samples;
@@ -117,26 +116,35 @@ pub fn queue_depth(g: &Graph, s: &Samples) -> Table {
     }
 }
 
-/// Writes `t` as CSV: a `time_ps` column, then one per series.
+/// Writes `t` as CSV: a `time_ps` column, then one per series. Written with the `csv` crate,
+/// so a column named after nodes with commas or quotes in their names is quoted as RFC 4180
+/// says, not split.
 pub fn write_csv(path: &Path, t: &Table) -> Result<(), ObserveError> {
-    let mut out = String::from("time_ps");
-    for (name, _) in &t.columns {
-        out.push(',');
-        out.push_str(name);
-    }
-    out.push('\n');
+    let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
+    let header = std::iter::once("time_ps").chain(t.columns.iter().map(|(n, _)| n.as_str()));
+    w.write_record(header).map_err(csv_err(path))?;
+    let mut row: Vec<String> = Vec::with_capacity(t.columns.len() + 1);
     for (k, time) in t.times_ps.iter().enumerate() {
-        let _ = write!(out, "{time}");
+        row.clear();
+        row.push(time.to_string());
         for (_, col) in &t.columns {
             let v = col.get(k).copied().unwrap_or(0.0);
             // Integers (queue bytes) stay integers; shares keep 6 decimals.
-            if v.fract() == 0.0 {
-                let _ = write!(out, ",{v:.0}");
+            row.push(if v.fract() == 0.0 {
+                format!("{v:.0}")
             } else {
-                let _ = write!(out, ",{v:.6}");
-            }
+                format!("{v:.6}")
+            });
         }
-        out.push('\n');
+        w.write_record(&row).map_err(csv_err(path))?;
     }
-    std::fs::write(path, out).map_err(io_err(path))
+    w.flush().map_err(io_err(path))
+}
+
+/// A CSV writer's error as an I/O error on `path` (what it is: formatting cannot fail).
+pub(crate) fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ObserveError + '_ {
+    move |e| ObserveError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
 }

@@ -13,6 +13,7 @@
 mod locate;
 pub mod overrides;
 mod validate;
+mod yaml_limits;
 
 use std::fmt;
 use std::path::Path;
@@ -575,6 +576,38 @@ pub struct AstraFile {
     pub path: String,
     /// The dimensions it defines.
     pub network: fabemu_topologies::astra_sim::AstraNetwork,
+    /// One sentence per key the file has and ASTRA-sim does not read (ignored, as ASTRA-sim
+    /// does), with its position and the key it was probably meant to be; the command line
+    /// prints them as warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The keys of an ASTRA-sim network file that ASTRA-sim reads.
+const ASTRA_KEYS: [&str; 4] = ["topology", "npus_count", "bandwidth", "latency"];
+
+/// The key among `known` that `key` is most likely a misspelling of, if any is close enough
+/// (case and one or two typos: `latncy`, `npu_count`, `Bandwidth`).
+pub fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let key = key.to_lowercase();
+    known
+        .iter()
+        .map(|k| (strsim::normalized_damerau_levenshtein(&key, k), *k))
+        .filter(|(score, _)| *score >= 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// The top-level keys of `text` (a YAML mapping) that are not ASTRA-sim's, as written.
+fn astra_extra_keys(text: &str) -> Vec<String> {
+    match serde_yaml::from_str::<serde_yaml::Value>(text) {
+        Ok(serde_yaml::Value::Mapping(m)) => m
+            .keys()
+            .filter_map(|k| k.as_str())
+            .filter(|k| !ASTRA_KEYS.contains(k))
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Reads and parses an ASTRA-sim network file; errors name that file, and the line and column
@@ -599,6 +632,42 @@ pub fn load_astra_file(path: &Path) -> Result<AstraFile, ScenarioError> {
             }
             AstraSimError::UnknownKind { index, .. } => Some(root.key("topology").index(*index)),
             AstraSimError::BadValue { field, index, .. } => Some(root.key(field).index(*index)),
+            AstraSimError::Yaml { .. } => {
+                // Again, for serde_yaml's error itself (its position, its kind).
+                if let Err(ye) = serde_yaml::from_str::<serde_yaml::Value>(&text) {
+                    let (at, message) = yaml_limits::explain(&ye, &text).unwrap_or_else(|| {
+                        let loc = ye.location().map(|l| (l.line(), l.column()));
+                        let m = ye.to_string();
+                        let m = m.split(" at line ").next().unwrap_or(&m).to_string();
+                        (loc, format!("not valid YAML: {m}"))
+                    });
+                    return ScenarioError {
+                        file: file.clone(),
+                        line: at.map(|a| a.0),
+                        column: at.map(|a| a.1),
+                        field: String::new(),
+                        message,
+                    };
+                }
+                None
+            }
+            AstraSimError::MissingField { field } => {
+                // A misspelt key is ignored, and the key it should have been is then missing.
+                let extra = astra_extra_keys(&text);
+                let guess = extra.iter().find(|k| did_you_mean(k, &[field]).is_some());
+                if let Some(k) = guess {
+                    let p = root.key(k);
+                    let loc = locate(&text, &p);
+                    return ScenarioError {
+                        file: file.clone(),
+                        line: loc.map(|l| l.0),
+                        column: loc.map(|l| l.1),
+                        field: k.clone(),
+                        message: format!("`{field}` is missing; is `{k}` a misspelling of it?"),
+                    };
+                }
+                None
+            }
             _ => None,
         };
         match at {
@@ -651,9 +720,28 @@ pub fn load_astra_file(path: &Path) -> Result<AstraFile, ScenarioError> {
             message: format!("the fabric is too large: {m}"),
         });
     }
+    let warnings = network
+        .ignored_keys
+        .iter()
+        .map(|k| {
+            let at = match locate(&text, &FieldPath::root().key(k)) {
+                Some((l, c)) => format!("{file}:{l}:{c}"),
+                None => file.clone(),
+            };
+            let hint = match did_you_mean(k, &ASTRA_KEYS) {
+                Some(m) => format!("; did you mean `{m}`?"),
+                None => String::new(),
+            };
+            format!(
+                "{at}: key `{k}` is ignored (ASTRA-sim reads only topology, npus_count, \
+                 bandwidth and latency){hint}"
+            )
+        })
+        .collect();
     Ok(AstraFile {
         path: file,
         network,
+        warnings,
     })
 }
 
@@ -753,9 +841,6 @@ pub fn load_str_with(
             ));
         }
         let astra = load_astra_file(&path)?;
-        for k in &astra.network.ignored_keys {
-            tracing::warn!(file = %astra.path, key = %k, "ASTRA-sim network file: key ignored");
-        }
         src.astra = Some(astra);
     }
     validate::check(&src)?;
@@ -835,10 +920,8 @@ fn with_overrides(
 fn from_yaml_error(e: &serde_yaml::Error, text: &str, file: &str) -> ScenarioError {
     // An empty document (nothing, only comments, `---`, `~`) reads as an empty mapping or as
     // null; serde_yaml then complains about a missing field, which hides the real problem.
-    if matches!(
-        serde_yaml::from_str::<serde_yaml::Value>(text),
-        Ok(serde_yaml::Value::Null)
-    ) {
+    let as_value = serde_yaml::from_str::<serde_yaml::Value>(text);
+    if matches!(as_value, Ok(serde_yaml::Value::Null)) {
         return ScenarioError {
             file: file.to_string(),
             line: None,
@@ -847,6 +930,27 @@ fn from_yaml_error(e: &serde_yaml::Error, text: &str, file: &str) -> ScenarioErr
             message: "the scenario is empty: it needs a fabric (`hosts` and `links`, or \
                       `topology`) and a `workload`"
                 .to_string(),
+        };
+    }
+    // An alias bomb or a second document is reported as such even where the scenario's types
+    // fail first: the whole file is at fault (reading it as plain YAML expands every alias and
+    // reads every document).
+    let limit = match &as_value {
+        Err(ve)
+            if ve.to_string().starts_with("repetition limit")
+                || ve.to_string().contains("more than one document") =>
+        {
+            yaml_limits::explain(ve, text)
+        }
+        _ => None,
+    };
+    if let Some((at, message)) = limit.or_else(|| yaml_limits::explain(e, text)) {
+        return ScenarioError {
+            file: file.to_string(),
+            line: at.map(|a| a.0),
+            column: at.map(|a| a.1),
+            field: String::new(),
+            message,
         };
     }
     let mut msg = e.to_string();

@@ -7,6 +7,7 @@
 //!   virtual times, deadlines or release times), on the bucket PIFO's default 4096-bucket window.
 //!
 //! Ranks come from an inline xorshift so the generator costs a few instructions.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use fabemu_switch::pifo::{BucketConfig, BucketPifo, HeapPifo, OverflowPolicy, Pifo};

@@ -1,10 +1,9 @@
 //! The switch's packet memory: its configuration (the scenario's `buffer:` section, which is
-//! the whole MMU: sizes, thresholds, PFC and ECN) and a simple drop-tail pool.
+//! the whole MMU: sizes, thresholds, PFC and ECN) and why a frame is refused.
 //!
 //! The switch admits frames through [`crate::mmu::Mmu`] (per ingress (port, priority)
-//! accounting, dynamic thresholds, headroom); [`SharedBuffer`] is the plain drop-tail pool with
-//! per-egress-queue caps that came before it, kept for users of its API. Accounting is in frame
-//! bytes (what the memory holds; preamble and gap are not stored).
+//! accounting, dynamic thresholds, headroom). Accounting is in frame bytes (what the memory
+//! holds; preamble and gap are not stored).
 //!
 //! Every field but `total` has a default; the defaults are lossy, PFC off, no ECN marking:
 //!
@@ -109,68 +108,6 @@ impl Default for BufferConfig {
     }
 }
 
-/// Occupancy of the pool and of each egress queue.
-#[derive(Clone, Debug)]
-pub struct SharedBuffer {
-    total: u64,
-    per_queue: u64,
-    used: u64,
-    queues: Vec<u64>,
-    peak: u64,
-}
-
-impl SharedBuffer {
-    /// A pool for `queues` egress queues.
-    pub fn new(cfg: &BufferConfig, queues: usize) -> SharedBuffer {
-        let total = cfg.total.bytes();
-        SharedBuffer {
-            total,
-            per_queue: cfg.per_queue.map_or(total, |q| q.bytes().min(total)),
-            used: 0,
-            queues: vec![0; queues],
-            peak: 0,
-        }
-    }
-
-    /// Reserves `bytes` for egress queue `q`, or says why not.
-    #[inline]
-    pub fn admit(&mut self, q: usize, bytes: u64) -> Result<(), Refusal> {
-        if self.used + bytes > self.total {
-            return Err(Refusal::PoolFull);
-        }
-        let qb = &mut self.queues[q];
-        if *qb + bytes > self.per_queue {
-            return Err(Refusal::QueueFull);
-        }
-        *qb += bytes;
-        self.used += bytes;
-        self.peak = self.peak.max(self.used);
-        Ok(())
-    }
-
-    /// Frees `bytes` of egress queue `q` (the frame left).
-    #[inline]
-    pub fn release(&mut self, q: usize, bytes: u64) {
-        self.queues[q] = self.queues[q].saturating_sub(bytes);
-        self.used = self.used.saturating_sub(bytes);
-    }
-
-    /// Bytes held by egress queue `q`.
-    pub fn queue_bytes(&self, q: usize) -> u64 {
-        self.queues[q]
-    }
-
-    /// Bytes held in all.
-    pub fn used(&self) -> u64 {
-        self.used
-    }
-
-    /// Highest occupancy seen.
-    pub fn peak(&self) -> u64 {
-        self.peak
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,26 +129,5 @@ mod tests {
         assert_eq!(c.ecn.map(|e| e.kmax), Some(ByteSize(200_000)));
         assert!(serde_yaml::from_str::<BufferConfig>("{total: 1MiB, pfcc: {}}").is_err());
         assert!(serde_yaml::from_str::<BufferConfig>("{total: 1MiB, pfc: {on: true}}").is_err());
-    }
-
-    #[test]
-    fn drop_tail_on_pool_and_queue_caps() {
-        let mut b = SharedBuffer::new(
-            &BufferConfig {
-                total: ByteSize(1000),
-                per_queue: Some(ByteSize(600)),
-                ..BufferConfig::default()
-            },
-            2,
-        );
-        assert_eq!(b.admit(0, 500), Ok(()));
-        assert_eq!(b.admit(0, 200), Err(Refusal::QueueFull));
-        assert_eq!(b.admit(1, 500), Ok(()));
-        assert_eq!(b.admit(1, 1), Err(Refusal::PoolFull));
-        b.release(0, 500);
-        assert_eq!(b.used(), 500);
-        assert_eq!(b.admit(1, 100), Ok(()));
-        assert_eq!(b.queue_bytes(1), 600);
-        assert_eq!(b.peak(), 1000);
     }
 }

@@ -107,6 +107,9 @@ pub struct SwitchStats {
     pub pause_frames_received: u64,
     /// PFC frames sent (XOFF, refresh and XON; one frame may carry several classes).
     pub pause_frames_sent: u64,
+    /// Of those, XON frames: every class they name has quanta 0 (a frame that pauses any
+    /// class counts as XOFF).
+    pub xon_frames_sent: u64,
     /// Frames dropped on lossless priorities; any is an error (the run should fail).
     pub lossless_drops: u64,
     /// Frames marked CE.
@@ -512,6 +515,9 @@ impl Switch {
             }
         }
         self.stats.pause_frames_sent += 1;
+        if (0..PRIORITIES).all(|c| repr.class_enable & (1 << c) == 0 || repr.quanta[c] == 0) {
+            self.stats.xon_frames_sent += 1;
+        }
         if ctx.transmit(port, pkt).is_err() {
             self.stats.tx_refused += 1;
         }

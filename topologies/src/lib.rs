@@ -14,7 +14,8 @@
 //!    (minimum hops, all equal-cost next hops kept for ECMP) for the rest; or write routes by
 //!    hand and check them with [`validate_routes`];
 //! 3. create one actor per node with one port per [`PortInfo`], and let each switch look up
-//!    [`Routes::next_hops`] for a packet's destination host and pick one with [`ecmp_pick`].
+//!    [`Routes::next_hops`] for a packet's destination host and pick one by a hash of the
+//!    flow (fabemu's switches use `fabemu_fabric::route`'s multiply-shift over the hash).
 //!
 //! [`summary::summarize`] reports what was built (counts, links per dimension or tier,
 //! per-host bandwidth, diameter, bisection bandwidth) and [`summary::to_dot`] draws it.
@@ -65,6 +66,6 @@ pub use graph::{
     FabricKind, Graph, Link, LinkClass, LinkId, Node, NodeId, NodeKind, PortId, PortInfo, Tier,
 };
 pub use routes::Routes;
-pub use routing::{compute_routes, ecmp_pick, routes_for, RoutingPolicy};
+pub use routing::{compute_routes, routes_for, RoutingPolicy};
 pub use shortest_paths::{shortest_paths, RoutingOptions};
 pub use validate::validate_routes;

@@ -3,12 +3,12 @@
 //! Fabrics with dimensions route dimension-order (one path per pair, as ASTRA-sim models
 //! them); Clos fabrics and hand-written graphs route by shortest paths keeping every
 //! equal-cost next hop. The choice among those next hops happens per packet in the emulator,
-//! by a hash of the flow's 5-tuple and the scenario seed; [`ecmp_pick`] is that choice, so a
-//! flow keeps one path (no reordering) while many flows spread.
+//! by a hash of the flow's 5-tuple and the scenario seed (`fabemu_fabric::route`), so a flow
+//! keeps one path (no reordering) while many flows spread.
 
 use crate::dimensional::dimension_order_routes;
 use crate::error::TopologyError;
-use crate::graph::{FabricKind, Graph, PortId};
+use crate::graph::{FabricKind, Graph};
 use crate::routes::Routes;
 use crate::shortest_paths::{shortest_paths, RoutingOptions};
 
@@ -56,7 +56,7 @@ pub fn compute_routes(g: &Graph, policy: RoutingPolicy) -> Result<Routes, Topolo
 }
 
 /// Routes for `g` by its own policy, [`RoutingPolicy::for_graph`]. Routes do not depend on the
-/// scenario seed: the seed only enters the per-packet choice ([`ecmp_pick`]).
+/// scenario seed: the seed only enters the per-packet choice of next hop.
 ///
 /// # Errors
 /// As [`compute_routes`].
@@ -64,35 +64,9 @@ pub fn routes_for(g: &Graph) -> Result<Routes, TopologyError> {
     compute_routes(g, RoutingPolicy::for_graph(g))
 }
 
-/// The next hop a flow whose 5-tuple (and seed) hashes to `flow_hash` takes among
-/// `next_hops`: `next_hops[(flow_hash × n) >> 64]` for `n` next hops (multiply-shift, which
-/// maps a well-mixed hash uniformly onto `0..n` without a division; the emulator's switches
-/// choose the same way). `None` when there is no next hop.
-pub fn ecmp_pick(next_hops: &[PortId], flow_hash: u64) -> Option<PortId> {
-    match next_hops.len() {
-        0 => None,
-        1 => next_hops.first().copied(),
-        n => next_hops
-            .get(((u128::from(flow_hash) * n as u128) >> 64) as usize)
-            .copied(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ecmp_pick_maps_the_hash_range_evenly() {
-        assert_eq!(ecmp_pick(&[], 7), None);
-        assert_eq!(ecmp_pick(&[3], u64::MAX), Some(3));
-        let hops = [10, 11, 12, 13];
-        assert_eq!(ecmp_pick(&hops, 0), Some(10));
-        assert_eq!(ecmp_pick(&hops, u64::MAX / 4), Some(10));
-        assert_eq!(ecmp_pick(&hops, u64::MAX / 4 + 1), Some(11));
-        assert_eq!(ecmp_pick(&hops, u64::MAX / 2 + 1), Some(12));
-        assert_eq!(ecmp_pick(&hops, u64::MAX), Some(13));
-    }
 
     #[test]
     fn policies_follow_the_fabric() {

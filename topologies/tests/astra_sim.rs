@@ -1,6 +1,7 @@
 //! ASTRA-sim network files: the two shapes of its examples build the expected fabric with
 //! bandwidth converted from GB/s (GB = 2^30 bytes) exactly, and bad files are refused naming
 //! the field.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use fabemu_topologies::astra_sim::{self, AstraSimError, BPS_PER_GB_PER_S};
 use fabemu_topologies::{

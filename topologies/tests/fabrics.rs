@@ -1,5 +1,6 @@
 //! Builders and routing through the public API: sizes against formulas, and for every pair of
 //! hosts that every choice of next hop arrives in exactly the expected number of hops.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 

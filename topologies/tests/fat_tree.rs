@@ -1,5 +1,6 @@
 //! Fat-trees: counts against formulas, every pair routed loop-free in 2/4/6 hops, the k/2
 //! equal-cost uplinks, and ECMP spreading flows over them while each flow keeps its path.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
 
@@ -7,8 +8,8 @@ use std::collections::HashMap;
 
 use common::{assert_all_pairs, count, flow_hash, mix};
 use fabemu_topologies::{
-    ecmp_pick, fat_tree, routes_for, validate_routes, FatTreeSpec, Graph, LinkClass, NodeId,
-    NodeKind, Routes, Tier,
+    fat_tree, routes_for, validate_routes, FatTreeSpec, Graph, LinkClass, NodeId, NodeKind, Routes,
+    Tier,
 };
 use proptest::prelude::*;
 
@@ -96,6 +97,13 @@ fn switches_offer_half_k_uplinks_toward_remote_pods() {
             }
         }
     }
+}
+
+/// The next hop of a flow hashing to `hash` among `hops`: multiply-shift, as the emulator's
+/// route table (`fabemu_fabric::route::RouteTable::select`) chooses.
+fn ecmp_pick(hops: &[usize], hash: u64) -> Option<usize> {
+    hops.get(((u128::from(hash) * hops.len() as u128) >> 64) as usize)
+        .copied()
 }
 
 /// The path of one flow: at each node the next hop is picked by the flow's hash salted with

@@ -104,9 +104,11 @@ impl Ord for CapturedFrame {
 pub struct Capture {
     /// The kept frames in (time, actor, port, direction, origin) order.
     pub frames: Vec<CapturedFrame>,
-    /// Frames seen on tapped ports, kept or not.
+    /// Frames seen on tapped ports up to the end of the run, kept or not (frames still in
+    /// flight when the run stopped are not counted, except, when a cap was reached, those a
+    /// cap had already pushed out).
     pub seen: u64,
-    /// Frames not kept because a cap was reached (`seen - frames.len()`).
+    /// Frames not kept because a cap was reached (`seen - frames.len()`); 0 when no cap was.
     pub dropped: u64,
 }
 
@@ -117,6 +119,10 @@ pub(crate) struct CaptureBuf {
     heap: BinaryHeap<CapturedFrame>,
     bytes: u64,
     seen: u64,
+    /// The earliest time of a frame not kept (pushed out or refused by a cap), `u64::MAX`
+    /// for none: when it is after the run's end, every frame lost to a cap was one the run
+    /// never delivered, and no cap was really reached.
+    min_lost: u64,
 }
 
 impl CaptureBuf {
@@ -127,6 +133,7 @@ impl CaptureBuf {
             heap: BinaryHeap::new(),
             bytes: 0,
             seen: 0,
+            min_lost: u64::MAX,
         }
     }
 
@@ -142,12 +149,14 @@ impl CaptureBuf {
     ) {
         self.seen += 1;
         if self.max_packets == 0 {
+            self.min_lost = self.min_lost.min(time);
             return;
         }
         let key = (time, actor, port, direction, origin);
         let full = self.heap.len() as u64 >= self.max_packets || self.bytes >= self.max_bytes;
         if full && self.heap.peek().is_some_and(|top| top.key() <= key) {
             // Later than everything kept while the caps are reached: never among the first.
+            self.min_lost = self.min_lost.min(time);
             return;
         }
         // A frame without payload (ACK, CNP, PFC) is whole in either mode.
@@ -167,7 +176,10 @@ impl CaptureBuf {
         });
         while self.heap.len() as u64 > self.max_packets || self.bytes > self.max_bytes {
             match self.heap.pop() {
-                Some(f) => self.bytes -= f.data.len() as u64,
+                Some(f) => {
+                    self.bytes -= f.data.len() as u64;
+                    self.min_lost = self.min_lost.min(f.time.ps());
+                }
                 None => break,
             }
         }
@@ -177,7 +189,9 @@ impl CaptureBuf {
 /// Merges the partitions' buffers into the run's capture; drops records later than `until`
 /// (arrivals the run stopped before delivering).
 pub(crate) fn merge(bufs: Vec<CaptureBuf>, cfg: &CaptureConfig, until: Time) -> Capture {
-    let seen = bufs.iter().map(|b| b.seen).sum();
+    let seen: u64 = bufs.iter().map(|b| b.seen).sum();
+    let lost: u64 = bufs.iter().map(|b| b.seen - b.heap.len() as u64).sum();
+    let min_lost = bufs.iter().map(|b| b.min_lost).min().unwrap_or(u64::MAX);
     let mut all: Vec<CapturedFrame> = bufs.into_iter().flat_map(|b| b.heap.into_vec()).collect();
     all.sort_unstable();
     let mut kept = 0usize;
@@ -192,6 +206,11 @@ pub(crate) fn merge(bufs: Vec<CaptureBuf>, cfg: &CaptureConfig, until: Time) -> 
         bytes += f.data.len() as u64;
         kept += 1;
     }
+    // Frames arriving after `until` (in flight when the run stopped) were never seen by the
+    // run: not a cap's doing.
+    let beyond = all.iter().filter(|f| f.time > until).count() as u64;
+    let beyond_lost = if min_lost > until.ps() { lost } else { 0 };
+    let seen = seen - beyond - beyond_lost;
     all.truncate(kept);
     Capture {
         dropped: seen - all.len() as u64,
@@ -252,5 +271,36 @@ mod tests {
         let c = merge(vec![a], &cfg, Time::NEVER);
         assert_eq!(c.frames.len(), 2);
         assert_eq!(c.dropped, 3);
+    }
+
+    #[test]
+    fn frames_in_flight_at_the_end_are_not_dropped_by_a_cap() {
+        // Issue 17: a run stopped at `until` with a frame in flight warned "capture cap
+        // reached". Two frames by `until` = 10, three arriving later; one of those was pushed
+        // out of a full buffer (cap 4), which is no cap reached either.
+        let cfg = CaptureConfig {
+            ports: vec![(0, 0)],
+            max_packets: 4,
+            max_bytes: u64::MAX,
+        };
+        let mut a = CaptureBuf::new(&cfg);
+        for t in [1, 12, 2, 11, 13] {
+            a.record(t, 0, 0, CaptureDirection::Out, t, &pkt(0));
+        }
+        let c = merge(vec![a], &cfg, Time(10));
+        assert_eq!(c.frames.len(), 2);
+        assert_eq!((c.seen, c.dropped), (2, 0));
+        // With a cap of 1, one frame by `until` is lost: a cap was reached.
+        let cfg = CaptureConfig {
+            max_packets: 1,
+            ..cfg
+        };
+        let mut a = CaptureBuf::new(&cfg);
+        for t in [1, 12, 2] {
+            a.record(t, 0, 0, CaptureDirection::Out, t, &pkt(0));
+        }
+        let c = merge(vec![a], &cfg, Time(10));
+        assert_eq!(c.frames.len(), 1);
+        assert!(c.dropped >= 1);
     }
 }

@@ -404,9 +404,7 @@ impl Rp {
         };
         let k = cfg.alpha_timer.ps().max(1);
         let n = now.saturating_sub(at).ps() / k;
-        // powi takes an i32; after 2^31 periods alpha is 0 for any g >= 2^-20 anyway.
-        let n = i32::try_from(n).unwrap_or(i32::MAX);
-        self.alpha * (1.0 - cfg.g).powi(n)
+        self.alpha * pow_u64(1.0 - cfg.g, n)
     }
 
     /// A CNP arrived at `now` on a port of `line` bits per second: cut the rate. Returns the
@@ -490,6 +488,26 @@ fn min_rate(cfg: &DcqcnConfig, line: f64) -> f64 {
     (cfg.min_rate.bps() as f64).min(line)
 }
 
+/// `base^n` by square-and-multiply over the bits of `n`, lowest first: a fixed sequence of
+/// IEEE-754 multiplications, each correctly rounded, so the result is the same bits on every
+/// platform and toolchain. (`f64::powi` is an LLVM intrinsic whose lowering — a libm call, an
+/// unrolled product, constant folding at another precision — is not specified, and reports
+/// must not change from one machine to the next.)
+pub(crate) fn pow_u64(base: f64, mut n: u64) -> f64 {
+    let mut result = 1.0;
+    let mut square = base;
+    while n > 0 {
+        if n & 1 == 1 {
+            result *= square;
+        }
+        n >>= 1;
+        if n > 0 {
+            square *= square;
+        }
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,19 +545,39 @@ mod tests {
         for n in 0..2000u64 {
             // Just before the (n+1)-th period ends, n decays have happened.
             let at = Time(t0.ps() + (n + 1) * k.ps() - 1);
-            let expected = (255.0f64 / 256.0).powi(n as i32);
-            // powi and repeated multiplication by an exact 255/256 differ by a few ulps at
-            // most; 1e-12 is far above that and far below one decay step (~4e-3 relative).
+            let expected = (0..n).fold(1.0f64, |a, _| a * (255.0 / 256.0));
+            // Square-and-multiply and repeated multiplication by an exact 255/256 round
+            // differently, a few ulps per step at most: over 2000 steps well under 1e-12,
+            // which is far below one decay step (~4e-3 relative).
             assert!((rp.alpha(&cfg, at) - expected).abs() < 1e-12, "n = {n}");
         }
         // A CNP after n periods uses the decayed alpha and then adds g.
         let n = 10u64;
         let at = Time(t0.ps() + n * k.ps());
-        let a = (255.0f64 / 256.0).powi(n as i32);
+        let a = (0..n).fold(1.0f64, |a, _| a * (255.0 / 256.0));
         let before = rp.rate().unwrap_or(0.0);
         let rc = rp.on_cnp(&cfg, LINE, at);
         assert!((rc - before * (1.0 - a / 2.0)).abs() < 1e-3);
         assert!((rp.alpha(&cfg, at) - ((1.0 - cfg.g) * a + cfg.g)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn power_is_exactly_specified() {
+        // Exact cases: powers of two and small integers are representable all the way.
+        assert_eq!(pow_u64(0.5, 10).to_bits(), (1.0f64 / 1024.0).to_bits());
+        assert_eq!(pow_u64(3.0, 5), 243.0);
+        assert_eq!(pow_u64(0.7, 0), 1.0);
+        assert_eq!(pow_u64(0.999, u64::MAX), 0.0);
+        // The bits of (255/256)^55 as the square-and-multiply order defines them: this pins
+        // the computation (1, 2, 4, 16, 32 products in that order), not a platform's powi.
+        let g = 255.0f64 / 256.0;
+        let g2 = g * g;
+        let g4 = g2 * g2;
+        let g8 = g4 * g4;
+        let g16 = g8 * g8;
+        let g32 = g16 * g16;
+        let expected = (((g * g2) * g4) * g16) * g32;
+        assert_eq!(pow_u64(g, 55).to_bits(), expected.to_bits());
     }
 
     #[test]

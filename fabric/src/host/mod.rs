@@ -225,6 +225,8 @@ pub struct HostStats {
     pub paused_time_ps: u64,
     /// PFC frames sent (XOFF and XON) by the receive buffer.
     pub pause_frames_sent: u64,
+    /// Of those, XON frames (quanta 0: resume).
+    pub xon_frames_sent: u64,
     /// Data frames dropped because the receive buffer (`pfc.rx_buffer`) was full.
     pub rx_buffer_dropped: u64,
     /// Frames forwarded for other hosts.
@@ -863,6 +865,9 @@ impl Nic {
         };
         np.mac_control.push_back(pkt);
         self.stats.pause_frames_sent += 1;
+        if repr.quanta.iter().all(|&q| q == 0) {
+            self.stats.xon_frames_sent += 1;
+        }
         self.pump(port, ctx);
     }
 
