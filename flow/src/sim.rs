@@ -446,8 +446,16 @@ pub fn run<A: Application>(
                 p.events.store(core.stats.events, Ordering::Relaxed);
             }
         }
-        let flow_t = core.net.next_finish();
         let ev_t = core.queue.peek().map(|Reverse((t, _, _))| *t);
+        // Events of the current instant run before the network is asked anything: asking
+        // refills the components that starts and finishes touched, so all of an instant's
+        // starts (a million posts at time zero) share one refilling. No flow can finish at
+        // the current instant any more: those were reported when time reached it.
+        let flow_t = if ev_t == Some(core.now) && core.stats.events > 0 {
+            None
+        } else {
+            core.net.next_finish()
+        };
         let next = match (flow_t, ev_t) {
             (None, None) => break,
             (a, b) => a.unwrap_or(Time::NEVER).min(b.unwrap_or(Time::NEVER)),
