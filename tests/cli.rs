@@ -604,3 +604,22 @@ fn explicit_fabrics_plot_their_busiest_links() {
         );
     }
 }
+
+#[test]
+fn dcqcn_rates_are_plotted() {
+    let dir = temp_dir("dcqcn-plot").join("out");
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/lossless.yaml");
+    let out = fabemu(&["run", ex, "--quiet", "--out", &dir.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.join("qp_rates.png").is_file() && dir.join("qp_rates.csv").is_file());
+    let svg = std::fs::read_to_string(dir.join("qp_rates.svg")).unwrap_or_default();
+    assert!(svg.contains("<polyline"), "{svg}");
+    if fabemu::observe::plot::has_font() {
+        // The four incast senders' QPs toward r are cut from 100 Gb/s.
+        assert!(
+            svg.contains("rate (Gb/s)") && svg.contains("a1-&gt;r"),
+            "{svg}"
+        );
+        assert!(svg.contains("simulated time (ms)"), "{svg}");
+    }
+}

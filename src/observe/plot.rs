@@ -56,6 +56,8 @@ pub enum YUnit {
     Share,
     /// Bytes, drawn in B, KB, MB or GB (powers of 10, as the summary counts) as they fit.
     Bytes,
+    /// Bits per second, drawn in Kb/s, Mb/s or Gb/s as they fit.
+    BitsPerSecond,
 }
 
 /// A chart of series over time.
@@ -127,6 +129,7 @@ pub fn line_chart(base: &Path, c: &LineChart<'_>) -> Result<(), ObserveError> {
     let (y_scale, y_unit) = match c.y_unit {
         YUnit::Share => (100.0, "%"),
         YUnit::Bytes => byte_unit(data_max),
+        YUnit::BitsPerSecond => rate_unit(data_max),
     };
     let y_max = (data_max * y_scale).max(1e-9) * 1.05;
     let axes = Axes {
@@ -156,10 +159,10 @@ struct Axes {
 /// The unit a time axis ending at `max_ps` reads best in: picoseconds per unit and its name.
 pub fn time_unit(max_ps: u64) -> (f64, &'static str) {
     match max_ps {
-        t if t >= 10_000_000_000_000 => (1e12, "s"),
-        t if t >= 10_000_000_000 => (1e9, "ms"),
-        t if t >= 10_000_000 => (1e6, "us"),
-        t if t >= 10_000 => (1e3, "ns"),
+        t if t >= 1_000_000_000_000 => (1e12, "s"),
+        t if t >= 1_000_000_000 => (1e9, "ms"),
+        t if t >= 1_000_000 => (1e6, "us"),
+        t if t >= 1_000 => (1e3, "ns"),
         _ => (1.0, "ps"),
     }
 }
@@ -171,6 +174,16 @@ pub fn byte_unit(max: f64) -> (f64, &'static str) {
         m if m >= 1e7 => (1e-6, "MB"),
         m if m >= 1e4 => (1e-3, "KB"),
         _ => (1.0, "B"),
+    }
+}
+
+/// The factor and unit a bit-rate axis reaching `max` bit/s reads best in.
+pub fn rate_unit(max: f64) -> (f64, &'static str) {
+    match max {
+        m if m >= 1e10 => (1e-9, "Gb/s"),
+        m if m >= 1e7 => (1e-6, "Mb/s"),
+        m if m >= 1e4 => (1e-3, "Kb/s"),
+        _ => (1.0, "b/s"),
     }
 }
 
@@ -389,7 +402,8 @@ mod tests {
     fn axes_pick_units_that_fit() {
         assert_eq!(time_unit(999), (1.0, "ps"));
         assert_eq!(time_unit(49_000_000), (1e6, "us"));
-        assert_eq!(time_unit(3_789_000_000), (1e6, "us"));
+        assert_eq!(time_unit(3_789_000_000), (1e9, "ms"));
+        assert_eq!(time_unit(999_999_999), (1e6, "us"));
         assert_eq!(time_unit(37_890_000_000), (1e9, "ms"));
         assert_eq!(time_unit(12_000_000_000_000), (1e12, "s"));
         assert_eq!(byte_unit(500.0).1, "B");
