@@ -296,9 +296,11 @@ fn draw_timeline<DB: DrawingBackend>(
             .x_label_area_size(45)
             .y_label_area_size(80);
     }
-    // One segment per row, so each rank gets its own label at the row's centre.
+    // One segment per row, so each rank gets its own label at the row's centre; room on the
+    // right for the legend, which would otherwise cover the last bars.
+    let room = if text { 1.3 } else { 1.02 };
     let mut chart = b
-        .build_cartesian_2d(0f64..x_max * 1.02, (0u32..n).into_segmented())
+        .build_cartesian_2d(0f64..x_max * room, (0u32..n).into_segmented())
         .map_err(e)?;
     if text {
         let names: Vec<String> = ranks.iter().map(|(r, _)| format!("rank {r}")).collect();
@@ -317,21 +319,47 @@ fn draw_timeline<DB: DrawingBackend>(
             .draw()
             .map_err(e)?;
     }
-    for (row, (_, steps)) in ranks.iter().enumerate() {
-        let row = row as u32;
-        chart
-            .draw_series(steps.iter().enumerate().flat_map(|(j, (_, s, t))| {
-                let color = Palette99::pick(j).to_rgba();
-                let corners = [
-                    (*s as f64 / t_div, SegmentValue::Exact(row)),
-                    (*t as f64 / t_div, SegmentValue::Exact(row + 1)),
-                ];
-                // Filled bar, then a white outline that keeps neighbouring bars apart.
+    // One series per step position (its colour) over all ranks, so the legend can say what the
+    // colours are: the first steps by name, the rest summed up in one entry.
+    let steps_max = ranks.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+    const NAMED: usize = 6;
+    for j in 0..steps_max {
+        let color = Palette99::pick(j).to_rgba();
+        let bars = ranks.iter().enumerate().filter_map(|(row, (_, steps))| {
+            let (_, s, t) = steps.get(j)?;
+            let row = row as u32;
+            Some([
+                (*s as f64 / t_div, SegmentValue::Exact(row)),
+                (*t as f64 / t_div, SegmentValue::Exact(row + 1)),
+            ])
+        });
+        // Filled bar, then a white outline that keeps neighbouring bars apart.
+        let drawn = chart
+            .draw_series(bars.flat_map(|corners| {
                 [
                     Rectangle::new(corners.clone(), color.filled()),
                     Rectangle::new(corners, WHITE.stroke_width(3)),
                 ]
             }))
+            .map_err(e)?;
+        let label = match j {
+            _ if j < NAMED => format!("receive step {}", j + 1),
+            _ if j == NAMED => format!("steps {}..{steps_max}: a colour each", NAMED + 1),
+            _ => continue,
+        };
+        if text {
+            drawn.label(label).legend(move |(px, py)| {
+                Rectangle::new([(px, py - 5), (px + 16, py + 5)], color.filled())
+            });
+        }
+    }
+    if text && steps_max > 0 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
             .map_err(e)?;
     }
     Ok(())
@@ -395,7 +423,11 @@ mod tests {
             panic!("{e}");
         }
         assert!(png_ok(&dir.join("timeline.png")));
-        assert!(dir.join("timeline.svg").exists());
+        let svg = std::fs::read_to_string(dir.join("timeline.svg")).unwrap_or_default();
+        if has_font() {
+            // A legend names the colours.
+            assert!(svg.contains("receive step 1") && svg.contains("receive step 3"));
+        }
     }
 
     #[test]
