@@ -262,7 +262,8 @@ workload:
         .find(|l| l.contains("completion time"))
         .unwrap_or_else(|| panic!("{text}"));
     // The message's wire bytes at 10 Mb/s: (1024 + 74 header + 4 ICRC + 24) × 0.8 us =
-    // 900.8 us, so it is delivered at 1.0009008 s: shown to its first significant digit.
+    // 900.8 us, then the ACK's 86 bytes, 68.8 us: acknowledged at 1.0009696 s, shown (cut,
+    // not rounded) to its first significant digit.
     assert!(line.contains("completion time 1.0009s,"), "{line}");
     assert!(!text.contains(".s ") && !text.contains(".s,"), "{text}");
     let msg = text
@@ -602,5 +603,24 @@ fn explicit_fabrics_plot_their_busiest_links() {
             svg.contains(">\na-&gt;b\n<") && svg.contains(">\nb-&gt;a\n<"),
             "{svg}"
         );
+    }
+}
+
+#[test]
+fn dcqcn_rates_are_plotted() {
+    let dir = temp_dir("dcqcn-plot").join("out");
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/lossless.yaml");
+    let out = fabemu(&["run", ex, "--quiet", "--out", &dir.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.join("qp_rates.png").is_file() && dir.join("qp_rates.csv").is_file());
+    let svg = std::fs::read_to_string(dir.join("qp_rates.svg")).unwrap_or_default();
+    assert!(svg.contains("<polyline"), "{svg}");
+    if fabemu::observe::plot::has_font() {
+        // The four incast senders' QPs toward r are cut from 100 Gb/s.
+        assert!(
+            svg.contains("rate (Gb/s)") && svg.contains("a1-&gt;r"),
+            "{svg}"
+        );
+        assert!(svg.contains("simulated time (ms)"), "{svg}");
     }
 }

@@ -321,6 +321,20 @@ pub fn write_outputs(
         }
         w.flush().map_err(io_err(&p))?;
     }
+    if obs.report.nics.iter().any(|n| !n.qp_rates.is_empty()) {
+        let rates = series::qp_rates(&obs.report, 8, obs.report.totals.completion_time_ps);
+        plot::line_chart(
+            &dir.join("qp_rates"),
+            &plot::LineChart {
+                title: "DCQCN: rate of cut queue pairs (the first 8)".into(),
+                y_label: "rate".into(),
+                y_unit: plot::YUnit::BitsPerSecond,
+                series: &rates,
+                y_max: None,
+                keep: usize::MAX,
+            },
+        )?;
+    }
     for (j, (title, rows)) in timeline::timelines(&obs.finished).iter().enumerate() {
         if rows.iter().any(|(_, bars)| !bars.is_empty()) {
             plot::collective_timeline(&dir.join(format!("timeline_{j}")), title, rows)?;

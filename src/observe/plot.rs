@@ -56,6 +56,8 @@ pub enum YUnit {
     Share,
     /// Bytes, drawn in B, KB, MB or GB (powers of 10, as the summary counts) as they fit.
     Bytes,
+    /// Bits per second, drawn in Kb/s, Mb/s or Gb/s as they fit.
+    BitsPerSecond,
 }
 
 /// A chart of series over time.
@@ -127,6 +129,7 @@ pub fn line_chart(base: &Path, c: &LineChart<'_>) -> Result<(), ObserveError> {
     let (y_scale, y_unit) = match c.y_unit {
         YUnit::Share => (100.0, "%"),
         YUnit::Bytes => byte_unit(data_max),
+        YUnit::BitsPerSecond => rate_unit(data_max),
     };
     let y_max = (data_max * y_scale).max(1e-9) * 1.05;
     let axes = Axes {
@@ -156,10 +159,10 @@ struct Axes {
 /// The unit a time axis ending at `max_ps` reads best in: picoseconds per unit and its name.
 pub fn time_unit(max_ps: u64) -> (f64, &'static str) {
     match max_ps {
-        t if t >= 10_000_000_000_000 => (1e12, "s"),
-        t if t >= 10_000_000_000 => (1e9, "ms"),
-        t if t >= 10_000_000 => (1e6, "us"),
-        t if t >= 10_000 => (1e3, "ns"),
+        t if t >= 1_000_000_000_000 => (1e12, "s"),
+        t if t >= 1_000_000_000 => (1e9, "ms"),
+        t if t >= 1_000_000 => (1e6, "us"),
+        t if t >= 1_000 => (1e3, "ns"),
         _ => (1.0, "ps"),
     }
 }
@@ -171,6 +174,16 @@ pub fn byte_unit(max: f64) -> (f64, &'static str) {
         m if m >= 1e7 => (1e-6, "MB"),
         m if m >= 1e4 => (1e-3, "KB"),
         _ => (1.0, "B"),
+    }
+}
+
+/// The factor and unit a bit-rate axis reaching `max` bit/s reads best in.
+pub fn rate_unit(max: f64) -> (f64, &'static str) {
+    match max {
+        m if m >= 1e10 => (1e-9, "Gb/s"),
+        m if m >= 1e7 => (1e-6, "Mb/s"),
+        m if m >= 1e4 => (1e-3, "Kb/s"),
+        _ => (1.0, "b/s"),
     }
 }
 
@@ -283,9 +296,11 @@ fn draw_timeline<DB: DrawingBackend>(
             .x_label_area_size(45)
             .y_label_area_size(80);
     }
-    // One segment per row, so each rank gets its own label at the row's centre.
+    // One segment per row, so each rank gets its own label at the row's centre; room on the
+    // right for the legend, which would otherwise cover the last bars.
+    let room = if text { 1.3 } else { 1.02 };
     let mut chart = b
-        .build_cartesian_2d(0f64..x_max * 1.02, (0u32..n).into_segmented())
+        .build_cartesian_2d(0f64..x_max * room, (0u32..n).into_segmented())
         .map_err(e)?;
     if text {
         let names: Vec<String> = ranks.iter().map(|(r, _)| format!("rank {r}")).collect();
@@ -304,21 +319,47 @@ fn draw_timeline<DB: DrawingBackend>(
             .draw()
             .map_err(e)?;
     }
-    for (row, (_, steps)) in ranks.iter().enumerate() {
-        let row = row as u32;
-        chart
-            .draw_series(steps.iter().enumerate().flat_map(|(j, (_, s, t))| {
-                let color = Palette99::pick(j).to_rgba();
-                let corners = [
-                    (*s as f64 / t_div, SegmentValue::Exact(row)),
-                    (*t as f64 / t_div, SegmentValue::Exact(row + 1)),
-                ];
-                // Filled bar, then a white outline that keeps neighbouring bars apart.
+    // One series per step position (its colour) over all ranks, so the legend can say what the
+    // colours are: the first steps by name, the rest summed up in one entry.
+    let steps_max = ranks.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+    const NAMED: usize = 6;
+    for j in 0..steps_max {
+        let color = Palette99::pick(j).to_rgba();
+        let bars = ranks.iter().enumerate().filter_map(|(row, (_, steps))| {
+            let (_, s, t) = steps.get(j)?;
+            let row = row as u32;
+            Some([
+                (*s as f64 / t_div, SegmentValue::Exact(row)),
+                (*t as f64 / t_div, SegmentValue::Exact(row + 1)),
+            ])
+        });
+        // Filled bar, then a white outline that keeps neighbouring bars apart.
+        let drawn = chart
+            .draw_series(bars.flat_map(|corners| {
                 [
                     Rectangle::new(corners.clone(), color.filled()),
                     Rectangle::new(corners, WHITE.stroke_width(3)),
                 ]
             }))
+            .map_err(e)?;
+        let label = match j {
+            _ if j < NAMED => format!("receive step {}", j + 1),
+            _ if j == NAMED => format!("steps {}..{steps_max}: a colour each", NAMED + 1),
+            _ => continue,
+        };
+        if text {
+            drawn.label(label).legend(move |(px, py)| {
+                Rectangle::new([(px, py - 5), (px + 16, py + 5)], color.filled())
+            });
+        }
+    }
+    if text && steps_max > 0 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
             .map_err(e)?;
     }
     Ok(())
@@ -382,14 +423,19 @@ mod tests {
             panic!("{e}");
         }
         assert!(png_ok(&dir.join("timeline.png")));
-        assert!(dir.join("timeline.svg").exists());
+        let svg = std::fs::read_to_string(dir.join("timeline.svg")).unwrap_or_default();
+        if has_font() {
+            // A legend names the colours.
+            assert!(svg.contains("receive step 1") && svg.contains("receive step 3"));
+        }
     }
 
     #[test]
     fn axes_pick_units_that_fit() {
         assert_eq!(time_unit(999), (1.0, "ps"));
         assert_eq!(time_unit(49_000_000), (1e6, "us"));
-        assert_eq!(time_unit(3_789_000_000), (1e6, "us"));
+        assert_eq!(time_unit(3_789_000_000), (1e9, "ms"));
+        assert_eq!(time_unit(999_999_999), (1e6, "us"));
         assert_eq!(time_unit(37_890_000_000), (1e9, "ms"));
         assert_eq!(time_unit(12_000_000_000_000), (1e12, "s"));
         assert_eq!(byte_unit(500.0).1, "B");

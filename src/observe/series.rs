@@ -21,6 +21,74 @@ pub struct Table {
     pub columns: Vec<(String, Vec<f64>)>,
 }
 
+/// DCQCN: the rate of the first `max` queue pairs that were cut (in report order), in bit/s,
+/// as steps: every rate change gives two rows at its instant, the rate before and after, so
+/// a line through the rows is vertical at the change. Before its first cut a QP runs at its
+/// host's line rate; after its last change it holds that rate. The series end at `end_ps`
+/// (the traffic's end: rates keep recovering by timer after it), or at the last change when
+/// `end_ps` is 0.
+pub fn qp_rates(r: &crate::report::Report, max: usize, end_ps: u64) -> Table {
+    let line = |host: &str| {
+        r.links
+            .iter()
+            .find(|l| l.a == host || l.b == host)
+            .map_or(0.0, |l| l.bandwidth_bps as f64)
+    };
+    let qps: Vec<(String, f64, &Vec<[u64; 2]>)> = r
+        .nics
+        .iter()
+        .flat_map(|n| {
+            n.qp_rates
+                .iter()
+                .map(move |q| (format!("{}->{}", n.name, q.peer), n.name.as_str(), q))
+        })
+        .filter(|(_, _, q)| !q.samples.is_empty())
+        .take(max)
+        .map(|(name, host, q)| (name, line(host), &q.samples))
+        .collect();
+    let mut instants: Vec<u64> = qps
+        .iter()
+        .flat_map(|(_, _, s)| s.iter().map(|x| x[0]))
+        .collect();
+    instants.sort_unstable();
+    instants.dedup();
+    if end_ps > 0 {
+        instants.retain(|&t| t <= end_ps);
+    }
+    let last = if end_ps > 0 {
+        end_ps
+    } else {
+        instants.last().copied().unwrap_or(0)
+    };
+    let mut times = vec![0];
+    for &t in &instants {
+        times.extend([t, t]);
+    }
+    times.push(last);
+    let columns = qps
+        .into_iter()
+        .map(|(name, line_rate, samples)| {
+            let mut values = Vec::with_capacity(times.len());
+            let mut rate = line_rate;
+            let mut next = samples.iter().peekable();
+            values.push(rate);
+            for &t in &instants {
+                values.push(rate);
+                while let Some(s) = next.next_if(|s| s[0] <= t) {
+                    rate = s[1] as f64;
+                }
+                values.push(rate);
+            }
+            values.push(rate);
+            (name, values)
+        })
+        .collect();
+    Table {
+        times_ps: times,
+        columns,
+    }
+}
+
 fn axis(s: &Samples) -> Vec<u64> {
     (0..s.buckets as u64).map(|k| k * s.interval.ps()).collect()
 }
