@@ -207,7 +207,8 @@ pub struct QpRate {
     pub cuts: u64,
     /// Lowest rate reached.
     pub min_rate_bps: Option<u64>,
-    /// Time-weighted mean rate from the first cut to the end of the run.
+    /// Time-weighted mean rate from the first cut to the last change (including the recovery
+    /// toward line rate after the traffic, while the rate timer ran).
     pub mean_rate_bps: Option<u64>,
     /// Samples kept in the history (at most `nic.cc.dcqcn.rate_history`).
     pub history_samples: usize,
@@ -354,7 +355,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                             rate_changes: h.changes,
                             cuts: h.cuts,
                             min_rate_bps: h.min.map(|b| b.0),
-                            mean_rate_bps: h.mean_bps(out.stats.end_time).map(|m| m as u64),
+                            mean_rate_bps: h.mean_bps().map(|m| m as u64),
                             history_samples: h.samples.len(),
                             history_resolution_ps: h.resolution.ps(),
                             samples,

@@ -69,7 +69,17 @@ fn mean_rate(samples: &[[u64; 2]], from: u64, to: u64) -> f64 {
 fn dcqcn_two_to_one_converges_to_half_the_link_each() {
     let buffer =
         "  total: 12MiB\n  pfc: {enabled: true}\n  ecn: {kmin: 5KB, kmax: 200KB, pmax: 0.01}";
-    let r = run_yaml(&incast(2, "32MiB", buffer, ", cc: dcqcn", "timing"), 1);
+    // Every rate change kept (no decimation), so the window means below are exact.
+    let r = run_yaml(
+        &incast(
+            2,
+            "32MiB",
+            buffer,
+            ", cc: {dcqcn: {rate_history: 1000000}}",
+            "timing",
+        ),
+        1,
+    );
     assert!(r.invariants.ok, "{:?}", r.invariants.violations);
     assert_eq!(r.totals.drops, 0);
     assert!(r.totals.cnps_sent > 0 && r.totals.ecn_marked > 0);
@@ -86,6 +96,27 @@ fn dcqcn_two_to_one_converges_to_half_the_link_each() {
                 nic.name
             );
         }
+    }
+    // The JSON carries a summary per QP, not the history (its size must not grow with the run).
+    let json = serde_json::to_string(&r).unwrap_or_default();
+    assert!(
+        !json.contains("\"samples\""),
+        "rate samples leaked into the JSON"
+    );
+    for nic in r.nics.iter().filter(|n| n.name != "h0") {
+        let q = &nic.qp_rates[0];
+        assert!(
+            q.cuts > 0 && q.rate_changes >= q.cuts,
+            "{} cuts {}",
+            nic.name,
+            q.cuts
+        );
+        let (min, mean) = (q.min_rate_bps.unwrap_or(0), q.mean_rate_bps.unwrap_or(0));
+        assert!(
+            min <= mean && mean <= 100_000_000_000,
+            "{} {min} {mean}",
+            nic.name
+        );
     }
     // The queue stays bounded: above Kmax everything is marked, so past the first round trip
     // the queue hovers near Kmax; the peak (the start, before any CNP is back) stays under

@@ -299,16 +299,16 @@ impl RateHistory {
         }
     }
 
-    /// The time-weighted mean rate from the first change to `end` (the rate after the last
-    /// change holds until then); `None` before any change.
-    pub fn mean_bps(&self, end: Time) -> Option<f64> {
+    /// The time-weighted mean rate from the first change to the last (which includes the
+    /// recovery toward line rate after the traffic, as long as the rate timer ran); `None`
+    /// before any change, the rate itself after one.
+    pub fn mean_bps(&self) -> Option<f64> {
         let (first, (t, last)) = (self.first_at?, self.last?);
-        let area = self.area + u128::from(last.bps()) * u128::from(end.ps().saturating_sub(t.ps()));
-        let span = end.ps().saturating_sub(first.ps());
+        let span = t.ps().saturating_sub(first.ps());
         Some(if span == 0 {
             last.bps() as f64
         } else {
-            (area / u128::from(span)) as f64
+            (self.area / u128::from(span)) as f64
         })
     }
 }
@@ -691,19 +691,23 @@ mod tests {
         assert!(h.samples.last().is_some_and(|s| s.0 >= Time::from_us(500)));
         assert_eq!(h.last.map(|s| s.0), Some(Time::from_us(999)));
         assert_eq!(h.min, Some(Bandwidth(40_000_000_000)));
-        // Mean over [0, 1000 us]: half the time at 40, half at 60.
-        assert_eq!(h.mean_bps(Time::from_us(1000)), Some(50e9));
+        // Mean over [0, 999 us]: 500 us at 40, 499 us at 60.
+        assert_eq!(
+            h.mean_bps(),
+            Some(((500 * 40 + 499 * 60) as f64 / 999.0 * 1e9).floor())
+        );
     }
 
     #[test]
     fn mean_rate_is_time_weighted() {
         let mut h = RateHistory::default();
-        // 50 Gb/s for 10 us, then 100 Gb/s for 30 us: mean 87.5 Gb/s.
+        // 50 Gb/s for 10 us, then 100 Gb/s for 30 us, then 60: mean 87.5 Gb/s over the 40 us.
         h.record(16, Time::from_us(0), 50e9);
         h.record(16, Time::from_us(10), 100e9);
-        assert_eq!(h.mean_bps(Time::from_us(40)), Some(87.5e9));
-        assert_eq!(h.cuts, 1);
-        assert_eq!(h.changes, 2);
+        h.record(16, Time::from_us(40), 60e9);
+        assert_eq!(h.mean_bps(), Some(87.5e9));
+        assert_eq!(h.cuts, 2);
+        assert_eq!(h.changes, 3);
     }
 
     #[test]
