@@ -1,0 +1,791 @@
+//! Training workloads in a scenario: Chakra traces turned into per-host schedulers, and the
+//! iteration-time breakdown read back from them.
+//!
+//! `workload.chakra` names one trace per rank. Each rank's nodes become
+//! [`fabemu_workload::Action`]s: compute and memory nodes take their recorded duration or the
+//! device model's roofline time (`workload.device`); a point-to-point node names its peer
+//! rank, mapped to that rank's host; a collective becomes a job of the collective executor,
+//! compiled by the same algorithm library as `workload.collectives`
+//! ([`crate::collective::compile_one`]).
+//!
+//! Matching collectives across ranks: the ranks of a communicator (the node's `pg_name` group
+//! of the `comm_groups` file, or every rank) must issue the same sequence of collectives on
+//! it; the k-th collective of a group in trace order on each member is one job. A member with
+//! a different operation or size at the same place, or a different number of collectives, is
+//! a located error, since the run would otherwise hang.
+//!
+//! A training collective's message names its job (see [`fabemu_collectives::executor`]): the
+//! jobs of `workload.collectives` come first, then the trace's, numbered group by group.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fabemu_collectives::executor::{DataSpec, Job, JobStart, MAX_JOBS};
+use fabemu_collectives::{ChunkRange, Collective, DataType, Program, ReduceOp};
+use fabemu_fabric::units::{Time, PS_PER_S};
+use fabemu_topologies::Graph;
+use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode};
+use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace};
+use serde::Serialize;
+
+use crate::collective::{self, CollectiveInfo};
+use crate::scenario::{AlgorithmYaml, CollectiveYaml, FieldPath, Mode, ScenarioError, Source};
+
+/// A training workload as built: which host runs which trace, and its collectives.
+#[derive(Clone, Debug)]
+pub struct TrainingInfo {
+    /// The traces' prefix as given.
+    pub traces: String,
+    /// Per rank: its host and its file.
+    pub ranks: Vec<RankInfo>,
+    /// The trace's collectives, in job order (job = `job_base` + index).
+    pub collectives: Vec<CollectiveInfo>,
+    /// The group each collective ran on (`all` or the `pg_name`).
+    pub groups: Vec<String>,
+    /// The job number of the first trace collective.
+    pub job_base: usize,
+}
+
+/// One rank of a training workload.
+#[derive(Clone, Debug)]
+pub struct RankInfo {
+    /// Host index.
+    pub host: usize,
+    /// Its trace file.
+    pub file: String,
+}
+
+/// Path `rel` relative to the scenario's folder.
+fn relative_to_scenario(src: &Source, rel: &str) -> PathBuf {
+    let base = Path::new(&src.file)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !src.file.starts_with('<'));
+    match base {
+        Some(b) => b.join(rel),
+        None => PathBuf::from(rel),
+    }
+}
+
+/// A built training workload: its description and a scheduler per host (`None`: the host
+/// runs no rank).
+pub(crate) type Built = (TrainingInfo, Vec<Option<RankScheduler>>);
+
+/// A collective placeholder while groups are matched: `(node index, kind, bytes)`.
+type Pending = (usize, CollKind, u64);
+
+/// Builds the schedulers of the scenario's training workload, appending its collectives' jobs
+/// to `jobs` (per host; each host already holds `job_base` jobs). `None` without one.
+pub(crate) fn build(
+    src: &Source,
+    g: &Graph,
+    job_base: usize,
+    jobs: &mut [Vec<Job>],
+) -> Result<Option<Built>, ScenarioError> {
+    let s = &src.scenario;
+    let Some(ch) = &s.workload.chakra else {
+        return Ok(None);
+    };
+    let at = FieldPath::root().key("workload").key("chakra");
+    let n_hosts = g.host_count();
+    let hosts: Vec<usize> = match &ch.hosts {
+        None => (0..n_hosts).collect(),
+        Some(names) => {
+            let mut v = Vec::with_capacity(names.len());
+            for (k, name) in names.iter().enumerate() {
+                let here = at.key("hosts").index(k);
+                let h = g
+                    .find(name)
+                    .and_then(|id| g.host_index(id))
+                    .ok_or_else(|| src.error_at(&here, format!("`{name}` is not a host")))?;
+                if v.contains(&h) {
+                    return Err(src.error_at(&here, format!("`{name}` is listed twice")));
+                }
+                v.push(h);
+            }
+            v
+        }
+    };
+    let prefix = relative_to_scenario(src, &ch.traces);
+    let traces = load_traces(&prefix, hosts.len()).map_err(|e| src.error_at(&at, e.to_string()))?;
+    let groups = match &ch.comm_groups {
+        None => None,
+        Some(rel) => Some(read_groups(src, &at, rel, hosts.len())?),
+    };
+    let device_at = FieldPath::root().key("workload").key("device");
+    if let Some(d) = &s.workload.device {
+        if !(d.peak_flops > 0.0 && d.peak_flops.is_finite()) {
+            return Err(src.error_at(&device_at.key("peak_flops"), "must be greater than 0"));
+        }
+        if d.memory_bandwidth.bps() == 0 {
+            return Err(src.error_at(&device_at.key("memory_bandwidth"), "must be greater than 0"));
+        }
+        if !(d.efficiency > 0.0 && d.efficiency <= 1.0) {
+            return Err(src.error_at(
+                &device_at.key("efficiency"),
+                "must be in (0, 1]: the fraction of peak compute reaches",
+            ));
+        }
+    }
+    let data_mode = s.mode == Mode::Data;
+
+    // Per rank: actions (collectives filled in below), and the collectives per group.
+    let mut actions: Vec<Vec<Action>> = Vec::with_capacity(traces.len());
+    let mut by_group: BTreeMap<String, BTreeMap<usize, Vec<Pending>>> = BTreeMap::new();
+    for (r, t) in traces.iter().enumerate() {
+        let mut acts = Vec::with_capacity(t.nodes.len());
+        for (i, n) in t.nodes.iter().enumerate() {
+            let node_err =
+                |what: String| src.error_at(&at, format!("{}: node {}: {what}", t.file, n.id));
+            let peer_host = |peer: u32, field: &str| {
+                if peer as usize == r {
+                    return Err(node_err(format!("`{field}` is the node's own rank {r}")));
+                }
+                hosts.get(peer as usize).map(|&h| h as u32).ok_or_else(|| {
+                    node_err(format!(
+                        "`{field}` {peer} is not a rank (the workload has {} ranks)",
+                        hosts.len()
+                    ))
+                })
+            };
+            let a = match &n.op {
+                Op::Compute {
+                    duration,
+                    num_ops,
+                    tensor_bytes,
+                } => Action::Compute(match (duration, num_ops, tensor_bytes) {
+                    (Some(d), _, _) => *d,
+                    (None, None, None) => Time::ZERO,
+                    (None, ops, bytes) => {
+                        let d = s.workload.device.as_ref().ok_or_else(|| {
+                            node_err(
+                                "a compute node with `num_ops`/`tensor_size` and no duration \
+                                 needs `workload.device` to time it"
+                                    .into(),
+                            )
+                        })?;
+                        let flops = ops.unwrap_or(0) as f64 / (d.peak_flops * d.efficiency);
+                        let mem = bytes.unwrap_or(0) as f64 * 8.0 / d.memory_bandwidth.bps() as f64;
+                        secs(flops.max(mem))
+                    }
+                }),
+                Op::Memory {
+                    duration, bytes, ..
+                } => Action::Compute(match (duration, bytes) {
+                    (Some(d), _) => *d,
+                    (None, None) => Time::ZERO,
+                    (None, Some(b)) => {
+                        let d = s.workload.device.as_ref().ok_or_else(|| {
+                            node_err(
+                                "a memory node with `tensor_size` and no duration needs \
+                                 `workload.device` to time it"
+                                    .into(),
+                            )
+                        })?;
+                        secs(*b as f64 * 8.0 / d.memory_bandwidth.bps() as f64)
+                    }
+                }),
+                Op::Marker { duration } => Action::Delay(duration.unwrap_or(Time::ZERO)),
+                Op::Send { peer, bytes, tag } => Action::Send {
+                    dst: peer_host(*peer, "comm_dst")?,
+                    tag: *tag,
+                    bytes: *bytes,
+                },
+                Op::Recv { peer, bytes, tag } => Action::Recv {
+                    src: peer_host(*peer, "comm_src")?,
+                    tag: *tag,
+                    bytes: *bytes,
+                },
+                Op::Collective { kind, bytes, group } => {
+                    let key = match (group, &groups) {
+                        (Some(name), Some(map)) => {
+                            let members = map.get(name).ok_or_else(|| {
+                                node_err(format!(
+                                    "process group `{name}` is not in the comm_groups file"
+                                ))
+                            })?;
+                            if !members.contains(&r) {
+                                return Err(node_err(format!(
+                                    "rank {r} runs a collective on group `{name}`, which does \
+                                     not include it"
+                                )));
+                            }
+                            name.clone()
+                        }
+                        _ => String::new(),
+                    };
+                    by_group
+                        .entry(key)
+                        .or_default()
+                        .entry(r)
+                        .or_default()
+                        .push((i, *kind, *bytes));
+                    Action::Collective(None)
+                }
+            };
+            acts.push(a);
+        }
+        actions.push(acts);
+    }
+
+    // Match each group's collectives across its members; compile one job per match.
+    let mut infos = Vec::new();
+    let mut group_names = Vec::new();
+    let all: Vec<usize> = (0..hosts.len()).collect();
+    for (key, per_rank) in &by_group {
+        let members: &[usize] = if key.is_empty() {
+            &all
+        } else {
+            groups
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .map_or(&all[..], Vec::as_slice)
+        };
+        let label = if key.is_empty() {
+            "all".to_string()
+        } else {
+            key.clone()
+        };
+        let empty = Vec::new();
+        let first = members[0];
+        let reference = per_rank.get(&first).unwrap_or(&empty);
+        for &m in members {
+            let mine = per_rank.get(&m).unwrap_or(&empty);
+            if mine.len() != reference.len() {
+                let (who, list) = if mine.len() > reference.len() {
+                    (m, mine)
+                } else {
+                    (first, reference)
+                };
+                let extra = list[mine.len().min(reference.len())].0;
+                return Err(src.error_at(
+                    &at,
+                    format!(
+                        "{}: node {}: rank {who} issues {} collectives on group {label}, rank {} \
+                         issues {}; every member must issue the same sequence",
+                        traces[who].file,
+                        traces[who].nodes[extra].id,
+                        list.len(),
+                        if who == m { first } else { m },
+                        mine.len().min(reference.len()),
+                    ),
+                ));
+            }
+            for (k, (&(i, kind, bytes), &(i0, kind0, bytes0))) in
+                mine.iter().zip(reference).enumerate()
+            {
+                if (kind, bytes) != (kind0, bytes0) {
+                    return Err(src.error_at(
+                        &at,
+                        format!(
+                            "{}: node {}: collective #{k} of rank {m} on group {label} is {} of \
+                             {bytes} B, rank {first}'s (node {}) is {} of {bytes0} B",
+                            traces[m].file,
+                            traces[m].nodes[i].id,
+                            kind.key(),
+                            traces[first].nodes[i0].id,
+                            kind0.key()
+                        ),
+                    ));
+                }
+            }
+        }
+        let member_hosts: Vec<usize> = members.iter().map(|&r| hosts[r]).collect();
+        for (k, &(i0, kind, bytes)) in reference.iter().enumerate() {
+            let job = if members.len() < 2 || (bytes == 0 && kind != CollKind::Barrier) {
+                None
+            } else {
+                let j = job_base + infos.len();
+                if j >= MAX_JOBS {
+                    return Err(src.error_at(
+                        &at,
+                        format!(
+                            "the traces run more than {} collectives; fabemu runs at most \
+                             {MAX_JOBS} per run (workload.collectives included)",
+                            MAX_JOBS - job_base
+                        ),
+                    ));
+                }
+                let node_err = |what: String| {
+                    src.error_at(
+                        &at,
+                        format!(
+                            "{}: node {}: {what}",
+                            traces[first].file, traces[first].nodes[i0].id
+                        ),
+                    )
+                };
+                let (op, alg) = algorithm_of(s, kind);
+                if matches!(alg, Some(AlgorithmYaml::PerDim(_)))
+                    && member_hosts != (0..n_hosts).collect::<Vec<_>>()
+                {
+                    return Err(node_err(format!(
+                        "a per-dimension algorithm (workload.collective_algorithms.{}) runs over \
+                         every host in order; this collective runs on group {label}",
+                        op.key()
+                    )));
+                }
+                // Barrier: one float per rank, all-reduced. Payloads in floats when they
+                // divide; in timing mode, else in bytes.
+                let (count, es) = if kind == CollKind::Barrier {
+                    (members.len(), 4)
+                } else if bytes % 4 == 0 {
+                    ((bytes / 4) as usize, 4)
+                } else if !data_mode {
+                    (bytes as usize, 1)
+                } else {
+                    return Err(node_err(format!(
+                        "comm_size {bytes} B is not a whole number of floats (data mode)"
+                    )));
+                };
+                let spec = collective_spec(op, alg)
+                    .map_err(|e| node_err(format!("cannot build the collective: {e}")))?;
+                let (info, programs) =
+                    collective::compile_one(g, &spec, count, es, &member_hosts, data_mode)
+                        .map_err(|e| node_err(format!("{} {k}: {e}", kind.key())))?;
+                let shared: Arc<[u32]> = member_hosts.iter().map(|&h| h as u32).collect();
+                let mut program_of: BTreeMap<usize, Program> =
+                    member_hosts.iter().copied().zip(programs).collect();
+                for (h, list) in jobs.iter_mut().enumerate() {
+                    list.push(match program_of.remove(&h) {
+                        Some(program) => Job {
+                            program,
+                            start: JobStart::OnDemand,
+                            elem_bytes: es,
+                            data: data_mode.then_some(DataSpec {
+                                dtype: DataType::F32,
+                                op: ReduceOp::Sum,
+                            }),
+                            reduce_rate: None,
+                            hosts: Some(shared.clone()),
+                        },
+                        // Not a member: an empty job keeps the numbering the same everywhere.
+                        None => Job {
+                            program: Program {
+                                rank: 0,
+                                buffer_len: 0,
+                                input: ChunkRange::new(0, 0),
+                                output: ChunkRange::new(0, 0),
+                                steps: Vec::new(),
+                            },
+                            start: JobStart::OnDemand,
+                            elem_bytes: es,
+                            data: None,
+                            reduce_rate: None,
+                            hosts: None,
+                        },
+                    });
+                }
+                infos.push(info);
+                group_names.push(label.clone());
+                Some(j)
+            };
+            for &m in members {
+                if let Some(&(i, _, _)) = per_rank.get(&m).and_then(|v| v.get(k)) {
+                    actions[m][i] = Action::Collective(job);
+                }
+            }
+        }
+    }
+
+    let mut scheds: Vec<Option<RankScheduler>> = (0..n_hosts).map(|_| None).collect();
+    for (r, (t, acts)) in traces.iter().zip(actions).enumerate() {
+        scheds[hosts[r]] = Some(RankScheduler::new(nodes_of(t, acts), data_mode));
+    }
+    let info = TrainingInfo {
+        traces: ch.traces.clone(),
+        ranks: traces
+            .iter()
+            .enumerate()
+            .map(|(r, t)| RankInfo {
+                host: hosts[r],
+                file: t.file.clone(),
+            })
+            .collect(),
+        collectives: infos,
+        groups: group_names,
+        job_base,
+    };
+    Ok(Some((info, scheds)))
+}
+
+/// Seconds as a time, rounded up to the picosecond.
+fn secs(s: f64) -> Time {
+    Time((s * PS_PER_S as f64).ceil() as u64)
+}
+
+fn nodes_of(t: &RankTrace, acts: Vec<Action>) -> Vec<SchedNode> {
+    t.nodes
+        .iter()
+        .zip(acts)
+        .map(|(n, action)| SchedNode {
+            id: n.id,
+            action,
+            deps: n.deps.clone(),
+        })
+        .collect()
+}
+
+/// The operation that runs a trace collective and the algorithm the scenario gives it.
+fn algorithm_of(
+    s: &crate::scenario::Scenario,
+    kind: CollKind,
+) -> (Collective, Option<&AlgorithmYaml>) {
+    let a = &s.workload.collective_algorithms;
+    match kind {
+        CollKind::AllReduce | CollKind::Barrier => (Collective::AllReduce, a.all_reduce.as_ref()),
+        CollKind::AllGather => (Collective::AllGather, a.all_gather.as_ref()),
+        CollKind::ReduceScatter => (Collective::ReduceScatter, a.reduce_scatter.as_ref()),
+        CollKind::AllToAll => (Collective::AllToAll, a.all_to_all.as_ref()),
+        CollKind::Broadcast => (Collective::Broadcast, a.broadcast.as_ref()),
+        CollKind::Reduce => (Collective::Reduce, a.reduce.as_ref()),
+    }
+}
+
+/// A `workload.collectives` entry for `op` with `alg` and every other option at its default
+/// (built through serde, so new options keep their defaults here too).
+fn collective_spec(op: Collective, alg: Option<&AlgorithmYaml>) -> Result<CollectiveYaml, String> {
+    let mut m = serde_yaml::Mapping::new();
+    m.insert("op".into(), op.key().into());
+    if let Some(a) = alg {
+        m.insert(
+            "algorithm".into(),
+            serde_yaml::to_value(a).map_err(|e| e.to_string())?,
+        );
+    }
+    serde_yaml::from_value(serde_yaml::Value::Mapping(m)).map_err(|e| e.to_string())
+}
+
+/// Reads ASTRA-sim's communicator groups: `{"group id": [ranks...]}`.
+fn read_groups(
+    src: &Source,
+    at: &FieldPath,
+    rel: &str,
+    ranks: usize,
+) -> Result<BTreeMap<String, Vec<usize>>, ScenarioError> {
+    let here = at.key("comm_groups");
+    let path = relative_to_scenario(src, rel);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| src.error_at(&here, format!("cannot read {}: {e}", path.display())))?;
+    let map: BTreeMap<String, Vec<usize>> = serde_json::from_str(&text).map_err(|e| {
+        src.error_at(
+            &here,
+            format!(
+                "{}: line {} column {}: {e} (expected {{\"group id\": [ranks...]}})",
+                path.display(),
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+    for (name, members) in &map {
+        if members.is_empty() {
+            return Err(src.error_at(
+                &here,
+                format!("{}: group `{name}` has no ranks", path.display()),
+            ));
+        }
+        for (k, &m) in members.iter().enumerate() {
+            if m >= ranks {
+                return Err(src.error_at(
+                    &here,
+                    format!(
+                        "{}: group `{name}` names rank {m}; the workload has {ranks} ranks",
+                        path.display()
+                    ),
+                ));
+            }
+            if members[..k].contains(&m) {
+                return Err(src.error_at(
+                    &here,
+                    format!("{}: group `{name}` lists rank {m} twice", path.display()),
+                ));
+            }
+        }
+    }
+    Ok(map)
+}
+
+/// A run's training figures (the JSON report's `training` section).
+#[derive(Clone, Debug, Serialize)]
+pub struct TrainingReport {
+    /// The traces' prefix.
+    pub traces: String,
+    /// Ranks.
+    pub ranks: usize,
+    /// From time zero to the last node's finish on any rank (null if some node never ran).
+    pub iteration_time_ps: Option<u64>,
+    /// The same in microseconds.
+    pub iteration_time_us: Option<f64>,
+    /// Summed over the ranks: every rank's iteration split as below.
+    pub overall: Breakdown,
+    /// Per rank.
+    pub per_rank: Vec<RankBreakdown>,
+    /// Per kind of collective: count, bytes, time.
+    pub collective_kinds: Vec<KindStats>,
+    /// Every collective of the trace, in job order (the nccl-tests figures).
+    pub collectives: Vec<collective::CollectiveResult>,
+    /// Ranks' nodes that never finished, with what they waited for (a deadlock).
+    pub waiting: Vec<String>,
+}
+
+/// How a rank's iteration time divides (each in picoseconds; they add up to the iteration).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Breakdown {
+    /// The compute stream busy (compute and memory nodes), communication or not.
+    pub compute_ps: u64,
+    /// Communication while the compute stream is idle: what the iteration waits for.
+    pub exposed_comm_ps: u64,
+    /// Communication while the compute stream is busy: hidden by overlap.
+    pub hidden_comm_ps: u64,
+    /// Neither computing nor communicating (dependencies, bubbles, the end of other ranks).
+    pub idle_ps: u64,
+}
+
+/// One rank's breakdown.
+#[derive(Clone, Debug, Serialize)]
+pub struct RankBreakdown {
+    /// Rank.
+    pub rank: usize,
+    /// Its host's index.
+    pub host: usize,
+    /// When its last node finished.
+    pub finish_ps: Option<u64>,
+    /// Nodes.
+    pub nodes: usize,
+    /// The split of the iteration time.
+    #[serde(flatten)]
+    pub breakdown: Breakdown,
+}
+
+/// The collectives of one kind.
+#[derive(Clone, Debug, Serialize)]
+pub struct KindStats {
+    /// Operation (`all_reduce`, ...).
+    pub op: &'static str,
+    /// How many.
+    pub count: usize,
+    /// Their sizes summed.
+    pub bytes: u64,
+    /// Their times summed (first start to last finish of each), microseconds.
+    pub time_us: f64,
+}
+
+/// Length of the union of intervals.
+fn union_len(mut v: Vec<(u64, u64)>) -> u64 {
+    v.sort_unstable();
+    let (mut total, mut cur): (u64, Option<(u64, u64)>) = (0, None);
+    for (a, b) in v {
+        match cur {
+            Some((s, e)) if a <= e => cur = Some((s, e.max(b))),
+            Some((s, e)) => {
+                total += e - s;
+                cur = Some((a, b));
+            }
+            None => cur = Some((a, b)),
+        }
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
+
+/// Merges intervals into disjoint sorted ones.
+fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(l) if a <= l.1 => l.1 = l.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// Length of the intersection of two disjoint sorted interval lists.
+fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let lo = a[i].0.max(b[j].0);
+        let hi = a[i].1.min(b[j].1);
+        if lo < hi {
+            total += hi - lo;
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}
+
+/// The training section from the finished schedulers (`scheds[host]`) and the collective
+/// results of the trace's jobs.
+pub fn report(
+    info: &TrainingInfo,
+    scheds: &[Option<&RankScheduler>],
+    collectives: Vec<collective::CollectiveResult>,
+) -> TrainingReport {
+    let mut finishes = Vec::new();
+    let mut complete = true;
+    let mut waiting = Vec::new();
+    for (r, ri) in info.ranks.iter().enumerate() {
+        let Some(s) = scheds.get(ri.host).copied().flatten() else {
+            complete = false;
+            continue;
+        };
+        if s.unfinished() > 0 {
+            complete = false;
+            let w = s.waiting();
+            let shown: Vec<String> = w
+                .iter()
+                .take(5)
+                .map(|(id, why)| format!("node {id} ({why})"))
+                .collect();
+            waiting.push(format!(
+                "rank {r} ({}): {} of {} nodes never finished; waiting: {}{}",
+                ri.file,
+                s.unfinished(),
+                s.nodes().len(),
+                if shown.is_empty() {
+                    "none ready".to_string()
+                } else {
+                    shown.join(", ")
+                },
+                if w.len() > 5 {
+                    format!(" and {} more", w.len() - 5)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        for (src, tag, len) in s.unmatched_messages() {
+            let sender = info.ranks.iter().position(|x| x.host == src as usize);
+            let sends = sender
+                .and_then(|p| scheds.get(info.ranks[p].host).copied().flatten())
+                .map(|ss| ss.sends_to(ri.host as u32, tag))
+                .unwrap_or_default();
+            waiting.push(format!(
+                "rank {r} ({}): a message of {len} B from rank {} with tag {tag} was never \
+                 received (no matching recv; sent by node {})",
+                ri.file,
+                sender.map_or_else(|| "?".to_string(), |p| p.to_string()),
+                sends
+                    .last()
+                    .map_or_else(|| "?".to_string(), |id| id.to_string())
+            ));
+        }
+        finishes.push(
+            s.records()
+                .iter()
+                .filter_map(|x| x.end)
+                .max()
+                .unwrap_or(Time::ZERO),
+        );
+    }
+    let iteration = complete.then(|| finishes.iter().max().copied().unwrap_or(Time::ZERO));
+    // Ranks that stalled are split up to the last time anything finished.
+    let horizon = iteration
+        .unwrap_or_else(|| finishes.iter().max().copied().unwrap_or(Time::ZERO))
+        .ps();
+    let mut overall = Breakdown::default();
+    let mut per_rank = Vec::new();
+    for (r, ri) in info.ranks.iter().enumerate() {
+        let Some(s) = scheds.get(ri.host).copied().flatten() else {
+            continue;
+        };
+        let (mut comp, mut comm) = (Vec::new(), Vec::new());
+        for (n, rec) in s.nodes().iter().zip(s.records()) {
+            let Some(start) = rec.start else { continue };
+            let end = rec.end.map_or(horizon, Time::ps);
+            let iv = (start.ps(), end.max(start.ps()));
+            match n.action {
+                Action::Compute(_) => comp.push(iv),
+                Action::Collective(_) | Action::Send { .. } | Action::Recv { .. } => comm.push(iv),
+                Action::Delay(_) => {}
+            }
+        }
+        let comp = merged(comp);
+        let comm = merged(comm);
+        let compute_ps = union_len(comp.clone());
+        let comm_ps = union_len(comm.clone());
+        let hidden = overlap(&comp, &comm);
+        let exposed = comm_ps - hidden;
+        let b = Breakdown {
+            compute_ps,
+            exposed_comm_ps: exposed,
+            hidden_comm_ps: hidden,
+            idle_ps: horizon.saturating_sub(compute_ps + exposed),
+        };
+        overall.compute_ps += b.compute_ps;
+        overall.exposed_comm_ps += b.exposed_comm_ps;
+        overall.hidden_comm_ps += b.hidden_comm_ps;
+        overall.idle_ps += b.idle_ps;
+        per_rank.push(RankBreakdown {
+            rank: r,
+            host: ri.host,
+            finish_ps: s.records().iter().filter_map(|x| x.end).max().map(Time::ps),
+            nodes: s.nodes().len(),
+            breakdown: b,
+        });
+    }
+    let mut kinds: BTreeMap<&'static str, KindStats> = BTreeMap::new();
+    for c in &collectives {
+        let k = kinds.entry(c.op).or_insert(KindStats {
+            op: c.op,
+            count: 0,
+            bytes: 0,
+            time_us: 0.0,
+        });
+        k.count += 1;
+        k.bytes += c.size_bytes;
+        k.time_us += c.time_us.unwrap_or(0.0);
+    }
+    TrainingReport {
+        traces: info.traces.clone(),
+        ranks: info.ranks.len(),
+        iteration_time_ps: iteration.map(Time::ps),
+        iteration_time_us: iteration.map(Time::as_us_f64),
+        overall,
+        per_rank,
+        collective_kinds: kinds.into_values().collect(),
+        collectives,
+        waiting,
+    }
+}
+
+/// Summary lines for the training section.
+pub fn summary(t: &TrainingReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let us = |ps: u64| ps as f64 / 1e6;
+    let _ = writeln!(
+        s,
+        "Training: {} ranks from {}; iteration time {}",
+        t.ranks,
+        t.traces,
+        t.iteration_time_us
+            .map_or_else(|| "- (did not finish)".to_string(), |x| format!("{x:.3}us"))
+    );
+    let o = &t.overall;
+    let total = (o.compute_ps + o.exposed_comm_ps + o.idle_ps).max(1) as f64;
+    let _ = writeln!(
+        s,
+        "          over all ranks: compute {:.3}us ({:.1}%), exposed communication {:.3}us ({:.1}%), idle {:.3}us ({:.1}%); communication hidden under compute {:.3}us",
+        us(o.compute_ps),
+        o.compute_ps as f64 / total * 100.0,
+        us(o.exposed_comm_ps),
+        o.exposed_comm_ps as f64 / total * 100.0,
+        us(o.idle_ps),
+        o.idle_ps as f64 / total * 100.0,
+        us(o.hidden_comm_ps),
+    );
+    for k in &t.collective_kinds {
+        let _ = writeln!(
+            s,
+            "          {}: {} collectives, {} B, {:.3}us",
+            k.op, k.count, k.bytes, k.time_us
+        );
+    }
+    s
+}
