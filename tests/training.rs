@@ -451,3 +451,35 @@ fn the_same_trace_runs_at_flow_fidelity() {
     // level; compute adds the same time at both fidelities, so 1% is a wide margin.
     assert!((p - f).abs() / p < 0.01, "packet {p} ps, flow {f} ps");
 }
+
+#[test]
+fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
+    let prefix = mixed_trace(4);
+    let scenario = temp_scenario("perfetto.yaml", &chakra_yaml(4, &prefix));
+    let dir = std::env::temp_dir().join(format!("fabemu-perfetto-{}", std::process::id()));
+    let out = fabemu(&[
+        "run",
+        scenario.to_str().expect("utf-8 path"),
+        "--quiet",
+        "--out",
+        dir.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.join("trace.json")).expect("trace.json written");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    for rank in 0..4 {
+        let spans: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["pid"] == rank)
+            .collect();
+        // 3 compute nodes on track 0; 2 collectives, a send and a receive on comm tracks.
+        assert_eq!(spans.iter().filter(|e| e["tid"] == 0).count(), 3);
+        assert_eq!(spans.iter().filter(|e| e["cat"] == "comm").count(), 4);
+    }
+}

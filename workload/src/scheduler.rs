@@ -76,6 +76,8 @@ pub enum Action {
 pub struct SchedNode {
     /// The trace's node id (for reports).
     pub id: u64,
+    /// The trace's node name (for timelines).
+    pub name: String,
     /// What it does.
     pub action: Action,
     /// Indices of the nodes it waits for.
