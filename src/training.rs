@@ -522,10 +522,14 @@ pub struct TrainingReport {
     pub overall: Breakdown,
     /// Per rank.
     pub per_rank: Vec<RankBreakdown>,
-    /// Per kind of collective: count, bytes, time.
+    /// Per kind of collective: count, bytes, time, bus bandwidth.
     pub collective_kinds: Vec<KindStats>,
+    /// Per communicator (`all` or the `pg_name` group): count, bytes, time.
+    pub communicators: Vec<GroupStats>,
     /// Every collective of the trace, in job order (the nccl-tests figures).
     pub collectives: Vec<collective::CollectiveResult>,
+    /// What set the iteration time (null if it did not finish).
+    pub critical_path: Option<CriticalPath>,
     /// Ranks' nodes that never finished, with what they waited for (a deadlock).
     pub waiting: Vec<String>,
 }
@@ -570,6 +574,121 @@ pub struct KindStats {
     pub bytes: u64,
     /// Their times summed (first start to last finish of each), microseconds.
     pub time_us: f64,
+    /// Mean bus bandwidth over them (GB/s, nccl-tests' factor per operation).
+    pub busbw_gbps: Option<f64>,
+}
+
+/// The collectives of one communicator.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupStats {
+    /// `all` or the group id of the comm_groups file.
+    pub group: String,
+    /// Ranks in it.
+    pub ranks: usize,
+    /// How many collectives ran on it.
+    pub count: usize,
+    /// Their sizes summed.
+    pub bytes: u64,
+    /// Their times summed, microseconds.
+    pub time_us: f64,
+}
+
+/// The chain of nodes that set the iteration time, followed back on the rank that finished
+/// last: from its last node to the parent that finished last, or, for a compute node that
+/// waited for the stream, to the compute node that freed it. Time a communication node
+/// spent waiting for other ranks counts as that node's.
+#[derive(Clone, Debug, Serialize)]
+pub struct CriticalPath {
+    /// The rank it is on.
+    pub rank: usize,
+    /// Nodes on it.
+    pub nodes: usize,
+    /// Compute (and memory) time on it.
+    pub compute_ps: u64,
+    /// Communication time on it.
+    pub comm_ps: u64,
+    /// The nodes that took longest on it, longest first (at most 5).
+    pub top: Vec<PathStep>,
+}
+
+/// One node on the critical path.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathStep {
+    /// Node id.
+    pub node: u64,
+    /// Node name.
+    pub name: String,
+    /// `compute`, `communication` or `delay`.
+    pub kind: &'static str,
+    /// Start to finish.
+    pub time_ps: u64,
+}
+
+fn critical_path(rank: usize, s: &RankScheduler) -> Option<CriticalPath> {
+    let (nodes, recs) = (s.nodes(), s.records());
+    let mut at = (0..nodes.len())
+        .filter(|&i| recs[i].end.is_some())
+        .max_by_key(|&i| (recs[i].end, std::cmp::Reverse(i)))?;
+    let mut seen = vec![false; nodes.len()];
+    let mut path = Vec::new();
+    let (mut compute_ps, mut comm_ps) = (0, 0);
+    while !seen[at] {
+        seen[at] = true;
+        let r = recs[at];
+        let (Some(start), Some(end)) = (r.start, r.end) else {
+            break;
+        };
+        let time_ps = end.ps() - start.ps();
+        let kind = match nodes[at].action {
+            Action::Compute(_) => {
+                compute_ps += time_ps;
+                "compute"
+            }
+            Action::Delay(_) => "delay",
+            _ => {
+                comm_ps += time_ps;
+                "communication"
+            }
+        };
+        path.push(PathStep {
+            node: nodes[at].id,
+            name: nodes[at].name.clone(),
+            kind,
+            time_ps,
+        });
+        let waited_for_stream =
+            matches!(nodes[at].action, Action::Compute(_)) && r.ready.is_some_and(|t| t < start);
+        let prev = if waited_for_stream {
+            (0..nodes.len())
+                .filter(|&i| {
+                    !seen[i]
+                        && matches!(nodes[i].action, Action::Compute(_))
+                        && recs[i].end == Some(start)
+                })
+                .max_by_key(|&i| (recs[i].start, i))
+        } else {
+            nodes[at]
+                .deps
+                .iter()
+                .map(|&d| d as usize)
+                .filter(|&d| !seen[d] && recs[d].end.is_some())
+                .max_by_key(|&d| (recs[d].end, d))
+        };
+        match prev {
+            Some(p) => at = p,
+            None => break,
+        }
+    }
+    let n = path.len();
+    path.sort_by(|a, b| b.time_ps.cmp(&a.time_ps).then(a.node.cmp(&b.node)));
+    path.truncate(5);
+    Some(CriticalPath {
+        rank,
+        nodes: n,
+        compute_ps,
+        comm_ps,
+        top: path,
+    })
 }
 
 /// Length of the union of intervals.
@@ -730,18 +849,45 @@ pub fn report(
             breakdown: b,
         });
     }
-    let mut kinds: BTreeMap<&'static str, KindStats> = BTreeMap::new();
-    for c in &collectives {
-        let k = kinds.entry(c.op).or_insert(KindStats {
-            op: c.op,
+    let mut kinds: BTreeMap<&'static str, (KindStats, f64, usize)> = BTreeMap::new();
+    let mut groups: BTreeMap<&str, GroupStats> = BTreeMap::new();
+    for (j, c) in collectives.iter().enumerate() {
+        let (k, bus, n) = kinds.entry(c.op).or_insert((
+            KindStats {
+                op: c.op,
+                count: 0,
+                bytes: 0,
+                time_us: 0.0,
+                busbw_gbps: None,
+            },
+            0.0,
+            0,
+        ));
+        k.count += 1;
+        k.bytes += c.size_bytes;
+        k.time_us += c.time_us.unwrap_or(0.0);
+        if let Some(b) = c.busbw_gbps {
+            *bus += b;
+            *n += 1;
+            k.busbw_gbps = Some(*bus / *n as f64);
+        }
+        let name = info.groups.get(j).map_or("all", String::as_str);
+        let g = groups.entry(name).or_insert(GroupStats {
+            group: name.to_string(),
+            ranks: c.ranks,
             count: 0,
             bytes: 0,
             time_us: 0.0,
         });
-        k.count += 1;
-        k.bytes += c.size_bytes;
-        k.time_us += c.time_us.unwrap_or(0.0);
+        g.count += 1;
+        g.bytes += c.size_bytes;
+        g.time_us += c.time_us.unwrap_or(0.0);
     }
+    let critical_path = iteration.and_then(|it| {
+        let r = per_rank.iter().find(|x| x.finish_ps == Some(it.ps()))?;
+        let s = scheds.get(r.host).copied().flatten()?;
+        critical_path(r.rank, s)
+    });
     TrainingReport {
         traces: info.traces.clone(),
         ranks: info.ranks.len(),
@@ -749,7 +895,9 @@ pub fn report(
         iteration_time_us: iteration.map(Time::as_us_f64),
         overall,
         per_rank,
-        collective_kinds: kinds.into_values().collect(),
+        collective_kinds: kinds.into_values().map(|(k, _, _)| k).collect(),
+        communicators: groups.into_values().collect(),
+        critical_path,
         collectives,
         waiting,
     }
@@ -784,9 +932,38 @@ pub fn summary(t: &TrainingReport) -> String {
     for k in &t.collective_kinds {
         let _ = writeln!(
             s,
-            "          {}: {} collectives, {} B, {:.3}us",
-            k.op, k.count, k.bytes, k.time_us
+            "          {}: {} collectives, {} B, {:.3}us{}",
+            k.op,
+            k.count,
+            k.bytes,
+            k.time_us,
+            k.busbw_gbps
+                .map_or_else(String::new, |b| format!(", mean busbw {b:.2} GB/s"))
         );
+    }
+    if let Some(c) = &t.critical_path {
+        let _ = writeln!(
+            s,
+            "          critical path on rank {}: {} nodes, compute {:.3}us, communication {:.3}us; longest: {}",
+            c.rank,
+            c.nodes,
+            us(c.compute_ps),
+            us(c.comm_ps),
+            c.top
+                .iter()
+                .map(|p| format!("node {} {} {:.3}us", p.node, p.name, us(p.time_ps)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if t.communicators.len() > 1 {
+        for g in &t.communicators {
+            let _ = writeln!(
+                s,
+                "          group {} ({} ranks): {} collectives, {} B, {:.3}us",
+                g.group, g.ranks, g.count, g.bytes, g.time_us
+            );
+        }
     }
     s
 }

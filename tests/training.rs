@@ -191,6 +191,10 @@ fn compute_all_reduce_compute(n: usize) {
     }
     let k = &tr.collective_kinds[0];
     assert_eq!((k.op, k.count, k.bytes), ("all_reduce", 1, 1 << 20));
+    // The critical path is the whole chain on the rank that finished the All-Reduce last.
+    let cp = tr.critical_path.as_ref().expect("a critical path");
+    assert_eq!((cp.nodes, cp.compute_ps, cp.comm_ps), (3, (a + b) * US, ar));
+    assert_eq!(cp.top[0].time_ps, ar.max(b * US));
 }
 
 #[test]
@@ -482,4 +486,112 @@ fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
         assert_eq!(spans.iter().filter(|e| e["tid"] == 0).count(), 3);
         assert_eq!(spans.iter().filter(|e| e["cat"] == "comm").count(), 4);
     }
+}
+
+fn with_attrs(mut n: Node, attrs: &[(&str, i64)]) -> Node {
+    n.attr
+        .extend(attrs.iter().map(|&(k, v)| AttributeProto::int(k, v)));
+    n
+}
+
+#[test]
+fn compute_without_a_duration_is_timed_by_the_device_roofline() {
+    // peak 1e12 FLOP/s at efficiency 0.5, memory 100 GB/s (8e11 bit/s):
+    // node 1: 2e9 ops -> 4 ms of compute (its 1 MB would take 10 us): 4 ms;
+    // node 2: memory load of 8e8 B -> 8 ms;
+    // node 3: 1 op over 2e9 B -> memory-bound, 20 ms. In a chain: 32 ms.
+    let ms = 1_000_000_000u64;
+    let node = |id: u64, ty: NodeType, deps: &[u64]| Node {
+        id,
+        name: format!("n{id}"),
+        r#type: ty as i32,
+        data_deps: deps.to_vec(),
+        ..Node::default()
+    };
+    let rank = vec![
+        with_attrs(
+            node(1, NodeType::CompNode, &[]),
+            &[("num_ops", 2_000_000_000), ("tensor_size", 1_000_000)],
+        ),
+        with_attrs(
+            node(2, NodeType::MemLoadNode, &[1]),
+            &[("tensor_size", 800_000_000)],
+        ),
+        with_attrs(
+            node(3, NodeType::CompNode, &[2]),
+            &[("num_ops", 1), ("tensor_size", 2_000_000_000)],
+        ),
+    ];
+    let prefix = write_traces("roofline", &[rank.clone(), rank]);
+    let yaml = format!(
+        "{}  device: {{peak_flops: 1e12, memory_bandwidth: 100GB/s, efficiency: 0.5}}\n",
+        chakra_yaml(2, &prefix)
+    );
+    let t = run_yaml(&yaml, 1);
+    let tr = training(&t);
+    assert_eq!(tr.iteration_time_ps, Some(32 * ms));
+    assert_eq!(tr.overall.compute_ps, 2 * 32 * ms);
+    // Without a device model the same trace cannot be timed: a located error.
+    let src = fabemu::load_str(&chakra_yaml(2, &prefix), "<test>").expect("loads");
+    let e = fabemu::run_source(&src, 1, None).err().expect("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("roofline.0.et: node 1:") && msg.contains("workload.device"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn communicator_groups_run_side_by_side_as_the_same_collective_on_those_hosts() {
+    // Two groups of 4 on an 8-host star, each All-Reducing 1 MiB: disjoint host links and a
+    // non-blocking switch, so each takes exactly the time of the YAML collective on its hosts.
+    let ranks: Vec<Vec<Node>> = (0..8)
+        .map(|r| {
+            let mut c = coll(1, 0, 1 << 20, &[]);
+            c.attr.push(AttributeProto::string(
+                "pg_name",
+                if r < 4 { "10" } else { "20" },
+            ));
+            vec![c]
+        })
+        .collect();
+    let prefix = write_traces("groups", &ranks);
+    let groups = prefix.with_file_name("groups.json");
+    std::fs::write(&groups, r#"{"10": [0, 1, 2, 3], "20": [4, 5, 6, 7]}"#).expect("write");
+    let yaml = format!(
+        "{}workload:\n  chakra: {{traces: {}, comm_groups: {}}}\n",
+        star(8),
+        prefix.display(),
+        groups.display()
+    );
+    let t = run_yaml(&yaml, 1);
+    let y = run_yaml(
+        &format!(
+            "{}workload:\n  collectives: [{{op: all_reduce, size: 1MiB, hosts: [h4, h5, h6, h7]}}]\n",
+            star(8)
+        ),
+        1,
+    );
+    let (s, e) = yaml_collective(&y, 0);
+    let tr = training(&t);
+    assert_eq!(tr.collectives.len(), 2);
+    for c in &tr.collectives {
+        assert_eq!((c.ranks, c.start_ps, c.end_ps), (4, Some(s), Some(e)));
+    }
+    let names: Vec<&str> = tr.communicators.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(names, ["10", "20"]);
+}
+
+#[test]
+fn ranks_that_disagree_on_a_collective_are_refused_naming_the_node() {
+    let files = vec![
+        (0, encoded(&[coll(3, 0, 4096, &[])])),
+        (1, encoded(&[coll(9, 0, 8192, &[])])),
+    ];
+    let (code, err, _) = run_bad("disagree", 2, &files);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("disagree.1.et: node 9: collective #0 of rank 1 on group all is all_reduce of 8192 B, rank 0's (node 3) is all_reduce of 4096 B"),
+        "{err}"
+    );
 }
