@@ -533,7 +533,7 @@ fn compute_without_a_duration_is_timed_by_the_device_roofline() {
     assert_eq!(tr.overall.compute_ps, 2 * 32 * ms);
     // Without a device model the same trace cannot be timed: a located error.
     let src = fabemu::load_str(&chakra_yaml(2, &prefix), "<test>").expect("loads");
-    let e = fabemu::run_source(&src, 1, None).err().expect("refused");
+    let e = fabemu::run_source(&src, 1, None).expect_err("refused");
     let msg = e.to_string();
     assert!(
         msg.contains("roofline.0.et: node 1:") && msg.contains("workload.device"),
