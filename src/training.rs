@@ -629,6 +629,13 @@ fn critical_path(rank: usize, s: &RankScheduler) -> Option<CriticalPath> {
     let mut at = (0..nodes.len())
         .filter(|&i| recs[i].end.is_some())
         .max_by_key(|&i| (recs[i].end, std::cmp::Reverse(i)))?;
+    // Compute nodes by the time they freed the stream (one lookup per step, not a scan).
+    let mut freed: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, (n, r)) in nodes.iter().zip(recs).enumerate() {
+        if let (Action::Compute(_), Some(end)) = (&n.action, r.end) {
+            freed.entry(end.ps()).or_default().push(i);
+        }
+    }
     let mut seen = vec![false; nodes.len()];
     let mut path = Vec::new();
     let (mut compute_ps, mut comm_ps) = (0, 0);
@@ -659,12 +666,12 @@ fn critical_path(rank: usize, s: &RankScheduler) -> Option<CriticalPath> {
         let waited_for_stream =
             matches!(nodes[at].action, Action::Compute(_)) && r.ready.is_some_and(|t| t < start);
         let prev = if waited_for_stream {
-            (0..nodes.len())
-                .filter(|&i| {
-                    !seen[i]
-                        && matches!(nodes[i].action, Action::Compute(_))
-                        && recs[i].end == Some(start)
-                })
+            freed
+                .get(&start.ps())
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&i| !seen[i])
                 .max_by_key(|&i| (recs[i].start, i))
         } else {
             nodes[at]
