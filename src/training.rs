@@ -25,7 +25,7 @@ use fabemu_collectives::executor::{DataSpec, Job, JobStart, MAX_JOBS};
 use fabemu_collectives::{ChunkRange, Collective, DataType, Program, ReduceOp};
 use fabemu_fabric::units::{Time, PS_PER_S};
 use fabemu_topologies::Graph;
-use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode};
+use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode, TAG_MASK};
 use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace};
 use serde::Serialize;
 
@@ -815,15 +815,53 @@ pub fn report(
     let horizon = iteration
         .unwrap_or_else(|| finishes.iter().max().copied().unwrap_or(Time::ZERO))
         .ps();
+    // When each message was posted, per (src, dst, tag): a receive communicates from then on;
+    // before, its rank only waits for the peer (a pipeline bubble), which is idle time.
+    let mut posted: BTreeMap<(u32, u32, u64), Vec<u64>> = BTreeMap::new();
+    for (h, s) in scheds.iter().enumerate() {
+        let Some(s) = s else { continue };
+        for (n, rec) in s.nodes().iter().zip(s.records()) {
+            if let (Action::Send { dst, tag, .. }, Some(t)) = (&n.action, rec.start) {
+                posted
+                    .entry((h as u32, *dst, tag & TAG_MASK))
+                    .or_default()
+                    .push(t.ps());
+            }
+        }
+    }
+    for v in posted.values_mut() {
+        v.sort_unstable();
+    }
     let mut overall = Breakdown::default();
     let mut per_rank = Vec::new();
     for (r, ri) in info.ranks.iter().enumerate() {
         let Some(s) = scheds.get(ri.host).copied().flatten() else {
             continue;
         };
+        // Receives per key in the order they completed: the k-th took the k-th message.
+        let mut recv_from: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut by_key: BTreeMap<(u32, u64), Vec<(u64, usize)>> = BTreeMap::new();
+        for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
+            if let (Action::Recv { src, tag, .. }, Some(end)) = (&n.action, rec.end) {
+                by_key
+                    .entry((*src, tag & TAG_MASK))
+                    .or_default()
+                    .push((end.ps(), i));
+            }
+        }
+        for ((src, tag), mut v) in by_key {
+            v.sort_unstable();
+            let posts = posted.get(&(src, ri.host as u32, tag));
+            for (k, &(_, i)) in v.iter().enumerate() {
+                if let Some(&t) = posts.and_then(|p| p.get(k)) {
+                    recv_from.insert(i, t);
+                }
+            }
+        }
         let (mut comp, mut comm) = (Vec::new(), Vec::new());
-        for (n, rec) in s.nodes().iter().zip(s.records()) {
+        for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
             let Some(start) = rec.start else { continue };
+            let start = recv_from.get(&i).map_or(start, |&t| start.max(Time(t)));
             let end = rec.end.map_or(horizon, Time::ps);
             let iv = (start.ps(), end.max(start.ps()));
             match n.action {

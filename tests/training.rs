@@ -282,6 +282,11 @@ fn a_dependency_chain_across_send_and_recv_adds_up() {
     let rank1_end = reply + (k - a * US);
     let rank0_end = reply + one_way + c * US;
     assert_eq!(tr.per_rank[1].finish_ps, Some(rank1_end));
+    // Rank 1 communicates from the post of the first message (A, not time zero: before, it
+    // only waits for rank 0) to its arrival, and while its reply is unacknowledged.
+    let b1 = &tr.per_rank[1].breakdown;
+    assert_eq!(b1.exposed_comm_ps, one_way + (k - a * US));
+    assert_eq!(b1.idle_ps, rank0_end - b * US - b1.exposed_comm_ps);
     assert_eq!(tr.per_rank[0].finish_ps, Some(rank0_end));
     assert_eq!(tr.iteration_time_ps, Some(rank0_end));
 }
