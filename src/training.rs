@@ -26,7 +26,7 @@ use fabemu_collectives::{ChunkRange, Collective, DataType, Program, ReduceOp};
 use fabemu_fabric::units::{Time, PS_PER_S};
 use fabemu_topologies::Graph;
 use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode, TAG_MASK};
-use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace};
+use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace, TraceNode};
 use serde::Serialize;
 
 use crate::collective::{self, CollectiveInfo};
@@ -35,7 +35,7 @@ use crate::scenario::{AlgorithmYaml, CollectiveYaml, FieldPath, Mode, ScenarioEr
 /// A training workload as built: which host runs which trace, and its collectives.
 #[derive(Clone, Debug)]
 pub struct TrainingInfo {
-    /// The traces' prefix as given.
+    /// The traces' prefix as given, or a description of the built-in model.
     pub traces: String,
     /// Per rank: its host and its file.
     pub ranks: Vec<RankInfo>,
@@ -83,34 +83,52 @@ pub(crate) fn build(
     jobs: &mut [Vec<Job>],
 ) -> Result<Option<Built>, ScenarioError> {
     let s = &src.scenario;
-    let Some(ch) = &s.workload.chakra else {
-        return Ok(None);
-    };
-    let at = FieldPath::root().key("workload").key("chakra");
     let n_hosts = g.host_count();
-    let hosts: Vec<usize> = match &ch.hosts {
-        None => (0..n_hosts).collect(),
-        Some(names) => {
-            let mut v = Vec::with_capacity(names.len());
-            for (k, name) in names.iter().enumerate() {
-                let here = at.key("hosts").index(k);
-                let h = g
-                    .find(name)
-                    .and_then(|id| g.host_index(id))
-                    .ok_or_else(|| src.error_at(&here, format!("`{name}` is not a host")))?;
-                if v.contains(&h) {
-                    return Err(src.error_at(&here, format!("`{name}` is listed twice")));
-                }
-                v.push(h);
-            }
-            v
+    let (at, traces, groups, hosts, label) = if let Some(ch) = &s.workload.chakra {
+        let at = FieldPath::root().key("workload").key("chakra");
+        if s.workload.training.is_some() {
+            return Err(src.error_at(
+                &at,
+                "give `chakra` (traces) or `training` (the built-in model), not both",
+            ));
         }
-    };
-    let prefix = relative_to_scenario(src, &ch.traces);
-    let traces = load_traces(&prefix, hosts.len()).map_err(|e| src.error_at(&at, e.to_string()))?;
-    let groups = match &ch.comm_groups {
-        None => None,
-        Some(rel) => Some(read_groups(src, &at, rel, hosts.len())?),
+        let hosts: Vec<usize> = match &ch.hosts {
+            None => (0..n_hosts).collect(),
+            Some(names) => {
+                let mut v = Vec::with_capacity(names.len());
+                for (k, name) in names.iter().enumerate() {
+                    let here = at.key("hosts").index(k);
+                    let h = g
+                        .find(name)
+                        .and_then(|id| g.host_index(id))
+                        .ok_or_else(|| src.error_at(&here, format!("`{name}` is not a host")))?;
+                    if v.contains(&h) {
+                        return Err(src.error_at(&here, format!("`{name}` is listed twice")));
+                    }
+                    v.push(h);
+                }
+                v
+            }
+        };
+        let prefix = relative_to_scenario(src, &ch.traces);
+        let traces =
+            load_traces(&prefix, hosts.len()).map_err(|e| src.error_at(&at, e.to_string()))?;
+        let groups = match &ch.comm_groups {
+            None => None,
+            Some(rel) => Some(read_groups(src, &at, rel, hosts.len())?),
+        };
+        (at, traces, groups, hosts, ch.traces.clone())
+    } else if let Some(m) = &s.workload.training {
+        let at = FieldPath::root().key("workload").key("training");
+        let (traces, groups) =
+            model_traces(m, n_hosts).map_err(|(f, msg)| src.error_at(&at.key(f), msg))?;
+        let label = format!(
+            "the built-in model (dp {} x tp {} x pp {}, {} micro-batches)",
+            m.dp, m.tp, m.pp, m.micro_batches
+        );
+        (at, traces, Some(groups), (0..n_hosts).collect(), label)
+    } else {
+        return Ok(None);
     };
     let device_at = FieldPath::root().key("workload").key("device");
     if let Some(d) = &s.workload.device {
@@ -338,7 +356,7 @@ pub(crate) fn build(
                         "comm_size {bytes} B is not a whole number of floats (data mode)"
                     )));
                 };
-                let spec = collective_spec(op, alg)
+                let spec = collective_spec(s, op, alg)
                     .map_err(|e| node_err(format!("cannot build the collective: {e}")))?;
                 let (info, programs) =
                     collective::compile_one(g, &spec, count, es, &member_hosts, data_mode)
@@ -393,7 +411,7 @@ pub(crate) fn build(
         scheds[hosts[r]] = Some(RankScheduler::new(nodes_of(t, acts), data_mode));
     }
     let info = TrainingInfo {
-        traces: ch.traces.clone(),
+        traces: label,
         ranks: traces
             .iter()
             .enumerate()
@@ -407,6 +425,198 @@ pub(crate) fn build(
         job_base,
     };
     Ok(Some((info, scheds)))
+}
+
+/// Communicator groups: group id -> ranks.
+type Groups = BTreeMap<String, Vec<usize>>;
+
+/// The per-rank traces of the built-in model (`workload.training`, see its doc) and its
+/// communicator groups (`tp{p}.{d}`, `dp{p}.{t}`); errors name the field.
+fn model_traces(
+    m: &crate::scenario::TrainingYaml,
+    hosts: usize,
+) -> Result<(Vec<RankTrace>, Groups), (&'static str, String)> {
+    let (dp, tp, pp, mbs) = (m.dp, m.tp, m.pp, m.micro_batches);
+    for (f, v) in [
+        ("dp", dp),
+        ("tp", tp),
+        ("pp", pp),
+        ("micro_batches", mbs),
+        ("layers", m.layers),
+    ] {
+        if v == 0 {
+            return Err((f, "must be at least 1".into()));
+        }
+    }
+    let ranks = dp.saturating_mul(tp).saturating_mul(pp);
+    if ranks != hosts {
+        return Err((
+            "dp",
+            format!(
+                "dp x tp x pp = {dp} x {tp} x {pp} = {ranks} ranks; the fabric has {hosts} hosts"
+            ),
+        ));
+    }
+    if m.layers % pp != 0 {
+        return Err((
+            "layers",
+            format!("{} layers do not split evenly over {pp} stages", m.layers),
+        ));
+    }
+    if m.bucket.bytes() == 0 {
+        return Err(("bucket", "must be greater than 0".into()));
+    }
+    // Bound the model's size: nodes per rank ~ micro-batches x layers x 4.
+    let per_rank = (mbs as u64)
+        .saturating_mul(m.layers as u64 / pp as u64)
+        .saturating_mul(4);
+    if per_rank.saturating_mul(ranks as u64) > 1 << 24 {
+        return Err((
+            "micro_batches",
+            "the iteration would have more than 2^24 nodes".into(),
+        ));
+    }
+    let forward = m.forward;
+    let backward = m.backward.unwrap_or(Time(m.forward.ps().saturating_mul(2)));
+    let rank_of = |p: usize, d: usize, t: usize| t + tp * (d + dp * p);
+    let mut groups = BTreeMap::new();
+    for p in 0..pp {
+        for d in 0..dp {
+            groups.insert(
+                format!("tp{p}.{d}"),
+                (0..tp).map(|t| rank_of(p, d, t)).collect(),
+            );
+        }
+        for t in 0..tp {
+            groups.insert(
+                format!("dp{p}.{t}"),
+                (0..dp).map(|d| rank_of(p, d, t)).collect(),
+            );
+        }
+    }
+    let layers = m.layers / pp;
+    let (act, tpb) = (m.activation_bytes.bytes(), m.tp_bytes.bytes());
+    let grad = m.parameter_bytes.bytes() / tp as u64;
+    let mut traces = Vec::with_capacity(ranks);
+    for r in 0..ranks {
+        let (t, d, p) = (r % tp, (r / tp) % dp, r / (tp * dp));
+        let mut nodes: Vec<TraceNode> = Vec::new();
+        let mut push = |name: String, op: Op, deps: Vec<u32>| {
+            let id = nodes.len() as u32;
+            nodes.push(TraceNode {
+                id: u64::from(id),
+                name,
+                op,
+                deps,
+            });
+            id
+        };
+        let compute = |d: Time| Op::Compute {
+            duration: Some(d),
+            num_ops: None,
+            tensor_bytes: None,
+        };
+        let all_reduce = |bytes: u64, group: String| Op::Collective {
+            kind: CollKind::AllReduce,
+            bytes,
+            group: Some(group),
+        };
+        // 1F1B: warm-up forwards, then one forward and one backward in turn, then the rest.
+        let warm = (pp - p - 1).min(mbs);
+        let mut order: Vec<(bool, usize)> = (0..warm).map(|i| (true, i)).collect();
+        for i in 0..mbs - warm {
+            order.push((true, warm + i));
+            order.push((false, i));
+        }
+        order.extend((mbs - warm..mbs).map(|i| (false, i)));
+        let mut stream: Option<u32> = None;
+        let (mut bucket, mut reduces) = (0u64, Vec::new());
+        for (fwd, mb) in order {
+            let mut deps: Vec<u32> = Vec::new();
+            let from = if fwd {
+                p.checked_sub(1)
+            } else {
+                (p + 1 < pp).then_some(p + 1)
+            };
+            let tag = 2 * mb as u64 + u64::from(!fwd);
+            if let Some(q) = from.filter(|_| act > 0) {
+                // Posted in schedule order, once the stream reaches this micro-batch.
+                deps.push(push(
+                    format!("recv mb{mb} from stage {q}"),
+                    Op::Recv {
+                        peer: rank_of(q, d, t) as u32,
+                        bytes: act,
+                        tag,
+                    },
+                    stream.into_iter().collect(),
+                ));
+            }
+            for k in 0..layers {
+                let layer = if fwd {
+                    p * layers + k
+                } else {
+                    p * layers + layers - 1 - k
+                };
+                deps.extend(stream);
+                let c = push(
+                    format!(
+                        "{} layer {layer} mb{mb}",
+                        if fwd { "forward" } else { "backward" }
+                    ),
+                    compute(if fwd { forward } else { backward }),
+                    std::mem::take(&mut deps),
+                );
+                stream = Some(c);
+                deps.push(c);
+                if tp > 1 && tpb > 0 {
+                    let a = push(
+                        format!("tp all_reduce layer {layer} mb{mb}"),
+                        all_reduce(tpb, format!("tp{p}.{d}")),
+                        vec![c],
+                    );
+                    // Tensor parallelism waits for its All-Reduce before the next layer.
+                    deps = vec![a];
+                    stream = Some(a);
+                }
+                if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
+                    bucket += grad;
+                    if bucket >= m.bucket.bytes() || k + 1 == layers {
+                        reduces.push(push(
+                            format!("dp all_reduce {bucket} B after layer {layer}"),
+                            all_reduce(bucket, format!("dp{p}.{t}")),
+                            deps.clone(),
+                        ));
+                        bucket = 0;
+                    }
+                }
+            }
+            let to = if fwd {
+                (p + 1 < pp).then_some(p + 1)
+            } else {
+                p.checked_sub(1)
+            };
+            if let Some(q) = to.filter(|_| act > 0) {
+                push(
+                    format!("send mb{mb} to stage {q}"),
+                    Op::Send {
+                        peer: rank_of(q, d, t) as u32,
+                        bytes: act,
+                        tag,
+                    },
+                    deps,
+                );
+            }
+        }
+        let mut deps = reduces;
+        deps.extend(stream);
+        push("optimizer".into(), compute(m.optimizer), deps);
+        traces.push(RankTrace {
+            file: format!("model rank {r}"),
+            version: String::new(),
+            nodes,
+        });
+    }
+    Ok((traces, groups))
 }
 
 /// Seconds as a time, rounded up to the picosecond.
@@ -443,18 +653,33 @@ fn algorithm_of(
     }
 }
 
-/// A `workload.collectives` entry for `op` with `alg` and every other option at its default
-/// (built through serde, so new options keep their defaults here too).
-fn collective_spec(op: Collective, alg: Option<&AlgorithmYaml>) -> Result<CollectiveYaml, String> {
+/// A `workload.collectives` entry for `op` with `alg`, the scenario's `collective_algorithms`
+/// options and every other option at its default (built through serde, so new options keep
+/// their defaults here too).
+fn collective_spec(
+    s: &crate::scenario::Scenario,
+    op: Collective,
+    alg: Option<&AlgorithmYaml>,
+) -> Result<CollectiveYaml, String> {
+    let e = |e: serde_yaml::Error| e.to_string();
+    let o = &s.workload.collective_algorithms;
     let mut m = serde_yaml::Mapping::new();
     m.insert("op".into(), op.key().into());
     if let Some(a) = alg {
-        m.insert(
-            "algorithm".into(),
-            serde_yaml::to_value(a).map_err(|e| e.to_string())?,
-        );
+        m.insert("algorithm".into(), serde_yaml::to_value(a).map_err(e)?);
+        if let AlgorithmYaml::PerDim(_) = a {
+            if let Some(x) = &o.scheme {
+                m.insert("scheme".into(), serde_yaml::to_value(x).map_err(e)?);
+            }
+            if let Some(x) = &o.policy {
+                m.insert("policy".into(), serde_yaml::to_value(x).map_err(e)?);
+            }
+        }
     }
-    serde_yaml::from_value(serde_yaml::Value::Mapping(m)).map_err(|e| e.to_string())
+    if let Some(c) = o.chunks {
+        m.insert("chunks".into(), (c as u64).into());
+    }
+    serde_yaml::from_value(serde_yaml::Value::Mapping(m)).map_err(e)
 }
 
 /// Reads ASTRA-sim's communicator groups: `{"group id": [ranks...]}`.

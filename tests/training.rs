@@ -600,3 +600,112 @@ fn ranks_that_disagree_on_a_collective_are_refused_naming_the_node() {
         "{err}"
     );
 }
+
+/// The built-in model on a star of `hosts` hosts.
+fn model(hosts: usize, training: &str) -> Report {
+    run_yaml(
+        &format!("{}workload:\n  training: {training}\n", star(hosts)),
+        1,
+    )
+}
+
+#[test]
+fn one_f_one_b_with_4_stages_and_8_micro_batches_idles_the_bubble_fraction() {
+    // 1F1B on uniform stages with negligible communication (64 B activations, ~3 us a
+    // message against 3 ms per micro-batch): every stage computes m (f + b) of an iteration
+    // of (m + pp - 1)(f + b), so the idle share is (pp - 1) / (m + pp - 1) = 3/11.
+    let r = model(
+        4,
+        "{pp: 4, layers: 4, forward: 1ms, micro_batches: 8, activation_bytes: 64B}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    let it = t.iteration_time_ps.expect("finished") as f64;
+    let idle = t.overall.idle_ps as f64 / (4.0 * it);
+    let want = 3.0 / 11.0;
+    assert!(
+        (idle - want).abs() / want < 0.01,
+        "bubble {idle}, want {want}"
+    );
+    assert_eq!(t.overall.compute_ps, 4 * 8 * 3_000 * US);
+}
+
+#[test]
+fn smaller_gradient_buckets_expose_less_communication() {
+    // dp 4, 8 layers of 1 MiB gradients: one 8 MiB All-Reduce after the backward pass, or
+    // buckets of 2 MiB and 1 MiB that start while earlier layers still compute.
+    let exposed: Vec<u64> = ["8MiB", "2MiB", "1MiB"]
+        .iter()
+        .map(|b| {
+            let r = model(
+                4,
+                &format!(
+                    "{{dp: 4, layers: 8, forward: 50us, backward: 100us, parameter_bytes: 1MiB, bucket: {b}}}"
+                ),
+            );
+            assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+            training(&r).overall.exposed_comm_ps
+        })
+        .collect();
+    assert!(
+        exposed[0] > exposed[1] && exposed[1] > exposed[2],
+        "exposed communication by bucket size: {exposed:?}"
+    );
+}
+
+#[test]
+fn themis_is_not_slower_than_fixed_order_inside_a_training_iteration() {
+    // A 2-D fabric whose first dimension is the slow one: the fixed order sends every
+    // gradient byte through it first; Themis picks the less loaded dimension per chunk.
+    let run = |policy: &str| {
+        let r = run_yaml(
+            &format!(
+                "topology:\n  multi_dim:\n    dimensions:\n      - {{kind: ring, size: 4, bandwidth: 50Gbps, latency: 500ns}}\n      - {{kind: switch, size: 2, bandwidth: 200Gbps, latency: 1us}}\nworkload:\n  training: {{dp: 8, layers: 4, forward: 50us, backward: 100us, parameter_bytes: 4MiB, bucket: 4MiB}}\n  collective_algorithms: {{all_reduce: [ring, ring], policy: {policy}, chunks: 4}}\n"
+            ),
+            1,
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        training(&r).iteration_time_ps.expect("finished")
+    };
+    let (fixed, themis) = (run("fixed"), run("themis"));
+    println!("iteration: fixed {fixed} ps, themis {themis} ps");
+    assert!(themis <= fixed, "themis {themis} ps, fixed {fixed} ps");
+}
+
+#[test]
+fn the_model_with_every_parallelism_is_deterministic_across_threads() {
+    let yaml = format!(
+        "{}workload:\n  training: {{dp: 2, tp: 2, pp: 2, layers: 4, forward: 100us, micro_batches: 4, activation_bytes: 256KiB, tp_bytes: 256KiB, parameter_bytes: 2MiB, bucket: 2MiB, optimizer: 20us}}\n",
+        star(8)
+    );
+    let json = |threads| {
+        let r = run_yaml(&yaml, threads);
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let mut v = serde_json::to_value(r).expect("json");
+        if let Some(o) = v.as_object_mut() {
+            o.remove("host");
+        }
+        v.to_string()
+    };
+    let one = json(1);
+    assert_eq!(one, json(2));
+    assert_eq!(one, json(4));
+}
+
+#[test]
+fn a_model_that_does_not_fit_the_fabric_is_refused_at_its_field() {
+    let path = temp_scenario(
+        "model-mismatch.yaml",
+        &format!(
+            "{}workload:\n  training: {{dp: 3, layers: 2, forward: 1us}}\n",
+            star(4)
+        ),
+    );
+    let out = fabemu(&["run", path.to_str().expect("utf-8 path")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("field `workload.training.dp`: dp x tp x pp = 3 x 1 x 1 = 3 ranks; the fabric has 4 hosts"),
+        "{err}"
+    );
+}

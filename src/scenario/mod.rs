@@ -350,6 +350,9 @@ pub struct Workload {
     /// A training iteration from Chakra execution traces, one file per rank.
     #[serde(default)]
     pub chakra: Option<ChakraYaml>,
+    /// A training iteration from the built-in parallelism model (instead of traces).
+    #[serde(default)]
+    pub training: Option<TrainingYaml>,
     /// The NPU model that times compute and memory nodes without a recorded duration.
     #[serde(default)]
     pub device: Option<DeviceYaml>,
@@ -421,6 +424,69 @@ impl<'de> Deserialize<'de> for ChakraYaml {
     }
 }
 
+/// `workload.training`: one iteration of a model split over data, tensor and pipeline
+/// parallel groups (rank = t + tp x (d + dp x p): tensor-parallel innermost), micro-batches in
+/// a 1F1B pipeline schedule, gradients all-reduced over the data-parallel group in buckets
+/// overlapped with the last micro-batch's backward pass, then the optimizer step.
+///
+/// ```yaml
+/// training:
+///   dp: 2
+///   tp: 2
+///   pp: 2
+///   layers: 8                 # split evenly over the pp stages
+///   forward: 100us            # per layer and micro-batch
+///   backward: 200us           # default 2 x forward
+///   micro_batches: 8
+///   activation_bytes: 4MiB    # sent to the next stage per micro-batch (and back in backward)
+///   tp_bytes: 4MiB            # All-Reduce over the tp group per layer, forward and backward
+///   parameter_bytes: 32MiB    # gradient bytes per layer (each tp rank holds 1/tp)
+///   bucket: 25MiB             # gradient All-Reduce bucket size
+///   optimizer: 50us
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingYaml {
+    /// Data-parallel degree.
+    #[serde(default = "one")]
+    pub dp: usize,
+    /// Tensor-parallel degree.
+    #[serde(default = "one")]
+    pub tp: usize,
+    /// Pipeline-parallel degree (stages).
+    #[serde(default = "one")]
+    pub pp: usize,
+    /// Layers of the model, split evenly over the stages.
+    pub layers: usize,
+    /// Forward compute per layer and micro-batch.
+    pub forward: Time,
+    /// Backward compute per layer and micro-batch (default twice `forward`).
+    #[serde(default)]
+    pub backward: Option<Time>,
+    /// Micro-batches per iteration.
+    #[serde(default = "one")]
+    pub micro_batches: usize,
+    /// Activation bytes a stage sends the next per micro-batch (the same gradient comes back).
+    #[serde(default)]
+    pub activation_bytes: ByteSize,
+    /// Bytes of the tensor-parallel All-Reduce after each layer, forward and backward.
+    #[serde(default)]
+    pub tp_bytes: ByteSize,
+    /// Gradient bytes per layer (all-reduced over the data-parallel group).
+    #[serde(default)]
+    pub parameter_bytes: ByteSize,
+    /// Gradient bucket: an All-Reduce starts when this many bytes of gradients are ready.
+    #[serde(default = "default_bucket")]
+    pub bucket: ByteSize,
+    /// The optimizer step after the gradients are reduced.
+    #[serde(default)]
+    pub optimizer: Time,
+}
+
+fn default_bucket() -> ByteSize {
+    ByteSize(25 << 20)
+}
+
 /// `workload.device`: how fast an NPU computes, for nodes that carry work (`num_ops`,
 /// `tensor_size`) rather than a measured duration. A compute node takes
 /// `max(num_ops / (peak_flops x efficiency), tensor_size / memory_bandwidth)` (a roofline, as
@@ -464,6 +530,15 @@ pub struct CollectiveAlgorithms {
     /// Reduce.
     #[serde(default)]
     pub reduce: Option<AlgorithmYaml>,
+    /// With a per-dimension list: `local_bw_aware` (default) or `baseline`.
+    #[serde(default)]
+    pub scheme: Option<fabemu_collectives::plan::Scheme>,
+    /// With a per-dimension list: dimension order `fixed` (default) or `themis`.
+    #[serde(default)]
+    pub policy: Option<fabemu_collectives::plan::DimPolicy>,
+    /// Pieces each collective is cut into and pipelined (default 1).
+    #[serde(default)]
+    pub chunks: Option<usize>,
 }
 
 /// One collective of the workload, or a sweep of sizes (as nccl-tests' `-b/-e/-f`).
