@@ -67,6 +67,13 @@ fn relative_to_scenario(src: &Source, rel: &str) -> PathBuf {
     }
 }
 
+/// Largest point-to-point message (RoCE's DMA length is 32 bits).
+const MAX_MESSAGE: u64 = (1 << 32) - 1;
+/// Program steps over all the trace's collectives and ranks (about 64 bytes each).
+const MAX_STEPS: u64 = 1 << 26;
+/// Payload bytes a data-mode training run may hold.
+const MAX_DATA_BYTES: u64 = 4 << 30;
+
 /// A built training workload: its description and a scheduler per host (`None`: the host
 /// runs no rank).
 pub(crate) type Built = (TrainingInfo, Vec<Option<RankScheduler>>);
@@ -147,6 +154,8 @@ pub(crate) fn build(
     }
     let data_mode = s.mode == Mode::Data;
 
+    // Memory a data-mode run holds for the workload's payloads, and program steps in all.
+    let (mut data_bytes, mut steps_total) = (0u64, 0u64);
     // Per rank: actions (collectives filled in below), and the collectives per group.
     let mut actions: Vec<Vec<Action>> = Vec::with_capacity(traces.len());
     let mut by_group: BTreeMap<String, BTreeMap<usize, Vec<Pending>>> = BTreeMap::new();
@@ -204,11 +213,22 @@ pub(crate) fn build(
                     }
                 }),
                 Op::Marker { duration } => Action::Delay(duration.unwrap_or(Time::ZERO)),
-                Op::Send { peer, bytes, tag } => Action::Send {
-                    dst: peer_host(*peer, "comm_dst")?,
-                    tag: *tag,
-                    bytes: *bytes,
-                },
+                Op::Send { bytes, .. } | Op::Recv { bytes, .. } if *bytes > MAX_MESSAGE => {
+                    return Err(node_err(format!(
+                        "comm_size {bytes} B: a message is at most {MAX_MESSAGE} B (RoCE's \
+                         32-bit DMA length)"
+                    )))
+                }
+                Op::Send { peer, bytes, tag } => {
+                    if data_mode {
+                        data_bytes = data_bytes.saturating_add(*bytes);
+                    }
+                    Action::Send {
+                        dst: peer_host(*peer, "comm_dst")?,
+                        tag: *tag,
+                        bytes: *bytes,
+                    }
+                }
                 Op::Recv { peer, bytes, tag } => Action::Recv {
                     src: peer_host(*peer, "comm_src")?,
                     tag: *tag,
@@ -246,6 +266,15 @@ pub(crate) fn build(
         actions.push(acts);
     }
 
+    if data_bytes > MAX_DATA_BYTES {
+        return Err(src.error_at(
+            &at,
+            format!(
+                "data mode holds every payload in memory; the sends need {data_bytes} B (limit \
+                 {MAX_DATA_BYTES} B; use `mode: timing`)"
+            ),
+        ));
+    }
     // Match each group's collectives across its members; compile one job per match.
     let mut infos = Vec::new();
     let mut group_names = Vec::new();
@@ -361,6 +390,25 @@ pub(crate) fn build(
                 let (info, programs) =
                     collective::compile_one(g, &spec, count, es, &member_hosts, data_mode)
                         .map_err(|e| node_err(format!("{} {k}: {e}", kind.key())))?;
+                steps_total = programs
+                    .iter()
+                    .fold(steps_total, |a, p| a.saturating_add(p.steps.len() as u64));
+                if steps_total > MAX_STEPS {
+                    return Err(node_err(format!(
+                        "the trace's collectives need more than {MAX_STEPS} program steps in all"
+                    )));
+                }
+                if data_mode {
+                    data_bytes = programs.iter().fold(data_bytes, |a, p| {
+                        a.saturating_add((p.buffer_len as u64).saturating_mul(es))
+                    });
+                }
+                if data_bytes > MAX_DATA_BYTES {
+                    return Err(node_err(format!(
+                        "data mode holds every payload in memory; this workload needs more than \
+                         {MAX_DATA_BYTES} B (use `mode: timing`)"
+                    )));
+                }
                 let shared: Arc<[u32]> = member_hosts.iter().map(|&h| h as u32).collect();
                 let mut program_of: BTreeMap<usize, Program> =
                     member_hosts.iter().copied().zip(programs).collect();

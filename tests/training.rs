@@ -367,6 +367,14 @@ fn bad_traces_exit_2_naming_the_file_and_the_node() {
             "cycle.1.et: node 1 is on a dependency cycle: 1 -> 3 -> 2 -> 1".into(),
         ),
         (
+            "huge",
+            vec![
+                (0, encoded(&[p2p(3, true, 1, 1 << 33, 0, &[])])),
+                (1, encoded(&[p2p(3, false, 0, 1 << 33, 0, &[])])),
+            ],
+            "huge.0.et: node 3: comm_size 8589934592 B: a message is at most 4294967295 B".into(),
+        ),
+        (
             "gap",
             vec![(0, good.clone()), (2, good.clone())],
             "gap.1.et: missing: the trace of rank 1".into(),
