@@ -45,6 +45,9 @@ pub struct TrainingInfo {
     pub groups: Vec<String>,
     /// The job number of the first trace collective.
     pub job_base: usize,
+    /// Per rank, the node that ends each iteration (the built-in model's several
+    /// iterations); empty: the trace is one iteration.
+    pub iteration_ends: Vec<Vec<u32>>,
 }
 
 /// One rank of a training workload.
@@ -91,6 +94,8 @@ pub(crate) fn build(
 ) -> Result<Option<Built>, ScenarioError> {
     let s = &src.scenario;
     let n_hosts = g.host_count();
+    // Per rank, the last node of each iteration (the built-in model's optimizer steps).
+    let mut marks: Vec<Vec<u32>> = Vec::new();
     let (at, traces, groups, hosts, label) = if let Some(ch) = &s.workload.chakra {
         let at = FieldPath::root().key("workload").key("chakra");
         if s.workload.training.is_some() {
@@ -127,8 +132,9 @@ pub(crate) fn build(
         (at, traces, groups, hosts, ch.traces.clone())
     } else if let Some(m) = &s.workload.training {
         let at = FieldPath::root().key("workload").key("training");
-        let (traces, groups) =
+        let (traces, groups, m_marks) =
             model_traces(m, n_hosts).map_err(|(f, msg)| src.error_at(&at.key(f), msg))?;
+        marks = m_marks;
         let label = format!(
             "the built-in model (dp {} x tp {} x pp {}, {} micro-batches)",
             m.dp, m.tp, m.pp, m.micro_batches
@@ -471,6 +477,7 @@ pub(crate) fn build(
         collectives: infos,
         groups: group_names,
         job_base,
+        iteration_ends: marks,
     };
     Ok(Some((info, scheds)))
 }
@@ -478,12 +485,15 @@ pub(crate) fn build(
 /// Communicator groups: group id -> ranks.
 type Groups = BTreeMap<String, Vec<usize>>;
 
+/// The built-in model's traces, groups, and per rank the last node of each iteration.
+type Model = (Vec<RankTrace>, Groups, Vec<Vec<u32>>);
+
 /// The per-rank traces of the built-in model (`workload.training`, see its doc) and its
 /// communicator groups (`tp{p}.{d}`, `dp{p}.{t}`); errors name the field.
 fn model_traces(
     m: &crate::scenario::TrainingYaml,
     hosts: usize,
-) -> Result<(Vec<RankTrace>, Groups), (&'static str, String)> {
+) -> Result<Model, (&'static str, String)> {
     let (dp, tp, pp, mbs) = (m.dp, m.tp, m.pp, m.micro_batches);
     for (f, v) in [
         ("dp", dp),
@@ -546,6 +556,7 @@ fn model_traces(
     let (act, tpb) = (m.activation_bytes.bytes(), m.tp_bytes.bytes());
     let grad = m.parameter_bytes.bytes() / tp as u64;
     let mut traces = Vec::with_capacity(ranks);
+    let mut marks = Vec::with_capacity(ranks);
     for r in 0..ranks {
         let (t, d, p) = (r % tp, (r / tp) % dp, r / (tp * dp));
         let mut nodes: Vec<TraceNode> = Vec::new();
@@ -578,93 +589,104 @@ fn model_traces(
         }
         order.extend((mbs - warm..mbs).map(|i| (false, i)));
         let mut stream: Option<u32> = None;
-        let (mut bucket, mut reduces) = (0u64, Vec::new());
-        for (fwd, mb) in order {
-            let mut deps: Vec<u32> = Vec::new();
-            let from = if fwd {
-                p.checked_sub(1)
-            } else {
-                (p + 1 < pp).then_some(p + 1)
-            };
-            let tag = 2 * mb as u64 + u64::from(!fwd);
-            if let Some(q) = from.filter(|_| act > 0) {
-                // Posted in schedule order, once the stream reaches this micro-batch.
-                deps.push(push(
-                    format!("recv mb{mb} from stage {q}"),
-                    Op::Recv {
-                        peer: rank_of(q, d, t) as u32,
-                        bytes: act,
-                        tag,
-                    },
-                    stream.into_iter().collect(),
-                ));
-            }
-            for k in 0..layers {
-                let layer = if fwd {
-                    p * layers + k
+        let mut ends = Vec::with_capacity(m.iterations);
+        for it in 0..m.iterations {
+            let (mut bucket, mut reduces) = (0u64, Vec::new());
+            for &(fwd, mb) in &order {
+                let mut deps: Vec<u32> = Vec::new();
+                let from = if fwd {
+                    p.checked_sub(1)
                 } else {
-                    p * layers + layers - 1 - k
+                    (p + 1 < pp).then_some(p + 1)
                 };
-                deps.extend(stream);
-                let c = push(
-                    format!(
-                        "{} layer {layer} mb{mb}",
-                        if fwd { "forward" } else { "backward" }
-                    ),
-                    compute(if fwd { forward } else { backward }),
-                    std::mem::take(&mut deps),
-                );
-                stream = Some(c);
-                deps.push(c);
-                if tp > 1 && tpb > 0 {
-                    let a = push(
-                        format!("tp all_reduce layer {layer} mb{mb}"),
-                        all_reduce(tpb, format!("tp{p}.{d}")),
-                        vec![c],
-                    );
-                    // Tensor parallelism waits for its All-Reduce before the next layer.
-                    deps = vec![a];
-                    stream = Some(a);
+                let tag = 2 * (it * mbs + mb) as u64 + u64::from(!fwd);
+                if let Some(q) = from.filter(|_| act > 0) {
+                    // Posted in schedule order, once the stream reaches this micro-batch.
+                    deps.push(push(
+                        format!("recv mb{mb} from stage {q}"),
+                        Op::Recv {
+                            peer: rank_of(q, d, t) as u32,
+                            bytes: act,
+                            tag,
+                        },
+                        stream.into_iter().collect(),
+                    ));
                 }
-                if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
-                    bucket += grad;
-                    if bucket >= m.bucket.bytes() || k + 1 == layers {
-                        reduces.push(push(
-                            format!("dp all_reduce {bucket} B after layer {layer}"),
-                            all_reduce(bucket, format!("dp{p}.{t}")),
-                            deps.clone(),
-                        ));
-                        bucket = 0;
+                for k in 0..layers {
+                    let layer = if fwd {
+                        p * layers + k
+                    } else {
+                        p * layers + layers - 1 - k
+                    };
+                    deps.extend(stream);
+                    let c = push(
+                        format!(
+                            "{} layer {layer} mb{mb}",
+                            if fwd { "forward" } else { "backward" }
+                        ),
+                        compute(if fwd { forward } else { backward }),
+                        std::mem::take(&mut deps),
+                    );
+                    stream = Some(c);
+                    deps.push(c);
+                    if tp > 1 && tpb > 0 {
+                        let a = push(
+                            format!("tp all_reduce layer {layer} mb{mb}"),
+                            all_reduce(tpb, format!("tp{p}.{d}")),
+                            vec![c],
+                        );
+                        // Tensor parallelism waits for its All-Reduce before the next layer.
+                        deps = vec![a];
+                        stream = Some(a);
+                    }
+                    if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
+                        bucket += grad;
+                        if bucket >= m.bucket.bytes() || k + 1 == layers {
+                            reduces.push(push(
+                                format!("dp all_reduce {bucket} B after layer {layer}"),
+                                all_reduce(bucket, format!("dp{p}.{t}")),
+                                deps.clone(),
+                            ));
+                            bucket = 0;
+                        }
                     }
                 }
+                let to = if fwd {
+                    (p + 1 < pp).then_some(p + 1)
+                } else {
+                    p.checked_sub(1)
+                };
+                if let Some(q) = to.filter(|_| act > 0) {
+                    push(
+                        format!("send mb{mb} to stage {q}"),
+                        Op::Send {
+                            peer: rank_of(q, d, t) as u32,
+                            bytes: act,
+                            tag,
+                        },
+                        deps,
+                    );
+                }
             }
-            let to = if fwd {
-                (p + 1 < pp).then_some(p + 1)
-            } else {
-                p.checked_sub(1)
-            };
-            if let Some(q) = to.filter(|_| act > 0) {
-                push(
-                    format!("send mb{mb} to stage {q}"),
-                    Op::Send {
-                        peer: rank_of(q, d, t) as u32,
-                        bytes: act,
-                        tag,
-                    },
-                    deps,
-                );
-            }
+            let mut deps = reduces;
+            deps.extend(stream);
+            let opt = push(
+                format!("optimizer iteration {it}"),
+                compute(m.optimizer),
+                deps,
+            );
+            // The next iteration starts when this one's optimizer step is done.
+            stream = Some(opt);
+            ends.push(opt);
         }
-        let mut deps = reduces;
-        deps.extend(stream);
-        push("optimizer".into(), compute(m.optimizer), deps);
+        marks.push(ends);
         traces.push(RankTrace {
             file: format!("model rank {r}"),
             version: String::new(),
             nodes,
         });
     }
-    Ok((traces, groups))
+    Ok((traces, groups, marks))
 }
 
 /// Seconds as a time, rounded up to the picosecond.
@@ -787,10 +809,16 @@ pub struct TrainingReport {
     pub traces: String,
     /// Ranks.
     pub ranks: usize,
-    /// From time zero to the last node's finish on any rank (null if some node never ran).
+    /// From time zero to the last node's finish on any rank, all iterations (null if some
+    /// node never ran).
     pub iteration_time_ps: Option<u64>,
     /// The same in microseconds.
     pub iteration_time_us: Option<f64>,
+    /// Each iteration's time (from the previous iteration's end on the last rank to this
+    /// one's), when the workload has several; else the one iteration time.
+    pub iterations_ps: Vec<u64>,
+    /// Their mean.
+    pub mean_iteration_ps: Option<u64>,
     /// Summed over the ranks: every rank's iteration split as below.
     pub overall: Breakdown,
     /// Per rank.
@@ -1206,7 +1234,37 @@ pub fn report(
         let s = scheds.get(r.host).copied().flatten()?;
         critical_path(r.rank, s)
     });
+    let iterations_ps: Vec<u64> = match iteration {
+        None => Vec::new(),
+        Some(it) if info.iteration_ends.is_empty() => vec![it.ps()],
+        Some(_) => {
+            let n = info.iteration_ends.iter().map(Vec::len).max().unwrap_or(0);
+            let mut prev = 0;
+            (0..n)
+                .map(|k| {
+                    let end = info
+                        .ranks
+                        .iter()
+                        .zip(&info.iteration_ends)
+                        .filter_map(|(ri, ends)| {
+                            let s = scheds.get(ri.host).copied().flatten()?;
+                            s.records().get(*ends.get(k)? as usize)?.end
+                        })
+                        .map(Time::ps)
+                        .max()
+                        .unwrap_or(prev);
+                    let d = end.saturating_sub(prev);
+                    prev = end;
+                    d
+                })
+                .collect()
+        }
+    };
+    let mean_iteration_ps = (!iterations_ps.is_empty())
+        .then(|| iterations_ps.iter().sum::<u64>() / iterations_ps.len() as u64);
     TrainingReport {
+        iterations_ps,
+        mean_iteration_ps,
         traces: info.traces.clone(),
         ranks: info.ranks.len(),
         iteration_time_ps: iteration.map(Time::ps),
@@ -1228,12 +1286,30 @@ pub fn summary(t: &TrainingReport) -> String {
     let us = |ps: u64| ps as f64 / 1e6;
     let _ = writeln!(
         s,
-        "Training: {} ranks from {}; iteration time {}",
+        "Training: {} ranks from {}; {} {}",
         t.ranks,
         t.traces,
+        if t.iterations_ps.len() > 1 {
+            "time of all iterations"
+        } else {
+            "iteration time"
+        },
         t.iteration_time_us
             .map_or_else(|| "- (did not finish)".to_string(), |x| format!("{x:.3}us"))
     );
+    if t.iterations_ps.len() > 1 {
+        let _ = writeln!(
+            s,
+            "          {} iterations: {}; mean {:.3}us",
+            t.iterations_ps.len(),
+            t.iterations_ps
+                .iter()
+                .map(|&p| format!("{:.3}us", us(p)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            us(t.mean_iteration_ps.unwrap_or(0))
+        );
+    }
     let o = &t.overall;
     let total = (o.compute_ps + o.exposed_comm_ps + o.idle_ps).max(1) as f64;
     let _ = writeln!(

@@ -717,3 +717,22 @@ fn a_model_that_does_not_fit_the_fabric_is_refused_at_its_field() {
         "{err}"
     );
 }
+
+#[test]
+fn several_iterations_are_timed_one_by_one() {
+    // On an idle star every iteration repeats the first exactly: the next starts after the
+    // optimizer step, with the network empty again.
+    let r = model(
+        4,
+        "{dp: 2, pp: 2, layers: 2, forward: 50us, micro_batches: 2, activation_bytes: 64KiB, parameter_bytes: 1MiB, iterations: 3, optimizer: 10us}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    assert_eq!(t.iterations_ps.len(), 3);
+    assert!(t.iterations_ps.iter().all(|&x| x == t.iterations_ps[0]));
+    assert_eq!(
+        Some(t.iterations_ps.iter().sum::<u64>()),
+        t.iteration_time_ps
+    );
+    assert_eq!(t.mean_iteration_ps, Some(t.iterations_ps[0]));
+}

@@ -481,6 +481,9 @@ pub struct TrainingYaml {
     /// The optimizer step after the gradients are reduced.
     #[serde(default)]
     pub optimizer: Time,
+    /// Iterations, one after the other (the next starts after the optimizer step).
+    #[serde(default = "one")]
+    pub iterations: usize,
 }
 
 fn default_bucket() -> ByteSize {
