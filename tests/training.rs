@@ -736,3 +736,15 @@ fn several_iterations_are_timed_one_by_one() {
     );
     assert_eq!(t.mean_iteration_ps, Some(t.iterations_ps[0]));
 }
+
+#[test]
+fn the_training_example_runs() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/training.yaml");
+    let src = fabemu::load_file(&path).expect("the example loads");
+    let r = fabemu::run_source(&src, 1, None).expect("the example runs");
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    assert_eq!(t.ranks, 16);
+    // Each rank computes 8 micro-batches x 2 layers x (200 + 400) us, then its optimizer.
+    assert_eq!(t.overall.compute_ps, 16 * (8 * 2 * 600 + 100) * US);
+}
