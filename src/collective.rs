@@ -723,6 +723,58 @@ pub fn table(results: &[CollectiveResult]) -> String {
     out
 }
 
+/// Compiles one collective of a training workload with the same algorithm library and layout
+/// rules as `workload.collectives` (`c` gives the operation, algorithm and options): `count`
+/// elements of `elem_bytes` over the hosts `members` (rank r on `members[r]`). Returns its
+/// description and one program per rank.
+pub(crate) fn compile_one(
+    g: &Graph,
+    c: &crate::scenario::CollectiveYaml,
+    count: usize,
+    elem_bytes: u64,
+    members: &[usize],
+    data: bool,
+) -> Result<(CollectiveInfo, Vec<Program>), String> {
+    let (layout, label) = layout_of(c, g).map_err(|(_, m)| m)?;
+    let p = Plan {
+        op: c.op,
+        ranks: members.len(),
+        count,
+        root: c.root,
+        layout,
+        chunks: c.chunks,
+        chunks_in_flight: c.chunks_in_flight,
+    };
+    let programs = plan::compile(&p).map_err(|e| e.to_string())?;
+    let layouts = programs
+        .iter()
+        .map(|prog| Program {
+            rank: prog.rank,
+            buffer_len: prog.buffer_len,
+            input: prog.input,
+            output: prog.output,
+            steps: Vec::new(),
+        })
+        .collect();
+    let info = CollectiveInfo {
+        entry: 0,
+        op: c.op,
+        algorithm: label,
+        size_bytes: count as u64 * elem_bytes,
+        count,
+        dtype: c.dtype,
+        redop: c.redop,
+        root: c.root,
+        ranks: members.len(),
+        chunks: c.chunks,
+        layouts,
+        data,
+        hosts: members.to_vec(),
+        host_names: None,
+    };
+    Ok((info, programs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,9 +15,8 @@
 
 use std::sync::Arc;
 
-use fabemu_collectives::executor::{CollectiveRunner, Job};
 use fabemu_fabric::engine::{EngineLayout, EngineStats, PortStats, Progress, RunOutput};
-use fabemu_fabric::host::{Host, HostDirectory, MessageApp, MessageSpec};
+use fabemu_fabric::host::{Host, HostDirectory};
 use fabemu_fabric::link::Rate;
 use fabemu_fabric::route::{ecmp_index, flow_hash, qp_udp_src_port, switch_salt, RouteTable};
 use fabemu_fabric::units::{Bandwidth, Time};
@@ -26,8 +25,8 @@ use fabemu_flow::LinkId;
 use fabemu_switch::{Switch, SwitchConfig};
 use fabemu_topologies::{Graph, NodeKind, Routes};
 
-use crate::scenario::{self, Mode, ScenarioError, Source};
-use crate::world::{self, Finished, HostApp, Node};
+use crate::scenario::{self, ScenarioError, Source};
+use crate::world::{self, Finished, Node};
 
 /// Paths as the packets take them: every node's route set toward the destination and the
 /// ECMP rule of [`fabemu_fabric::route`].
@@ -96,24 +95,13 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
     scenario::check_fidelity(src)?;
     let s = &src.scenario;
     let (g, routes) = world::fabric(src)?;
-    let messages = world::build_messages(src, &g)?;
-    let (collectives, mut jobs) = crate::collective::build_jobs(src, &g)?;
+    let world::Apps {
+        apps,
+        messages,
+        collectives,
+        training,
+    } = world::host_apps(src, &g)?;
     let directory = world::directory(src, &g)?;
-    let n_hosts = g.host_count();
-    let mut per_host: Vec<Vec<MessageSpec>> = vec![Vec::new(); n_hosts];
-    for m in &messages {
-        per_host[m.src as usize].push(m.clone());
-    }
-    let data_mode = s.mode == Mode::Data;
-    let apps: Vec<HostApp> = (0..n_hosts)
-        .map(|rank| {
-            let own: Vec<Job> = jobs.get_mut(rank).map(std::mem::take).unwrap_or_default();
-            HostApp {
-                messages: MessageApp::new(s.seed, data_mode, std::mem::take(&mut per_host[rank])),
-                collectives: CollectiveRunner::new(rank as u32, own),
-            }
-        })
-        .collect();
     let capacities: Vec<f64> = g
         .links()
         .iter()
@@ -210,6 +198,7 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
         graph: g,
         messages,
         collectives,
+        training,
         output: RunOutput {
             actors,
             port_stats,

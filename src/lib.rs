@@ -11,6 +11,7 @@ pub mod flow;
 pub mod observe;
 pub mod report;
 pub mod scenario;
+pub mod training;
 pub mod world;
 
 use std::time::Instant;

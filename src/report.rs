@@ -43,6 +43,9 @@ pub struct Report {
     pub nics: Vec<NicReport>,
     /// Per switch, its counters.
     pub switches: Vec<SwitchReport>,
+    /// A training workload's iteration (only with `workload.chakra`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub training: Option<crate::training::TrainingReport>,
     /// Invariant checks.
     pub invariants: Invariants,
     /// Latency distributions (percentiles).
@@ -482,6 +485,55 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             violations.push(format!("{what} produced {w} wrong elements"));
         }
     }
+    let training = fin.training.as_ref().map(|info| {
+        // The trace's jobs follow the scenario's collectives on every host.
+        let recs: Vec<Vec<&fabemu_collectives::JobRecord>> = records
+            .iter()
+            .map(|r| r.iter().skip(info.job_base).copied().collect())
+            .collect();
+        let results = collective::results(&info.collectives, &recs);
+        let scheds: Vec<Option<&fabemu_workload::RankScheduler>> = out
+            .actors
+            .iter()
+            .filter_map(|a| match a {
+                Node::Host(h) => Some(h.app.training.as_ref()),
+                Node::Switch(_) => None,
+            })
+            .collect();
+        for s in scheds.iter().flatten() {
+            exec_errors.extend(s.errors.iter().cloned());
+        }
+        crate::training::report(info, &scheds, results)
+    });
+    if let Some(t) = &training {
+        if let Some(it) = t.iteration_time_ps {
+            totals.completion_time_ps = totals.completion_time_ps.max(it);
+        }
+        for (j, c) in t.collectives.iter().enumerate() {
+            if let Some(w) = c.wrong.filter(|&w| w > 0) {
+                violations.push(format!(
+                    "training collective {j} ({} {}) produced {w} wrong elements",
+                    c.op,
+                    ByteSize(c.size_bytes)
+                ));
+            }
+        }
+        if !t.waiting.is_empty() {
+            let why = if out.stats.stopped_at_limit {
+                format!(
+                    " (the run reached `until` = {} with work pending)",
+                    src.scenario.until
+                )
+            } else {
+                " (deadlock)".to_string()
+            };
+            violations.push(format!("the training iteration did not finish{why}"));
+            violations.extend(t.waiting.iter().take(10).cloned());
+            if t.waiting.len() > 10 {
+                violations.push(format!("... and {} more", t.waiting.len() - 10));
+            }
+        }
+    }
     let shown = exec_errors.len().min(5);
     for e in &exec_errors[..shown] {
         violations.push(e.clone());
@@ -635,6 +687,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         links,
         nics,
         switches,
+        training,
         invariants: Invariants {
             ok: violations.is_empty(),
             violations,
@@ -702,6 +755,10 @@ pub fn summary(r: &Report) -> String {
     }
     if !r.messages.is_empty() {
         messages_table(&mut s, r);
+    }
+    if let Some(t) = &r.training {
+        s.push_str(&crate::training::summary(t));
+        let _ = writeln!(s);
     }
     let t = &r.totals;
     let verified = if sc.mode == Mode::Data {

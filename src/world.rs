@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use fabemu_collectives::executor::{is_collective_imm, CollectiveRunner, Job, TIMER_TOKEN};
+use fabemu_collectives::executor::{is_collective_imm, CollectiveRunner, TIMER_TOKEN};
 use fabemu_fabric::engine::{
     self, Actor, CaptureConfig, Ctx, EngineConfig, EngineError, Event, PortWiring, Progress,
     RunOutput, SampleConfig, Wiring,
@@ -27,27 +27,45 @@ use fabemu_topologies::{
 
 use crate::collective::{self, CollectiveInfo};
 use crate::scenario::{DimKindYaml, FieldPath, Mode, Routing, ScenarioError, Source};
+use crate::training::{self, TrainingInfo};
+use fabemu_workload::scheduler::{is_p2p_imm, RankScheduler, TRAIN_TOKEN};
 
-/// What a host runs: its point-to-point messages and its collectives' programs, side by side.
+/// What a host runs: its point-to-point messages, its collectives' programs and its rank of a
+/// training workload, side by side.
 ///
-/// Collective messages are told apart by their immediate ([`is_collective_imm`]) and timers by
-/// [`TIMER_TOKEN`]; point-to-point tags stay below 2^31 (the workload's message limit).
+/// Collective messages are told apart by their immediate ([`is_collective_imm`]), a training
+/// workload's point-to-point messages by [`is_p2p_imm`], and timers by [`TIMER_TOKEN`] and
+/// [`TRAIN_TOKEN`]; scenario message tags stay below 2^30 (the workload's message limit).
+/// The training scheduler starts collective jobs on the same runner, and looks at which jobs
+/// finished after every event the runner handles.
 pub struct HostApp {
     /// Point-to-point messages.
     pub messages: MessageApp,
     /// Collective jobs.
     pub collectives: CollectiveRunner,
+    /// This host's rank of a training workload (`workload.chakra`).
+    pub training: Option<RankScheduler>,
 }
 
 impl Application for HostApp {
     fn start(&mut self, api: &mut dyn Transport) {
         self.messages.start(api);
         self.collectives.start(api);
+        if let Some(t) = self.training.as_mut() {
+            t.start(&mut self.collectives, api);
+        }
     }
 
     fn on_timer(&mut self, token: u64, api: &mut dyn Transport) {
-        if token & TIMER_TOKEN != 0 {
+        if token & TRAIN_TOKEN != 0 {
+            if let Some(t) = self.training.as_mut() {
+                t.on_timer(token, &mut self.collectives, api);
+            }
+        } else if token & TIMER_TOKEN != 0 {
             self.collectives.on_timer(token, api);
+            if let Some(t) = self.training.as_mut() {
+                t.after_collectives(&mut self.collectives, api);
+            }
         } else {
             self.messages.on_timer(token, api);
         }
@@ -60,16 +78,74 @@ impl Application for HostApp {
     }
 
     fn on_completion(&mut self, c: Completion, api: &mut dyn Transport) {
-        let collective = match &c {
-            Completion::SendDone { tag, .. } => is_collective_imm(*tag as u32) && *tag < 1 << 32,
-            Completion::Received { imm, .. } => is_collective_imm(*imm),
+        let imm = match &c {
+            Completion::SendDone { tag, .. } if *tag < 1 << 32 => *tag as u32,
+            Completion::SendDone { .. } => 0,
+            Completion::Received { imm, .. } => *imm,
         };
-        if collective {
+        if is_collective_imm(imm) {
             self.collectives.on_completion(c, api);
+            if let Some(t) = self.training.as_mut() {
+                t.after_collectives(&mut self.collectives, api);
+            }
+        } else if let (true, Some(t)) = (is_p2p_imm(imm), self.training.as_mut()) {
+            match c {
+                Completion::SendDone { dst, tag } => {
+                    t.on_send_done(dst, tag, &mut self.collectives, api)
+                }
+                Completion::Received { src, imm, len, .. } => {
+                    t.on_received(src, imm, len, &mut self.collectives, api)
+                }
+            }
         } else {
             self.messages.on_completion(c, api);
         }
     }
+}
+
+/// Every host's application (by host index) and what the report reads them back with.
+pub(crate) struct Apps {
+    /// One per host.
+    pub(crate) apps: Vec<HostApp>,
+    /// The scenario's messages.
+    pub(crate) messages: Vec<MessageSpec>,
+    /// The scenario's collectives.
+    pub(crate) collectives: Vec<CollectiveInfo>,
+    /// The training workload.
+    pub(crate) training: Option<TrainingInfo>,
+}
+
+/// Builds every host's application: the one place both fidelities get them from.
+pub(crate) fn host_apps(src: &Source, g: &Graph) -> Result<Apps, ScenarioError> {
+    let s = &src.scenario;
+    let messages = build_messages(src, g)?;
+    let (collectives, mut jobs) = collective::build_jobs(src, g)?;
+    let (training, mut scheds) = match training::build(src, g, collectives.len(), &mut jobs)? {
+        Some((info, scheds)) => (Some(info), scheds),
+        None => (None, Vec::new()),
+    };
+    let n_hosts = g.host_count();
+    let mut per_host: Vec<Vec<MessageSpec>> = vec![Vec::new(); n_hosts];
+    for m in &messages {
+        per_host[m.src as usize].push(m.clone());
+    }
+    let data_mode = s.mode == Mode::Data;
+    let apps = (0..n_hosts)
+        .map(|rank| HostApp {
+            messages: MessageApp::new(s.seed, data_mode, std::mem::take(&mut per_host[rank])),
+            collectives: CollectiveRunner::new(
+                rank as u32,
+                jobs.get_mut(rank).map(std::mem::take).unwrap_or_default(),
+            ),
+            training: scheds.get_mut(rank).and_then(Option::take),
+        })
+        .collect();
+    Ok(Apps {
+        apps,
+        messages,
+        collectives,
+        training,
+    })
 }
 
 /// An actor of the world: a host running its workload, or a switch.
@@ -119,6 +195,8 @@ pub struct World {
     pub collectives: Vec<CollectiveInfo>,
     /// Host addresses.
     pub directory: Arc<HostDirectory>,
+    /// The training workload, if any.
+    pub training: Option<TrainingInfo>,
 }
 
 fn topo_err(src: &Source, path: FieldPath, e: TopologyError) -> ScenarioError {
@@ -398,15 +476,14 @@ pub fn fabric(src: &Source) -> Result<(Graph, Routes), ScenarioError> {
 pub fn build(src: &Source) -> Result<World, ScenarioError> {
     let s = &src.scenario;
     let (g, routes) = fabric(src)?;
-    let messages = build_messages(src, &g)?;
-    let (collectives, mut jobs) = collective::build_jobs(src, &g)?;
-    let n_hosts = g.host_count();
+    let Apps {
+        apps,
+        messages,
+        collectives,
+        training,
+    } = host_apps(src, &g)?;
+    let mut apps = apps.into_iter();
     let directory = directory(src, &g)?;
-    let mut per_host: Vec<Vec<MessageSpec>> = vec![Vec::new(); n_hosts];
-    for m in &messages {
-        per_host[m.src as usize].push(m.clone());
-    }
-    let data_mode = s.mode == Mode::Data;
     let mut actors = Vec::with_capacity(g.nodes().len());
     let mut wiring = Wiring::default();
     for (id, node) in g.nodes().iter().enumerate() {
@@ -440,22 +517,17 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         let actor = match node.kind {
             NodeKind::Host => {
                 let rank = g.host_index(id).unwrap_or(0);
-                let own_jobs: Vec<Job> = jobs.get_mut(rank).map(std::mem::take).unwrap_or_default();
-                let app = HostApp {
-                    messages: MessageApp::new(
-                        s.seed,
-                        data_mode,
-                        std::mem::take(&mut per_host[rank]),
-                    ),
-                    collectives: CollectiveRunner::new(rank as u32, own_jobs),
-                };
+                // Hosts come in rank order in the graph's node order.
+                let app = apps
+                    .next()
+                    .ok_or_else(|| src.error_at(&FieldPath::root(), "host count changed"))?;
                 let host = Host::new(
                     rank as u32,
                     directory.clone(),
                     Arc::new(table),
                     ports.len(),
                     NicConfig {
-                        data_mode,
+                        data_mode: s.mode == Mode::Data,
                         ..s.nic.clone()
                     },
                     s.seed,
@@ -517,6 +589,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         messages,
         collectives,
         directory,
+        training,
     })
 }
 
@@ -528,6 +601,8 @@ pub struct Finished {
     pub messages: Vec<MessageSpec>,
     /// The workload's collectives.
     pub collectives: Vec<CollectiveInfo>,
+    /// The training workload, if any.
+    pub training: Option<TrainingInfo>,
     /// Actors, counters and layout.
     pub output: RunOutput<Node>,
 }
@@ -564,6 +639,7 @@ pub fn run_observed(
         graph: world.graph,
         messages: world.messages,
         collectives: world.collectives,
+        training: world.training,
         output,
     })
 }

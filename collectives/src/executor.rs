@@ -78,6 +78,9 @@ pub enum JobStart {
     At(Time),
     /// When the rank has finished the previous job (at time zero for the first).
     AfterPrevious,
+    /// When the owner asks ([`CollectiveRunner::start_job`]): a workload scheduler starts the
+    /// job once the nodes it depends on have finished on this rank.
+    OnDemand,
 }
 
 /// Real data for a job: element type and reduction operator.
@@ -289,6 +292,8 @@ pub struct CollectiveRunner {
     pub errors: Vec<ExecError>,
     /// When the rank's reduction engine is free again.
     reduce_busy_until: Time,
+    /// Jobs that finished here and nobody has taken yet ([`CollectiveRunner::take_finished`]).
+    finished: Vec<usize>,
 }
 
 impl CollectiveRunner {
@@ -302,7 +307,28 @@ impl CollectiveRunner {
             work: Vec::new(),
             errors: Vec::new(),
             reduce_busy_until: Time::ZERO,
+            finished: Vec::new(),
         }
+    }
+
+    /// Starts job `job` now (a [`JobStart::OnDemand`] job, typically); nothing happens if it
+    /// has started already or does not exist. Messages of the job that arrived before wait in
+    /// their channels and are applied as the steps become ready.
+    pub fn start_job(&mut self, job: usize, api: &mut dyn Transport) {
+        if job < self.jobs.len() {
+            self.begin(job, api);
+        }
+    }
+
+    /// The jobs that finished on this rank since the last call, in the order they finished
+    /// (so a scheduler can release what depends on them).
+    pub fn take_finished(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Whether job `job` has finished on this rank.
+    pub fn job_finished(&self, job: usize) -> bool {
+        self.jobs.get(job).is_some_and(JobState::finished)
     }
 
     /// What happened in each job, in job order.
@@ -375,6 +401,7 @@ impl CollectiveRunner {
         if js.finished() && js.record.finished_at.is_none() {
             js.record.finished_at = Some(api.now());
             js.record.buffer = js.buffer.take();
+            self.finished.push(j);
             let next = j + 1;
             if next < self.jobs.len() && self.jobs[next].job.start == JobStart::AfterPrevious {
                 self.begin(next, api);
@@ -575,7 +602,7 @@ impl Application for CollectiveRunner {
             match self.jobs[j].job.start {
                 JobStart::At(t) => api.set_timer(t, TIMER_TOKEN | j as u64),
                 JobStart::AfterPrevious if j == 0 => api.set_timer(Time::ZERO, TIMER_TOKEN),
-                JobStart::AfterPrevious => {}
+                JobStart::AfterPrevious | JobStart::OnDemand => {}
             }
         }
     }

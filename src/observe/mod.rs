@@ -260,6 +260,10 @@ pub fn write_outputs(
     std::fs::write(&p, json + "\n").map_err(io_err(&p))?;
     let p = dir.join("summary.txt");
     std::fs::write(&p, summary).map_err(io_err(&p))?;
+    if let Some(trace) = crate::training::perfetto_trace(&obs.finished) {
+        let p = dir.join("trace.json");
+        std::fs::write(&p, trace).map_err(io_err(&p))?;
+    }
     if let Some(s) = &obs.samples {
         let g = &obs.finished.graph;
         let links = series::link_utilization(g, s);

@@ -350,6 +350,201 @@ pub struct Workload {
     /// Collectives over all hosts (rank = host index), run one after the other on each rank.
     #[serde(default)]
     pub collectives: Vec<CollectiveYaml>,
+    /// A training iteration from Chakra execution traces, one file per rank.
+    #[serde(default)]
+    pub chakra: Option<ChakraYaml>,
+    /// A training iteration from the built-in parallelism model (instead of traces).
+    #[serde(default)]
+    pub training: Option<TrainingYaml>,
+    /// The NPU model that times compute and memory nodes without a recorded duration.
+    #[serde(default)]
+    pub device: Option<DeviceYaml>,
+    /// The algorithm of each kind of collective a trace runs (default: `ring`, `direct` for
+    /// All-To-All).
+    #[serde(default)]
+    pub collective_algorithms: CollectiveAlgorithms,
+}
+
+/// `workload.chakra`: the traces' prefix (`PREFIX.0.et`, `PREFIX.1.et`, ..., relative to the
+/// scenario's folder), or the long form with communicator groups and a rank-to-host map.
+///
+/// ```yaml
+/// chakra: traces/allreduce            # rank r = host r; as many traces as hosts
+/// chakra:
+///   traces: traces/allreduce
+///   comm_groups: traces/groups.json   # ASTRA-sim's {"group id": [ranks...]} for `pg_name`
+///   hosts: [h0, h2, h4, h6]           # rank r runs on hosts[r]
+/// ```
+#[derive(Clone, Debug, Serialize)]
+pub struct ChakraYaml {
+    /// The traces' path prefix.
+    pub traces: String,
+    /// A communicator-group JSON file, for nodes that name a process group (`pg_name`).
+    pub comm_groups: Option<String>,
+    /// The host of each rank, rank 0 first; absent: rank r is host r.
+    pub hosts: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChakraLong {
+    traces: String,
+    #[serde(default)]
+    comm_groups: Option<String>,
+    #[serde(default)]
+    hosts: Option<Vec<String>>,
+}
+
+// By hand rather than `untagged`, so a mistake in the long form gets serde's own message.
+impl<'de> Deserialize<'de> for ChakraYaml {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ChakraYaml;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a trace prefix or a mapping with `traces`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ChakraYaml, E> {
+                Ok(ChakraYaml {
+                    traces: v.to_string(),
+                    comm_groups: None,
+                    hosts: None,
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ChakraYaml, A::Error> {
+                let l = ChakraLong::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(ChakraYaml {
+                    traces: l.traces,
+                    comm_groups: l.comm_groups,
+                    hosts: l.hosts,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `workload.training`: one iteration of a model split over data, tensor and pipeline
+/// parallel groups (rank = t + tp x (d + dp x p): tensor-parallel innermost), micro-batches in
+/// a 1F1B pipeline schedule, gradients all-reduced over the data-parallel group in buckets
+/// overlapped with the last micro-batch's backward pass, then the optimizer step.
+///
+/// ```yaml
+/// training:
+///   dp: 2
+///   tp: 2
+///   pp: 2
+///   layers: 8                 # split evenly over the pp stages
+///   forward: 100us            # per layer and micro-batch
+///   backward: 200us           # default 2 x forward
+///   micro_batches: 8
+///   activation_bytes: 4MiB    # sent to the next stage per micro-batch (and back in backward)
+///   tp_bytes: 4MiB            # All-Reduce over the tp group per layer, forward and backward
+///   parameter_bytes: 32MiB    # gradient bytes per layer (each tp rank holds 1/tp)
+///   bucket: 25MiB             # gradient All-Reduce bucket size
+///   optimizer: 50us
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingYaml {
+    /// Data-parallel degree.
+    #[serde(default = "one")]
+    pub dp: usize,
+    /// Tensor-parallel degree.
+    #[serde(default = "one")]
+    pub tp: usize,
+    /// Pipeline-parallel degree (stages).
+    #[serde(default = "one")]
+    pub pp: usize,
+    /// Layers of the model, split evenly over the stages.
+    pub layers: usize,
+    /// Forward compute per layer and micro-batch.
+    pub forward: Time,
+    /// Backward compute per layer and micro-batch (default twice `forward`).
+    #[serde(default)]
+    pub backward: Option<Time>,
+    /// Micro-batches per iteration.
+    #[serde(default = "one")]
+    pub micro_batches: usize,
+    /// Activation bytes a stage sends the next per micro-batch (the same gradient comes back).
+    #[serde(default)]
+    pub activation_bytes: ByteSize,
+    /// Bytes of the tensor-parallel All-Reduce after each layer, forward and backward.
+    #[serde(default)]
+    pub tp_bytes: ByteSize,
+    /// Gradient bytes per layer (all-reduced over the data-parallel group).
+    #[serde(default)]
+    pub parameter_bytes: ByteSize,
+    /// Gradient bucket: an All-Reduce starts when this many bytes of gradients are ready.
+    #[serde(default = "default_bucket")]
+    pub bucket: ByteSize,
+    /// The optimizer step after the gradients are reduced.
+    #[serde(default)]
+    pub optimizer: Time,
+    /// Iterations, one after the other (the next starts after the optimizer step).
+    #[serde(default = "one")]
+    pub iterations: usize,
+}
+
+fn default_bucket() -> ByteSize {
+    ByteSize(25 << 20)
+}
+
+/// `workload.device`: how fast an NPU computes, for nodes that carry work (`num_ops`,
+/// `tensor_size`) rather than a measured duration. A compute node takes
+/// `max(num_ops / (peak_flops x efficiency), tensor_size / memory_bandwidth)` (a roofline, as
+/// ASTRA-sim's); a memory node `tensor_size / memory_bandwidth`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceYaml {
+    /// Peak floating-point operations per second, e.g. `989e12`.
+    pub peak_flops: f64,
+    /// Memory bandwidth, e.g. `3350GB/s`.
+    pub memory_bandwidth: Bandwidth,
+    /// The fraction of the peak compute reaches (0 < efficiency <= 1).
+    #[serde(default = "one_f64")]
+    pub efficiency: f64,
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+/// `workload.collective_algorithms`: one algorithm (or one per dimension) per kind of
+/// collective in a trace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveAlgorithms {
+    /// All-Reduce (and Barrier, run as a tiny All-Reduce).
+    #[serde(default)]
+    pub all_reduce: Option<AlgorithmYaml>,
+    /// All-Gather.
+    #[serde(default)]
+    pub all_gather: Option<AlgorithmYaml>,
+    /// Reduce-Scatter.
+    #[serde(default)]
+    pub reduce_scatter: Option<AlgorithmYaml>,
+    /// All-To-All.
+    #[serde(default)]
+    pub all_to_all: Option<AlgorithmYaml>,
+    /// Broadcast.
+    #[serde(default)]
+    pub broadcast: Option<AlgorithmYaml>,
+    /// Reduce.
+    #[serde(default)]
+    pub reduce: Option<AlgorithmYaml>,
+    /// With a per-dimension list: `local_bw_aware` (default) or `baseline`.
+    #[serde(default)]
+    pub scheme: Option<fabemu_collectives::plan::Scheme>,
+    /// With a per-dimension list: dimension order `fixed` (default) or `themis`.
+    #[serde(default)]
+    pub policy: Option<fabemu_collectives::plan::DimPolicy>,
+    /// Pieces each collective is cut into and pipelined (default 1).
+    #[serde(default)]
+    pub chunks: Option<usize>,
 }
 
 /// One collective of the workload, or a sweep of sizes (as nccl-tests' `-b/-e/-f`).

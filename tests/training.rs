@@ -1,0 +1,751 @@
+//! Training iterations from Chakra traces: ASTRA-sim's traces read as they are, and traces
+//! written here through the crate's encoder whose iteration time follows by hand from the
+//! times of their compute nodes and of the communication alone.
+//!
+//! Every expectation is exact to the picosecond. The network's part is measured by running
+//! the same communication alone (the same collective written in YAML, the same message as a
+//! scenario message): the executor, algorithm library and fabric are the same, and on an idle
+//! symmetric star a collective or message takes the same time whenever it starts and in
+//! whichever direction it goes, so compute before it only shifts it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fabemu, run_yaml, temp_scenario};
+use fabemu::Report;
+use fabemu_workload::chakra::{encode_stream, AttributeProto, GlobalMetadata, Node, NodeType};
+
+const US: u64 = 1_000_000;
+
+fn fixtures() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/astra-sim");
+    assert!(
+        p.is_dir(),
+        "this test reads ASTRA-sim's traces from ../shared/fixtures/astra-sim (beside the \
+         checkout); the folder is missing"
+    );
+    p
+}
+
+fn comp(id: u64, us: u64, deps: &[u64]) -> Node {
+    Node {
+        id,
+        name: format!("comp{id}"),
+        r#type: NodeType::CompNode as i32,
+        data_deps: deps.to_vec(),
+        duration_micros: us,
+        ..Node::default()
+    }
+}
+
+/// A collective node; `comm_type` 0 is All-Reduce.
+fn coll(id: u64, comm_type: i64, bytes: i64, deps: &[u64]) -> Node {
+    Node {
+        id,
+        name: format!("coll{id}"),
+        r#type: NodeType::CommCollNode as i32,
+        ctrl_deps: deps.to_vec(),
+        attr: vec![
+            AttributeProto::int("comm_type", comm_type),
+            AttributeProto::int("comm_size", bytes),
+        ],
+        ..Node::default()
+    }
+}
+
+fn p2p(id: u64, send: bool, peer: i64, bytes: i64, tag: i64, deps: &[u64]) -> Node {
+    Node {
+        id,
+        name: format!("p2p{id}"),
+        r#type: if send {
+            NodeType::CommSendNode
+        } else {
+            NodeType::CommRecvNode
+        } as i32,
+        data_deps: deps.to_vec(),
+        attr: vec![
+            AttributeProto::int(if send { "comm_dst" } else { "comm_src" }, peer),
+            AttributeProto::int("comm_size", bytes),
+            AttributeProto::int("comm_tag", tag),
+        ],
+        ..Node::default()
+    }
+}
+
+/// Writes one trace per rank under a fresh folder; returns the prefix.
+fn write_traces(name: &str, ranks: &[Vec<Node>]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fabemu-train-{}-{name}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let meta = GlobalMetadata {
+        version: "0.0.4".into(),
+        attr: Vec::new(),
+    };
+    for (r, nodes) in ranks.iter().enumerate() {
+        let path = dir.join(format!("{name}.{r}.et"));
+        std::fs::write(&path, encode_stream(&meta, nodes)).expect("write a trace");
+    }
+    dir.join(name)
+}
+
+fn star(n: usize) -> String {
+    format!("topology:\n  star: {{hosts: {n}, bandwidth: 100Gbps, latency: 1us}}\n")
+}
+
+fn chakra_yaml(n: usize, prefix: &Path) -> String {
+    format!("{}workload:\n  chakra: {}\n", star(n), prefix.display())
+}
+
+fn training(r: &Report) -> &fabemu::training::TrainingReport {
+    r.training.as_ref().expect("a training section")
+}
+
+/// (start, end) of collective `i` of the YAML workload.
+fn yaml_collective(r: &Report, i: usize) -> (u64, u64) {
+    let c = &r.collectives[i];
+    (c.start_ps.expect("started"), c.end_ps.expect("finished"))
+}
+
+#[test]
+fn each_astra_sim_microbenchmark_takes_the_time_of_the_same_collective_in_yaml() {
+    let root = fixtures().join("workload/microbenchmarks");
+    for kind in ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"] {
+        for n in [4usize, 8] {
+            let prefix = root.join(format!("{kind}/{n}npus_1MB/{kind}"));
+            let t = run_yaml(&chakra_yaml(n, &prefix), 1);
+            let y = run_yaml(
+                &format!(
+                    "{}workload:\n  collectives: [{{op: {kind}, size: 1MiB}}]\n",
+                    star(n)
+                ),
+                1,
+            );
+            let tr = training(&t);
+            assert!(t.invariants.ok, "{kind} {n}: {:?}", t.invariants.violations);
+            let c = &tr.collectives[0];
+            let (s, e) = yaml_collective(&y, 0);
+            assert_eq!(tr.collectives.len(), 1, "{kind} {n}");
+            assert_eq!(
+                (c.start_ps, c.end_ps),
+                (Some(s), Some(e)),
+                "{kind} on {n} ranks"
+            );
+            assert_eq!(tr.iteration_time_ps, Some(e), "{kind} on {n} ranks");
+            assert_eq!(c.size_bytes, 1 << 20);
+        }
+    }
+}
+
+#[test]
+fn astra_sim_custom_ring_traces_run_as_sends_receives_and_reductions() {
+    // The custom ring All-Reduce traces spell the ring out: 7 receive -> 7 us reduction
+    // steps per rank among 14 sends and receives of 128 KiB.
+    let prefix =
+        fixtures().join("custom_collectives/custom_ring_allreduce_8npus_1MB/custom_allreduce");
+    let r = run_yaml(&chakra_yaml(8, &prefix), 1);
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    assert!(t.waiting.is_empty());
+    for rank in &t.per_rank {
+        assert_eq!(rank.nodes, 35);
+        assert_eq!(rank.breakdown.compute_ps, 7 * 7 * US);
+    }
+    assert!(t.iteration_time_ps.expect("finished") > 7 * 7 * US);
+}
+
+/// compute A -> All-Reduce -> compute B on `n` ranks.
+fn compute_all_reduce_compute(n: usize) {
+    let (a, b, size) = (20u64, 30u64, 1i64 << 20);
+    let ranks: Vec<Vec<Node>> = (0..n)
+        .map(|_| vec![comp(1, a, &[]), coll(2, 0, size, &[1]), comp(3, b, &[2])])
+        .collect();
+    let prefix = write_traces(&format!("car{n}"), &ranks);
+    let t = run_yaml(&chakra_yaml(n, &prefix), 1);
+    let y = run_yaml(
+        &format!(
+            "{}workload:\n  collectives: [{{op: all_reduce, size: 1MiB}}]\n",
+            star(n)
+        ),
+        1,
+    );
+    let (s, e) = yaml_collective(&y, 0);
+    let ar = e - s;
+    let tr = training(&t);
+    assert!(t.invariants.ok, "{:?}", t.invariants.violations);
+    assert_eq!(tr.collectives[0].start_ps, Some(a * US));
+    assert_eq!(tr.collectives[0].end_ps, Some(a * US + ar));
+    assert_eq!(
+        tr.iteration_time_ps,
+        Some(a * US + ar + b * US),
+        "{n} ranks"
+    );
+    for r in &tr.per_rank {
+        assert_eq!(r.breakdown.compute_ps, (a + b) * US);
+        assert_eq!(r.breakdown.hidden_comm_ps, 0);
+        // Every rank ends the All-Reduce at its own time; what it waited is exposed, the
+        // rest of the iteration (after its last node) idle.
+        assert_eq!(
+            r.breakdown.compute_ps + r.breakdown.exposed_comm_ps + r.breakdown.idle_ps,
+            a * US + ar + b * US
+        );
+    }
+    let k = &tr.collective_kinds[0];
+    assert_eq!((k.op, k.count, k.bytes), ("all_reduce", 1, 1 << 20));
+    // The critical path is the whole chain on the rank that finished the All-Reduce last.
+    let cp = tr.critical_path.as_ref().expect("a critical path");
+    assert_eq!((cp.nodes, cp.compute_ps, cp.comm_ps), (3, (a + b) * US, ar));
+    assert_eq!(cp.top[0].time_ps, ar.max(b * US));
+}
+
+#[test]
+fn compute_all_reduce_compute_on_2_ranks_is_the_sum_of_its_parts() {
+    compute_all_reduce_compute(2);
+}
+
+#[test]
+fn compute_all_reduce_compute_on_8_ranks_is_the_sum_of_its_parts() {
+    compute_all_reduce_compute(8);
+}
+
+#[test]
+fn an_all_reduce_beside_a_longer_compute_is_hidden_completely() {
+    let n = 4;
+    let long = 500u64; // us; the 1 MiB All-Reduce on 4 ranks at 100 Gb/s takes ~145 us
+    let ranks: Vec<Vec<Node>> = (0..n)
+        .map(|_| vec![comp(1, long, &[]), coll(2, 0, 1 << 20, &[])])
+        .collect();
+    let prefix = write_traces("hidden", &ranks);
+    let t = run_yaml(&chakra_yaml(n, &prefix), 1);
+    let y = run_yaml(
+        &format!(
+            "{}workload:\n  collectives: [{{op: all_reduce, size: 1MiB}}]\n",
+            star(n)
+        ),
+        1,
+    );
+    let (s, e) = yaml_collective(&y, 0);
+    let tr = training(&t);
+    assert!(e - s < long * US);
+    assert_eq!(tr.iteration_time_ps, Some(long * US));
+    assert_eq!(tr.collectives[0].end_ps, Some(e));
+    for (rank, r) in tr.per_rank.iter().enumerate() {
+        let own_end = tr.collectives[0].rank_finish_ps[rank].expect("finished");
+        assert_eq!(r.breakdown.compute_ps, long * US);
+        assert_eq!(r.breakdown.exposed_comm_ps, 0);
+        assert_eq!(r.breakdown.hidden_comm_ps, own_end);
+        assert_eq!(r.breakdown.idle_ps, 0);
+    }
+    assert_eq!(
+        t.training.as_ref().map(|t| t.overall.exposed_comm_ps),
+        Some(0)
+    );
+}
+
+#[test]
+fn a_dependency_chain_across_send_and_recv_adds_up() {
+    // Rank 0: compute A -> send 64 KiB to rank 1 ... recv the reply -> compute C.
+    // Rank 1: recv from rank 0 -> compute B -> send the reply.
+    let (a, b, c, size) = (10u64, 40u64, 5u64, 65536i64);
+    let ranks = vec![
+        vec![
+            comp(1, a, &[]),
+            p2p(2, true, 1, size, 7, &[1]),
+            p2p(3, false, 1, size, 8, &[]),
+            comp(4, c, &[3]),
+        ],
+        vec![
+            p2p(1, false, 0, size, 7, &[]),
+            comp(2, b, &[1]),
+            p2p(3, true, 0, size, 8, &[2]),
+        ],
+    ];
+    let prefix = write_traces("chain", &ranks);
+    let t = run_yaml(&chakra_yaml(2, &prefix), 1);
+    // The same message alone, posted at A: delivered at D, acknowledged at K.
+    let m = run_yaml(
+        &format!(
+            "{}workload:\n  messages: [{{src: h0, dst: h1, size: 64KiB, start: {a}us}}]\n",
+            star(2)
+        ),
+        1,
+    );
+    let d = m.messages[0].delivered_ps.expect("delivered");
+    let k = m.messages[0].acked_ps.expect("acknowledged");
+    let one_way = d - a * US;
+    let tr = training(&t);
+    assert!(t.invariants.ok, "{:?}", t.invariants.violations);
+    // The reply leaves rank 1 at D + B on an idle network (the first message's ACK came
+    // back long before), so it arrives one message time later, and rank 1's send finishes
+    // when it is acknowledged, as long after posting as the first one was.
+    let reply = d + b * US;
+    assert!(k < reply);
+    let rank1_end = reply + (k - a * US);
+    let rank0_end = reply + one_way + c * US;
+    assert_eq!(tr.per_rank[1].finish_ps, Some(rank1_end));
+    // Rank 1 communicates from the post of the first message (A, not time zero: before, it
+    // only waits for rank 0) to its arrival, and while its reply is unacknowledged.
+    let b1 = &tr.per_rank[1].breakdown;
+    assert_eq!(b1.exposed_comm_ps, one_way + (k - a * US));
+    assert_eq!(b1.idle_ps, rank0_end - b * US - b1.exposed_comm_ps);
+    assert_eq!(tr.per_rank[0].finish_ps, Some(rank0_end));
+    assert_eq!(tr.iteration_time_ps, Some(rank0_end));
+}
+
+/// Runs the binary on a chakra scenario over `traces` (as written) and returns its exit code
+/// and stderr.
+fn run_bad(name: &str, n: usize, files: &[(usize, Vec<u8>)]) -> (Option<i32>, String, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("fabemu-bad-{}-{name}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    for (r, bytes) in files {
+        std::fs::write(dir.join(format!("{name}.{r}.et")), bytes).expect("write");
+    }
+    let scenario = temp_scenario(
+        &format!("bad-{name}.yaml"),
+        &chakra_yaml(n, &dir.join(name)),
+    );
+    let out = fabemu(&["run", scenario.to_str().expect("utf-8 path")]);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        dir,
+    )
+}
+
+fn encoded(nodes: &[Node]) -> Vec<u8> {
+    encode_stream(
+        &GlobalMetadata {
+            version: "0.0.4".into(),
+            attr: Vec::new(),
+        },
+        nodes,
+    )
+}
+
+#[test]
+fn bad_traces_exit_2_naming_the_file_and_the_node() {
+    let good = encoded(&[comp(1, 1, &[]), comp(2, 1, &[1])]);
+    let mut cut = good.clone();
+    cut.truncate(good.len() - 3);
+    let mut varint = encoded(&[comp(1, 1, &[])]);
+    varint.extend_from_slice(&[0xff; 11]);
+    let mut unknown = comp(5, 1, &[]);
+    unknown.r#type = 42;
+    type Files = Vec<(usize, Vec<u8>)>;
+    let cases: Vec<(&str, Files, String)> = vec![
+        (
+            "truncated",
+            vec![(0, good.clone()), (1, cut)],
+            "truncated.1.et: truncated at byte".into(),
+        ),
+        (
+            "varint",
+            vec![(0, good.clone()), (1, varint)],
+            "varint.1.et: bad varint length prefix at byte".into(),
+        ),
+        (
+            "unknown",
+            vec![(0, good.clone()), (1, encoded(&[unknown]))],
+            "unknown.1.et: node 5: unknown node type 42".into(),
+        ),
+        (
+            "missing",
+            vec![
+                (0, encoded(&[comp(1, 1, &[]), comp(2, 1, &[9])])),
+                (1, good.clone()),
+            ],
+            "missing.0.et: node 2 depends on node 9, which is not in the trace".into(),
+        ),
+        (
+            "cycle",
+            vec![
+                (0, good.clone()),
+                (
+                    1,
+                    encoded(&[comp(1, 1, &[3]), comp(2, 1, &[1]), comp(3, 1, &[2])]),
+                ),
+            ],
+            "cycle.1.et: node 1 is on a dependency cycle: 1 -> 3 -> 2 -> 1".into(),
+        ),
+        (
+            "huge",
+            vec![
+                (0, encoded(&[p2p(3, true, 1, 1 << 33, 0, &[])])),
+                (1, encoded(&[p2p(3, false, 0, 1 << 33, 0, &[])])),
+            ],
+            "huge.0.et: node 3: comm_size 8589934592 B: a message is at most 4294967295 B".into(),
+        ),
+        (
+            "gap",
+            vec![(0, good.clone()), (2, good.clone())],
+            "gap.1.et: missing: the trace of rank 1".into(),
+        ),
+        (
+            "count",
+            vec![(0, good.clone()), (1, good.clone()), (2, good.clone())],
+            "count.*.et: 3 trace files (ranks 0..3) for 2 ranks".into(),
+        ),
+    ];
+    for (name, files, want) in cases {
+        let (code, err, _) = run_bad(name, 2, &files);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(&want), "{name}: expected `{want}` in:\n{err}");
+        assert!(err.contains("workload.chakra"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_send_without_a_matching_recv_is_a_deadlock_naming_the_waiting_nodes() {
+    // Rank 0 sends tag 1, rank 1 waits for tag 2: rank 1's receive never completes and rank
+    // 0's message is never taken.
+    let files = vec![
+        (0, encoded(&[p2p(4, true, 1, 4096, 1, &[])])),
+        (
+            1,
+            encoded(&[p2p(6, false, 0, 4096, 2, &[]), comp(7, 1, &[6])]),
+        ),
+    ];
+    let (code, err, _) = run_bad("deadlock", 2, &files);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("did not finish (deadlock)"), "{err}");
+    assert!(
+        err.contains("deadlock.1.et): 2 of 2 nodes never finished; waiting: node 6 (receive from host 0 tag 2: no message came)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("a message of 4096 B from rank 0 with tag 1 was never received (no matching recv; sent by node 4)"),
+        "{err}"
+    );
+}
+
+fn mixed_trace(n: usize) -> PathBuf {
+    // Compute, an All-Reduce overlapping an independent compute, a ring of sends and
+    // receives, an All-Gather at the end.
+    let ranks: Vec<Vec<Node>> = (0..n as i64)
+        .map(|r| {
+            let next = (r + 1) % n as i64;
+            let prev = (r + n as i64 - 1) % n as i64;
+            vec![
+                comp(1, 3, &[]),
+                coll(2, 0, 256 << 10, &[1]),
+                comp(3, 5, &[1]),
+                p2p(4, true, next, 32 << 10, 3, &[3]),
+                p2p(5, false, prev, 32 << 10, 3, &[3]),
+                comp(6, 2, &[2, 5]),
+                coll(7, 2, 128 << 10, &[6]),
+            ]
+        })
+        .collect();
+    write_traces(&format!("mixed{n}"), &ranks)
+}
+
+#[test]
+fn json_is_identical_for_1_2_and_4_threads() {
+    let yaml = chakra_yaml(8, &mixed_trace(8));
+    let json = |threads| {
+        let mut v = serde_json::to_value(run_yaml(&yaml, threads)).expect("json");
+        if let Some(o) = v.as_object_mut() {
+            o.remove("host");
+        }
+        v.to_string()
+    };
+    let one = json(1);
+    assert!(one.contains("\"training\""));
+    assert_eq!(one, json(2));
+    assert_eq!(one, json(4));
+}
+
+#[test]
+fn the_same_trace_runs_at_flow_fidelity() {
+    let prefix = mixed_trace(4);
+    let packet = run_yaml(&chakra_yaml(4, &prefix), 1);
+    let flow = run_yaml(&format!("fidelity: flow\n{}", chakra_yaml(4, &prefix)), 1);
+    assert!(flow.invariants.ok, "{:?}", flow.invariants.violations);
+    let p = training(&packet)
+        .iteration_time_ps
+        .expect("packet finished") as f64;
+    let f = training(&flow).iteration_time_ps.expect("flow finished") as f64;
+    // tests/flow.rs measures collectives and incasts on a switch within 0.02% of the packet
+    // level; compute adds the same time at both fidelities, so 1% is a wide margin.
+    assert!((p - f).abs() / p < 0.01, "packet {p} ps, flow {f} ps");
+}
+
+#[test]
+fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
+    let prefix = mixed_trace(4);
+    let scenario = temp_scenario("perfetto.yaml", &chakra_yaml(4, &prefix));
+    let dir = std::env::temp_dir().join(format!("fabemu-perfetto-{}", std::process::id()));
+    let out = fabemu(&[
+        "run",
+        scenario.to_str().expect("utf-8 path"),
+        "--quiet",
+        "--out",
+        dir.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.join("trace.json")).expect("trace.json written");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    for rank in 0..4 {
+        let spans: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["pid"] == rank)
+            .collect();
+        // 3 compute nodes on track 0; 2 collectives, a send and a receive on comm tracks.
+        assert_eq!(spans.iter().filter(|e| e["tid"] == 0).count(), 3);
+        assert_eq!(spans.iter().filter(|e| e["cat"] == "comm").count(), 4);
+    }
+}
+
+fn with_attrs(mut n: Node, attrs: &[(&str, i64)]) -> Node {
+    n.attr
+        .extend(attrs.iter().map(|&(k, v)| AttributeProto::int(k, v)));
+    n
+}
+
+#[test]
+fn compute_without_a_duration_is_timed_by_the_device_roofline() {
+    // peak 1e12 FLOP/s at efficiency 0.5, memory 100 GB/s (8e11 bit/s):
+    // node 1: 2e9 ops -> 4 ms of compute (its 1 MB would take 10 us): 4 ms;
+    // node 2: memory load of 8e8 B -> 8 ms;
+    // node 3: 1 op over 2e9 B -> memory-bound, 20 ms. In a chain: 32 ms.
+    let ms = 1_000_000_000u64;
+    let node = |id: u64, ty: NodeType, deps: &[u64]| Node {
+        id,
+        name: format!("n{id}"),
+        r#type: ty as i32,
+        data_deps: deps.to_vec(),
+        ..Node::default()
+    };
+    let rank = vec![
+        with_attrs(
+            node(1, NodeType::CompNode, &[]),
+            &[("num_ops", 2_000_000_000), ("tensor_size", 1_000_000)],
+        ),
+        with_attrs(
+            node(2, NodeType::MemLoadNode, &[1]),
+            &[("tensor_size", 800_000_000)],
+        ),
+        with_attrs(
+            node(3, NodeType::CompNode, &[2]),
+            &[("num_ops", 1), ("tensor_size", 2_000_000_000)],
+        ),
+    ];
+    let prefix = write_traces("roofline", &[rank.clone(), rank]);
+    let yaml = format!(
+        "{}  device: {{peak_flops: 1e12, memory_bandwidth: 100GB/s, efficiency: 0.5}}\n",
+        chakra_yaml(2, &prefix)
+    );
+    let t = run_yaml(&yaml, 1);
+    let tr = training(&t);
+    assert_eq!(tr.iteration_time_ps, Some(32 * ms));
+    assert_eq!(tr.overall.compute_ps, 2 * 32 * ms);
+    // Without a device model the same trace cannot be timed: a located error.
+    let src = fabemu::load_str(&chakra_yaml(2, &prefix), "<test>").expect("loads");
+    let e = fabemu::run_source(&src, 1, None).expect_err("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("roofline.0.et: node 1:") && msg.contains("workload.device"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn communicator_groups_run_side_by_side_as_the_same_collective_on_those_hosts() {
+    // Two groups of 4 on an 8-host star, each All-Reducing 1 MiB: disjoint host links and a
+    // non-blocking switch, so each takes exactly the time of the YAML collective on its hosts.
+    let ranks: Vec<Vec<Node>> = (0..8)
+        .map(|r| {
+            let mut c = coll(1, 0, 1 << 20, &[]);
+            c.attr.push(AttributeProto::string(
+                "pg_name",
+                if r < 4 { "10" } else { "20" },
+            ));
+            vec![c]
+        })
+        .collect();
+    let prefix = write_traces("groups", &ranks);
+    let groups = prefix.with_file_name("groups.json");
+    std::fs::write(&groups, r#"{"10": [0, 1, 2, 3], "20": [4, 5, 6, 7]}"#).expect("write");
+    let yaml = format!(
+        "{}workload:\n  chakra: {{traces: {}, comm_groups: {}}}\n",
+        star(8),
+        prefix.display(),
+        groups.display()
+    );
+    let t = run_yaml(&yaml, 1);
+    let y = run_yaml(
+        &format!(
+            "{}workload:\n  collectives: [{{op: all_reduce, size: 1MiB, hosts: [h4, h5, h6, h7]}}]\n",
+            star(8)
+        ),
+        1,
+    );
+    let (s, e) = yaml_collective(&y, 0);
+    let tr = training(&t);
+    assert_eq!(tr.collectives.len(), 2);
+    for c in &tr.collectives {
+        assert_eq!((c.ranks, c.start_ps, c.end_ps), (4, Some(s), Some(e)));
+    }
+    let names: Vec<&str> = tr.communicators.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(names, ["10", "20"]);
+}
+
+#[test]
+fn ranks_that_disagree_on_a_collective_are_refused_naming_the_node() {
+    let files = vec![
+        (0, encoded(&[coll(3, 0, 4096, &[])])),
+        (1, encoded(&[coll(9, 0, 8192, &[])])),
+    ];
+    let (code, err, _) = run_bad("disagree", 2, &files);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("disagree.1.et: node 9: collective #0 of rank 1 on group all is all_reduce of 8192 B, rank 0's (node 3) is all_reduce of 4096 B"),
+        "{err}"
+    );
+}
+
+/// The built-in model on a star of `hosts` hosts.
+fn model(hosts: usize, training: &str) -> Report {
+    run_yaml(
+        &format!("{}workload:\n  training: {training}\n", star(hosts)),
+        1,
+    )
+}
+
+#[test]
+fn one_f_one_b_with_4_stages_and_8_micro_batches_idles_the_bubble_fraction() {
+    // 1F1B on uniform stages with negligible communication (64 B activations, ~3 us a
+    // message against 3 ms per micro-batch): every stage computes m (f + b) of an iteration
+    // of (m + pp - 1)(f + b), so the idle share is (pp - 1) / (m + pp - 1) = 3/11.
+    let r = model(
+        4,
+        "{pp: 4, layers: 4, forward: 1ms, micro_batches: 8, activation_bytes: 64B}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    let it = t.iteration_time_ps.expect("finished") as f64;
+    let idle = t.overall.idle_ps as f64 / (4.0 * it);
+    let want = 3.0 / 11.0;
+    assert!(
+        (idle - want).abs() / want < 0.01,
+        "bubble {idle}, want {want}"
+    );
+    assert_eq!(t.overall.compute_ps, 4 * 8 * 3_000 * US);
+}
+
+#[test]
+fn smaller_gradient_buckets_expose_less_communication() {
+    // dp 4, 8 layers of 1 MiB gradients: one 8 MiB All-Reduce after the backward pass, or
+    // buckets of 2 MiB and 1 MiB that start while earlier layers still compute.
+    let exposed: Vec<u64> = ["8MiB", "2MiB", "1MiB"]
+        .iter()
+        .map(|b| {
+            let r = model(
+                4,
+                &format!(
+                    "{{dp: 4, layers: 8, forward: 50us, backward: 100us, parameter_bytes: 1MiB, bucket: {b}}}"
+                ),
+            );
+            assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+            training(&r).overall.exposed_comm_ps
+        })
+        .collect();
+    assert!(
+        exposed[0] > exposed[1] && exposed[1] > exposed[2],
+        "exposed communication by bucket size: {exposed:?}"
+    );
+}
+
+#[test]
+fn themis_is_not_slower_than_fixed_order_inside_a_training_iteration() {
+    // A 2-D fabric whose first dimension is the slow one: the fixed order sends every
+    // gradient byte through it first; Themis picks the less loaded dimension per chunk.
+    let run = |policy: &str| {
+        let r = run_yaml(
+            &format!(
+                "topology:\n  multi_dim:\n    dimensions:\n      - {{kind: ring, size: 4, bandwidth: 50Gbps, latency: 500ns}}\n      - {{kind: switch, size: 2, bandwidth: 200Gbps, latency: 1us}}\nworkload:\n  training: {{dp: 8, layers: 4, forward: 50us, backward: 100us, parameter_bytes: 4MiB, bucket: 4MiB}}\n  collective_algorithms: {{all_reduce: [ring, ring], policy: {policy}, chunks: 4}}\n"
+            ),
+            1,
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        training(&r).iteration_time_ps.expect("finished")
+    };
+    let (fixed, themis) = (run("fixed"), run("themis"));
+    println!("iteration: fixed {fixed} ps, themis {themis} ps");
+    assert!(themis <= fixed, "themis {themis} ps, fixed {fixed} ps");
+}
+
+#[test]
+fn the_model_with_every_parallelism_is_deterministic_across_threads() {
+    let yaml = format!(
+        "{}workload:\n  training: {{dp: 2, tp: 2, pp: 2, layers: 4, forward: 100us, micro_batches: 4, activation_bytes: 256KiB, tp_bytes: 256KiB, parameter_bytes: 2MiB, bucket: 2MiB, optimizer: 20us}}\n",
+        star(8)
+    );
+    let json = |threads| {
+        let r = run_yaml(&yaml, threads);
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let mut v = serde_json::to_value(r).expect("json");
+        if let Some(o) = v.as_object_mut() {
+            o.remove("host");
+        }
+        v.to_string()
+    };
+    let one = json(1);
+    assert_eq!(one, json(2));
+    assert_eq!(one, json(4));
+}
+
+#[test]
+fn a_model_that_does_not_fit_the_fabric_is_refused_at_its_field() {
+    let path = temp_scenario(
+        "model-mismatch.yaml",
+        &format!(
+            "{}workload:\n  training: {{dp: 3, layers: 2, forward: 1us}}\n",
+            star(4)
+        ),
+    );
+    let out = fabemu(&["run", path.to_str().expect("utf-8 path")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("field `workload.training.dp`: dp x tp x pp = 3 x 1 x 1 = 3 ranks; the fabric has 4 hosts"),
+        "{err}"
+    );
+}
+
+#[test]
+fn several_iterations_are_timed_one_by_one() {
+    // On an idle star every iteration repeats the first exactly: the next starts after the
+    // optimizer step, with the network empty again.
+    let r = model(
+        4,
+        "{dp: 2, pp: 2, layers: 2, forward: 50us, micro_batches: 2, activation_bytes: 64KiB, parameter_bytes: 1MiB, iterations: 3, optimizer: 10us}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    assert_eq!(t.iterations_ps.len(), 3);
+    assert!(t.iterations_ps.iter().all(|&x| x == t.iterations_ps[0]));
+    assert_eq!(
+        Some(t.iterations_ps.iter().sum::<u64>()),
+        t.iteration_time_ps
+    );
+    assert_eq!(t.mean_iteration_ps, Some(t.iterations_ps[0]));
+}
+
+#[test]
+fn the_training_example_runs() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/training.yaml");
+    let src = fabemu::load_file(&path).expect("the example loads");
+    let r = fabemu::run_source(&src, 1, None).expect("the example runs");
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    assert_eq!(t.ranks, 16);
+    // Each rank computes 8 micro-batches x 2 layers x (200 + 400) us, then its optimizer.
+    assert_eq!(t.overall.compute_ps, 16 * (8 * 2 * 600 + 100) * US);
+}
