@@ -347,6 +347,46 @@ pub fn build_jobs(
     Ok((infos, per_rank))
 }
 
+/// The synthesized schedule of every size of workload entry `entry` (which must be a
+/// collective of a scenario [`build_jobs`] accepted, with `algorithm: synthesized`), as
+/// `(size in bytes, schedule)`; for `fabemu algo show`.
+pub fn synth_schedules(
+    src: &Source,
+    g: &Graph,
+    entry: usize,
+) -> Result<Vec<(u64, synth::Schedule)>, String> {
+    let c = src
+        .scenario
+        .workload
+        .collectives
+        .get(entry)
+        .ok_or_else(|| format!("the workload has no collective {entry}"))?;
+    let members: Vec<usize> = match &c.hosts {
+        None => (0..g.host_count()).collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                g.find(n)
+                    .and_then(|id| g.host_index(id))
+                    .ok_or_else(|| format!("`{n}` is not a host"))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let fabric = synth_fabric(g, &members);
+    let es = c.dtype.size() as u64;
+    let sizes = sizes_of(c.size, c.sizes.as_ref()).map_err(|(_, m)| m)?;
+    sizes
+        .into_iter()
+        .map(|size| {
+            let count = (size / es.max(1)) as usize;
+            let chunk_bytes = synth_chunk_bytes(count, members.len(), c.chunks, es);
+            synth::synthesize(&fabric, c.chunks, chunk_bytes)
+                .map(|s| (size, s))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
 /// Bytes of one synthesized chunk: the collective's `count` elements cut into `ranks x chunks`
 /// pieces (at least one element, so latency-bound sizes still weigh bandwidth).
 pub fn synth_chunk_bytes(count: usize, ranks: usize, chunks: usize, elem_bytes: u64) -> u64 {
@@ -477,7 +517,7 @@ fn msccl_error(
 }
 
 /// The sizes of one entry: `size`, or the sweep `from, from x factor, ..., <= to`.
-fn sizes_of(
+pub(crate) fn sizes_of(
     size: Option<ByteSize>,
     sweep: Option<&crate::scenario::SweepYaml>,
 ) -> Result<Vec<u64>, (&'static str, String)> {

@@ -33,13 +33,14 @@
 //! derived by [`ProgramBuilder`]. Each chunk travels on its own channel (Reduce-Scatter and
 //! All-Gather on separate ones), so no transfer waits behind an unrelated one to the same peer.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use thiserror::Error;
 
 use crate::chunk::ChunkRange;
 use crate::op::Collective;
-use crate::program::{Program, ProgramBuilder};
+use crate::program::{Program, ProgramBuilder, StepId, StepKind};
 
 /// Picoseconds per second, for serialization times.
 const PS_PER_S: u128 = 1_000_000_000_000;
@@ -132,6 +133,12 @@ pub struct Transfer {
     pub start_ps: u64,
     /// When it has fully arrived.
     pub end_ps: u64,
+    /// The first shared resource the transfer occupies at its source (its link direction or
+    /// uplink), by which [`compile`] orders a rank's sends.
+    pub hop: usize,
+    /// The same for the opposite path (`dst` to `src`), which Reduce-Scatter uses; a resource
+    /// of its own when the fabric has no such path.
+    pub back_hop: usize,
 }
 
 /// A synthesized All-Gather schedule (Reduce-Scatter runs it backwards).
@@ -163,24 +170,14 @@ impl Schedule {
     /// A human-readable listing of the schedule's transfers for `op`, one line each, in the
     /// order they run (for `fabemu algo show`).
     pub fn describe(&self, op: Collective) -> String {
-        let mut out = String::new();
         let k = self.chunks_per_rank.max(1);
-        let line = |out: &mut String, phase: &str, t: &Transfer, s: u64, e: u64, src, dst| {
-            let _ = writeln!(
-                out,
-                "  {phase} {:>12.3} us .. {:>12.3} us  rank {src:>3} -> rank {dst:>3}  chunk {} (of rank {}, piece {})",
-                s as f64 / 1e6,
-                e as f64 / 1e6,
-                t.chunk,
-                t.chunk / k,
-                t.chunk % k
-            );
-        };
+        // (start, end, phase, transfer index, src, dst, chunk), sorted by start time.
+        let mut rows = Vec::new();
         if matches!(op, Collective::ReduceScatter | Collective::AllReduce) {
             // Reversed: a transfer [s, e) of the All-Gather becomes [T - e, T - s) backwards.
-            for t in self.transfers.iter().rev() {
+            for (i, t) in self.transfers.iter().enumerate() {
                 let (s, e) = (self.time_ps - t.end_ps, self.time_ps - t.start_ps);
-                line(&mut out, "reduce", t, s, e, t.dst, t.src);
+                rows.push((s, e, 0u8, i, t.dst, t.src, t.chunk));
             }
         }
         let off = if op == Collective::AllReduce {
@@ -189,17 +186,30 @@ impl Schedule {
             0
         };
         if matches!(op, Collective::AllGather | Collective::AllReduce) {
-            for t in &self.transfers {
-                line(
-                    &mut out,
-                    "gather",
-                    t,
+            for (i, t) in self.transfers.iter().enumerate() {
+                rows.push((
                     off + t.start_ps,
                     off + t.end_ps,
+                    1,
+                    i,
                     t.src,
                     t.dst,
-                );
+                    t.chunk,
+                ));
             }
+        }
+        rows.sort_unstable();
+        let mut out = String::new();
+        for (s, e, phase, _, src, dst, c) in rows {
+            let _ = writeln!(
+                out,
+                "  {} {:>12.3} us .. {:>12.3} us  rank {src:>3} -> rank {dst:>3}  chunk {c} (of rank {}, piece {})",
+                if phase == 0 { "reduce" } else { "gather" },
+                s as f64 / 1e6,
+                e as f64 / 1e6,
+                c / k,
+                c % k
+            );
         }
         out
     }
@@ -254,6 +264,21 @@ pub fn synthesize(
         .max()
         .map_or(0, |m| m + 1);
     let mut free = vec![0u64; resources];
+    // First hop of each path and of its opposite (the first path back, else a fresh id).
+    let hop = |l: &SynthLink, e: usize| l.resources.first().copied().unwrap_or(resources + e);
+    let back: Vec<usize> = fabric
+        .links
+        .iter()
+        .enumerate()
+        .map(|(e, l)| {
+            fabric
+                .links
+                .iter()
+                .enumerate()
+                .find(|(_, b)| b.src == l.dst && b.dst == l.src)
+                .map_or(resources + fabric.links.len() + e, |(i, b)| hop(b, i))
+        })
+        .collect();
     // `has[r][c]`: when rank r holds chunk c (arrived or scheduled to arrive).
     let mut has: Vec<Vec<Option<u64>>> = vec![vec![None; chunks]; n];
     let mut holders = vec![1usize; chunks];
@@ -304,6 +329,8 @@ pub fn synthesize(
             chunk: c,
             start_ps: start,
             end_ps: end,
+            hop: hop(l, e),
+            back_hop: back[e],
         });
         missing -= 1;
     }
@@ -391,23 +418,36 @@ pub fn compile(
         })
         .collect();
     let chunks = n * k;
-    let mut emit = |src: usize, dst: usize, c: usize, reduce: bool, channel: u32| {
+    // A rank's sends over one first hop go in schedule order, each after the previous one:
+    // started together they would share the link and all arrive late, which delays what is
+    // forwarded next (on a slow or busy link the schedule's order is what makes it fast).
+    let mut last_send: BTreeMap<(usize, usize), StepId> = BTreeMap::new();
+    let mut emit = |src: usize, dst: usize, hop: usize, c: usize, reduce: bool, channel: u32| {
         let range = chunk_range(count, n, k, c);
         if range.len == 0 {
             return;
         }
-        builders[src].send_on(dst, range, channel);
+        let after: Vec<StepId> = last_send.get(&(src, hop)).copied().into_iter().collect();
+        let id = builders[src].push(
+            StepKind::Send {
+                peer: dst,
+                chunk: range,
+                channel,
+            },
+            &after,
+        );
+        last_send.insert((src, hop), id);
         builders[dst].recv_on(src, range, reduce, channel);
     };
     if reduce {
         for t in schedule.transfers.iter().rev() {
-            emit(t.dst, t.src, t.chunk, true, t.chunk as u32);
+            emit(t.dst, t.src, t.back_hop, t.chunk, true, t.chunk as u32);
         }
     }
     if gather {
         let base = if reduce { chunks as u32 } else { 0 };
         for t in &schedule.transfers {
-            emit(t.src, t.dst, t.chunk, false, base + t.chunk as u32);
+            emit(t.src, t.dst, t.hop, t.chunk, false, base + t.chunk as u32);
         }
     }
     Ok(builders.into_iter().map(ProgramBuilder::finish).collect())
