@@ -184,3 +184,44 @@ fn synthesized_collectives_other_than_gather_scatter_reduce_are_refused() {
     };
     assert!(msg.contains("no synthesized algorithm"), "{msg}");
 }
+
+#[test]
+fn algo_show_prints_the_schedule_and_its_predicted_time() {
+    // One switch of 4 at 100 Gb/s, 4 MiB All-Gather: 4 chunks of 1 MiB, every host sends and
+    // receives 3 of them over its own link back to back (each step sends a chunk the host
+    // already held), so the model predicts 3 x 1 MiB x 8 / 100 Gb/s = 251.658 us plus one
+    // 1 us path latency (two 500 ns hops) for the last chunk: 252.658 us.
+    let path = common::temp_scenario(
+        "synth_show.yaml",
+        &format!(
+            "{NIC}\ntopology:\n  star: {{hosts: 4, bandwidth: 100Gbps, latency: 500ns}}\nworkload:\n  collectives:\n    - {{op: all_gather, algorithm: synthesized, size: 4MiB}}\n"
+        ),
+    );
+    let out = common::fabemu(&["algo", "show", &path.to_string_lossy()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("predicted time 252.658 us"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.contains(" gather ")).count(),
+        12,
+        "{text}"
+    );
+    // Bad input is a located error and exit code 2.
+    let bad = common::temp_scenario(
+        "synth_show_bad.yaml",
+        &format!(
+            "{NIC}\ntopology:\n  star: {{hosts: 4, bandwidth: 100Gbps, latency: 500ns}}\nworkload:\n  collectives:\n    - {{op: all_to_all, algorithm: synthesized, size: 4MiB}}\n"
+        ),
+    );
+    let out = common::fabemu(&["algo", "show", &bad.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("synth_show_bad.yaml:") && err.contains("algorithm"),
+        "{err}"
+    );
+}
