@@ -1,6 +1,9 @@
 //! `fabemu algo`: algorithms outside a run. `fabemu algo export --msccl` writes a built-in
 //! algorithm (flat layout) as MSCCL XML, which `algorithm: {msccl: FILE}` reads back to
 //! programs with the same messages (see [`fabemu_collectives::msccl::export`]).
+//! `fabemu algo show SCENARIO` prints the schedule synthesized for each `algorithm:
+//! synthesized` collective of a scenario (see [`fabemu_collectives::synth`]) and its predicted
+//! time, without running it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +25,89 @@ pub struct AlgoArgs {
 pub enum AlgoCommand {
     /// Write a built-in algorithm as MSCCL XML (to stdout, or --output FILE).
     Export(ExportArgs),
+    /// Print the synthesized schedules of a scenario's `algorithm: synthesized` collectives
+    /// (every transfer, in order) and their predicted times.
+    Show(ShowArgs),
+}
+
+/// `fabemu algo show`.
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// The scenario file.
+    pub scenario: PathBuf,
+    /// Only this workload collective (its index in `workload.collectives`, from 0).
+    #[arg(long)]
+    pub collective: Option<usize>,
+    /// Print only the predicted times, not every transfer.
+    #[arg(long)]
+    pub summary: bool,
+}
+
+/// The listing `fabemu algo show` prints for `args`, or a message and the exit code (2 for
+/// bad input).
+pub fn show_text(args: &ShowArgs) -> Result<String, (String, u8)> {
+    use std::fmt::Write as _;
+    let src = crate::scenario::load_file(&args.scenario).map_err(|e| (e.to_string(), 2))?;
+    let (g, _) = crate::world::fabric(&src).map_err(|e| (e.to_string(), 2))?;
+    // Everything a run would check, with located errors.
+    crate::collective::build_jobs(&src, &g).map_err(|e| (e.to_string(), 2))?;
+    let entries = &src.scenario.workload.collectives;
+    if let Some(i) = args.collective.filter(|&i| i >= entries.len()) {
+        return Err((
+            format!(
+                "--collective {i}: the workload has {} collectives",
+                entries.len()
+            ),
+            2,
+        ));
+    }
+    let mut out = String::new();
+    for (i, c) in entries.iter().enumerate() {
+        if args.collective.is_some_and(|k| k != i)
+            || !matches!(
+                c.algorithm,
+                Some(crate::scenario::AlgorithmYaml::Synthesized)
+            )
+        {
+            continue;
+        }
+        for (size, s) in crate::collective::synth_schedules(&src, &g, i).map_err(|m| (m, 2))? {
+            let t = s.predicted_ps(c.op);
+            let bytes = size as f64;
+            let algbw = if t > 0 {
+                bytes / (t as f64 / 1e12) / 1e9
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "# collective {i}: {} synthesized, {} ranks, {} B, {} chunk(s) per rank of {} B, {} transfers per phase",
+                c.op.key(),
+                s.ranks,
+                size,
+                s.chunks_per_rank,
+                s.chunk_bytes,
+                s.transfers.len()
+            );
+            let _ = writeln!(
+                out,
+                "# predicted time {:.3} us, algbw {:.2} GB/s, busbw {:.2} GB/s (payload only: headers, ACKs and queueing not modelled)",
+                t as f64 / 1e6,
+                algbw,
+                algbw * c.op.bus_factor(s.ranks)
+            );
+            if !args.summary {
+                out.push_str(&s.describe(c.op));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err((
+            "no collective with `algorithm: synthesized` to show".to_string(),
+            2,
+        ));
+    }
+    Ok(out)
 }
 
 /// `fabemu algo export`.
@@ -90,6 +176,16 @@ pub fn export_xml(args: &ExportArgs) -> Result<String, String> {
 /// be written.
 pub fn main(args: AlgoArgs) -> ExitCode {
     match args.command {
+        AlgoCommand::Show(a) => match show_text(&a) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err((m, code)) => {
+                eprintln!("error: {m}");
+                ExitCode::from(code)
+            }
+        },
         AlgoCommand::Export(e) => {
             let xml = match export_xml(&e) {
                 Ok(x) => x,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use fabemu_collectives::executor::{DataSpec, Job, JobRecord, JobStart, MAX_JOBS};
 use fabemu_collectives::plan::{self, Algorithm, DimPolicy, Layout, Plan, Scheme};
+use fabemu_collectives::synth;
 use fabemu_collectives::{data, metrics, ChunkRange, Collective, DataType, Program, ReduceOp};
 use fabemu_fabric::units::{ByteSize, Time};
 use fabemu_topologies::{DimKind, Graph, LinkClass};
@@ -154,7 +155,33 @@ pub fn build_jobs(
             }
             _ => None,
         };
+        let synthesized = matches!(c.algorithm, Some(AlgorithmYaml::Synthesized));
+        let synth_fabric = if synthesized {
+            if c.scheme.is_some() || c.policy.is_some() {
+                return Err(err(
+                    "scheme",
+                    "`scheme` and `policy` apply to a per-dimension algorithm list".into(),
+                ));
+            }
+            if !matches!(
+                c.op,
+                Collective::AllGather | Collective::ReduceScatter | Collective::AllReduce
+            ) {
+                return Err(err(
+                    "algorithm",
+                    format!(
+                        "{} has no synthesized algorithm; synthesis builds all_gather, \
+                         reduce_scatter and all_reduce",
+                        c.op.key()
+                    ),
+                ));
+            }
+            Some(synth_fabric(g, &members))
+        } else {
+            None
+        };
         let (layout, label) = match &msccl {
+            _ if synthesized => (None, "synthesized".to_string()),
             Some((m, _)) => (
                 None,
                 format!(
@@ -202,6 +229,16 @@ pub fn build_jobs(
                 ));
             }
             let programs = match (&msccl, &layout) {
+                _ if synthesized => {
+                    let fabric = synth_fabric
+                        .as_ref()
+                        .ok_or_else(|| err("algorithm", "no fabric to synthesize for".into()))?;
+                    let chunk_bytes = synth_chunk_bytes(count, ranks, c.chunks, es);
+                    let schedule = synth::synthesize(fabric, c.chunks, chunk_bytes)
+                        .map_err(|e| err("algorithm", e.to_string()))?;
+                    synth::compile(c.op, &schedule, count)
+                        .map_err(|e| err("algorithm", e.to_string()))?
+                }
                 (Some((m, file)), _) => m
                     .compile(c.op, ranks, count)
                     .map_err(|e| msccl_error(file, e, || err(field, String::new())))?,
@@ -310,6 +347,130 @@ pub fn build_jobs(
     Ok((infos, per_rank))
 }
 
+/// The synthesized schedule of every size of workload entry `entry` (which must be a
+/// collective of a scenario [`build_jobs`] accepted, with `algorithm: synthesized`), as
+/// `(size in bytes, schedule)`; for `fabemu algo show`.
+pub fn synth_schedules(
+    src: &Source,
+    g: &Graph,
+    entry: usize,
+) -> Result<Vec<(u64, synth::Schedule)>, String> {
+    let c = src
+        .scenario
+        .workload
+        .collectives
+        .get(entry)
+        .ok_or_else(|| format!("the workload has no collective {entry}"))?;
+    let members: Vec<usize> = match &c.hosts {
+        None => (0..g.host_count()).collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                g.find(n)
+                    .and_then(|id| g.host_index(id))
+                    .ok_or_else(|| format!("`{n}` is not a host"))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let fabric = synth_fabric(g, &members);
+    let es = c.dtype.size() as u64;
+    let sizes = sizes_of(c.size, c.sizes.as_ref()).map_err(|(_, m)| m)?;
+    sizes
+        .into_iter()
+        .map(|size| {
+            let count = (size / es.max(1)) as usize;
+            let chunk_bytes = synth_chunk_bytes(count, members.len(), c.chunks, es);
+            synth::synthesize(&fabric, c.chunks, chunk_bytes)
+                .map(|s| (size, s))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// Bytes of one synthesized chunk: the collective's `count` elements cut into `ranks x chunks`
+/// pieces (at least one element, so latency-bound sizes still weigh bandwidth).
+pub fn synth_chunk_bytes(count: usize, ranks: usize, chunks: usize, elem_bytes: u64) -> u64 {
+    let pieces = ranks.saturating_mul(chunks).max(1);
+    (count.div_ceil(pieces).max(1) as u64).saturating_mul(elem_bytes)
+}
+
+/// The fabric as the synthesizer sees it, for the collective over the hosts `members` (rank
+/// `r` is host `members[r]`).
+///
+/// A direct link between two members is a path of its own, occupying that link direction.
+/// Through switches, a member reaches every member host behind them (breadth-first over
+/// switches only): the path's bandwidth is its slowest hop, its latency the sum of the hops',
+/// and it occupies the sender's uplink and the receiver's downlink, so every path leaving one
+/// host shares that host's link (switch-to-switch links are assumed not to be the bottleneck).
+/// Hosts outside the collective are not used to forward.
+pub fn synth_fabric(g: &Graph, members: &[usize]) -> synth::SynthFabric {
+    let mut rank_of = vec![None; g.host_count()];
+    for (r, &h) in members.iter().enumerate() {
+        if let Some(slot) = rank_of.get_mut(h) {
+            *slot = Some(r);
+        }
+    }
+    let rank_of_node = |node: usize| {
+        g.host_index(node)
+            .and_then(|h| rank_of.get(h).copied().flatten())
+    };
+    // Resource of a link direction: 2 link + (0 when leaving `a`, 1 when leaving `b`).
+    let dir = |link: usize, from: usize| 2 * link + usize::from(g.link(link).a != from);
+    let mut links = Vec::new();
+    for (r, &h) in members.iter().enumerate() {
+        let Some(node) = g.host_at(h) else { continue };
+        for p in g.ports(node) {
+            let up = g.link(p.link);
+            if g.host_index(p.peer).is_some() {
+                if let Some(d) = rank_of_node(p.peer) {
+                    links.push(synth::SynthLink {
+                        src: r,
+                        dst: d,
+                        bandwidth_bps: up.bandwidth_bps,
+                        latency_ps: up.latency_ps,
+                        resources: vec![dir(p.link, node)],
+                    });
+                }
+                continue;
+            }
+            // Breadth-first over switches from this uplink: (switch, min bandwidth, latency).
+            let mut seen_switch = vec![false; g.nodes().len()];
+            let mut seen_host = vec![false; g.nodes().len()];
+            seen_host[node] = true;
+            seen_switch[p.peer] = true;
+            let mut queue =
+                std::collections::VecDeque::from([(p.peer, up.bandwidth_bps, up.latency_ps)]);
+            while let Some((sw, bw, lat)) = queue.pop_front() {
+                for q in g.ports(sw) {
+                    let l = g.link(q.link);
+                    let (bw2, lat2) = (bw.min(l.bandwidth_bps), lat.saturating_add(l.latency_ps));
+                    if g.host_index(q.peer).is_none() {
+                        if !seen_switch[q.peer] {
+                            seen_switch[q.peer] = true;
+                            queue.push_back((q.peer, bw2, lat2));
+                        }
+                    } else if !seen_host[q.peer] {
+                        seen_host[q.peer] = true;
+                        if let Some(d) = rank_of_node(q.peer) {
+                            links.push(synth::SynthLink {
+                                src: r,
+                                dst: d,
+                                bandwidth_bps: bw2,
+                                latency_ps: lat2,
+                                resources: vec![dir(p.link, node), dir(q.link, sw)],
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    synth::SynthFabric {
+        ranks: members.len(),
+        links,
+    }
+}
+
 /// Reads and parses the MSCCL file `rel` (relative to the scenario's folder) named at `at`;
 /// returns it with its path as resolved.
 fn load_msccl(
@@ -356,7 +517,7 @@ fn msccl_error(
 }
 
 /// The sizes of one entry: `size`, or the sweep `from, from x factor, ..., <= to`.
-fn sizes_of(
+pub(crate) fn sizes_of(
     size: Option<ByteSize>,
     sweep: Option<&crate::scenario::SweepYaml>,
 ) -> Result<Vec<u64>, (&'static str, String)> {
@@ -411,7 +572,8 @@ fn layout_of(
             .unwrap_or_default()
     };
     match &c.algorithm {
-        None | Some(AlgorithmYaml::One(_) | AlgorithmYaml::Msccl { .. }) => {
+        None
+        | Some(AlgorithmYaml::One(_) | AlgorithmYaml::Msccl { .. } | AlgorithmYaml::Synthesized) => {
             if c.scheme.is_some() || c.policy.is_some() {
                 return Err((
                     "scheme",

@@ -15,6 +15,8 @@
 //!   All-Reduce, direct All-To-All) and [`AlgorithmError`].
 //! - [`msccl`]: MSCCL XML algorithms read into programs (checked by running them in memory),
 //!   and built-in programs written out as MSCCL XML.
+//! - [`synth`]: TACOS-style synthesized All-Gather / Reduce-Scatter / All-Reduce for any
+//!   fabric (a greedy matching of chunks to links over time).
 //! - [`interpret`]: the reference interpreter [`interpret::run_local`].
 //! - [`executor`]: runs the programs on the hosts' NICs ([`executor::CollectiveRunner`]).
 //! - [`data`]: element types, reduction operators, the known inputs and the `#wrong` check.
@@ -41,6 +43,7 @@ mod phases;
 pub mod plan;
 pub mod program;
 mod segs;
+pub mod synth;
 
 pub use algorithms::AlgorithmError;
 pub use chunk::ChunkRange;

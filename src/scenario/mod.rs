@@ -620,11 +620,20 @@ pub enum AlgorithmYaml {
     One(fabemu_collectives::plan::Algorithm),
     /// One algorithm per dimension, dimension 0 first (hierarchical).
     PerDim(Vec<fabemu_collectives::plan::Algorithm>),
+    /// `synthesized`: a schedule synthesized for this fabric by a TACOS-style greedy
+    /// (All-Gather, Reduce-Scatter, All-Reduce; see `fabemu_collectives::synth`).
+    #[serde(serialize_with = "synthesized_name")]
+    Synthesized,
     /// `{msccl: FILE}`: an MSCCL XML algorithm, the path relative to the scenario's folder.
     Msccl {
         /// The XML file as written in the scenario.
         msccl: String,
     },
+}
+
+/// `Synthesized` serializes as its scenario spelling (untagged would make it `null`).
+fn synthesized_name<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("synthesized")
 }
 
 // By hand rather than `untagged`, so a misspelt algorithm gets serde's "unknown variant ...,
@@ -639,6 +648,9 @@ impl<'de> Deserialize<'de> for AlgorithmYaml {
                 f.write_str("an algorithm name, a list of one per dimension, or `{msccl: FILE}`")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AlgorithmYaml, E> {
+                if v == "synthesized" {
+                    return Ok(AlgorithmYaml::Synthesized);
+                }
                 Algorithm::deserialize(serde::de::value::StrDeserializer::<E>::new(v))
                     .map(AlgorithmYaml::One)
             }
