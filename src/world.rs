@@ -486,18 +486,41 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     let directory = directory(src, &g)?;
     let mut actors = Vec::with_capacity(g.nodes().len());
     let mut wiring = Wiring::default();
+    // A host with one port sends everything out of it: every such host whose routes lead to
+    // every other host through port 0 shares this one table (built on first use) instead of
+    // holding its own, O(hosts) each and O(hosts²) over the fabric (issue 12 item 4). Its own
+    // address is in the shared table too, harmlessly: a host never forwards frames for itself.
+    let mut single_port_table: Option<Arc<RouteTable>> = None;
     for (id, node) in g.nodes().iter().enumerate() {
-        let mut table = RouteTable::new();
-        for dst in g.hosts() {
-            let hops = routes.next_hops(id, dst);
-            if !hops.is_empty() {
-                let rank = g.host_index(dst).unwrap_or(0) as u32;
-                if let Some(addr) = directory.get(rank) {
-                    table.insert(addr.ip, hops);
+        let ports = g.ports(id);
+        let shared = node.kind == NodeKind::Host
+            && ports.len() == 1
+            && g.hosts()
+                .all(|dst| dst == id || routes.next_hops(id, dst) == [0]);
+        let (shared_table, table) = if shared {
+            let t = Arc::clone(single_port_table.get_or_insert_with(|| {
+                let mut t = RouteTable::new();
+                for rank in 0..g.host_count() {
+                    if let Some(addr) = directory.get(rank as u32) {
+                        t.insert(addr.ip, &[0]);
+                    }
+                }
+                Arc::new(t)
+            }));
+            (Some(t), RouteTable::new())
+        } else {
+            let mut table = RouteTable::new();
+            for dst in g.hosts() {
+                let hops = routes.next_hops(id, dst);
+                if !hops.is_empty() {
+                    let rank = g.host_index(dst).unwrap_or(0) as u32;
+                    if let Some(addr) = directory.get(rank) {
+                        table.insert(addr.ip, hops);
+                    }
                 }
             }
-        }
-        let ports = g.ports(id);
+            (None, table)
+        };
         wiring.ports.push(
             ports
                 .iter()
@@ -524,7 +547,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                 let host = Host::new(
                     rank as u32,
                     directory.clone(),
-                    Arc::new(table),
+                    shared_table.unwrap_or_else(|| Arc::new(table)),
                     ports.len(),
                     NicConfig {
                         data_mode: s.mode == Mode::Data,
