@@ -142,7 +142,14 @@ impl Emitter {
         if src.len == 0 {
             return self.charge();
         }
-        self.push(rank, StepKind::Copy { src, dst })
+        self.push(
+            rank,
+            StepKind::Copy {
+                src,
+                dst,
+                reduce: false,
+            },
+        )
     }
 
     /// Starts a chunk that may only begin at each rank once the chunk `in_flight` chunks

@@ -380,13 +380,19 @@ impl CollectiveRunner {
             let js = &mut self.jobs[j];
             let kind = js.job.program.steps[s as usize].kind;
             match kind {
-                StepKind::Copy { src, dst } => {
+                StepKind::Copy { src, dst, reduce } => {
                     if let Some(buf) = js.buffer.as_mut() {
                         let es = js.job.elem_bytes as usize;
-                        buf.copy_within(
-                            src.offset * es..(src.offset + src.len) * es,
-                            dst.offset * es,
-                        );
+                        let from = src.offset * es..(src.offset + src.len) * es;
+                        match js.job.data {
+                            // A local reduction (MSCCL's `re`): like a received message's.
+                            Some(d) if reduce => {
+                                let incoming = buf[from.clone()].to_vec();
+                                let to = dst.offset * es..dst.offset * es + incoming.len();
+                                data::apply(d.dtype, d.op, true, &mut buf[to], &incoming);
+                            }
+                            _ => buf.copy_within(from, dst.offset * es),
+                        }
                     }
                     self.complete(j, s, api.now());
                 }

@@ -281,9 +281,24 @@ fn try_run(p: &Program, st: &mut RankState, i: usize, channels: &mut Queues) -> 
                 dst.copy_from_slice(&data);
             }
         }
-        StepKind::Copy { src, dst } => {
+        StepKind::Copy {
+            src,
+            dst,
+            reduce: false,
+        } => {
             st.buffer
                 .copy_within(src.offset..src.offset + src.len, dst.offset);
+        }
+        StepKind::Copy {
+            src,
+            dst,
+            reduce: true,
+        } => {
+            for i in 0..src.len.min(dst.len) {
+                let x = st.buffer[src.offset + i];
+                let d = &mut st.buffer[dst.offset + i];
+                *d = d.wrapping_add(x);
+            }
         }
     }
     true
@@ -479,6 +494,7 @@ mod tests {
                 StepKind::Copy {
                     src: c(0, 1),
                     dst: c(1, 1),
+                    reduce: false,
                 },
             )],
         )];

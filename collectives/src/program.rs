@@ -110,14 +110,24 @@ pub enum StepKind {
         #[serde(default, skip_serializing_if = "is_zero")]
         channel: u32,
     },
-    /// Copy `src` to `dst` within the rank's own buffer; the ranges must not overlap and must
-    /// have equal lengths.
+    /// Copy `src` to `dst` within the rank's own buffer, or with `reduce` add `src`
+    /// elementwise into `dst` (a local reduction, MSCCL's `re`); the ranges must not overlap
+    /// and must have equal lengths.
     Copy {
         /// The elements read.
         src: ChunkRange,
         /// The elements written.
         dst: ChunkRange,
+        /// `true`: reduce `src` into `dst` with the collective's operator; `false` (default):
+        /// overwrite `dst`.
+        #[serde(default, skip_serializing_if = "is_false")]
+        reduce: bool,
     },
+}
+
+/// Plain copies are the default, so `reduce: false` is left out of serialized steps.
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Channel 0 is the default, so it is left out of serialized steps.
@@ -323,7 +333,14 @@ impl ProgramBuilder {
 
     /// Appends a local `Copy` of `src` to `dst`.
     pub fn copy(&mut self, src: ChunkRange, dst: ChunkRange) -> StepId {
-        self.push(StepKind::Copy { src, dst }, &[])
+        self.push(
+            StepKind::Copy {
+                src,
+                dst,
+                reduce: false,
+            },
+            &[],
+        )
     }
 
     /// Appends a step that depends on its hazards and on `after`. Entries of `after` that are
@@ -620,7 +637,7 @@ fn check_program(index: usize, p: &Program, nranks: usize) -> Result<(), Validat
                 });
             }
         }
-        if let StepKind::Copy { src, dst } = s.kind {
+        if let StepKind::Copy { src, dst, .. } = s.kind {
             if src.len != dst.len {
                 return Err(E::CopyLengthMismatch {
                     rank,
@@ -1087,6 +1104,7 @@ mod tests {
                 StepKind::Copy {
                     src: c(0, 2),
                     dst: c(2, 1),
+                    reduce: false,
                 },
             )],
         )];
@@ -1103,6 +1121,7 @@ mod tests {
                 StepKind::Copy {
                     src: c(0, 2),
                     dst: c(1, 2),
+                    reduce: false,
                 },
             )],
         )];
