@@ -609,7 +609,7 @@ fn explicit_fabrics_plot_their_busiest_links() {
 #[test]
 fn dcqcn_rates_are_plotted() {
     let dir = temp_dir("dcqcn-plot").join("out");
-    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/lossless.yaml");
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/dcqcn.yaml");
     let out = fabemu(&["run", ex, "--quiet", "--out", &dir.to_string_lossy()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(dir.join("qp_rates.png").is_file() && dir.join("qp_rates.csv").is_file());
