@@ -61,7 +61,10 @@ fn dcqcn_slows_the_incast_at_its_source_and_frees_the_victim() {
     // Every incast sender's queue pair was cut, and its summary is in the JSON.
     for nic in r["nics"].as_array().unwrap() {
         if ["a1", "a2", "a3", "a4"].contains(&nic["name"].as_str().unwrap_or("")) {
-            assert!(nic["qp_rates"][0]["cuts"].as_u64().unwrap_or(0) > 0, "{nic}");
+            assert!(
+                nic["qp_rates"][0]["cuts"].as_u64().unwrap_or(0) > 0,
+                "{nic}"
+            );
         }
     }
 }
