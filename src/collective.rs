@@ -79,19 +79,7 @@ pub fn build_jobs(
         let members: Vec<usize> = match &c.hosts {
             None => (0..n_hosts).collect(),
             Some(names) => {
-                let mut seen = std::collections::BTreeSet::new();
-                let mut v = Vec::with_capacity(names.len());
-                for (k, name) in names.iter().enumerate() {
-                    let here = at.key("hosts").index(k);
-                    let h = g
-                        .find(name)
-                        .and_then(|id| g.host_index(id))
-                        .ok_or_else(|| src.error_at(&here, format!("`{name}` is not a host")))?;
-                    if !seen.insert(h) {
-                        return Err(src.error_at(&here, format!("`{name}` is listed twice")));
-                    }
-                    v.push(h);
-                }
+                let v = host_ranks(src, g, &at.key("hosts"), names)?;
                 if v.is_empty() {
                     return Err(err("hosts", "a collective needs at least one host".into()));
                 }
@@ -883,6 +871,30 @@ pub fn table(results: &[CollectiveResult]) -> String {
         let _ = writeln!(out, "#");
     }
     out
+}
+
+/// The ranks of the hosts a `hosts:` list names, in its order; a name that is not a host, or
+/// one listed twice, is an error located at its entry under `at`.
+pub(crate) fn host_ranks(
+    src: &Source,
+    g: &Graph,
+    at: &FieldPath,
+    names: &[String],
+) -> Result<Vec<usize>, ScenarioError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut v: Vec<usize> = Vec::with_capacity(names.len());
+    for (k, name) in names.iter().enumerate() {
+        let here = at.index(k);
+        let h = g
+            .find(name)
+            .and_then(|id| g.host_index(id))
+            .ok_or_else(|| src.error_at(&here, format!("`{name}` is not a host")))?;
+        if !seen.insert(h) {
+            return Err(src.error_at(&here, format!("`{name}` is listed twice")));
+        }
+        v.push(h);
+    }
+    Ok(v)
 }
 
 /// Compiles one collective of a training workload with the same algorithm library and layout

@@ -106,21 +106,7 @@ pub(crate) fn build(
         }
         let hosts: Vec<usize> = match &ch.hosts {
             None => (0..n_hosts).collect(),
-            Some(names) => {
-                let mut v = Vec::with_capacity(names.len());
-                for (k, name) in names.iter().enumerate() {
-                    let here = at.key("hosts").index(k);
-                    let h = g
-                        .find(name)
-                        .and_then(|id| g.host_index(id))
-                        .ok_or_else(|| src.error_at(&here, format!("`{name}` is not a host")))?;
-                    if v.contains(&h) {
-                        return Err(src.error_at(&here, format!("`{name}` is listed twice")));
-                    }
-                    v.push(h);
-                }
-                v
-            }
+            Some(names) => crate::collective::host_ranks(src, g, &at.key("hosts"), names)?,
         };
         let prefix = relative_to_scenario(src, &ch.traces);
         let traces =
