@@ -110,6 +110,20 @@ pub fn input_value(rank: usize, index: usize) -> i64 {
     ((rank % PERIOD) * 5 + (index % PERIOD) * 3 + 7) as i64 % PERIOD as i64 - 8
 }
 
+/// Every rank's input elements ([`input_value`] over its program's input range), as the
+/// reference interpreter takes them.
+pub(crate) fn reference_inputs(programs: &[Program]) -> Vec<Vec<i64>> {
+    programs
+        .iter()
+        .enumerate()
+        .map(|(r, p)| {
+            (p.input.offset..p.input.offset + p.input.len)
+                .map(|i| input_value(r, i))
+                .collect()
+        })
+        .collect()
+}
+
 /// Writes `v` as one element of `dtype` into `out` (`dtype.size()` bytes).
 fn put(dtype: DataType, v: i64, out: &mut [u8]) {
     match dtype {
@@ -328,15 +342,7 @@ mod tests {
 
     fn run_bytes(programs: &[Program], dtype: DataType, op: ReduceOp) -> Vec<Option<Vec<u8>>> {
         // The interpreter works on i64; the pattern's sums are exact in every type.
-        let inputs: Vec<Vec<i64>> = programs
-            .iter()
-            .enumerate()
-            .map(|(r, p)| {
-                (p.input.offset..p.input.offset + p.input.len)
-                    .map(|i| input_value(r, i))
-                    .collect()
-            })
-            .collect();
+        let inputs = reference_inputs(programs);
         assert_eq!(op, ReduceOp::Sum, "the reference interpreter only sums");
         let outs = run_local(programs, inputs).expect("programs run");
         programs

@@ -1005,15 +1005,7 @@ impl Msccl {
         let step_at = |rank: usize, step: StepId| -> Option<Loc> {
             programs.get(rank).and_then(|(_, o)| o.get(step.0)).cloned()
         };
-        let inputs: Vec<Vec<i64>> = progs
-            .iter()
-            .enumerate()
-            .map(|(r, p)| {
-                (p.input.offset..p.input.offset + p.input.len)
-                    .map(|i| input_value(r, i))
-                    .collect()
-            })
-            .collect();
+        let inputs = crate::data::reference_inputs(&progs);
         let outputs = run_local(&progs, inputs).map_err(|e| match e {
             RunError::Invalid(v) => {
                 let (rank, step) = match &v {
