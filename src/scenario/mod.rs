@@ -54,6 +54,19 @@ pub enum Fidelity {
     Flow,
 }
 
+/// How flows share links at flow fidelity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowModel {
+    /// Weighted max-min fair rates (default): exact for symmetric collectives and incasts, the
+    /// fastest.
+    #[default]
+    MaxMin,
+    /// Fluid FIFO queues: overloaded links share by arrival rate and queue the excess, as
+    /// switches without congestion control do (oversubscribed fabrics, ECMP collisions).
+    Queues,
+}
+
 /// How routes are made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,6 +103,9 @@ pub struct Scenario {
     /// `packet` (default) or `flow`.
     #[serde(default)]
     pub fidelity: Fidelity,
+    /// At flow fidelity: `max_min` (default) or `queues`.
+    #[serde(default)]
+    pub flow_model: FlowModel,
     /// Stop the run at this simulated time; messages not finished by then are an error.
     #[serde(default = "default_until")]
     pub until: Time,
