@@ -48,6 +48,9 @@ pub struct TrainingInfo {
     /// Per rank, the node that ends each iteration (the built-in model's several
     /// iterations); empty: the trace is one iteration.
     pub iteration_ends: Vec<Vec<u32>>,
+    /// The hosts of each communicator that ran a collective (`all` or the group's name), in
+    /// rank order.
+    pub members: BTreeMap<String, Vec<usize>>,
 }
 
 /// One rank of a training workload.
@@ -118,12 +121,20 @@ pub(crate) fn build(
         (at, traces, groups, hosts, ch.traces.clone())
     } else if let Some(m) = &s.workload.training {
         let at = FieldPath::root().key("workload").key("training");
-        let (traces, groups, m_marks) =
-            model_traces(m, n_hosts).map_err(|(f, msg)| src.error_at(&at.key(f), msg))?;
+        let (traces, groups, m_marks) = model_traces(m, n_hosts, s.workload.device.is_some())
+            .map_err(|(f, msg)| src.error_at(&at.key(f), msg))?;
         marks = m_marks;
         let label = format!(
-            "the built-in model (dp {} x tp {} x pp {}, {} micro-batches)",
-            m.dp, m.tp, m.pp, m.micro_batches
+            "the built-in model (dp {} x tp {} x pp {}{}, {} micro-batches)",
+            m.dp,
+            m.tp,
+            m.pp,
+            if m.ep > 1 {
+                format!(" x ep {}", m.ep)
+            } else {
+                String::new()
+            },
+            m.micro_batches
         );
         (at, traces, Some(groups), (0..n_hosts).collect(), label)
     } else {
@@ -270,6 +281,7 @@ pub(crate) fn build(
     // Match each group's collectives across its members; compile one job per match.
     let mut infos = Vec::new();
     let mut group_names = Vec::new();
+    let mut group_members = BTreeMap::new();
     let all: Vec<usize> = (0..hosts.len()).collect();
     for (key, per_rank) in &by_group {
         let members: &[usize] = if key.is_empty() {
@@ -330,6 +342,7 @@ pub(crate) fn build(
             }
         }
         let member_hosts: Vec<usize> = members.iter().map(|&r| hosts[r]).collect();
+        group_members.insert(label.clone(), member_hosts.clone());
         for (k, &(i0, kind, bytes)) in reference.iter().enumerate() {
             let job = if members.len() < 2 || (bytes == 0 && kind != CollKind::Barrier) {
                 None
@@ -464,6 +477,7 @@ pub(crate) fn build(
         groups: group_names,
         job_base,
         iteration_ends: marks,
+        members: group_members,
     };
     Ok(Some((info, scheds)))
 }
@@ -474,17 +488,163 @@ type Groups = BTreeMap<String, Vec<usize>>;
 /// The built-in model's traces, groups, and per rank the last node of each iteration.
 type Model = (Vec<RankTrace>, Groups, Vec<Vec<u32>>);
 
+/// A per-layer compute of the built-in model: a time, or work for the device model.
+fn layer_op(time: Option<Time>, flops: Option<u64>, memory: Option<u64>) -> Op {
+    Op::Compute {
+        duration: time,
+        num_ops: flops,
+        tensor_bytes: memory,
+    }
+}
+
+/// Reads `field` (FLOPs per layer) as a whole number of operations.
+fn flops_of(field: &'static str, v: Option<f64>) -> Result<Option<u64>, (&'static str, String)> {
+    match v {
+        None => Ok(None),
+        // Below 2^63 so that doubling it for the default backward pass stays exact.
+        Some(x) if x.is_finite() && x > 0.0 && x < 9.2e18 => Ok(Some(x.round().max(1.0) as u64)),
+        Some(x) => Err((
+            field,
+            format!("{x}: must be a number of operations > 0 (and < 9.2e18)"),
+        )),
+    }
+}
+
+/// The forward and backward compute of one layer (see `workload.training`'s fields): exactly
+/// one of a time and FLOPs per pass (backward defaults to twice the forward), memory bytes
+/// only beside FLOPs, FLOPs only with a device to time them.
+fn layer_ops(
+    m: &crate::scenario::TrainingYaml,
+    has_device: bool,
+) -> Result<(Op, Op), (&'static str, String)> {
+    let ff = flops_of("forward_flops", m.forward_flops)?;
+    let bf = flops_of("backward_flops", m.backward_flops)?;
+    let fmem = m.forward_memory.map(|b| b.bytes());
+    let bmem = m.backward_memory.map(|b| b.bytes());
+    let forward = match (m.forward, ff) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "forward_flops",
+                "give the forward pass as a time (`forward`) or as FLOPs (`forward_flops`), \
+                 not both"
+                    .into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                "forward",
+                "the forward pass needs a time per layer (`forward`) or FLOPs \
+                 (`forward_flops`, timed by `workload.device`)"
+                    .into(),
+            ))
+        }
+        (t, f) => (t, f),
+    };
+    if m.backward.is_some() && bf.is_some() {
+        return Err((
+            "backward_flops",
+            "give the backward pass as a time (`backward`) or as FLOPs (`backward_flops`), \
+             not both"
+                .into(),
+        ));
+    }
+    for (field, mem, flops) in [
+        ("forward_memory", fmem, forward.1),
+        (
+            "backward_memory",
+            bmem,
+            bf.or(if m.backward.is_none() {
+                forward.1
+            } else {
+                None
+            }),
+        ),
+    ] {
+        if mem.is_some() && flops.is_none() {
+            return Err((
+                field,
+                "memory bytes time a pass given as FLOPs (the roofline's other bound); this \
+                 pass is given as a time"
+                    .into(),
+            ));
+        }
+    }
+    if (forward.1.is_some() || bf.is_some()) && !has_device {
+        return Err((
+            if forward.1.is_some() {
+                "forward_flops"
+            } else {
+                "backward_flops"
+            },
+            "compute given as FLOPs needs `workload.device` (peak_flops, memory_bandwidth, \
+             efficiency) to time it"
+                .into(),
+        ));
+    }
+    let fwd = layer_op(forward.0, forward.1, forward.1.and(fmem));
+    let bwd = match (m.backward, bf) {
+        (Some(t), _) => layer_op(Some(t), None, None),
+        (None, Some(f)) => layer_op(None, Some(f), bmem),
+        // Twice the forward pass, in its own form.
+        (None, None) => match forward {
+            (Some(t), _) => layer_op(Some(Time(t.ps().saturating_mul(2))), None, None),
+            (None, f) => layer_op(
+                None,
+                f.map(|x| x.saturating_mul(2)),
+                bmem.or(fmem.map(|b| b.saturating_mul(2))),
+            ),
+        },
+    };
+    Ok((fwd, bwd))
+}
+
+/// Where each parallel dimension sits on the hosts: per dimension (tp, ep, dp, pp) its host
+/// stride, from `mapping` (innermost first; the rest follow in the default order).
+fn strides(m: &crate::scenario::TrainingYaml) -> Result<[usize; 4], (&'static str, String)> {
+    use crate::scenario::ParallelDim as D;
+    let all = [D::Tp, D::Ep, D::Dp, D::Pp];
+    let mut order: Vec<D> = Vec::with_capacity(4);
+    for &d in &m.mapping {
+        if order.contains(&d) {
+            return Err((
+                "mapping",
+                format!("{d:?} is listed twice; list each of tp, ep, dp, pp at most once")
+                    .to_lowercase(),
+            ));
+        }
+        order.push(d);
+    }
+    order.extend(all.iter().filter(|d| !m.mapping.contains(d)));
+    let degree = |d: D| match d {
+        D::Tp => m.tp,
+        D::Ep => m.ep,
+        D::Dp => m.dp,
+        D::Pp => m.pp,
+    };
+    let mut out = [0usize; 4];
+    let mut stride = 1usize;
+    for d in order {
+        out[all.iter().position(|&x| x == d).unwrap_or(0)] = stride;
+        stride = stride.saturating_mul(degree(d));
+    }
+    Ok(out)
+}
+
 /// The per-rank traces of the built-in model (`workload.training`, see its doc) and its
-/// communicator groups (`tp{p}.{d}`, `dp{p}.{t}`); errors name the field.
+/// communicator groups (`tp{p}.{d}`, `dp{p}.{t}`, with ep > 1 also `ep{p}.{d}.{t}` and the
+/// expert index appended to the others); errors name the field. Rank = host index; where a
+/// rank's coordinates put it is `mapping`'s business ([`strides`]).
 fn model_traces(
     m: &crate::scenario::TrainingYaml,
     hosts: usize,
+    has_device: bool,
 ) -> Result<Model, (&'static str, String)> {
-    let (dp, tp, pp, mbs) = (m.dp, m.tp, m.pp, m.micro_batches);
+    let (dp, tp, pp, ep, mbs) = (m.dp, m.tp, m.pp, m.ep, m.micro_batches);
     for (f, v) in [
         ("dp", dp),
         ("tp", tp),
         ("pp", pp),
+        ("ep", ep),
         ("micro_batches", mbs),
         ("layers", m.layers),
     ] {
@@ -492,13 +652,21 @@ fn model_traces(
             return Err((f, "must be at least 1".into()));
         }
     }
-    let ranks = dp.saturating_mul(tp).saturating_mul(pp);
+    let ranks = dp.saturating_mul(tp).saturating_mul(pp).saturating_mul(ep);
     if ranks != hosts {
         return Err((
             "dp",
-            format!(
-                "dp x tp x pp = {dp} x {tp} x {pp} = {ranks} ranks; the fabric has {hosts} hosts"
-            ),
+            if ep == 1 {
+                format!(
+                    "dp x tp x pp = {dp} x {tp} x {pp} = {ranks} ranks; the fabric has {hosts} \
+                     hosts"
+                )
+            } else {
+                format!(
+                    "dp x tp x pp x ep = {dp} x {tp} x {pp} x {ep} = {ranks} ranks; the fabric \
+                     has {hosts} hosts"
+                )
+            },
         ));
     }
     if m.layers % pp != 0 {
@@ -510,169 +678,256 @@ fn model_traces(
     if m.bucket.bytes() == 0 {
         return Err(("bucket", "must be greater than 0".into()));
     }
-    // Bound the model's size: nodes per rank ~ micro-batches x layers x 4.
+    let moe = m.moe_bytes.bytes();
+    if moe > 0 && ep == 1 {
+        return Err((
+            "moe_bytes",
+            "the MoE All-To-All runs on the expert-parallel group: set `ep` > 1".into(),
+        ));
+    }
+    let (forward, backward) = layer_ops(m, has_device)?;
+    // Bound the model's size: nodes per rank ~ micro-batches x layers x 6.
     let per_rank = (mbs as u64)
         .saturating_mul(m.layers as u64 / pp as u64)
-        .saturating_mul(4);
+        .saturating_mul(6)
+        .saturating_mul(m.iterations as u64);
     if per_rank.saturating_mul(ranks as u64) > 1 << 24 {
         return Err((
             "micro_batches",
             "the iteration would have more than 2^24 nodes".into(),
         ));
     }
-    let forward = m.forward;
-    let backward = m.backward.unwrap_or(Time(m.forward.ps().saturating_mul(2)));
-    let rank_of = |p: usize, d: usize, t: usize| t + tp * (d + dp * p);
+    let [st, se, sd, sp] = strides(m)?;
+    let rank_of = |p: usize, d: usize, t: usize, e: usize| t * st + e * se + d * sd + p * sp;
+    // The expert index, in group names only when there is expert parallelism (the names
+    // without it stay as they were).
+    let ex = |e: usize| {
+        if ep > 1 {
+            format!(".{e}")
+        } else {
+            String::new()
+        }
+    };
     let mut groups = BTreeMap::new();
     for p in 0..pp {
-        for d in 0..dp {
-            groups.insert(
-                format!("tp{p}.{d}"),
-                (0..tp).map(|t| rank_of(p, d, t)).collect(),
-            );
+        for e in 0..ep {
+            for d in 0..dp {
+                groups.insert(
+                    format!("tp{p}.{d}{}", ex(e)),
+                    (0..tp).map(|t| rank_of(p, d, t, e)).collect(),
+                );
+            }
+            for t in 0..tp {
+                groups.insert(
+                    format!("dp{p}.{t}{}", ex(e)),
+                    (0..dp).map(|d| rank_of(p, d, t, e)).collect(),
+                );
+            }
         }
-        for t in 0..tp {
-            groups.insert(
-                format!("dp{p}.{t}"),
-                (0..dp).map(|d| rank_of(p, d, t)).collect(),
-            );
+        if ep > 1 {
+            for d in 0..dp {
+                for t in 0..tp {
+                    groups.insert(
+                        format!("ep{p}.{d}.{t}"),
+                        (0..ep).map(|e| rank_of(p, d, t, e)).collect(),
+                    );
+                }
+            }
         }
     }
     let layers = m.layers / pp;
     let (act, tpb) = (m.activation_bytes.bytes(), m.tp_bytes.bytes());
     let grad = m.parameter_bytes.bytes() / tp as u64;
-    let mut traces = Vec::with_capacity(ranks);
-    let mut marks = Vec::with_capacity(ranks);
-    for r in 0..ranks {
-        let (t, d, p) = (r % tp, (r / tp) % dp, r / (tp * dp));
-        let mut nodes: Vec<TraceNode> = Vec::new();
-        let mut push = |name: String, op: Op, deps: Vec<u32>| {
-            let id = nodes.len() as u32;
-            nodes.push(TraceNode {
-                id: u64::from(id),
-                name,
-                op,
-                deps,
-            });
-            id
-        };
-        let compute = |d: Time| Op::Compute {
-            duration: Some(d),
-            num_ops: None,
-            tensor_bytes: None,
-        };
-        let all_reduce = |bytes: u64, group: String| Op::Collective {
-            kind: CollKind::AllReduce,
-            bytes,
-            group: Some(group),
-        };
-        // 1F1B: warm-up forwards, then one forward and one backward in turn, then the rest.
-        let warm = (pp - p - 1).min(mbs);
-        let mut order: Vec<(bool, usize)> = (0..warm).map(|i| (true, i)).collect();
-        for i in 0..mbs - warm {
-            order.push((true, warm + i));
-            order.push((false, i));
-        }
-        order.extend((mbs - warm..mbs).map(|i| (false, i)));
-        let mut stream: Option<u32> = None;
-        let mut ends = Vec::with_capacity(m.iterations);
-        for it in 0..m.iterations {
-            let (mut bucket, mut reduces) = (0u64, Vec::new());
-            for &(fwd, mb) in &order {
-                let mut deps: Vec<u32> = Vec::new();
-                let from = if fwd {
-                    p.checked_sub(1)
-                } else {
-                    (p + 1 < pp).then_some(p + 1)
-                };
-                let tag = 2 * (it * mbs + mb) as u64 + u64::from(!fwd);
-                if let Some(q) = from.filter(|_| act > 0) {
-                    // Posted in schedule order, once the stream reaches this micro-batch.
-                    deps.push(push(
-                        format!("recv mb{mb} from stage {q}"),
-                        Op::Recv {
-                            peer: rank_of(q, d, t) as u32,
-                            bytes: act,
-                            tag,
-                        },
-                        stream.into_iter().collect(),
-                    ));
-                }
-                for k in 0..layers {
-                    let layer = if fwd {
-                        p * layers + k
-                    } else {
-                        p * layers + layers - 1 - k
-                    };
-                    deps.extend(stream);
-                    let c = push(
-                        format!(
-                            "{} layer {layer} mb{mb}",
-                            if fwd { "forward" } else { "backward" }
-                        ),
-                        compute(if fwd { forward } else { backward }),
-                        std::mem::take(&mut deps),
+    let mut traces: Vec<Option<RankTrace>> = (0..ranks).map(|_| None).collect();
+    let mut marks: Vec<Vec<u32>> = vec![Vec::new(); ranks];
+    for p in 0..pp {
+        for d in 0..dp {
+            for e in 0..ep {
+                for t in 0..tp {
+                    let r = rank_of(p, d, t, e);
+                    let (nodes, ends) = rank_nodes(
+                        m,
+                        (p, d, t, e),
+                        &rank_of,
+                        &ex,
+                        (&forward, &backward),
+                        (layers, act, tpb, moe, grad),
                     );
-                    stream = Some(c);
-                    deps.push(c);
-                    if tp > 1 && tpb > 0 {
-                        let a = push(
-                            format!("tp all_reduce layer {layer} mb{mb}"),
-                            all_reduce(tpb, format!("tp{p}.{d}")),
-                            vec![c],
-                        );
-                        // Tensor parallelism waits for its All-Reduce before the next layer.
-                        deps = vec![a];
-                        stream = Some(a);
+                    if let Some(slot) = traces.get_mut(r) {
+                        *slot = Some(RankTrace {
+                            file: format!("model rank {r}"),
+                            version: String::new(),
+                            nodes,
+                        });
                     }
-                    if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
-                        bucket += grad;
-                        if bucket >= m.bucket.bytes() || k + 1 == layers {
-                            reduces.push(push(
-                                format!("dp all_reduce {bucket} B after layer {layer}"),
-                                all_reduce(bucket, format!("dp{p}.{t}")),
-                                deps.clone(),
-                            ));
-                            bucket = 0;
-                        }
+                    if let Some(slot) = marks.get_mut(r) {
+                        *slot = ends;
                     }
-                }
-                let to = if fwd {
-                    (p + 1 < pp).then_some(p + 1)
-                } else {
-                    p.checked_sub(1)
-                };
-                if let Some(q) = to.filter(|_| act > 0) {
-                    push(
-                        format!("send mb{mb} to stage {q}"),
-                        Op::Send {
-                            peer: rank_of(q, d, t) as u32,
-                            bytes: act,
-                            tag,
-                        },
-                        deps,
-                    );
                 }
             }
-            let mut deps = reduces;
-            deps.extend(stream);
-            let opt = push(
-                format!("optimizer iteration {it}"),
-                compute(m.optimizer),
-                deps,
-            );
-            // The next iteration starts when this one's optimizer step is done.
-            stream = Some(opt);
-            ends.push(opt);
         }
-        marks.push(ends);
-        traces.push(RankTrace {
-            file: format!("model rank {r}"),
-            version: String::new(),
-            nodes,
-        });
+    }
+    // The strides are a mixed radix over the degrees, so every rank got its trace.
+    let traces: Vec<RankTrace> = traces.into_iter().flatten().collect();
+    if traces.len() != ranks {
+        return Err((
+            "mapping",
+            "does not place every rank on its own host".into(),
+        ));
     }
     Ok((traces, groups, marks))
+}
+
+/// One rank's nodes of the built-in model (see [`model_traces`]) and the node that ends each
+/// iteration. `at` is the rank's (stage, data, tensor, expert) coordinates; `sizes` are
+/// (layers per stage, activation, tp All-Reduce, MoE All-To-All, gradient bytes per layer).
+fn rank_nodes(
+    m: &crate::scenario::TrainingYaml,
+    at: (usize, usize, usize, usize),
+    rank_of: &dyn Fn(usize, usize, usize, usize) -> usize,
+    ex: &dyn Fn(usize) -> String,
+    (forward, backward): (&Op, &Op),
+    (layers, act, tpb, moe, grad): (usize, u64, u64, u64, u64),
+) -> (Vec<TraceNode>, Vec<u32>) {
+    let (p, d, t, e) = at;
+    let (pp, dp, tp, ep, mbs) = (m.pp, m.dp, m.tp, m.ep, m.micro_batches);
+    let mut nodes: Vec<TraceNode> = Vec::new();
+    let mut push = |name: String, op: Op, deps: Vec<u32>| {
+        let id = nodes.len() as u32;
+        nodes.push(TraceNode {
+            id: u64::from(id),
+            name,
+            op,
+            deps,
+        });
+        id
+    };
+    let coll = |kind: CollKind, bytes: u64, group: String| Op::Collective {
+        kind,
+        bytes,
+        group: Some(group),
+    };
+    // 1F1B: warm-up forwards, then one forward and one backward in turn, then the rest.
+    let warm = (pp - p - 1).min(mbs);
+    let mut order: Vec<(bool, usize)> = (0..warm).map(|i| (true, i)).collect();
+    for i in 0..mbs - warm {
+        order.push((true, warm + i));
+        order.push((false, i));
+    }
+    order.extend((mbs - warm..mbs).map(|i| (false, i)));
+    let mut stream: Option<u32> = None;
+    let mut ends = Vec::with_capacity(m.iterations);
+    for it in 0..m.iterations {
+        let (mut bucket, mut reduces) = (0u64, Vec::new());
+        for &(fwd, mb) in &order {
+            let mut deps: Vec<u32> = Vec::new();
+            let from = if fwd {
+                p.checked_sub(1)
+            } else {
+                (p + 1 < pp).then_some(p + 1)
+            };
+            let tag = 2 * (it * mbs + mb) as u64 + u64::from(!fwd);
+            if let Some(q) = from.filter(|_| act > 0) {
+                // Posted in schedule order, once the stream reaches this micro-batch.
+                deps.push(push(
+                    format!("recv mb{mb} from stage {q}"),
+                    Op::Recv {
+                        peer: rank_of(q, d, t, e) as u32,
+                        bytes: act,
+                        tag,
+                    },
+                    stream.into_iter().collect(),
+                ));
+            }
+            let pass = if fwd { "forward" } else { "backward" };
+            for k in 0..layers {
+                let layer = if fwd {
+                    p * layers + k
+                } else {
+                    p * layers + layers - 1 - k
+                };
+                deps.extend(stream);
+                if ep > 1 && moe > 0 {
+                    // Tokens (or their gradients) go to the ranks holding their experts.
+                    let a = push(
+                        format!("ep all_to_all dispatch {pass} layer {layer} mb{mb}"),
+                        coll(CollKind::AllToAll, moe, format!("ep{p}.{d}.{t}")),
+                        std::mem::take(&mut deps),
+                    );
+                    deps.push(a);
+                }
+                let c = push(
+                    format!("{pass} layer {layer} mb{mb}"),
+                    if fwd {
+                        forward.clone()
+                    } else {
+                        backward.clone()
+                    },
+                    std::mem::take(&mut deps),
+                );
+                stream = Some(c);
+                deps.push(c);
+                if ep > 1 && moe > 0 {
+                    // ... and come back to their tokens' ranks before the layer ends.
+                    let a = push(
+                        format!("ep all_to_all combine {pass} layer {layer} mb{mb}"),
+                        coll(CollKind::AllToAll, moe, format!("ep{p}.{d}.{t}")),
+                        vec![c],
+                    );
+                    deps = vec![a];
+                    stream = Some(a);
+                }
+                if tp > 1 && tpb > 0 {
+                    let a = push(
+                        format!("tp all_reduce layer {layer} mb{mb}"),
+                        coll(CollKind::AllReduce, tpb, format!("tp{p}.{d}{}", ex(e))),
+                        std::mem::take(&mut deps),
+                    );
+                    // Tensor parallelism waits for its All-Reduce before the next layer.
+                    deps = vec![a];
+                    stream = Some(a);
+                }
+                if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
+                    bucket += grad;
+                    if bucket >= m.bucket.bytes() || k + 1 == layers {
+                        reduces.push(push(
+                            format!("dp all_reduce {bucket} B after layer {layer}"),
+                            coll(CollKind::AllReduce, bucket, format!("dp{p}.{t}{}", ex(e))),
+                            deps.clone(),
+                        ));
+                        bucket = 0;
+                    }
+                }
+            }
+            let to = if fwd {
+                (p + 1 < pp).then_some(p + 1)
+            } else {
+                p.checked_sub(1)
+            };
+            if let Some(q) = to.filter(|_| act > 0) {
+                push(
+                    format!("send mb{mb} to stage {q}"),
+                    Op::Send {
+                        peer: rank_of(q, d, t, e) as u32,
+                        bytes: act,
+                        tag,
+                    },
+                    deps,
+                );
+            }
+        }
+        let mut deps = reduces;
+        deps.extend(stream);
+        let opt = push(
+            format!("optimizer iteration {it}"),
+            layer_op(Some(m.optimizer), None, None),
+            deps,
+        );
+        // The next iteration starts when this one's optimizer step is done.
+        stream = Some(opt);
+        ends.push(opt);
+    }
+    (nodes, ends)
 }
 
 /// Seconds as a time, rounded up to the picosecond.
@@ -872,6 +1127,8 @@ pub struct GroupStats {
     pub group: String,
     /// Ranks in it.
     pub ranks: usize,
+    /// Their hosts' indices, in rank order.
+    pub hosts: Vec<usize>,
     /// How many collectives ran on it.
     pub count: usize,
     /// Their sizes summed.
@@ -1207,6 +1464,7 @@ pub fn report(
         let g = groups.entry(name).or_insert(GroupStats {
             group: name.to_string(),
             ranks: c.ranks,
+            hosts: info.members.get(name).cloned().unwrap_or_default(),
             count: 0,
             bytes: 0,
             time_us: 0.0,

@@ -749,3 +749,204 @@ fn the_training_example_runs() {
     // Each rank computes 8 micro-batches x 2 layers x (200 + 400) us, then its optimizer.
     assert_eq!(t.overall.compute_ps, 16 * (8 * 2 * 600 + 100) * US);
 }
+
+#[test]
+fn moe_all_to_all_per_layer_adds_the_collective_s_own_time() {
+    // dp 2 x ep 2 on a 4-host star, 2 layers, one micro-batch, nothing else communicating:
+    // each layer's compute sits between a dispatch and a combine All-To-All, forward and
+    // backward, all in one chain: d0 F c0 d1 F c1 | d1 B c1 d0 B c0. The iteration is the
+    // compute plus the All-To-Alls' own times, measured alone in YAML on 2 hosts: one after
+    // an idle gap (5 of them: the first and those after compute) and one started the moment
+    // the previous finished (3: a dispatch right after a combine, which shares the links with
+    // the previous one's last acknowledgements: YAML's second of two back-to-back). Exact:
+    // the two expert groups use disjoint host links of the non-blocking star and a 2-rank
+    // All-To-All is symmetric (both ranks finish together, so the next starts together).
+    let r = model(
+        4,
+        "{dp: 2, ep: 2, layers: 2, forward: 100us, backward: 200us, moe_bytes: 256KiB}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let y = run_yaml(
+        &format!(
+            "{}workload:\n  collectives: [{{op: all_to_all, size: 256KiB}}, {{op: all_to_all, size: 256KiB}}]\n",
+            star(2)
+        ),
+        1,
+    );
+    let (s, e) = yaml_collective(&y, 0);
+    let a2a = e - s;
+    let (s2, e2) = yaml_collective(&y, 1);
+    assert_eq!(s2, e, "YAML's second All-To-All starts when the first ends");
+    let b2b = e2 - s2;
+    let t = training(&r);
+    assert_eq!(t.collectives.len(), 16);
+    let mut prev_end = None;
+    for (i, c) in t.collectives.iter().enumerate() {
+        assert_eq!((c.op, c.size_bytes), ("all_to_all", 256 << 10));
+        let (cs, ce) = (c.start_ps.unwrap(), c.end_ps.unwrap());
+        let want = if i % 8 != 0 && prev_end == Some(cs) {
+            b2b
+        } else {
+            a2a
+        };
+        assert_eq!(ce - cs, want, "All-To-All {i}");
+        prev_end = Some(ce);
+    }
+    assert_eq!(t.iteration_time_ps, Some(2 * 300 * US + 5 * a2a + 3 * b2b));
+    // Expert groups: ep innermost after tp (tp = 1), so neighbouring hosts.
+    let hosts: Vec<(&str, &[usize])> = t
+        .communicators
+        .iter()
+        .map(|g| (g.group.as_str(), g.hosts.as_slice()))
+        .collect();
+    assert_eq!(
+        hosts,
+        vec![("ep0.0.0", &[0usize, 1][..]), ("ep0.1.0", &[2, 3][..])]
+    );
+    // ep without moe_bytes is refused where the size belongs.
+    let e = fabemu::run_source(
+        &fabemu::load_str(
+            &format!(
+                "{}workload:\n  training: {{layers: 2, forward: 1us, moe_bytes: 1MiB}}\n",
+                star(1)
+            ),
+            "<test>",
+        )
+        .unwrap(),
+        1,
+        None,
+    )
+    .expect_err("refused");
+    assert!(e.to_string().contains("workload.training.moe_bytes"), "{e}");
+}
+
+#[test]
+fn layer_flops_are_timed_by_the_device_model_and_refused_without_one_or_twice() {
+    // 1e12 FLOPs at 1e15 x 0.5 FLOP/s: 2 ms forward; backward defaults to twice the FLOPs
+    // (4 ms). With forward_memory 8 GB at 1000 GB/s the forward pass is memory-bound: 8 ms,
+    // and the default backward moves twice the bytes: 16 ms.
+    let device = "  device: {peak_flops: 1e15, memory_bandwidth: 1000GB/s, efficiency: 0.5}\n";
+    let yaml = |training: &str| format!("{}workload:\n  training: {training}\n{device}", star(2));
+    let ms = 1_000 * US;
+    let r = run_yaml(&yaml("{dp: 2, layers: 2, forward_flops: 1e12}"), 1);
+    assert_eq!(training(&r).iteration_time_ps, Some(2 * (2 + 4) * ms));
+    let r = run_yaml(
+        &yaml("{dp: 2, layers: 2, forward_flops: 1e12, forward_memory: 8GB}"),
+        1,
+    );
+    assert_eq!(training(&r).iteration_time_ps, Some(2 * (8 + 16) * ms));
+    let r = run_yaml(
+        &yaml("{dp: 2, layers: 2, forward_flops: 1e12, backward_flops: 5e11}"),
+        1,
+    );
+    assert_eq!(training(&r).iteration_time_ps, Some(2 * (2 + 1) * ms));
+    // Both, neither, and FLOPs without a device: exit 2 at the field, with line and column.
+    let cases = [
+        (
+            format!(
+                "{}workload:\n  training: {{layers: 2, forward: 1us, forward_flops: 1e9}}\n{device}",
+                star(1)
+            ),
+            "workload.training.forward_flops",
+            "not both",
+        ),
+        (
+            format!("{}workload:\n  training: {{layers: 2}}\n{device}", star(1)),
+            "workload.training.forward",
+            "`forward_flops`",
+        ),
+        (
+            format!(
+                "{}workload:\n  training: {{layers: 2, forward: 1us, backward: 1us, backward_flops: 1e9}}\n{device}",
+                star(1)
+            ),
+            "workload.training.backward_flops",
+            "not both",
+        ),
+        (
+            format!(
+                "{}workload:\n  training:\n    layers: 2\n    forward_flops: 1e9\n",
+                star(1)
+            ),
+            "workload.training.forward_flops",
+            "needs `workload.device`",
+        ),
+    ];
+    for (i, (yaml, field, what)) in cases.iter().enumerate() {
+        let path = temp_scenario(&format!("flops-bad-{i}.yaml"), yaml);
+        let out = fabemu(&["run", path.to_str().expect("utf-8 path")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("field `{field}`")), "{err}");
+        assert!(err.contains(what), "{err}");
+        assert!(err.contains("flops-bad"), "{err}");
+    }
+}
+
+#[test]
+fn the_mapping_option_says_which_hosts_each_group_spans() {
+    // 8 hosts, dp 2 x tp 2 x pp 2. Default (tp innermost, then dp, then pp): tp groups are
+    // neighbouring hosts, dp groups stride 2, stages stride 4. With [pp, dp, tp]: pp stride 1,
+    // dp stride 2, tp stride 4.
+    let groups = |mapping: &str| {
+        let r = model(
+            8,
+            &format!(
+                "{{dp: 2, tp: 2, pp: 2, layers: 2, forward: 10us, activation_bytes: 4KiB, tp_bytes: 4KiB, parameter_bytes: 64KiB{mapping}}}"
+            ),
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        training(&r)
+            .communicators
+            .iter()
+            .map(|g| (g.group.clone(), g.hosts.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let g = groups("");
+    assert_eq!(g["tp0.0"], vec![0, 1]);
+    assert_eq!(g["tp1.1"], vec![6, 7]);
+    assert_eq!(g["dp0.1"], vec![1, 3]);
+    assert_eq!(g["dp1.0"], vec![4, 6]);
+    let g = groups(", mapping: [pp, dp, tp]");
+    assert_eq!(g["tp0.0"], vec![0, 4]);
+    assert_eq!(g["tp1.1"], vec![3, 7]);
+    assert_eq!(g["dp0.1"], vec![4, 6]);
+    assert_eq!(g["dp1.0"], vec![1, 3]);
+    // Left-out dimensions follow in the default order: [dp] = [dp, tp, ep, pp].
+    let g = groups(", mapping: [dp]");
+    assert_eq!(g["dp0.0"], vec![0, 1]);
+    assert_eq!(g["tp0.0"], vec![0, 2]);
+    assert_eq!(g["tp1.0"], vec![4, 6]);
+}
+
+#[test]
+fn mapping_puts_a_group_on_the_fabric_dimension_it_names() {
+    // A 4 x 2 multi-dimensional fabric (dimension 0: rings of 4, dimension 1: switches of
+    // 2), dp 4 x tp 2, only the data-parallel gradient All-Reduce: with [dp, tp] each dp
+    // group is one ring of dimension 0 and dimension 1 carries nothing; with the default
+    // (tp innermost) the dp groups stride 2 and their traffic crosses dimension 1.
+    let dim_bytes = |mapping: &str| {
+        let r = run_yaml(
+            &format!(
+                "topology:\n  multi_dim:\n    dimensions:\n      - {{kind: ring, size: 4, bandwidth: 100Gbps, latency: 500ns}}\n      - {{kind: switch, size: 2, bandwidth: 100Gbps, latency: 1us}}\nworkload:\n  training: {{dp: 4, tp: 2, layers: 2, forward: 10us, parameter_bytes: 256KiB{mapping}}}\n"
+            ),
+            1,
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let t = training(&r);
+        assert!(t.iteration_time_ps.is_some());
+        let by = |c: &str| {
+            r.link_classes
+                .iter()
+                .find(|x| x.class == c)
+                .map_or(0, |x| x.tx_wire_bytes)
+        };
+        (by("dim0"), by("dim1"), t.communicators[0].hosts.clone())
+    };
+    let (d0, d1, hosts) = dim_bytes(", mapping: [dp, tp]");
+    assert_eq!(hosts, vec![0, 1, 2, 3]);
+    assert!(d0 > 0 && d1 == 0, "dim0 {d0} B, dim1 {d1} B");
+    let (_, d1, hosts) = dim_bytes("");
+    assert_eq!(hosts, vec![0, 2, 4, 6]);
+    assert!(d1 > 0, "dim1 {d1} B");
+}
