@@ -17,7 +17,7 @@
 //! A training collective's message names its job (see [`fabemu_collectives::executor`]): the
 //! jobs of `workload.collectives` come first, then the trace's, numbered group by group.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -39,8 +39,11 @@ pub struct TrainingInfo {
     pub traces: String,
     /// Per rank: its host and its file.
     pub ranks: Vec<RankInfo>,
-    /// The trace's collectives, in job order (job = `job_base` + index).
+    /// The trace's collectives, in the order they were matched (group by group).
     pub collectives: Vec<CollectiveInfo>,
+    /// Each collective's job number on its members' runners, after `job_base`: collectives
+    /// that share no host share numbers (see [`build`]).
+    pub slots: Vec<usize>,
     /// The group each collective ran on (`all` or the `pg_name`).
     pub groups: Vec<String>,
     /// The job number of the first trace collective.
@@ -89,6 +92,13 @@ type Pending = (usize, CollKind, u64);
 
 /// Builds the schedulers of the scenario's training workload, appending its collectives' jobs
 /// to `jobs` (per host; each host already holds `job_base` jobs). `None` without one.
+///
+/// Job numbers are per host: a collective takes the first number free on all of its members
+/// (after the numbers their earlier collectives took), so collectives of disjoint groups (the
+/// tensor-parallel groups of different stages, say) share numbers. A host's runner holds only
+/// the jobs up to its highest number, and the run's limit of [`MAX_JOBS`] applies to the
+/// collectives one host takes part in, not to all of them (4096 tensor-parallel All-Reduces
+/// over 128 groups are 32 numbers).
 pub(crate) fn build(
     src: &Source,
     g: &Graph,
@@ -280,7 +290,10 @@ pub(crate) fn build(
     }
     // Match each group's collectives across its members; compile one job per match.
     let mut infos = Vec::new();
+    let mut slots = Vec::new();
     let mut group_names = Vec::new();
+    // Per host, the first job number (after `job_base`) none of its collectives uses yet.
+    let mut next_free = vec![0usize; n_hosts];
     let mut group_members = BTreeMap::new();
     let all: Vec<usize> = (0..hosts.len()).collect();
     for (key, per_rank) in &by_group {
@@ -347,16 +360,25 @@ pub(crate) fn build(
             let job = if members.len() < 2 || (bytes == 0 && kind != CollKind::Barrier) {
                 None
             } else {
-                let j = job_base + infos.len();
+                let slot = member_hosts
+                    .iter()
+                    .map(|&h| next_free[h])
+                    .max()
+                    .unwrap_or(0);
+                let j = job_base + slot;
                 if j >= MAX_JOBS {
                     return Err(src.error_at(
                         &at,
                         format!(
-                            "the traces run more than {} collectives; fabemu runs at most \
-                             {MAX_JOBS} per run (workload.collectives included)",
+                            "a host takes part in more than {} of the traces' collectives; \
+                             fabemu runs at most {MAX_JOBS} per host (workload.collectives \
+                             included)",
                             MAX_JOBS - job_base
                         ),
                     ));
+                }
+                for &h in &member_hosts {
+                    next_free[h] = slot + 1;
                 }
                 let node_err = |what: String| {
                     src.error_at(
@@ -415,23 +437,15 @@ pub(crate) fn build(
                     )));
                 }
                 let shared: Arc<[u32]> = member_hosts.iter().map(|&h| h as u32).collect();
-                let mut program_of: BTreeMap<usize, Program> =
+                let program_of: BTreeMap<usize, Program> =
                     member_hosts.iter().copied().zip(programs).collect();
-                for (h, list) in jobs.iter_mut().enumerate() {
-                    list.push(match program_of.remove(&h) {
-                        Some(program) => Job {
-                            program,
-                            start: JobStart::OnDemand,
-                            elem_bytes: es,
-                            data: data_mode.then_some(DataSpec {
-                                dtype: DataType::F32,
-                                op: ReduceOp::Sum,
-                            }),
-                            reduce_rate: None,
-                            hosts: Some(shared.clone()),
-                        },
-                        // Not a member: an empty job keeps the numbering the same everywhere.
-                        None => Job {
+                for (h, program) in program_of {
+                    let Some(list) = jobs.get_mut(h) else {
+                        continue;
+                    };
+                    // Numbers this host does not use: empty jobs keep the numbering.
+                    while list.len() <= j {
+                        list.push(Job {
                             program: Program {
                                 rank: 0,
                                 buffer_len: 0,
@@ -444,9 +458,21 @@ pub(crate) fn build(
                             data: None,
                             reduce_rate: None,
                             hosts: None,
-                        },
-                    });
+                        });
+                    }
+                    list[j] = Job {
+                        program,
+                        start: JobStart::OnDemand,
+                        elem_bytes: es,
+                        data: data_mode.then_some(DataSpec {
+                            dtype: DataType::F32,
+                            op: ReduceOp::Sum,
+                        }),
+                        reduce_rate: None,
+                        hosts: Some(shared.clone()),
+                    };
                 }
+                slots.push(slot);
                 infos.push(info);
                 group_names.push(label.clone());
                 Some(j)
@@ -474,6 +500,7 @@ pub(crate) fn build(
             })
             .collect(),
         collectives: infos,
+        slots,
         groups: group_names,
         job_base,
         iteration_ends: marks,
@@ -1137,108 +1164,266 @@ pub struct GroupStats {
     pub time_us: f64,
 }
 
-/// The chain of nodes that set the iteration time, followed back on the rank that finished
-/// last: from its last node to the parent that finished last, or, for a compute node that
-/// waited for the stream, to the compute node that freed it. Time a communication node
-/// spent waiting for other ranks counts as that node's.
+/// The chain of nodes that set the iteration time, across ranks: from the last node to
+/// finish back through the dependency that finished last, where a node's dependencies are
+/// its parents on its rank (for a compute node that waited for the stream: the compute node
+/// that freed it), for a collective also the parents of the same collective on every other
+/// member (it could not finish before the last member joined), and for a receive also the
+/// parents of the send whose message it took (the message could not leave before them). Each
+/// node on it is credited with the time from that dependency's finish to its own, so the
+/// credits add up to the iteration time.
 #[derive(Clone, Debug, Serialize)]
 pub struct CriticalPath {
-    /// The rank it is on.
+    /// The rank it ends on (the one that finished last).
     pub rank: usize,
+    /// Ranks it passes through.
+    pub ranks: usize,
     /// Nodes on it.
     pub nodes: usize,
-    /// Compute (and memory) time on it.
+    /// Time credited to compute (and memory) nodes.
     pub compute_ps: u64,
-    /// Communication time on it.
+    /// Time credited to communication nodes (collectives, sends, receives).
     pub comm_ps: u64,
-    /// The nodes that took longest on it, longest first (at most 5).
+    /// Time credited to delays (marker nodes) and before the first node.
+    pub other_ps: u64,
+    /// The nodes credited most, most first (at most 5).
     pub top: Vec<PathStep>,
+    /// The credited time per kind of node, by name with its layer and micro-batch numbers
+    /// dropped (`forward layer #`, `tp all_reduce layer # mb#`), most first (at most 8).
+    pub by_name: Vec<PathGroup>,
 }
 
 /// One node on the critical path.
 #[derive(Clone, Debug, Serialize)]
 pub struct PathStep {
+    /// The rank it ran on.
+    pub rank: usize,
     /// Node id.
     pub node: u64,
     /// Node name.
     pub name: String,
     /// `compute`, `communication` or `delay`.
     pub kind: &'static str,
-    /// Start to finish.
+    /// Time credited to it: from its dependency's finish to its own.
     pub time_ps: u64,
 }
 
-fn critical_path(rank: usize, s: &RankScheduler) -> Option<CriticalPath> {
-    let (nodes, recs) = (s.nodes(), s.records());
-    let mut at = (0..nodes.len())
-        .filter(|&i| recs[i].end.is_some())
-        .max_by_key(|&i| (recs[i].end, std::cmp::Reverse(i)))?;
-    // Compute nodes by the time they freed the stream (one lookup per step, not a scan).
-    let mut freed: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    for (i, (n, r)) in nodes.iter().zip(recs).enumerate() {
-        if let (Action::Compute(_), Some(end)) = (&n.action, r.end) {
-            freed.entry(end.ps()).or_default().push(i);
+/// Critical-path time of the nodes that share a name once numbers are dropped.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathGroup {
+    /// The name with every run of digits written `#`.
+    pub name: String,
+    /// `compute`, `communication` or `delay`.
+    pub kind: &'static str,
+    /// Nodes of it on the path.
+    pub count: usize,
+    /// Their credited time.
+    pub time_ps: u64,
+}
+
+/// `name` with each run of digits replaced by `#`.
+fn generic_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
         }
     }
-    let mut seen = vec![false; nodes.len()];
-    let mut path = Vec::new();
-    let (mut compute_ps, mut comm_ps) = (0, 0);
-    while !seen[at] {
-        seen[at] = true;
-        let r = recs[at];
+    out
+}
+
+/// Follows the critical path back from the last node of `host` (see [`CriticalPath`]).
+fn critical_path(
+    info: &TrainingInfo,
+    scheds: &[Option<&RankScheduler>],
+    host: usize,
+    sender_of: &BTreeMap<(usize, usize), (usize, usize)>,
+) -> Option<CriticalPath> {
+    let sched = |h: usize| scheds.get(h).copied().flatten();
+    let rank_of: BTreeMap<usize, usize> = info
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(r, ri)| (ri.host, r))
+        .collect();
+    // Per host, the node of each job; per (host, job), the collective's member hosts.
+    let mut job_node: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for (h, s) in scheds.iter().enumerate() {
+        let Some(s) = s else { continue };
+        for (i, n) in s.nodes().iter().enumerate() {
+            if let Action::Collective(Some(j)) = n.action {
+                job_node.insert((h, j), i);
+            }
+        }
+    }
+    let mut members: BTreeMap<(usize, usize), &[usize]> = BTreeMap::new();
+    for (k, c) in info.collectives.iter().enumerate() {
+        let Some(&slot) = info.slots.get(k) else {
+            continue;
+        };
+        for &h in &c.hosts {
+            members.insert((h, info.job_base + slot), &c.hosts);
+        }
+    }
+    // Per host, compute nodes by the time they freed the stream.
+    let mut freed: BTreeMap<(usize, u64), Vec<usize>> = BTreeMap::new();
+    let end_of = |h: usize, i: usize| sched(h)?.records().get(i)?.end;
+    let s = sched(host)?;
+    let recs = s.records();
+    let mut at = (
+        host,
+        (0..recs.len())
+            .filter(|&i| recs[i].end.is_some())
+            .max_by_key(|&i| (recs[i].end, std::cmp::Reverse(i)))?,
+    );
+    let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut freed_built: BTreeSet<usize> = BTreeSet::new();
+    let mut steps: Vec<PathStep> = Vec::new();
+    let mut visited_ranks: BTreeSet<usize> = BTreeSet::new();
+    let (mut compute_ps, mut comm_ps, mut other_ps) = (0u64, 0u64, 0u64);
+    loop {
+        if !seen.insert(at) {
+            break;
+        }
+        let (h, i) = at;
+        let Some(s) = sched(h) else { break };
+        let (nodes, recs) = (s.nodes(), s.records());
+        let (Some(node), Some(r)) = (nodes.get(i), recs.get(i)) else {
+            break;
+        };
         let (Some(start), Some(end)) = (r.start, r.end) else {
             break;
         };
-        let time_ps = end.ps() - start.ps();
-        let kind = match nodes[at].action {
+        // Candidate dependencies: (host, node) that finished.
+        let mut cands: Vec<(usize, usize)> = Vec::new();
+        let waited_for_stream =
+            matches!(node.action, Action::Compute(_)) && r.ready.is_some_and(|t| t < start);
+        if waited_for_stream {
+            if freed_built.insert(h) {
+                for (k, (n, rec)) in nodes.iter().zip(recs).enumerate() {
+                    if let (Action::Compute(_), Some(e)) = (&n.action, rec.end) {
+                        freed.entry((h, e.ps())).or_default().push(k);
+                    }
+                }
+            }
+            if let Some(k) = freed
+                .get(&(h, start.ps()))
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&k| !seen.contains(&(h, k)))
+                .max_by_key(|&k| (recs[k].start, k))
+            {
+                cands.push((h, k));
+            }
+        } else {
+            cands.extend(node.deps.iter().map(|&d| (h, d as usize)));
+        }
+        match node.action {
+            Action::Collective(Some(j)) => {
+                for &m in members.get(&(h, j)).copied().unwrap_or(&[]) {
+                    if m == h {
+                        continue;
+                    }
+                    if let (Some(&k), Some(ms)) = (job_node.get(&(m, j)), sched(m)) {
+                        if let Some(n) = ms.nodes().get(k) {
+                            cands.extend(n.deps.iter().map(|&d| (m, d as usize)));
+                        }
+                    }
+                }
+            }
+            Action::Recv { .. } => {
+                if let Some(&(sh, sn)) = sender_of.get(&(h, i)) {
+                    if let Some(n) = sched(sh).and_then(|x| x.nodes().get(sn)) {
+                        cands.extend(n.deps.iter().map(|&d| (sh, d as usize)));
+                    }
+                }
+            }
+            _ => {}
+        }
+        // The one that finished last; ties stay on this rank, then the lowest host and node.
+        let prev = cands
+            .into_iter()
+            .filter(|c| !seen.contains(c))
+            .filter_map(|c| Some((end_of(c.0, c.1)?, c)))
+            .max_by_key(|&(e, c)| (e, c.0 == h, std::cmp::Reverse(c)));
+        let from = prev.map_or(0, |(e, _)| e.ps()).min(end.ps());
+        let time_ps = end.ps() - from;
+        let kind = match node.action {
             Action::Compute(_) => {
                 compute_ps += time_ps;
                 "compute"
             }
-            Action::Delay(_) => "delay",
+            Action::Delay(_) => {
+                other_ps += time_ps;
+                "delay"
+            }
             _ => {
                 comm_ps += time_ps;
                 "communication"
             }
         };
-        path.push(PathStep {
-            node: nodes[at].id,
-            name: nodes[at].name.clone(),
+        let rank = rank_of.get(&h).copied().unwrap_or(h);
+        visited_ranks.insert(rank);
+        steps.push(PathStep {
+            rank,
+            node: node.id,
+            name: node.name.clone(),
             kind,
             time_ps,
         });
-        let waited_for_stream =
-            matches!(nodes[at].action, Action::Compute(_)) && r.ready.is_some_and(|t| t < start);
-        let prev = if waited_for_stream {
-            freed
-                .get(&start.ps())
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|&i| !seen[i])
-                .max_by_key(|&i| (recs[i].start, i))
-        } else {
-            nodes[at]
-                .deps
-                .iter()
-                .map(|&d| d as usize)
-                .filter(|&d| !seen[d] && recs[d].end.is_some())
-                .max_by_key(|&d| (recs[d].end, d))
-        };
         match prev {
-            Some(p) => at = p,
-            None => break,
+            Some((_, c)) => at = c,
+            None => {
+                // Before the first node: nothing ran on this chain.
+                other_ps += from;
+                break;
+            }
         }
     }
-    let n = path.len();
-    path.sort_by(|a, b| b.time_ps.cmp(&a.time_ps).then(a.node.cmp(&b.node)));
-    path.truncate(5);
+    let n = steps.len();
+    let mut groups: BTreeMap<(String, &'static str), (usize, u64)> = BTreeMap::new();
+    for st in &steps {
+        let g = groups
+            .entry((generic_name(&st.name), st.kind))
+            .or_insert((0, 0));
+        g.0 += 1;
+        g.1 += st.time_ps;
+    }
+    let mut by_name: Vec<PathGroup> = groups
+        .into_iter()
+        .map(|((name, kind), (count, time_ps))| PathGroup {
+            name,
+            kind,
+            count,
+            time_ps,
+        })
+        .collect();
+    by_name.sort_by(|a, b| b.time_ps.cmp(&a.time_ps).then(a.name.cmp(&b.name)));
+    by_name.truncate(8);
+    steps.sort_by(|a, b| {
+        b.time_ps
+            .cmp(&a.time_ps)
+            .then(a.rank.cmp(&b.rank))
+            .then(a.node.cmp(&b.node))
+    });
+    steps.truncate(5);
     Some(CriticalPath {
-        rank,
+        rank: rank_of.get(&host).copied().unwrap_or(host),
+        ranks: visited_ranks.len(),
         nodes: n,
         compute_ps,
         comm_ps,
-        top: path,
+        other_ps,
+        top: steps,
+        by_name,
     })
 }
 
@@ -1361,18 +1546,21 @@ pub fn report(
         .ps();
     // When each message was posted, per (src, dst, tag): a receive communicates from then on;
     // before, its rank only waits for the peer (a pipeline bubble), which is idle time.
-    let mut posted: BTreeMap<(u32, u32, u64), Vec<u64>> = BTreeMap::new();
+    // With each post, the send node (for the critical path's waits across ranks).
+    let mut posted: BTreeMap<(u32, u32, u64), Vec<(u64, usize)>> = BTreeMap::new();
     for (h, s) in scheds.iter().enumerate() {
         let Some(s) = s else { continue };
-        for (n, rec) in s.nodes().iter().zip(s.records()) {
+        for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
             if let (Action::Send { dst, tag, .. }, Some(t)) = (&n.action, rec.start) {
                 posted
                     .entry((h as u32, *dst, tag & TAG_MASK))
                     .or_default()
-                    .push(t.ps());
+                    .push((t.ps(), i));
             }
         }
     }
+    // Per (host, receive node): the (host, send node) whose message it took.
+    let mut sender_of: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
     for v in posted.values_mut() {
         v.sort_unstable();
     }
@@ -1397,8 +1585,9 @@ pub fn report(
             v.sort_unstable();
             let posts = posted.get(&(src, ri.host as u32, tag));
             for (k, &(_, i)) in v.iter().enumerate() {
-                if let Some(&t) = posts.and_then(|p| p.get(k)) {
+                if let Some(&(t, send)) = posts.and_then(|p| p.get(k)) {
                     recv_from.insert(i, t);
+                    sender_of.insert((ri.host, i), (src as usize, send));
                 }
             }
         }
@@ -1475,8 +1664,7 @@ pub fn report(
     }
     let critical_path = iteration.and_then(|it| {
         let r = per_rank.iter().find(|x| x.finish_ps == Some(it.ps()))?;
-        let s = scheds.get(r.host).copied().flatten()?;
-        critical_path(r.rank, s)
+        critical_path(info, scheds, r.host, &sender_of)
     });
     let iterations_ps: Vec<u64> = match iteration {
         None => Vec::new(),
@@ -1582,14 +1770,30 @@ pub fn summary(t: &TrainingReport) -> String {
     if let Some(c) = &t.critical_path {
         let _ = writeln!(
             s,
-            "          critical path on rank {}: {} nodes, compute {:.3}us, communication {:.3}us; longest: {}",
+            "          critical path (ends on rank {}, through {} ranks): {} nodes, compute {:.3}us, communication {:.3}us; longest: {}",
             c.rank,
+            c.ranks,
             c.nodes,
             us(c.compute_ps),
             us(c.comm_ps),
             c.top
                 .iter()
-                .map(|p| format!("node {} {} {:.3}us", p.node, p.name, us(p.time_ps)))
+                .map(|p| format!(
+                    "rank {} node {} {} {:.3}us",
+                    p.rank,
+                    p.node,
+                    p.name,
+                    us(p.time_ps)
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "          critical path by kind: {}",
+            c.by_name
+                .iter()
+                .map(|g| format!("{} x{} {:.3}us", g.name, g.count, us(g.time_ps)))
                 .collect::<Vec<_>>()
                 .join(", ")
         );

@@ -748,6 +748,13 @@ fn the_training_example_runs() {
     assert_eq!(t.ranks, 16);
     // Each rank computes 8 micro-batches x 2 layers x (200 + 400) us, then its optimizer.
     assert_eq!(t.overall.compute_ps, 16 * (8 * 2 * 600 + 100) * US);
+    // The critical path's credits add up to the iteration, across the ranks it visits.
+    let cp = t.critical_path.as_ref().expect("a path");
+    assert_eq!(
+        Some(cp.compute_ps + cp.comm_ps + cp.other_ps),
+        t.iteration_time_ps
+    );
+    assert!(cp.ranks > 1, "{cp:?}");
 }
 
 #[test]
@@ -949,4 +956,60 @@ fn mapping_puts_a_group_on_the_fabric_dimension_it_names() {
     let (_, d1, hosts) = dim_bytes("");
     assert_eq!(hosts, vec![0, 2, 4, 6]);
     assert!(d1 > 0, "dim1 {d1} B");
+}
+
+#[test]
+fn the_critical_path_crosses_ranks_through_collectives_and_receives() {
+    // Rank 0 computes 100 us, rank 1 only 10 us, then both All-Reduce and compute 20 us: the
+    // All-Reduce could not finish before rank 0 joined, so the path goes from rank 1's (or
+    // rank 0's) last compute through the All-Reduce to rank 0's 100 us, not to rank 1's
+    // 10 us. Then, in a second run, a send/recv: rank 0 computes 300 us and sends 64 KiB to
+    // rank 1, which posts its receive after 5 us and computes 50 us once the message is in:
+    // the path crosses from rank 1 to rank 0.
+    let coll_ranks = vec![
+        vec![
+            comp(1, 100, &[]),
+            coll(2, 0, 1 << 20, &[1]),
+            comp(3, 20, &[2]),
+        ],
+        vec![
+            comp(1, 10, &[]),
+            coll(2, 0, 1 << 20, &[1]),
+            comp(3, 20, &[2]),
+        ],
+    ];
+    let prefix = write_traces("cp-coll", &coll_ranks);
+    let r = run_yaml(&chakra_yaml(2, &prefix), 1);
+    let t = training(&r);
+    let it = t.iteration_time_ps.expect("finished");
+    let cp = t.critical_path.as_ref().expect("a path");
+    assert_eq!(cp.nodes, 3, "{cp:?}");
+    assert_eq!(cp.compute_ps, 120 * US, "{cp:?}");
+    assert_eq!(cp.compute_ps + cp.comm_ps + cp.other_ps, it);
+    assert!(
+        cp.top
+            .iter()
+            .any(|p| (p.rank, p.node, p.time_ps) == (0, 1, 100 * US)),
+        "{cp:?}"
+    );
+    let p2p_ranks = vec![
+        vec![comp(1, 300, &[]), p2p(2, true, 1, 65536, 7, &[1])],
+        vec![
+            comp(1, 5, &[]),
+            p2p(2, false, 0, 65536, 7, &[1]),
+            comp(3, 50, &[2]),
+        ],
+    ];
+    let prefix = write_traces("cp-p2p", &p2p_ranks);
+    let r = run_yaml(&chakra_yaml(2, &prefix), 1);
+    let t = training(&r);
+    let it = t.iteration_time_ps.expect("finished");
+    let cp = t.critical_path.as_ref().expect("a path");
+    assert_eq!((cp.rank, cp.ranks, cp.nodes), (1, 2, 3), "{cp:?}");
+    assert_eq!(cp.compute_ps, 350 * US, "{cp:?}");
+    // The receive is credited from the send's post (300 us) to its arrival: the message.
+    assert_eq!(cp.comm_ps, it - 350 * US, "{cp:?}");
+    assert_eq!(cp.other_ps, 0);
+    assert_eq!((cp.top[0].rank, cp.top[0].node), (0, 1));
+    assert_eq!(cp.by_name[0].name, "comp#");
 }
