@@ -500,6 +500,15 @@ fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
         assert_eq!(spans.iter().filter(|e| e["tid"] == 0).count(), 3);
         assert_eq!(spans.iter().filter(|e| e["cat"] == "comm").count(), 4);
     }
+    // The breakdown plot: a stacked bar per rank, one rectangle per part (and one in the
+    // legend, drawn only when a font was found): compute alone, compute with hidden
+    // communication, exposed, idle.
+    assert!(dir.join("breakdown.png").is_file());
+    let svg = std::fs::read_to_string(dir.join("breakdown.svg")).expect("breakdown.svg written");
+    for colour in ["#1F77B4", "#2CA02C", "#D62728", "#C8C8C8"] {
+        let n = svg.matches(&format!("fill=\"{colour}\"")).count();
+        assert!(n == 4 || n == 4 + 1, "{colour}: {n}");
+    }
 }
 
 fn with_attrs(mut n: Node, attrs: &[(&str, i64)]) -> Node {
