@@ -1799,11 +1799,20 @@ pub fn summary(t: &TrainingReport) -> String {
         );
     }
     if t.communicators.len() > 1 {
-        for g in &t.communicators {
+        // A large model has hundreds of groups: the first few, then the JSON has them all.
+        const SHOWN: usize = 12;
+        for g in t.communicators.iter().take(SHOWN) {
             let _ = writeln!(
                 s,
                 "          group {} ({} ranks): {} collectives, {} B, {:.3}us",
                 g.group, g.ranks, g.count, g.bytes, g.time_us
+            );
+        }
+        if t.communicators.len() > SHOWN {
+            let _ = writeln!(
+                s,
+                "          ... and {} more groups (the JSON report's training.communicators)",
+                t.communicators.len() - SHOWN
             );
         }
     }

@@ -1022,3 +1022,24 @@ fn the_critical_path_crosses_ranks_through_collectives_and_receives() {
     assert_eq!((cp.top[0].rank, cp.top[0].node), (0, 1));
     assert_eq!(cp.by_name[0].name, "comp#");
 }
+
+#[test]
+fn more_collectives_than_one_host_may_hold_run_when_their_groups_are_disjoint() {
+    // 16 hosts, tp 2 x dp 8, 16 layers, 9 micro-batches: each of the 8 tensor-parallel groups
+    // runs 9 x 16 x 2 = 288 All-Reduces, 2304 in all, beyond the 2048 job numbers a host
+    // has; disjoint groups share numbers, so each host uses 288 + its gradient buckets.
+    let r = model(
+        16,
+        "{dp: 8, tp: 2, layers: 16, forward: 1us, micro_batches: 9, tp_bytes: 1KiB, parameter_bytes: 4KiB, bucket: 64KiB}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    assert!(t.iteration_time_ps.is_some(), "{:?}", t.waiting);
+    let tp = t
+        .collectives
+        .iter()
+        .filter(|c| c.ranks == 2 && c.size_bytes == 1024)
+        .count();
+    assert_eq!(tp, 2304);
+    assert!(t.collectives.iter().all(|c| c.end_ps.is_some()));
+}
