@@ -692,22 +692,24 @@ fn themis_is_not_slower_than_fixed_order_inside_a_training_iteration() {
 
 #[test]
 fn the_model_with_every_parallelism_is_deterministic_across_threads() {
-    let yaml = format!(
-        "{}workload:\n  training: {{dp: 2, tp: 2, pp: 2, layers: 4, forward: 100us, micro_batches: 4, activation_bytes: 256KiB, tp_bytes: 256KiB, parameter_bytes: 2MiB, bucket: 2MiB, optimizer: 20us}}\n",
-        star(8)
-    );
-    let json = |threads| {
-        let r = run_yaml(&yaml, threads);
-        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
-        let mut v = serde_json::to_value(r).expect("json");
-        if let Some(o) = v.as_object_mut() {
-            o.remove("host");
-        }
-        v.to_string()
-    };
-    let one = json(1);
-    assert_eq!(one, json(2));
-    assert_eq!(one, json(4));
+    for training in [
+        "{dp: 2, tp: 2, pp: 2, layers: 4, forward: 100us, micro_batches: 4, activation_bytes: 256KiB, tp_bytes: 256KiB, parameter_bytes: 2MiB, bucket: 2MiB, optimizer: 20us}",
+        "{ep: 2, tp: 2, pp: 2, mapping: [ep, pp, tp], layers: 4, forward: 100us, micro_batches: 2, activation_bytes: 64KiB, tp_bytes: 64KiB, moe_bytes: 128KiB, parameter_bytes: 1MiB}",
+    ] {
+        let yaml = format!("{}workload:\n  training: {training}\n", star(8));
+        let json = |threads| {
+            let r = run_yaml(&yaml, threads);
+            assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+            let mut v = serde_json::to_value(r).expect("json");
+            if let Some(o) = v.as_object_mut() {
+                o.remove("host");
+            }
+            v.to_string()
+        };
+        let one = json(1);
+        assert_eq!(one, json(2));
+        assert_eq!(one, json(4));
+    }
 }
 
 #[test]
