@@ -13,8 +13,10 @@
 //! | `dimension_utilization.csv` | per link class (dimension or tier), the same over its links |
 //! | `queue_depth.csv` | per switch egress queue, bytes queued at each interval boundary |
 //! | `*.png`, `*.svg` | plots of the above (and the collective timeline) |
+//! | `trace.json`, `breakdown.png`, `breakdown.svg` | a training workload's timeline (Perfetto) and its iteration breakdown per rank |
 //! | `capture.pcap` | the captured frames, when `--capture` asks and `--pcap` does not name a path |
 
+pub mod breakdown;
 pub mod histograms;
 pub mod pcap;
 pub mod plot;
@@ -263,6 +265,9 @@ pub fn write_outputs(
     if let Some(trace) = crate::training::perfetto_trace(&obs.finished) {
         let p = dir.join("trace.json");
         std::fs::write(&p, trace).map_err(io_err(&p))?;
+    }
+    if let Some(t) = &obs.report.training {
+        breakdown::breakdown_chart(&dir.join("breakdown"), t)?;
     }
     if let Some(s) = &obs.samples {
         let g = &obs.finished.graph;
