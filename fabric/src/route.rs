@@ -26,6 +26,9 @@ pub struct RouteTable {
     /// Per address from `base`: 1 + the list's offset in `pool`, 0 for no route (or a list
     /// whose offset does not fit: that address is in `sparse`).
     dense: Vec<u16>,
+    /// The dense window as runs of equal slots, `(first index, slot)` in index order, after
+    /// [`RouteTable::compact`] found few (empty otherwise; any insert empties it again).
+    runs: Vec<(u32, u16)>,
     /// Addresses outside the dense window: the list's offset in `pool`.
     sparse: FxHashMap<u32, u32>,
     /// Each distinct port list as its length followed by its ports.
@@ -39,6 +42,9 @@ pub struct RouteTable {
 /// so scattered addresses cannot make it large.
 const DENSE_SLACK: usize = 4;
 const DENSE_MIN: usize = 256;
+/// At most this many runs replace the dense slots ([`RouteTable::compact`]): 512 bytes, a
+/// binary search over them reads at most a few cache lines that every lookup shares.
+const MAX_RUNS: usize = 64;
 
 impl RouteTable {
     /// An empty table.
@@ -56,6 +62,7 @@ impl RouteTable {
             pool.extend_from_slice(l);
             start
         });
+        self.runs.clear();
         let ip = u32::from(dst);
         if self.dense.is_empty() && self.sparse.is_empty() {
             self.base = ip;
@@ -85,12 +92,45 @@ impl RouteTable {
         }
     }
 
+    /// Prepares the table for lookups once it is built: when its dense window is a few runs
+    /// of addresses with the same ports (hierarchical fabrics: a fat-tree switch has one run
+    /// per local host or pod and one or two for "up"), lookups binary-search those runs
+    /// instead of reading a slot per destination. A 1024-host fat-tree's 320 switches then
+    /// share ~40 KiB of runs that stay cached instead of 640 KiB of slots that miss (the
+    /// slot load was 43% of `Switch::handle`). Answers are the same either way.
+    pub fn compact(&mut self) {
+        let mut runs: Vec<(u32, u16)> = Vec::new();
+        for (i, &v) in self.dense.iter().enumerate() {
+            if runs.last().is_none_or(|&(_, last)| last != v) {
+                if runs.len() == MAX_RUNS {
+                    return;
+                }
+                runs.push((i as u32, v));
+            }
+        }
+        self.runs = runs;
+    }
+
+    /// The dense slot of window index `i` (0: none).
+    #[inline]
+    fn slot(&self, i: usize) -> u16 {
+        if self.runs.is_empty() {
+            return self.dense.get(i).copied().unwrap_or(0);
+        }
+        if i >= self.dense.len() {
+            return 0;
+        }
+        // The last run starting at or before `i` (the first run starts at 0).
+        let k = self.runs.partition_point(|r| r.0 as usize <= i);
+        self.runs.get(k.wrapping_sub(1)).map_or(0, |r| r.1)
+    }
+
     /// All egress ports toward `dst` (empty when there is no route).
     #[inline]
     pub fn ports(&self, dst: Ipv4Addr) -> &[u16] {
         let ip = u32::from(dst);
-        let off = match self.dense.get(ip.wrapping_sub(self.base) as usize) {
-            Some(&v) if v != 0 => usize::from(v - 1),
+        let off = match self.slot(ip.wrapping_sub(self.base) as usize) {
+            v if v != 0 => usize::from(v - 1),
             _ if self.sparse.is_empty() => return &[],
             _ => match self.sparse.get(&ip) {
                 Some(&off) => off as usize,
@@ -211,12 +251,17 @@ mod tests {
                 want.insert(ip, ports.iter().map(|&p| p as u16).collect());
                 proptest::prop_assert_eq!(t.len(), want.len());
             }
-            // Every address held, and a comb of others (mostly without a route).
+            // Every address held, and a comb of others (mostly without a route); the same
+            // answers once compacted (as runs when there are few).
+            let mut compact = t.clone();
+            compact.compact();
             let comb = (0u32..60_000).map(|k| 0x0A00_0000 + k * 83);
             for probe in want.keys().copied().chain(comb) {
-                let got = t.ports(Ipv4Addr::from(probe));
                 let exp = want.get(&probe).map_or(&[][..], |v| &v[..]);
+                let got = t.ports(Ipv4Addr::from(probe));
                 proptest::prop_assert_eq!(got, exp, "address {:#x}", probe);
+                let got = compact.ports(Ipv4Addr::from(probe));
+                proptest::prop_assert_eq!(got, exp, "compacted, address {:#x}", probe);
             }
         }
     }
@@ -241,6 +286,35 @@ mod tests {
         let want: Vec<u16> = list(29_999).iter().map(|&p| p as u16).collect();
         assert_eq!(t.ports(ip(1)), &want[..]);
         assert!(t.ports(ip(40_000)).is_empty());
+    }
+
+    #[test]
+    fn runs_answer_like_slots_and_inserts_undo_them() {
+        // A fat-tree edge switch's shape: everything up (ports 8..16) but 8 local hosts.
+        let mut t = RouteTable::new();
+        let up: Vec<usize> = (8..16).collect();
+        let ip = |k: u32| Ipv4Addr::from(0x0A00_0000 + k);
+        for k in 0..1024 {
+            if (64..72).contains(&k) {
+                t.insert(ip(k), &[k as usize - 64]);
+            } else {
+                t.insert(ip(k), &up);
+            }
+        }
+        t.compact();
+        assert_eq!(t.runs.len(), 10);
+        assert_eq!(t.ports(ip(0)), t.ports(ip(1023)));
+        assert_eq!(t.ports(ip(0)).len(), 8);
+        for k in 64..72 {
+            assert_eq!(t.ports(ip(k)), &[k as u16 - 64]);
+        }
+        assert!(t.ports(ip(1024)).is_empty());
+        assert!(t.ports(Ipv4Addr::from(0x09FF_FFFFu32)).is_empty());
+        // A later insert (a route changed at run time) drops the runs; answers stay right.
+        t.insert(ip(5), &[3]);
+        assert!(t.runs.is_empty());
+        assert_eq!(t.ports(ip(5)), &[3]);
+        assert_eq!(t.ports(ip(6)).len(), 8);
     }
 
     #[test]

@@ -167,7 +167,8 @@ impl Switch {
     /// A switch with `ports` ports, FIFO egress, forwarding by `routes`, ECMP hashed with `seed`
     /// (give each switch its own seed, as real switches salt their hash, or two tiers of ECMP
     /// would make the same choice and polarize). The seed also seeds RED's generator.
-    pub fn new(ports: usize, routes: RouteTable, cfg: &SwitchConfig, seed: u64) -> Switch {
+    pub fn new(ports: usize, mut routes: RouteTable, cfg: &SwitchConfig, seed: u64) -> Switch {
+        routes.compact();
         let b = cfg.buffer;
         Switch {
             routes,
