@@ -437,6 +437,35 @@ fn a_saturated_link_reports_full_utilization_while_busy() {
     assert_eq!(rows[1][0] - rows[0][0], 1e6);
 }
 
+/// After the last ACK the run goes on until the sender's idle retransmission timer fires
+/// (about 1 ms later): the series end with the traffic, at the resolution it needs, not there.
+#[test]
+fn series_end_when_the_traffic_ends_not_when_idle_timers_fire() {
+    let scen = temp_scenario("one-flow-end.yaml", ONE_FLOW);
+    let dir = out_dir("series-end");
+    let (s, d) = (scen.to_string_lossy(), dir.to_string_lossy());
+    run_cli(&["run", &s, "--quiet", "--out", &d]);
+    let json = std::fs::read_to_string(dir.join("report.json")).unwrap_or_default();
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let done = r["totals"]["completion_time_ps"].as_u64().unwrap();
+    let end = r["totals"]["simulated_time_ps"].as_u64().unwrap();
+    assert!(
+        end > 3 * done,
+        "the run should outlast its traffic: {end} vs {done}"
+    );
+    let (_, rows) = read_csv(&dir.join("link_utilization.csv"));
+    let step = (rows[1][0] - rows[0][0]) as u64;
+    // The traffic (179 us, the last ACK's arrival) sets the interval: 100 ns gives 1790
+    // buckets, within the 200..2000 the adaptive interval promises; the series stop one
+    // interval after the bucket holding the end.
+    assert_eq!(step, 100_000);
+    let last = rows.last().map_or(0, |r| r[0] as u64);
+    assert!(
+        last <= done + step && last + 2 * step > done,
+        "last row at {last} ps, traffic ended at {done} ps"
+    );
+}
+
 #[test]
 fn out_dir_has_the_documented_layout() {
     let scen = temp_scenario("ls-out.yaml", LEAF_SPINE);
