@@ -18,6 +18,8 @@
 
 use std::collections::VecDeque;
 
+use super::*;
+
 use serde::{Deserialize, Serialize};
 
 use crate::packet::Packet;
@@ -138,6 +140,157 @@ pub(crate) struct RxBuffer {
     pub(crate) xoff_sent: Vec<[Option<Time>; CLASSES]>,
     /// Whether a drain timer is pending for the head frame.
     pub(crate) draining: bool,
+}
+
+// The NIC side of PFC: honouring pause frames and generating them from the receive buffer.
+impl super::Nic {
+    /// A PFC frame arrived on `port`: pause (or resume) the classes it enables.
+    pub(super) fn on_pause(&mut self, port: usize, pkt: &Packet, ctx: &mut Ctx<'_>) {
+        let Ok(repr) = PfcPauseRepr::parse(pkt.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(bps) = ctx.channel(port).map(|c| c.rate.bandwidth().bps()) else {
+            return;
+        };
+        let now = ctx.now();
+        let Some(np) = self.ports.get_mut(port) else {
+            return;
+        };
+        let mut resume = now;
+        for class in 0..CLASSES as u8 {
+            if repr.class_enable & (1 << class) == 0 {
+                continue;
+            }
+            let quanta = repr.quanta[usize::from(class)];
+            let dur = Time(wire::pause_quanta_to_ps(quanta, bps));
+            let (added, removed) = np.pause.apply(class, dur, now);
+            let st = &mut self.stats;
+            st.paused_time_ps = st
+                .paused_time_ps
+                .saturating_add(added)
+                .saturating_sub(removed);
+            resume = resume.max(now + dur);
+        }
+        if resume > now && resume != Time::NEVER {
+            ctx.set_timer(resume, nic_token(NIC_RESUME, port as u64));
+        }
+        // An XON (or a shortened pause) may let frames go at once.
+        self.pump(port, ctx);
+    }
+
+    /// Queues a PFC frame of this NIC on `port`, ahead of everything else.
+    pub(super) fn send_pfc(&mut self, port: usize, repr: PfcPauseRepr, ctx: &mut Ctx<'_>) {
+        let Ok(mut pkt) = Packet::with_header_len(wire::PFC_FRAME_LEN, Payload::Timing(0)) else {
+            return;
+        };
+        if repr.emit(pkt.header_mut()).is_err() {
+            return;
+        }
+        pkt.meta.created_at = ctx.now();
+        let Some(np) = self.ports.get_mut(port) else {
+            return;
+        };
+        np.mac_control.push_back(pkt);
+        self.stats.pause_frames_sent += 1;
+        if repr.quanta.iter().all(|&q| q == 0) {
+            self.stats.xon_frames_sent += 1;
+        }
+        self.pump(port, ctx);
+    }
+
+    /// A data frame for this host enters the receive buffer (PFC generation on).
+    pub(super) fn rx_enqueue(
+        &mut self,
+        cfg: NicPfcConfig,
+        port: usize,
+        pkt: Packet,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let len = pkt.frame_len() as u64;
+        if self.rx.bytes + len > cfg.rx_buffer.bytes() {
+            self.stats.rx_buffer_dropped += 1;
+            return;
+        }
+        let class = frame_class(&pkt);
+        self.rx.bytes += len;
+        self.rx.frames.push_back(pkt);
+        if !self.rx.draining {
+            self.rx.draining = true;
+            let at = ctx.now() + cfg.rx_rate.serialization_time(len);
+            ctx.set_timer(at, nic_token(NIC_DRAIN, 0));
+        }
+        if self.rx.bytes > cfg.xoff.bytes() {
+            self.xoff(cfg, port, class, ctx);
+        }
+    }
+
+    /// Sends an XOFF for `class` on `port` unless one is in force and not yet half over.
+    pub(super) fn xoff(&mut self, cfg: NicPfcConfig, port: usize, class: u8, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let bps = ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps());
+        let half = Time(wire::pause_quanta_to_ps(cfg.pause_quanta, bps) / 2);
+        let Some(slot) = self
+            .rx
+            .xoff_sent
+            .get_mut(port)
+            .and_then(|p| p.get_mut(usize::from(class & 7)))
+        else {
+            return;
+        };
+        if slot.is_some_and(|t| now < t + half) {
+            return;
+        }
+        *slot = Some(now);
+        let repr = PfcPauseRepr::xoff(self.addr.mac, class, cfg.pause_quanta);
+        self.send_pfc(port, repr, ctx);
+    }
+
+    /// The receive buffer's head frame reached the host: hand it to the transport, start the
+    /// next one, and send XON (or refresh XOFF) by the new fill level.
+    pub(super) fn on_drain(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(cfg) = self.cfg.pfc else {
+            return;
+        };
+        self.rx.draining = false;
+        let Some(head) = self.rx.frames.pop_front() else {
+            return;
+        };
+        self.rx.bytes = self.rx.bytes.saturating_sub(head.frame_len() as u64);
+        if let Some(next) = self.rx.frames.front() {
+            self.rx.draining = true;
+            let len = next.frame_len() as u64;
+            ctx.set_timer(
+                ctx.now() + cfg.rx_rate.serialization_time(len),
+                nic_token(NIC_DRAIN, 0),
+            );
+        }
+        let below_xon = self.rx.bytes < cfg.xon.bytes();
+        for port in 0..self.rx.xoff_sent.len() {
+            for class in 0..CLASSES as u8 {
+                if self.rx.xoff_sent[port][usize::from(class)].is_none() {
+                    continue;
+                }
+                if below_xon {
+                    self.rx.xoff_sent[port][usize::from(class)] = None;
+                    let repr = PfcPauseRepr::xon(self.addr.mac, class);
+                    self.send_pfc(port, repr, ctx);
+                } else {
+                    // Still above XON: keep the partner paused.
+                    self.xoff(cfg, port, class, ctx);
+                }
+            }
+        }
+        let Ok(repr) = RoceRepr::parse(head.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(src) = self.dir.index_of(repr.src_ip) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        self.on_data_frame(src, &repr, head, ctx);
+    }
 }
 
 #[cfg(test)]

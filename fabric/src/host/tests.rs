@@ -8,7 +8,7 @@ use super::*;
 use crate::engine::{run, EngineConfig, PortWiring, Wiring};
 use crate::link::{Channel, EthernetOverhead, Rate};
 use crate::route::RouteTable;
-use crate::units::PS_PER_US;
+use crate::units::{ByteSize, PS_PER_US};
 
 const LAT: Time = Time::from_us(1);
 const G100: Bandwidth = Bandwidth::from_gbps(100);

@@ -1,0 +1,210 @@
+//! A host's identity and settings: addresses, the directory of every host, the NIC's
+//! configuration (the scenario's `nic:` section) and the counters it keeps.
+
+use std::net::Ipv4Addr;
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::units::{Bandwidth, ByteSize, Time};
+use crate::wire::MacAddr;
+
+use super::{CongestionControl, DcqcnConfigError, NicPfcConfig, NicPfcConfigError};
+
+/// A host's addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostAddr {
+    /// IPv4 address written into its packets.
+    pub ip: Ipv4Addr,
+    /// MAC address.
+    pub mac: MacAddr,
+}
+
+/// Every host's addresses, by host index, and the reverse map.
+#[derive(Clone, Debug, Default)]
+pub struct HostDirectory {
+    hosts: Vec<HostAddr>,
+    by_ip: FxHashMap<u32, u32>,
+}
+
+impl HostDirectory {
+    /// Builds the directory; host `i` is `hosts[i]`.
+    pub fn new(hosts: Vec<HostAddr>) -> HostDirectory {
+        let by_ip = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (u32::from(h.ip), i as u32))
+            .collect();
+        HostDirectory { hosts, by_ip }
+    }
+    /// Addresses of host `i`.
+    pub fn get(&self, i: u32) -> Option<&HostAddr> {
+        self.hosts.get(i as usize)
+    }
+    /// The host with address `ip`.
+    pub fn index_of(&self, ip: Ipv4Addr) -> Option<u32> {
+        self.by_ip.get(&u32::from(ip)).copied()
+    }
+    /// Number of hosts.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+    /// True when there are no hosts.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+    /// The conventional address of host `i`: 10.x.y.z with the index in the low 24 bits plus
+    /// one (so no host is 10.0.0.0), and a locally administered MAC 02:00:xx:xx:xx:xx.
+    pub fn default_addr(i: u32) -> HostAddr {
+        let v = 0x0A00_0000 | ((i + 1) & 0x00FF_FFFF);
+        let b = (i + 1).to_be_bytes();
+        HostAddr {
+            ip: Ipv4Addr::from(v),
+            mac: [0x02, 0x00, b[0], b[1], b[2], b[3]],
+        }
+    }
+}
+
+/// NIC transport settings (the scenario's `nic:` section).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicConfig {
+    /// Payload bytes per packet (the RoCE path MTU). Accepted: 64B..8KiB; RoCE uses 256B, 512B,
+    /// 1KiB, 2KiB or 4KiB.
+    pub mtu: ByteSize,
+    /// Acknowledge after this many in-order packets (and always on a message's last packet).
+    pub ack_every: u32,
+    /// Retransmission timeout: with packets unacknowledged this long, go back to the oldest.
+    /// Repeated timeouts back off exponentially (rto, 2 rto, 4 rto, ...) until a response
+    /// arrives.
+    pub rto: Time,
+    /// DSCP of data packets.
+    pub dscp: u8,
+    /// DSCP of ACK/NAK packets.
+    pub control_dscp: u8,
+    /// Send data packets as ECN-capable (ECT(0)), so switches mark CE instead of dropping. With
+    /// `cc` on, data packets are always ECT(0).
+    pub ecn_capable: bool,
+    /// Initial per-QP rate limit; absent means the line rate of the QP's port.
+    pub qp_rate: Option<Bandwidth>,
+    /// Per port, the buffer for frames relayed for other hosts (rings, tori); a relayed frame
+    /// that does not fit is dropped and counted.
+    pub relay_buffer: ByteSize,
+    /// Retransmission timeouts in a row (without progress) after which a QP gives up and
+    /// enters the error state, as RC's retry count does (InfiniBand allows at most 7).
+    pub retry_limit: u32,
+    /// Congestion control: `none` (default) or `{dcqcn: {...}}` (see [`CongestionControl`]).
+    pub cc: CongestionControl,
+    /// PFC generation by the NIC from a host-side receive buffer (see [`NicPfcConfig`]);
+    /// absent (default) = never. Received pause frames are honoured either way.
+    pub pfc: Option<NicPfcConfig>,
+    /// Set by the world in data mode (not a scenario field): frames carry real bytes, so
+    /// control frames (ACK, NAK, CNP) get a real ICRC too; in timing mode every ICRC is zero.
+    #[serde(skip)]
+    pub data_mode: bool,
+}
+
+/// A NIC setting out of range (see [`NicConfig::validate`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NicConfigError {
+    /// A DCQCN parameter.
+    #[error(transparent)]
+    Dcqcn(#[from] DcqcnConfigError),
+    /// A PFC generation parameter.
+    #[error(transparent)]
+    Pfc(#[from] NicPfcConfigError),
+}
+
+impl NicConfig {
+    /// Checks the congestion-control and PFC settings (the scenario checks the others).
+    pub fn validate(&self) -> Result<(), NicConfigError> {
+        if let Some(d) = self.cc.dcqcn() {
+            d.validate()?;
+        }
+        if let Some(p) = &self.pfc {
+            p.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            mtu: ByteSize(4096),
+            ack_every: 1,
+            rto: Time::from_us(1000),
+            dscp: 26,
+            control_dscp: 48,
+            ecn_capable: true,
+            qp_rate: None,
+            retry_limit: 7,
+            relay_buffer: ByteSize(32 << 20),
+            cc: CongestionControl::None,
+            pfc: None,
+            data_mode: false,
+        }
+    }
+}
+
+/// What a host's NIC counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HostStats {
+    /// Data packets transmitted, first transmissions and retransmissions.
+    pub data_packets_sent: u64,
+    /// Data payload bytes transmitted, including retransmissions.
+    pub data_bytes_sent: u64,
+    /// Data packets retransmitted (go-back-N).
+    pub retransmitted_packets: u64,
+    /// Payload bytes retransmitted.
+    pub retransmitted_bytes: u64,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u64,
+    /// NAKs sent by this host's receive side.
+    pub naks_sent: u64,
+    /// NAKs received by this host's send side.
+    pub naks_received: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// ACKs received.
+    pub acks_received: u64,
+    /// Data packets received in order.
+    pub data_packets_received: u64,
+    /// Data packets dropped for arriving out of order (after a loss).
+    pub out_of_order_dropped: u64,
+    /// Duplicate data packets (already received).
+    pub duplicates_received: u64,
+    /// CNPs received (acted on when `cc` is DCQCN).
+    pub cnps_received: u64,
+    /// CNPs sent by the notification point (CE-marked data arrived).
+    pub cnps_sent: u64,
+    /// CE-marked data packets received (looked at only when `cc` is DCQCN).
+    pub ce_received: u64,
+    /// Rate cuts by the reaction point (one per CNP acted on).
+    pub rate_decreases: u64,
+    /// PFC frames received (XOFF and XON).
+    pub pause_frames_received: u64,
+    /// Sum over ports and priority classes of the time transmission was paused by PFC, in ps.
+    pub paused_time_ps: u64,
+    /// PFC frames sent (XOFF and XON) by the receive buffer.
+    pub pause_frames_sent: u64,
+    /// Of those, XON frames (quanta 0: resume).
+    pub xon_frames_sent: u64,
+    /// Data frames dropped because the receive buffer (`pfc.rx_buffer`) was full.
+    pub rx_buffer_dropped: u64,
+    /// Frames forwarded for other hosts.
+    pub forwarded: u64,
+    /// Frames to relay dropped because the port's relay buffer was full.
+    pub relay_dropped: u64,
+    /// Frames dropped because they were malformed, unroutable or from an unknown host.
+    pub dropped_invalid: u64,
+    /// Messages whose received length differed from the announced one.
+    pub length_mismatches: u64,
+    /// QPs that exhausted their retries (`retry_limit` timeouts in a row) and stopped.
+    pub qps_failed: u64,
+    /// Sum of the one-way latency (NIC to NIC) of data packets received in order, in ps; divide
+    /// by `data_packets_received` for the mean.
+    pub latency_sum_ps: u64,
+    /// One-way latency of the same packets (percentiles in the report).
+    pub latency: crate::histogram::LatencyHistogram,
+}

@@ -1,0 +1,62 @@
+//! DCQCN's reaction point on the NIC: a CNP cuts the QP's rate, the rate-increase timer
+//! raises it again (the algorithm itself is in [`super::dcqcn`]).
+
+use super::*;
+
+impl Nic {
+    /// Reaction point: a CNP from `src` cuts the rate of the QP toward it.
+    pub(super) fn on_cnp(&mut self, src: u32, ctx: &mut Ctx<'_>) {
+        self.stats.cnps_received += 1;
+        let Some(d) = self.cfg.cc.dcqcn() else {
+            return;
+        };
+        let Some(&i) = self.qp_index.get(&src) else {
+            return;
+        };
+        let i = i as usize;
+        let (Some(qp), Some(cc)) = (self.qps.get(i), self.qp_cc.get_mut(i)) else {
+            return;
+        };
+        let Some(line) = ctx
+            .channel(qp.port)
+            .map(|c| c.rate.bandwidth().bps() as f64)
+        else {
+            return;
+        };
+        cc.rp.on_cnp(d, line, ctx.now());
+        self.stats.rate_decreases += 1;
+        if !cc.rp.timer_armed {
+            cc.rp.timer_armed = true;
+            ctx.set_timer(cc.rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+        }
+    }
+
+    /// DCQCN's rate-increase timer of QP `i` fired (possibly stale: the deadline moves on
+    /// every CNP, and one pending event per QP follows it).
+    pub(super) fn on_rate_timer(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+        let Some(d) = self.cfg.cc.dcqcn() else {
+            return;
+        };
+        let (Some(qp), Some(cc)) = (self.qps.get(i), self.qp_cc.get_mut(i)) else {
+            return;
+        };
+        cc.rp.timer_armed = false;
+        if !cc.rp.limited() {
+            return;
+        }
+        let now = ctx.now();
+        if now >= cc.rp.timer_deadline {
+            let Some(line) = ctx
+                .channel(qp.port)
+                .map(|c| c.rate.bandwidth().bps() as f64)
+            else {
+                return;
+            };
+            if !cc.rp.on_timer(d, line, now) {
+                return;
+            }
+        }
+        cc.rp.timer_armed = true;
+        ctx.set_timer(cc.rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+    }
+}

@@ -1,0 +1,179 @@
+//! The receive side of the NIC: frames addressed to this host (data, ACK/NAK, CNP, PFC) and
+//! the in-order delivery to the transport; frames for other hosts go to [`super::relay`].
+
+use super::*;
+
+impl Nic {
+    /// Handles a frame that arrived on `port`.
+    pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+        match wire::frame_kind(pkt.header()) {
+            FrameKind::RoceV2 => {}
+            FrameKind::PfcPause => {
+                self.stats.pause_frames_received += 1;
+                self.on_pause(port, &pkt, ctx);
+                return;
+            }
+            FrameKind::Other => {
+                self.stats.dropped_invalid += 1;
+                return;
+            }
+        }
+        let Some(dst) = wire::ipv4_dst(pkt.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        if dst != self.addr.ip {
+            self.forward(port, dst, pkt, ctx);
+            return;
+        }
+        let Ok(repr) = RoceRepr::parse(pkt.header()) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(src) = self.dir.index_of(repr.src_ip) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        match repr.bth.opcode {
+            opcode::ACK => self.on_ack_frame(src, &repr, ctx),
+            opcode::CNP => self.on_cnp(src, ctx),
+            op if is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
+            _ => self.stats.dropped_invalid += 1,
+        }
+    }
+
+    pub(super) fn on_ack_frame(&mut self, src: u32, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+        let Some(aeth) = repr.aeth else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let Some(&i) = self.qp_index.get(&src) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let i = i as usize;
+        let qp = &mut self.qps[i];
+        let mut done = std::mem::take(&mut self.done_scratch);
+        let now = ctx.now();
+        // Any response shows the peer alive: the retry count restarts (as RC's does).
+        qp.retries = 0;
+        if aeth.is_nak() {
+            self.stats.naks_received += 1;
+            if qp.on_nak(repr.bth.psn, &mut done).is_some() {
+                let rto = qp.base_rto(self.cfg.rto);
+                qp.rto_deadline = now + qp.jittered(rto);
+            }
+        } else {
+            self.stats.acks_received += 1;
+            if qp.on_ack(repr.bth.psn, &mut done) {
+                qp.on_acked(now);
+                let rto = qp.base_rto(self.cfg.rto);
+                qp.rto_deadline = now + qp.jittered(rto);
+            }
+        }
+        let port = qp.port;
+        for tag in done.drain(..) {
+            self.completions
+                .push_back(Completion::SendDone { dst: src, tag });
+        }
+        self.done_scratch = done;
+        self.activate(i);
+        self.pump(port, ctx);
+    }
+
+    /// A data frame for this host arrived: the notification point looks at its ECN mark, then
+    /// the transport takes it now, or after the receive buffer when the NIC generates PFC.
+    pub(super) fn on_data_arrival(
+        &mut self,
+        port: usize,
+        src: u32,
+        repr: &RoceRepr,
+        pkt: Packet,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if let (Some(interval), Ecn::Ce) = (self.cfg.cc.dcqcn().map(|d| d.cnp_interval), repr.ecn) {
+            self.stats.ce_received += 1;
+            if let Some(i) = self.qp_entry(src) {
+                let now = ctx.now();
+                if self
+                    .qp_cc
+                    .get_mut(i)
+                    .is_some_and(|c| c.np.on_ce(now, interval))
+                {
+                    self.send_cnp(src, ctx);
+                }
+            }
+        }
+        if let Some(cfg) = self.cfg.pfc {
+            self.rx_enqueue(cfg, port, pkt, ctx);
+            return;
+        }
+        self.on_data_frame(src, repr, pkt, ctx);
+    }
+
+    pub(super) fn on_data_frame(
+        &mut self,
+        src: u32,
+        repr: &RoceRepr,
+        pkt: Packet,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let ack_every = self.cfg.ack_every;
+        let Some(i) = self.qp_entry(src) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        let qp = &mut self.qps[i];
+        let data = match pkt.payload() {
+            Payload::Data(b) => Some(b),
+            Payload::Timing(_) => None,
+        };
+        let mut received = None;
+        let action = qp.on_data(
+            repr.bth.psn,
+            repr.bth.opcode,
+            repr.bth.ack_req,
+            repr.reth.map(|r| r.dma_len),
+            repr.immdt,
+            data,
+            pkt.payload().len(),
+            ack_every,
+            &mut received,
+        );
+        let (ack_psn, exp_psn, msn) = (qp.ack_psn(), qp.expected_psn(), qp.msn);
+        match action {
+            RxAction::Accepted { ack } => {
+                self.stats.data_packets_received += 1;
+                let latency = ctx.now().saturating_sub(pkt.meta.created_at).ps();
+                self.stats.latency_sum_ps += latency;
+                self.stats.latency.record(latency);
+                if ack {
+                    self.stats.acks_sent += 1;
+                    self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);
+                }
+            }
+            RxAction::Nak => {
+                self.stats.out_of_order_dropped += 1;
+                self.stats.naks_sent += 1;
+                self.send_control(src, AethRepr::nak_psn_sequence_error(msn), exp_psn, ctx);
+            }
+            RxAction::DropOutOfOrder => self.stats.out_of_order_dropped += 1,
+            RxAction::Duplicate => {
+                self.stats.duplicates_received += 1;
+                self.stats.acks_sent += 1;
+                self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);
+            }
+        }
+        if let Some(r) = received {
+            if r.len != r.dma_len {
+                self.stats.length_mismatches += 1;
+            }
+            self.completions.push_back(Completion::Received {
+                src,
+                imm: r.imm,
+                len: r.len,
+                data: r.data,
+            });
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The transmit side of the NIC: per-port scheduling (PFC frames, then control frames, then
+//! relayed and local data in turns, QPs round-robin), segmentation of messages into packets
+//! with their RoCEv2 headers, the retransmission timer, and ACK/NAK/CNP generation.
+
+use super::*;
+
+impl Nic {
+    /// Sends the next frame on `port` if it is idle: PFC frames first, then control, then
+    /// round-robin data; frames of a paused priority wait.
+    pub(super) fn pump(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+        if !ctx.port_idle(port) {
+            return;
+        }
+        let now = ctx.now();
+        let Some(np) = self.ports.get_mut(port) else {
+            return;
+        };
+        if let Some(pkt) = np.mac_control.pop_front() {
+            self.send(port, pkt, ctx);
+            return;
+        }
+        if !np.pause.is_paused(self.cfg.control_dscp >> 3, now) {
+            if let Some(pkt) = np.control.pop_front() {
+                self.send(port, pkt, ctx);
+                return;
+            }
+        }
+        // Relayed frames and the host's own data take turns, so neither starves the other.
+        if self.ports[port].transit_turn && self.send_transit(port, ctx) {
+            return;
+        }
+        if self.send_local(port, ctx) {
+            self.ports[port].transit_turn = true;
+            return;
+        }
+        self.send_transit(port, ctx);
+    }
+
+    /// Sends the oldest relayed frame on `port`, if any.
+    pub(super) fn send_transit(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+        let now = ctx.now();
+        let np = &mut self.ports[port];
+        np.transit_turn = false;
+        let pkt = if np.pause.any_paused(now) {
+            // The oldest frame of a priority that may go; paused ones keep their place.
+            let pause = np.pause;
+            np.transit
+                .iter()
+                .position(|p| !pause.is_paused(frame_class(p), now))
+                .and_then(|i| np.transit.remove(i))
+        } else {
+            np.transit.pop_front()
+        };
+        let Some(pkt) = pkt else {
+            return false;
+        };
+        np.transit_bytes = np.transit_bytes.saturating_sub(pkt.frame_len() as u64);
+        self.send(port, pkt, ctx);
+        true
+    }
+
+    /// Sends the next data packet of the port's QPs, round-robin; false when none may go now
+    /// (a pacing timer is armed when a rate limiter holds them back).
+    pub(super) fn send_local(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+        let now = ctx.now();
+        if self.ports[port].pause.is_paused(self.cfg.dscp >> 3, now) {
+            // The resume timer pumps the port again.
+            return false;
+        }
+        let mut earliest = Time::NEVER;
+        for _ in 0..self.ports[port].active.len() {
+            let Some(i) = self.ports[port].active.pop_front() else {
+                break;
+            };
+            let Some(qp) = self.qps.get_mut(i as usize) else {
+                continue;
+            };
+            if !qp.has_data() {
+                qp.active = false;
+                continue;
+            }
+            if qp.next_send_time > now {
+                earliest = earliest.min(qp.next_send_time);
+                self.ports[port].active.push_back(i);
+                continue;
+            }
+            self.send_data(i as usize, port, ctx);
+            return true;
+        }
+        if earliest != Time::NEVER {
+            let np = &mut self.ports[port];
+            if np.pace_timer_at.is_none_or(|t| t > earliest) {
+                np.pace_timer_at = Some(earliest);
+                ctx.set_timer(earliest, (port as u64) << TOKEN_KIND_BITS | TOKEN_PACE);
+            }
+        }
+        false
+    }
+
+    pub(super) fn send(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+        match ctx.transmit(port, pkt) {
+            Ok(()) => {}
+            Err(TransmitError::Busy) | Err(TransmitError::NoSuchPort) => {
+                self.stats.dropped_invalid += 1;
+            }
+        }
+    }
+
+    pub(super) fn send_data(&mut self, i: usize, port: usize, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let mtu = self.cfg.mtu.bytes().max(1);
+        let line = ctx.channel(port).map(|c| c.rate.bandwidth());
+        let Some(qp) = self.qps.get_mut(i) else {
+            return;
+        };
+        let Some(paddr) = self.dir.get(qp.peer).copied() else {
+            return;
+        };
+        let was_outstanding = qp.outstanding();
+        let Some(seg) = qp.next_segment(mtu) else {
+            qp.active = false;
+            return;
+        };
+        let repr = RoceRepr {
+            src_mac: self.addr.mac,
+            dst_mac: paddr.mac,
+            src_ip: self.addr.ip,
+            dst_ip: paddr.ip,
+            dscp: self.cfg.dscp,
+            ecn: if self.cfg.ecn_capable || self.cfg.cc.dcqcn().is_some() {
+                Ecn::Ect0
+            } else {
+                Ecn::NotEct
+            },
+            ttl: 64,
+            ip_id: seg.psn as u16,
+            udp_src_port: qp.udp_src_port,
+            bth: BthRepr {
+                opcode: seg.opcode,
+                pkey: 0xFFFF,
+                dest_qp: QPN_BASE + self.index,
+                ack_req: seg.ack_req,
+                psn: (seg.psn & qp::PSN_MASK) as u32,
+                ..BthRepr::default()
+            },
+            reth: seg.dma_len.map(|len| RethRepr {
+                va: 0,
+                rkey: 0,
+                dma_len: len,
+            }),
+            aeth: None,
+            immdt: seg.imm,
+            payload_len: seg.payload_len as usize,
+        };
+        let payload = match seg.data {
+            Some(d) => Payload::Data(d),
+            None => Payload::Timing(seg.payload_len),
+        };
+        let Some(mut pkt) = build(&repr, payload) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        pkt.meta.created_at = now;
+        // What size-based schedulers (SJF, SRPT) read; messages are below 4 GiB (RETH).
+        pkt.meta.message_len = seg.msg_len as u32;
+        pkt.meta.message_remaining = seg.msg_remaining as u32;
+        self.stats.data_packets_sent += 1;
+        self.stats.data_bytes_sent += seg.payload_len as u64;
+        if seg.retransmission {
+            self.stats.retransmitted_packets += 1;
+            self.stats.retransmitted_bytes += seg.payload_len as u64;
+        }
+        // Rate limiter: the next packet may start once this one would have finished at the
+        // QP's rate (at line rate this never binds: the port itself is busy that long).
+        // DCQCN's rate, when below line rate, caps the configured one.
+        let cc = self.qp_cc.get_mut(i);
+        let cc_rate = cc
+            .as_ref()
+            .and_then(|c| c.rp.rate())
+            .map(dcqcn::to_bandwidth);
+        let rate = match (self.cfg.qp_rate.or(line), cc_rate) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let (Some(rate), Some(line)) = (rate, line) {
+            if rate < line {
+                let wire = ctx.wire_bytes(pkt.frame_len());
+                qp.next_send_time = now.max(qp.next_send_time) + rate.serialization_time(wire);
+            }
+        }
+        if let (Some(d), Some(cc), Some(line)) = (self.cfg.cc.dcqcn(), cc, line) {
+            cc.rp
+                .on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
+        }
+        if qp.has_data() {
+            self.ports[port].active.push_back(i as u32);
+        } else {
+            qp.active = false;
+        }
+        // The transport timer (as InfiniBand RC defines it) starts when a request goes out with nothing
+        // outstanding and restarts on every ACK that makes progress; sending more does not
+        // restart it. Armed lazily: one pending timer event per QP at a time.
+        if !seg.retransmission {
+            qp.on_first_send(seg.psn, now);
+        }
+        if !was_outstanding {
+            let rto = qp.base_rto(self.cfg.rto);
+            qp.rto_deadline = now + qp.jittered(rto);
+        }
+        if !qp.rto_armed {
+            qp.rto_armed = true;
+            ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
+        }
+        self.send(port, pkt, ctx);
+    }
+
+    pub(super) fn on_rto(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let Some(qp) = self.qps.get_mut(i) else {
+            return;
+        };
+        qp.rto_armed = false;
+        if !qp.outstanding() {
+            return;
+        }
+        if now < qp.rto_deadline {
+            qp.rto_armed = true;
+            ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
+            return;
+        }
+        qp.retries += 1;
+        self.stats.timeouts += 1;
+        if qp.retries > self.cfg.retry_limit {
+            // RC's error state: the QP's unfinished messages never complete, and the run
+            // reports them; a peer that cannot be reached no longer keeps the run going.
+            qp.failed = true;
+            self.stats.qps_failed += 1;
+            return;
+        }
+        qp.on_timeout();
+        // Back off exponentially while timeouts repeat (the retry count is reset by any
+        // response): synchronized go-back-N retransmissions would otherwise refill the same
+        // overflowing buffer every `rto`.
+        let backed_off = Time(
+            qp.base_rto(self.cfg.rto)
+                .ps()
+                .saturating_mul(1 << qp.retries.min(16)),
+        );
+        qp.rto_deadline = now + qp.jittered(backed_off);
+        qp.rto_armed = true;
+        ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
+        let port = qp.port;
+        self.activate(i);
+        self.pump(port, ctx);
+    }
+
+    /// Where a control frame (ACK, NAK, CNP) for `peer` goes: its address, and the port and
+    /// UDP source port of the QP toward it (control frames follow their QP's path).
+    pub(super) fn control_route(&self, peer: u32) -> Option<(HostAddr, usize, u16)> {
+        let paddr = self.dir.get(peer).copied()?;
+        let qp = self.qps.get(*self.qp_index.get(&peer)? as usize)?;
+        Some((paddr, qp.port, qp.udp_src_port))
+    }
+
+    /// Queues a control frame for `peer` (ACK/NAK) on the QP's port.
+    pub(super) fn send_control(&mut self, peer: u32, aeth: AethRepr, psn: u32, ctx: &mut Ctx<'_>) {
+        let Some((paddr, port, udp)) = self.control_route(peer) else {
+            return;
+        };
+        let repr = RoceRepr {
+            src_mac: self.addr.mac,
+            dst_mac: paddr.mac,
+            src_ip: self.addr.ip,
+            dst_ip: paddr.ip,
+            dscp: self.cfg.control_dscp,
+            ecn: Ecn::NotEct,
+            ttl: 64,
+            ip_id: psn as u16,
+            udp_src_port: udp,
+            bth: BthRepr {
+                opcode: opcode::ACK,
+                pkey: 0xFFFF,
+                dest_qp: QPN_BASE + self.index,
+                psn,
+                ..BthRepr::default()
+            },
+            reth: None,
+            aeth: Some(aeth),
+            immdt: None,
+            payload_len: 0,
+        };
+        self.queue_control(port, &repr, ctx);
+    }
+
+    /// Builds a header-only control frame and queues it on `port`'s control queue.
+    pub(super) fn queue_control(&mut self, port: usize, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+        let payload = if self.cfg.data_mode {
+            Payload::Data(Bytes::new())
+        } else {
+            Payload::Timing(0)
+        };
+        let Some(mut pkt) = build(repr, payload) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        pkt.meta.created_at = ctx.now();
+        let Some(np) = self.ports.get_mut(port) else {
+            self.stats.dropped_invalid += 1;
+            return;
+        };
+        np.control.push_back(pkt);
+        self.pump(port, ctx);
+    }
+
+    /// Notification point: a CNP to `peer`'s QP toward this host (its number is
+    /// `QPN_BASE + self.index`, as in ACKs), on the control priority, not ECN-capable.
+    pub(super) fn send_cnp(&mut self, peer: u32, ctx: &mut Ctx<'_>) {
+        let Some((paddr, port, udp)) = self.control_route(peer) else {
+            return;
+        };
+        let mut repr = RoceRepr::cnp(
+            self.addr.mac,
+            paddr.mac,
+            self.addr.ip,
+            paddr.ip,
+            udp,
+            QPN_BASE + self.index,
+        );
+        repr.dscp = self.cfg.control_dscp;
+        self.stats.cnps_sent += 1;
+        self.queue_control(port, &repr, ctx);
+    }
+}
