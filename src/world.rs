@@ -585,20 +585,17 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     .or(s.switch_scheduler.as_ref());
                 if let Some(t) = tree {
                     for port in 0..ports.len() {
-                        let built =
-                            t.build::<(fabemu_fabric::packet::Packet, Time)>()
-                                .map_err(|e| {
-                                    let at = match own {
-                                        Some(i) if s.switches[i].scheduler.is_some() => {
-                                            FieldPath::root()
-                                                .key("switches")
-                                                .index(i)
-                                                .key("scheduler")
-                                        }
-                                        _ => FieldPath::root().key("switch_scheduler"),
-                                    };
-                                    src.error_at(&at, e.to_string())
-                                })?;
+                        let built = t
+                            .build_for::<(fabemu_fabric::packet::Packet, Time)>(s.ethernet)
+                            .map_err(|e| {
+                                let at = match own {
+                                    Some(i) if s.switches[i].scheduler.is_some() => {
+                                        FieldPath::root().key("switches").index(i).key("scheduler")
+                                    }
+                                    _ => FieldPath::root().key("switch_scheduler"),
+                                };
+                                src.error_at(&at, e.to_string())
+                            })?;
                         sw.set_scheduler(port, Box::new(TreeEgress::new(built)));
                     }
                 }

@@ -15,10 +15,15 @@
 //! | `*.png`, `*.svg` | plots of the above (and the collective timeline) |
 //! | `trace.json`, `breakdown.png`, `breakdown.svg` | a training workload's timeline (Perfetto) and its iteration breakdown per rank |
 //! | `capture.pcap` | the captured frames, when `--capture` asks and `--pcap` does not name a path |
+//!
+//! A `--pcap` path ending in `.pcapng` gets a pcapng file ([`pcapng`]: one interface per
+//! captured port, the direction of every frame, picosecond timestamps); any other a classic
+//! pcap ([`pcap`]).
 
 pub mod breakdown;
 pub mod histograms;
 pub mod pcap;
+pub mod pcapng;
 pub mod plot;
 pub mod progress;
 pub mod select;
@@ -249,7 +254,14 @@ pub fn write_outputs(
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     }
     if let (Some(path), Some(c)) = (opts.pcap_path(), &obs.capture) {
-        pcap::write_file(&path, &c.frames)?;
+        if pcapng::is_pcapng(&path) {
+            let g = &obs.finished.graph;
+            let ports =
+                select::resolve(g, opts.capture.as_deref()).map_err(ObserveError::BadOption)?;
+            pcapng::write_file(&path, &select::interfaces(g, &ports), &c.frames)?;
+        } else {
+            pcap::write_file(&path, &c.frames)?;
+        }
     }
     let Some(dir) = &opts.out_dir else {
         return Ok(());

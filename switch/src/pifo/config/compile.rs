@@ -13,6 +13,8 @@ struct Compiled {
 /// State of the walk over the tree.
 #[derive(Default)]
 struct Walk<'a> {
+    /// What a frame costs on the wire beyond its length (shapers counting wire bytes).
+    overhead: EthernetOverhead,
     /// Name → path of the node that has it.
     names: HashMap<&'a str, String>,
     /// Path of the default leaf, once found.
@@ -79,7 +81,7 @@ impl<'a> Walk<'a> {
         let scheduling = cfg.scheduling(path, leaf)?;
         let mut spec = NodeSpec::boxed(cfg.name.clone(), scheduling);
         if let Some(sh) = &cfg.shaping {
-            spec = spec.shaping_boxed(sh.build(&join(path, "shaping"))?);
+            spec = spec.shaping_boxed(sh.build(&join(path, "shaping"), self.overhead)?);
         }
         spec = spec.pifo(cfg.pifo_kind(path)?);
         if let Some(cap) = cfg.capacity {
@@ -162,13 +164,21 @@ impl TreeConfig {
     /// no `shaping` at the root; unique, non-empty names; at most one default leaf; at most
     /// [`MAX_CHILDREN`] children per node. The first problem found (depth-first) is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.compile().map(drop)
+        self.compile(EthernetOverhead::default()).map(drop)
     }
 
     /// Validates the tree and builds it, classified by its [`MatchClassifier`]. Nodes are
-    /// numbered depth-first in file order (the root is [`NodeId`]`(0)`).
+    /// numbered depth-first in file order (the root is [`NodeId`]`(0)`). Shapers that count
+    /// wire bytes (`bytes: wire`) use standard Ethernet's overhead; see
+    /// [`TreeConfig::build_for`].
     pub fn build<T>(&self) -> Result<PifoTree<T>, ConfigError> {
-        let Compiled { nodes, classifier } = self.compile()?;
+        self.build_for(EthernetOverhead::default())
+    }
+
+    /// [`TreeConfig::build`] for links whose frames cost `overhead` on the wire (the
+    /// scenario's `ethernet`).
+    pub fn build_for<T>(&self, overhead: EthernetOverhead) -> Result<PifoTree<T>, ConfigError> {
+        let Compiled { nodes, classifier } = self.compile(overhead)?;
         let tree_err = |e: crate::pifo::TreeError| ConfigError::new(String::new(), e.to_string());
         let mut nodes = nodes.into_iter();
         let Some((_, root)) = nodes.next() else {
@@ -184,11 +194,15 @@ impl TreeConfig {
     /// Validates the tree and returns its classifier alone (the one [`TreeConfig::build`]
     /// installs).
     pub fn classifier(&self) -> Result<MatchClassifier, ConfigError> {
-        self.compile().map(|c| c.classifier)
+        self.compile(EthernetOverhead::default())
+            .map(|c| c.classifier)
     }
 
-    fn compile(&self) -> Result<Compiled, ConfigError> {
-        let mut walk = Walk::default();
+    fn compile(&self, overhead: EthernetOverhead) -> Result<Compiled, ConfigError> {
+        let mut walk = Walk {
+            overhead,
+            ..Walk::default()
+        };
         walk.node(self, "", None)?;
         Ok(Compiled {
             nodes: walk.nodes,
@@ -419,15 +433,20 @@ impl TreeConfig {
 
 impl ShapingConfig {
     /// Checks the parameters (`path` is the `shaping` field's) and makes the transaction.
-    fn build(&self, path: &str) -> Result<Box<dyn ShapingTransaction>, ConfigError> {
+    fn build(
+        &self,
+        path: &str,
+        overhead: EthernetOverhead,
+    ) -> Result<Box<dyn ShapingTransaction>, ConfigError> {
         let (name, allowed): (&str, &[&str]) = match self.kind {
-            ShapingKind::TokenBucket => ("token_bucket", &["rate", "burst"]),
+            ShapingKind::TokenBucket => ("token_bucket", &["rate", "burst", "bytes"]),
             ShapingKind::StopAndGo => ("stop_and_go", &["frame"]),
         };
         for (field, given) in [
             ("rate", self.rate.is_some()),
             ("burst", self.burst.is_some()),
             ("frame", self.frame.is_some()),
+            ("bytes", self.bytes.is_some()),
         ] {
             if given && !allowed.contains(&field) {
                 return Err(ConfigError::new(
@@ -459,7 +478,10 @@ impl ShapingConfig {
                 };
                 let tb = TokenBucket::new(rate, burst.bytes())
                     .map_err(|e| ConfigError::new(join(path, "rate"), e.to_string()))?;
-                Box::new(tb)
+                match self.bytes.unwrap_or_default() {
+                    ShapedBytes::Frame => Box::new(tb),
+                    ShapedBytes::Wire => Box::new(tb.counting_wire_bytes(overhead)),
+                }
             }
             ShapingKind::StopAndGo => {
                 let Some(frame) = self.frame else {

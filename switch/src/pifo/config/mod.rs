@@ -28,6 +28,7 @@
 //!         bucket: {window_log2: 16, granularity_log2: 16}  # one bucket per byte of virtual time
 //!       - name: bronze            # no `match`: the default leaf (at most one in the tree)
 //!         shaping: {kind: token_bucket, rate: 10Gbps, burst: 64KiB}   # never above 10 Gb/s
+//!                                 # of frame bytes; `bytes: wire` counts FCS, preamble, gap
 //!         capacity: 4000
 //!   - name: bulk
 //!     scheduling: edf             # earliest deadline first among its packets
@@ -59,6 +60,7 @@
 
 use std::collections::HashMap;
 
+use fabemu_fabric::link::EthernetOverhead;
 use fabemu_fabric::units::{Bandwidth, ByteSize, Time};
 use serde::{Deserialize, Serialize};
 
@@ -268,6 +270,23 @@ pub struct ShapingConfig {
     /// `stop_and_go`: the frame length (above 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frame: Option<Time>,
+    /// `token_bucket`: what a packet costs in tokens ([`ShapedBytes`]; default `frame`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<ShapedBytes>,
+}
+
+/// What the token bucket counts per packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShapedBytes {
+    /// `frame`: the frame as the queue holds it, without FCS, preamble/SFD or inter-frame
+    /// gap (the rate is then of frame bytes: the link carries more).
+    #[default]
+    Frame,
+    /// `wire`: what the frame occupies on the wire, with the scenario's Ethernet overhead
+    /// (FCS, preamble/SFD and gap; padded to the minimum frame), so the rate is a share of
+    /// the line rate.
+    Wire,
 }
 
 /// The shaping transactions, by YAML name.
