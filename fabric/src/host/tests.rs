@@ -168,6 +168,7 @@ fn msg(src: u32, dst: u32, len: u64) -> MessageSpec {
         dst,
         len,
         start: Time::ZERO,
+        class: 0,
     }
 }
 
