@@ -77,12 +77,13 @@ impl TrafficClass {
 /// A traffic class's number in the run's [`ClassTable`]; 0 is the NIC's default class.
 pub type ClassId = u8;
 
-/// The run's traffic classes, numbered 1.. (0 is the NIC's default class, not stored): the
+/// The run's traffic classes, numbered 1.. (0 is the NIC's default class, not stored; an empty
+/// table allocates nothing): the
 /// NICs open one QP per (peer, class) and put the number in the QP number
 /// (`fabemu_fabric::host::qp_number`); switches look a packet's class up by its destination QP.
 /// Built once before the run and shared read-only, so every thread sees the same table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClassTable(Arc<Vec<TrafficClass>>);
+pub struct ClassTable(Option<Arc<[TrafficClass]>>);
 
 impl ClassTable {
     /// Most classes besides the default (the QP number holds 6 bits of class number).
@@ -91,21 +92,22 @@ impl ClassTable {
     /// The table of `classes`, numbered 1, 2, ... in order; `None` when there are more than
     /// [`ClassTable::MAX`].
     pub fn new(classes: Vec<TrafficClass>) -> Option<ClassTable> {
-        (classes.len() <= Self::MAX).then(|| ClassTable(Arc::new(classes)))
+        (classes.len() <= Self::MAX)
+            .then(|| ClassTable((!classes.is_empty()).then(|| classes.into())))
     }
 
     /// Class `id` (the default class for 0 or a number not in the table).
     #[inline]
     pub fn get(&self, id: ClassId) -> TrafficClass {
-        match usize::from(id).checked_sub(1) {
-            Some(i) => self.0.get(i).copied().unwrap_or_default(),
-            None => TrafficClass::default(),
+        match (&self.0, usize::from(id).checked_sub(1)) {
+            (Some(t), Some(i)) => t.get(i).copied().unwrap_or_default(),
+            _ => TrafficClass::default(),
         }
     }
 
     /// True when the run has no class besides the default.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_none()
     }
 }
 
@@ -236,7 +238,7 @@ impl AppId {
 
 #[cfg(test)]
 mod tests {
-    use super::AppId;
+    use super::{AppId, ClassTable, TrafficClass};
 
     #[test]
     fn tokens_and_immediates_round_trip_and_keep_their_owner() {
@@ -256,5 +258,22 @@ mod tests {
             (AppId::Collectives, big)
         );
         assert_eq!(AppId::of_tag(1 << 33), AppId::Messages);
+    }
+
+    #[test]
+    fn class_table_numbers_from_one_and_defaults_elsewhere() {
+        let a = TrafficClass {
+            dscp: Some(46),
+            ..TrafficClass::default()
+        };
+        let b = TrafficClass {
+            rank: 7,
+            ..TrafficClass::default()
+        };
+        let t = ClassTable::new(vec![a, b]).unwrap();
+        assert_eq!((t.get(1), t.get(2)), (a, b));
+        assert!(t.get(0).is_default() && t.get(3).is_default());
+        assert!(ClassTable::new(Vec::new()).unwrap().is_empty());
+        assert!(ClassTable::new(vec![a; ClassTable::MAX + 1]).is_none());
     }
 }
