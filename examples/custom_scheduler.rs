@@ -16,8 +16,6 @@ use std::process::ExitCode;
 
 use fabemu::world::{self, Node};
 use fabemu::{load_file, report};
-use fabemu_fabric::packet::Packet;
-use fabemu_fabric::units::Time;
 use fabemu_switch::pifo::classifier::Fixed;
 use fabemu_switch::pifo::{NodeSpec, PacketInfo, PifoTreeBuilder, SchedulingTransaction, TxnCtx};
 use fabemu_switch::tree_egress::TreeEgress;
@@ -76,7 +74,9 @@ fn main() -> ExitCode {
                             "aged-srpt",
                             AgedSrpt { ps_per_byte: 80 },
                         ))
-                        .build::<(Packet, Time)>(Fixed(fabemu_switch::pifo::NodeId(0)));
+                        .build::<fabemu_switch::tree_egress::TreeItem>(Fixed(
+                            fabemu_switch::pifo::NodeId(0),
+                        ));
                         match tree {
                             Ok(t) => sw.set_scheduler(port, Box::new(TreeEgress::new(t))),
                             Err(e) => {

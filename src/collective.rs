@@ -66,6 +66,7 @@ pub fn build_jobs(
     let s = &src.scenario;
     let n_hosts = g.host_count();
     let mut infos = Vec::new();
+    let classes = crate::classes::Classes::of(src, g)?;
     let mut per_rank: Vec<Vec<Job>> = (0..n_hosts).map(|_| Vec::new()).collect();
     let (mut steps_total, mut data_total) = (0u64, 0u64);
     let data_mode = s.mode == Mode::Data;
@@ -76,6 +77,7 @@ pub fn build_jobs(
             .index(i);
         let err = |field: &str, msg: String| src.error_at(&at.key(field), msg);
         let sizes = sizes_of(c.size, c.sizes.as_ref()).map_err(|(f, m)| err(f, m))?;
+        let class = classes.collectives.get(i).copied().unwrap_or(0);
         let members: Vec<usize> = match &c.hosts {
             None => (0..n_hosts).collect(),
             Some(names) => {
@@ -292,6 +294,7 @@ pub fn build_jobs(
                         data: None,
                         reduce_rate: None,
                         hosts: None,
+                        class: Default::default(),
                     });
                 }
             }
@@ -311,6 +314,7 @@ pub fn build_jobs(
                         data: data_spec,
                         reduce_rate: c.reduce_bandwidth,
                         hosts: member_hosts.clone(),
+                        class,
                     });
                 }
             }

@@ -6,6 +6,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod algo;
+mod classes;
 pub mod collective;
 pub mod flow;
 pub mod observe;

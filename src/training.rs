@@ -456,6 +456,7 @@ pub(crate) fn build(
                             start: JobStart::OnDemand,
                             elem_bytes: es,
                             data: None,
+                            class: 0,
                             reduce_rate: None,
                             hosts: None,
                         });
@@ -468,6 +469,7 @@ pub(crate) fn build(
                             dtype: DataType::F32,
                             op: ReduceOp::Sum,
                         }),
+                        class: 0,
                         reduce_rate: None,
                         hosts: Some(shared.clone()),
                     };

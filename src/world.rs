@@ -411,6 +411,7 @@ pub(crate) fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>
     let s = &src.scenario;
     let wp = FieldPath::root().key("workload");
     let mut out = Vec::new();
+    let classes = crate::classes::Classes::of(src, g)?;
     let host_rank = |p: FieldPath, name: &str| -> Result<u32, ScenarioError> {
         let id = g
             .find(name)
@@ -435,6 +436,7 @@ pub(crate) fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>
             dst: b,
             len: m.size.bytes(),
             start: m.start,
+            class: classes.messages.get(i).copied().unwrap_or(0),
         });
     }
     if let Some(a2a) = &s.workload.all_to_all {
@@ -448,6 +450,7 @@ pub(crate) fn build_messages(src: &Source, g: &Graph) -> Result<Vec<MessageSpec>
                     dst: (i + k) % n,
                     len: a2a.size.bytes(),
                     start: a2a.start,
+                    class: 0,
                 });
             }
         }
@@ -486,6 +489,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     } = host_apps(src, &g)?;
     let mut apps = apps.into_iter();
     let directory = directory(src, &g)?;
+    let classes = crate::classes::Classes::of(src, &g)?.table;
     let mut actors = Vec::with_capacity(g.nodes().len());
     let mut wiring = Wiring::default();
     // A host with one port sends everything out of it: every such host whose routes lead to
@@ -553,6 +557,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     ports.len(),
                     NicConfig {
                         data_mode: s.mode == Mode::Data,
+                        classes: classes.clone(),
                         ..s.nic.clone()
                     },
                     s.seed,
@@ -586,7 +591,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                 if let Some(t) = tree {
                     for port in 0..ports.len() {
                         let built = t
-                            .build_for::<(fabemu_fabric::packet::Packet, Time)>(s.ethernet)
+                            .build_for::<fabemu_switch::tree_egress::TreeItem>(s.ethernet)
                             .map_err(|e| {
                                 let at = match own {
                                     Some(i) if s.switches[i].scheduler.is_some() => {
@@ -596,7 +601,8 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                                 };
                                 src.error_at(&at, e.to_string())
                             })?;
-                        sw.set_scheduler(port, Box::new(TreeEgress::new(built)));
+                        let egress = TreeEgress::new(built).with_classes(classes.clone());
+                        sw.set_scheduler(port, Box::new(egress));
                     }
                 }
                 Node::Switch(sw)

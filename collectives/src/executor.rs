@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fabemu_fabric::link::Rate;
-use fabemu_fabric::transport::{AppId, Application, Completion, Transport};
+use fabemu_fabric::transport::{AppId, Application, ClassId, Completion, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
 
 use crate::data::{self, DataType, ReduceOp};
@@ -99,6 +99,9 @@ pub struct Job {
     /// The host of each program rank, when the collective runs on a subset of the hosts (or
     /// in another order); `None`: rank r is host r.
     pub hosts: Option<Arc<[u32]>>,
+    /// The traffic class every message of the job is sent in: its number in the run's
+    /// `ClassTable` (0: the NIC's default).
+    pub class: ClassId,
 }
 
 impl Job {
@@ -432,7 +435,8 @@ impl CollectiveRunner {
                     let data = payload
                         .as_ref()
                         .map(|b| b.slice(off as usize..(off + piece) as usize));
-                    if !api.post_send(js.job.host_of(peer), imm as u64, piece, data) {
+                    let dst = js.job.host_of(peer);
+                    if !api.post_send_in(dst, imm as u64, piece, data, js.job.class) {
                         self.errors.push(ExecError::NoRoute {
                             rank: self.rank,
                             job: j,

@@ -673,6 +673,15 @@ pub struct CollectiveYaml {
     /// The hosts taking part, rank 0 first (a communicator); absent: every host, in order.
     #[serde(default)]
     pub hosts: Option<Vec<String>>,
+    /// DSCP of the collective's data packets, 0..=63 (default: `nic.dscp`).
+    #[serde(default)]
+    pub dscp: Option<u64>,
+    /// Priority (PFC class) 0..=7, as for messages.
+    #[serde(default)]
+    pub priority: Option<u64>,
+    /// An explicit rank for PIFO experiments, on every packet of the collective.
+    #[serde(default)]
+    pub rank: Option<u64>,
 }
 
 /// One algorithm for the whole collective, or one per dimension of the fabric.
@@ -780,6 +789,22 @@ pub struct MessageYaml {
     /// When the sender posts it (default 0s).
     #[serde(default)]
     pub start: Time,
+    /// DSCP of the message's data packets, 0..=63 (default: `nic.dscp`).
+    #[serde(default)]
+    pub dscp: Option<u64>,
+    /// Priority (PFC class) 0..=7 the message should travel in: alone, DSCP = 8 x priority;
+    /// with `dscp`, the DSCP must map to it on every switch.
+    #[serde(default)]
+    pub priority: Option<u64>,
+    /// Deadline, relative to `start`: EDF schedulers rank its packets by start + deadline.
+    #[serde(default)]
+    pub deadline: Option<Time>,
+    /// Slack: how long each packet may wait in queues on its way (LSTF ranks by it).
+    #[serde(default)]
+    pub slack: Option<Time>,
+    /// An explicit rank for PIFO experiments (the `rank` transaction).
+    #[serde(default)]
+    pub rank: Option<u64>,
 }
 
 /// An all-to-all exchange of point-to-point messages.

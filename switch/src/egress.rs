@@ -5,22 +5,43 @@
 //! *which* queued frame goes next. [`Fifo`] (per-priority FIFOs in strict priority) is the
 //! default. The switch passes the PFC pause mask to `dequeue`; a scheduler must never return a
 //! frame of a paused priority, nor let one block the others.
+//!
+//! The switch tells the scheduler at `enqueue` what it already knows about the frame: its
+//! priority (from the switch's DSCP map) and the ingress port the MMU charged it to; the
+//! scheduler hands both back with the frame at `dequeue` ([`Dequeued`]), so the switch releases
+//! the buffer to the right ingress without parsing the frame again or keeping a per-flow map.
 
 use std::collections::VecDeque;
 
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::units::Time;
-use fabemu_fabric::wire;
 
-use crate::priority::{DscpMap, PRIORITIES};
+use crate::priority::PRIORITIES;
 
-/// A frame leaving its queue, with the time it entered (for queueing-delay statistics).
+/// A frame leaving its queue, with the time it entered (for queueing-delay statistics) and
+/// what the switch charged it to when it was queued.
 #[derive(Debug)]
 pub struct Dequeued {
     /// The frame.
     pub packet: Packet,
     /// When it was queued.
     pub enqueued_at: Time,
+    /// The priority given at `enqueue`.
+    pub priority: u8,
+    /// The ingress port given at `enqueue`.
+    pub ingress: usize,
+}
+
+/// What the switch knows about a frame it queues: the scheduler keeps it with the frame and
+/// returns it in [`Dequeued`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Arrival {
+    /// When the frame reached the egress queue.
+    pub now: Time,
+    /// Its priority, 0..=7 (the switch's DSCP map; what PFC pauses and the MMU counts).
+    pub priority: u8,
+    /// The ingress port the MMU charged it to.
+    pub ingress: usize,
 }
 
 /// Per-class counters of a scheduler with classes (a PIFO tree's leaves).
@@ -40,10 +61,11 @@ pub struct ClassReport {
 
 /// Orders the frames waiting for one egress port.
 pub trait EgressScheduler: Send {
-    /// Queues a frame the buffer admitted. Returns a frame the scheduler did not keep — the
-    /// arriving one refused, or a queued one evicted to make room — so the switch can free
-    /// its buffer and count the drop.
-    fn enqueue(&mut self, packet: Packet, now: Time) -> Option<Packet>;
+    /// Queues a frame the buffer admitted, with its priority and ingress port. Returns a frame
+    /// the scheduler did not keep — the arriving one refused, or a queued one evicted to make
+    /// room — with the priority and ingress it was queued with, so the switch can free its
+    /// buffer and count the drop.
+    fn enqueue(&mut self, packet: Packet, at: Arrival) -> Option<Dequeued>;
     /// The next frame to transmit. `paused` is a bitmask of PFC priorities that must not be
     /// sent now (schedulers without priorities may ignore it).
     fn dequeue(&mut self, now: Time, paused: u8) -> Option<Dequeued>;
@@ -66,10 +88,6 @@ pub trait EgressScheduler: Send {
     fn priority_inversions(&self) -> u64 {
         0
     }
-    /// The switch's DSCP → priority map, given when the scheduler is installed, so that the
-    /// priorities the scheduler classifies by are the ones the pause mask speaks of
-    /// (schedulers that do not look at priorities may ignore it).
-    fn set_priority_map(&mut self, _map: &DscpMap) {}
 }
 
 /// Per-priority FIFOs served in strict priority, highest priority (7) first, skipping paused
@@ -77,8 +95,8 @@ pub trait EgressScheduler: Send {
 /// eight traffic classes has its own queue. With everything in one priority it is a plain FIFO.
 ///
 /// The switch queues with [`Fifo::push`] (it knows the priority from its DSCP map and the
-/// ingress port its MMU charged) and takes frames back with [`Fifo::pop`]. Through the
-/// [`EgressScheduler`] trait the priority is the class selector (DSCP >> 3) and the ingress 0.
+/// ingress port its MMU charged) and takes frames back with [`Fifo::pop`], the same as the
+/// [`EgressScheduler`] trait without the indirection.
 #[derive(Debug, Default)]
 pub struct Fifo {
     q: [VecDeque<Queued>; PRIORITIES],
@@ -93,17 +111,6 @@ struct Queued {
     packet: Packet,
     at: Time,
     ingress: u32,
-}
-
-/// A frame leaving a [`Fifo`] with what the switch charged it to.
-#[derive(Debug)]
-pub struct Popped {
-    /// The frame and its queueing time.
-    pub dequeued: Dequeued,
-    /// Its priority.
-    pub priority: u8,
-    /// The ingress port it came in on.
-    pub ingress: usize,
 }
 
 impl Fifo {
@@ -122,7 +129,7 @@ impl Fifo {
 
     /// The head of the highest non-empty priority whose bit is clear in `paused`.
     #[inline]
-    pub fn pop(&mut self, paused: u8) -> Option<Popped> {
+    pub fn pop(&mut self, paused: u8) -> Option<Dequeued> {
         let ready = self.nonempty & !paused;
         if ready == 0 {
             return None;
@@ -134,11 +141,9 @@ impl Fifo {
             self.nonempty &= !(1 << p);
         }
         self.len -= 1;
-        Some(Popped {
-            dequeued: Dequeued {
-                packet: e.packet,
-                enqueued_at: e.at,
-            },
+        Some(Dequeued {
+            packet: e.packet,
+            enqueued_at: e.at,
             priority: p,
             ingress: e.ingress as usize,
         })
@@ -147,14 +152,13 @@ impl Fifo {
 
 impl EgressScheduler for Fifo {
     #[inline]
-    fn enqueue(&mut self, packet: Packet, now: Time) -> Option<Packet> {
-        let p = wire::dscp(packet.header()).unwrap_or(0) >> 3;
-        self.push(packet, now, p, 0);
+    fn enqueue(&mut self, packet: Packet, at: Arrival) -> Option<Dequeued> {
+        self.push(packet, at.now, at.priority, at.ingress);
         None
     }
     #[inline]
     fn dequeue(&mut self, _now: Time, paused: u8) -> Option<Dequeued> {
-        self.pop(paused).map(|p| p.dequeued)
+        self.pop(paused)
     }
     fn len(&self) -> usize {
         self.len
@@ -180,10 +184,10 @@ impl Default for Egress {
 
 impl EgressScheduler for Egress {
     #[inline]
-    fn enqueue(&mut self, packet: Packet, now: Time) -> Option<Packet> {
+    fn enqueue(&mut self, packet: Packet, at: Arrival) -> Option<Dequeued> {
         match self {
-            Egress::Fifo(f) => f.enqueue(packet, now),
-            Egress::Custom(c) => c.enqueue(packet, now),
+            Egress::Fifo(f) => f.enqueue(packet, at),
+            Egress::Custom(c) => c.enqueue(packet, at),
         }
     }
     #[inline]
@@ -217,11 +221,6 @@ impl EgressScheduler for Egress {
             Egress::Custom(c) => c.priority_inversions(),
         }
     }
-    fn set_priority_map(&mut self, map: &DscpMap) {
-        if let Egress::Custom(c) = self {
-            c.set_priority_map(map);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -235,7 +234,7 @@ mod tests {
         for n in 1..=3u32 {
             f.enqueue(
                 Packet::new(&[0; 14], Payload::Timing(n), &[]).unwrap(),
-                Time::ZERO,
+                Arrival::default(),
             );
         }
         let order: Vec<usize> = std::iter::from_fn(|| f.dequeue(Time::ZERO, 0))
@@ -254,7 +253,7 @@ mod tests {
         }
         let mut pop = |paused| {
             f.pop(paused)
-                .map(|p| (p.dequeued.packet.payload().len(), p.priority, p.ingress))
+                .map(|p| (p.packet.payload().len(), p.priority, p.ingress))
         };
         assert_eq!(pop(1 << 5), Some((2, 3, 13)), "5 paused: 3 goes first");
         assert_eq!(pop(0), Some((4, 5, 15)));

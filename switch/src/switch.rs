@@ -9,25 +9,21 @@
 //! PFC frames received are consumed here ([`crate::pfc`]); those the switch sends go ahead of
 //! queued data. A watchdog reports egress queues stuck behind pauses ([`crate::watchdog`]).
 //!
-//! **Which ingress a departing frame is charged to.** The default FIFO egress stores the
-//! ingress port with the frame. A custom scheduler (a PIFO tree) only hands the frame back, so
-//! for those ports the switch keeps, per flow (IPv4 source, destination, UDP source port), the
-//! ingress port and the number of its frames queued: a flow follows one path, so it arrives on
-//! one port, and PIFO trees keep a flow's frames in order. If one flow did arrive on two ports
-//! at once, its frames would be charged to the first (counters stay balanced, per-port shares
-//! blur). The map keeps its capacity, so steady state allocates nothing.
+//! **Which ingress a departing frame is charged to.** The switch gives every egress scheduler
+//! the frame's priority and ingress port when it queues it, and the scheduler hands both back
+//! with the frame ([`crate::egress::Dequeued`]), so the MMU releases exactly what it charged
+//! without parsing the frame again.
 
 use fabemu_fabric::engine::{Actor, Ctx, Event};
 use fabemu_fabric::histogram::LatencyHistogram;
 use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
 use fabemu_fabric::units::Time;
-use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, RoceFlow, PFC_FRAME_LEN};
-use rustc_hash::FxHashMap;
+use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, PFC_FRAME_LEN};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{ClassReport, Egress, EgressScheduler};
+use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::PRIORITIES;
@@ -136,13 +132,6 @@ fn untoken(t: u64) -> (u64, usize, u8) {
     (t >> 56, (t & 0xFFFF_FFFF) as usize, (t >> 48) as u8 & 7)
 }
 
-/// A flow as the ingress map keys it.
-type FlowKey = (u32, u32, u16);
-
-fn flow_key(f: &RoceFlow) -> FlowKey {
-    (u32::from(f.src), u32::from(f.dst), f.udp_src_port)
-}
-
 /// A switch: forwarding table, MMU, PFC, ECN marking, one egress scheduler per port.
 pub struct Switch {
     routes: RouteTable,
@@ -150,8 +139,6 @@ pub struct Switch {
     cfg: BufferConfig,
     mmu: Mmu,
     queues: Vec<Egress>,
-    /// Per port with a custom scheduler: flow → (ingress port, frames queued) (module doc).
-    flow_ingress: Vec<FxHashMap<FlowKey, (u32, u32)>>,
     pfc: Vec<PortPfc>,
     watch: Vec<PortWatch>,
     red: Option<Red>,
@@ -176,7 +163,6 @@ impl Switch {
             cfg: b,
             mmu: Mmu::new(&b, ports),
             queues: (0..ports).map(|_| Egress::default()).collect(),
-            flow_ingress: (0..ports).map(|_| FxHashMap::default()).collect(),
             pfc: vec![PortPfc::new(); ports],
             watch: vec![PortWatch::default(); ports],
             red: b.ecn.map(|r| Red::new(&r, seed)),
@@ -192,10 +178,8 @@ impl Switch {
         }
     }
 
-    /// Replaces port `port`'s egress scheduler (it must be empty: call before the run). The
-    /// scheduler is told the switch's DSCP → priority map.
-    pub fn set_scheduler(&mut self, port: usize, mut sched: Box<dyn EgressScheduler>) {
-        sched.set_priority_map(&self.cfg.dscp_priority);
+    /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
+    pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
         if let Some(q) = self.queues.get_mut(port) {
             *q = Egress::Custom(sched);
         }
@@ -321,11 +305,12 @@ impl Switch {
             Egress::Fifo(f) if f.is_empty() => held = Some(pkt),
             Egress::Fifo(f) => f.push(pkt, now, prio, in_port),
             Egress::Custom(c) => {
-                let e = self.flow_ingress[out]
-                    .entry(flow_key(&flow))
-                    .or_insert((in_port as u32, 0));
-                e.1 += 1;
-                if let Some(dropped) = c.enqueue(pkt, now) {
+                let at = Arrival {
+                    now,
+                    priority: prio,
+                    ingress: in_port,
+                };
+                if let Some(dropped) = c.enqueue(pkt, at) {
                     self.scheduler_drop(out, &dropped, ctx);
                 }
             }
@@ -375,34 +360,13 @@ impl Switch {
     }
 
     /// A custom scheduler refused or evicted `dropped` (queued for `out`): free and count it.
-    fn scheduler_drop(&mut self, out: usize, dropped: &Packet, ctx: &mut Ctx<'_>) {
-        let prio = self.priority_of(dropped);
-        let ingress = self.take_flow_ingress(out, dropped);
-        let len = dropped.frame_len() as u64;
+    fn scheduler_drop(&mut self, out: usize, dropped: &Dequeued, ctx: &mut Ctx<'_>) {
+        let (prio, ingress) = (dropped.priority, dropped.ingress);
+        let len = dropped.packet.frame_len() as u64;
         self.mmu.release(ingress, prio, out, len);
         self.port_stats[out].enqueued -= 1;
         self.count_drop(out, prio, len);
         self.check_xon(ingress, prio, ctx);
-    }
-
-    /// The ingress a custom-scheduled frame was charged to; forgets one frame of its flow.
-    fn take_flow_ingress(&mut self, out: usize, pkt: &Packet) -> usize {
-        let Some(flow) = wire::peek_roce_flow(pkt.header()).1 else {
-            return 0;
-        };
-        let map = &mut self.flow_ingress[out];
-        let key = flow_key(&flow);
-        match map.get_mut(&key) {
-            Some(e) => {
-                let ingress = e.0 as usize;
-                e.1 = e.1.saturating_sub(1);
-                if e.1 == 0 {
-                    map.remove(&key);
-                }
-                ingress
-            }
-            None => 0,
-        }
     }
 
     /// Ingress (`port`, `prio`) went over XOFF: owe its neighbour a pause, keep it refreshed.
@@ -552,17 +516,13 @@ impl Switch {
         }
         let now = ctx.now();
         let paused = self.pfc[port].paused;
-        let (d, prio, ingress) = match &mut self.queues[port] {
+        let d = match &mut self.queues[port] {
             Egress::Fifo(f) => match f.pop(paused) {
-                Some(p) => (p.dequeued, p.priority, p.ingress),
+                Some(d) => d,
                 None => return,
             },
             Egress::Custom(c) => match c.dequeue(now, paused) {
-                Some(d) => {
-                    let prio = self.priority_of(&d.packet);
-                    let ingress = self.take_flow_ingress(port, &d.packet);
-                    (d, prio, ingress)
-                }
+                Some(d) => d,
                 None => {
                     // Frames held by a shaper: wake up when the first becomes eligible.
                     if let Some(t) = c.next_release(now) {
@@ -576,7 +536,7 @@ impl Switch {
                 }
             },
         };
-        self.depart(port, d.packet, d.enqueued_at, prio, ingress, ctx);
+        self.depart(port, d.packet, d.enqueued_at, d.priority, d.ingress, ctx);
     }
 
     /// Sends `pkt` (queued at `enqueued_at` for egress (`port`, `prio`), charged to `ingress`)

@@ -420,10 +420,9 @@ fn ring_with_cyclic_dependency_deadlocks_and_the_watchdog_says_where() {
 #[test]
 fn pifo_tree_egress_gets_the_pause_mask_and_charges_the_right_ingress() {
     // The incast of `incast_with_pfc_loses_nothing`, 4 senders, but the receiver's port runs a
-    // PIFO tree (fair queueing among flows, priorities strict above it). The tree hands frames
-    // back without their ingress port; the switch's flow map must charge each to its sender's
-    // port, or XON would go to the wrong neighbour and the buffer would not empty.
-    use fabemu_fabric::packet::Packet;
+    // PIFO tree (fair queueing among flows, priorities strict above it). The tree must hand
+    // each frame back with the ingress port the switch gave it, or XON would go to the wrong
+    // neighbour and the buffer would not empty.
     use fabemu_switch::pifo::config::TreeConfig;
     use fabemu_switch::tree_egress::TreeEgress;
     let tree: TreeConfig = serde_yaml::from_str(
@@ -438,7 +437,9 @@ fn pifo_tree_egress_gets_the_pause_mask_and_charges_the_right_ingress() {
         &cfg,
         7,
     );
-    let built = tree.build::<(Packet, Time)>().unwrap();
+    let built = tree
+        .build::<fabemu_switch::tree_egress::TreeItem>()
+        .unwrap();
     sw.set_scheduler(4, Box::new(TreeEgress::new(built)));
     let mut nodes = vec![Node::Switch(Box::new(sw))];
     for h in 1..=4u8 {

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use crate::engine::Ctx;
-use crate::transport::Transport;
+use crate::transport::{ClassId, Transport};
 use crate::units::Time;
 
 use super::Nic;
@@ -28,7 +28,17 @@ impl Transport for AppApi<'_, '_, '_> {
         self.nic.index
     }
     fn post_send(&mut self, dst: u32, tag: u64, len: u64, data: Option<Bytes>) -> bool {
-        self.nic.post_send(dst, tag, len, data, self.ctx)
+        self.nic.post_send(dst, tag, len, data, 0, self.ctx)
+    }
+    fn post_send_in(
+        &mut self,
+        dst: u32,
+        tag: u64,
+        len: u64,
+        data: Option<Bytes>,
+        class: ClassId,
+    ) -> bool {
+        self.nic.post_send(dst, tag, len, data, class, self.ctx)
     }
     fn set_timer(&mut self, at: Time, token: u64) {
         self.ctx.set_timer(at, token << TOKEN_KIND_BITS | TOKEN_APP);

@@ -4,8 +4,10 @@
 
 use bytes::Bytes;
 
-use super::{Application, Completion, Transport};
+use super::{Application, ClassId, Completion, Transport};
 use crate::route::mix;
+#[cfg(doc)]
+use crate::transport::ClassTable;
 use crate::units::Time;
 
 /// One message of the workload.
@@ -21,6 +23,9 @@ pub struct MessageSpec {
     pub len: u64,
     /// When the sender posts it.
     pub start: Time,
+    /// The traffic class it is sent in (its number in the run's [`ClassTable`]; 0: the
+    /// default).
+    pub class: ClassId,
 }
 
 /// What happened to a message on the sending side.
@@ -121,7 +126,7 @@ impl Application for MessageApp {
         let data = self
             .data_mode
             .then(|| message_bytes(self.seed, s.tag, s.len));
-        rec.posted = api.post_send(s.dst, s.tag, s.len, data);
+        rec.posted = api.post_send_in(s.dst, s.tag, s.len, data, s.class);
     }
 
     fn on_completion(&mut self, c: Completion, api: &mut dyn Transport) {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::units::{Bandwidth, ByteSize, Time};
 use crate::wire::MacAddr;
 
-use super::{CongestionControl, DcqcnConfigError, NicPfcConfig, NicPfcConfigError};
+use super::{ClassTable, CongestionControl, DcqcnConfigError, NicPfcConfig, NicPfcConfigError};
 
 /// A host's addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +102,10 @@ pub struct NicConfig {
     /// control frames (ACK, NAK, CNP) get a real ICRC too; in timing mode every ICRC is zero.
     #[serde(skip)]
     pub data_mode: bool,
+    /// Set by the world (not a scenario field): the run's traffic classes, which the NIC opens
+    /// QPs of its own for (see [`ClassTable`]).
+    #[serde(skip)]
+    pub classes: ClassTable,
 }
 
 /// A NIC setting out of range (see [`NicConfig::validate`]).
@@ -143,6 +147,7 @@ impl Default for NicConfig {
             cc: CongestionControl::None,
             pfc: None,
             data_mode: false,
+            classes: ClassTable::default(),
         }
     }
 }

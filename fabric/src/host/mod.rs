@@ -51,10 +51,46 @@ use self::dcqcn::{Np, Rp};
 pub use self::pfc::{NicPfcConfig, NicPfcConfigError};
 use self::pfc::{PortPause, RxBuffer, CLASSES};
 use self::qp::{Qp, RxAction};
-pub use crate::transport::{Application, Completion, Transport};
+pub use crate::transport::{Application, ClassId, ClassTable, Completion, TrafficClass, Transport};
 
 /// First QP number used; host `i`'s QP toward peer `p` has number `QPN_BASE + p`.
 pub const QPN_BASE: u32 = 0x100;
+
+/// Set in the number of a QP opened for a traffic class other than the default.
+pub const CLASS_QPN_FLAG: u32 = 1 << 23;
+/// Where such a QP number keeps the class number (6 bits: [`ClassTable::MAX`]).
+pub const CLASS_QPN_SHIFT: u32 = 17;
+/// Most hosts a fabric may have when it uses traffic classes: peer indices must stay below the
+/// class bits of the QP number.
+pub const CLASS_QPN_HOSTS: u32 = (1 << CLASS_QPN_SHIFT) - QPN_BASE;
+
+/// The number of the QP toward `peer` in traffic class `class`: `QPN_BASE + peer` in the
+/// default class 0 (as without classes), else `QPN_BASE + peer + CLASS_QPN_FLAG +
+/// (class << CLASS_QPN_SHIFT)`. A host keeps one QP per (peer, class): a QP's traffic class is
+/// fixed when it is created, as on RoCE NICs, so the packets of one QP never sit in two
+/// priority queues and overtake each other, and the QP number tells a switch the class.
+pub fn qp_number(peer: u32, class: ClassId) -> u32 {
+    if class == 0 {
+        QPN_BASE + peer
+    } else {
+        QPN_BASE + peer + CLASS_QPN_FLAG + (u32::from(class & 63) << CLASS_QPN_SHIFT)
+    }
+}
+
+/// The traffic class a QP number (from [`qp_number`]) belongs to.
+#[inline]
+pub fn qpn_class(qpn: u32) -> ClassId {
+    if qpn & CLASS_QPN_FLAG == 0 {
+        0
+    } else {
+        (qpn >> CLASS_QPN_SHIFT) as u8 & 63
+    }
+}
+
+/// The key of a QP in `qp_index`: its peer and its class.
+fn qp_key(peer: u32, class: ClassId) -> u64 {
+    u64::from(class) << 32 | u64::from(peer)
+}
 
 /// Per-port transmit state of a NIC.
 #[derive(Debug, Default)]
@@ -84,9 +120,10 @@ pub struct Nic {
     routes: Arc<RouteTable>,
     cfg: NicConfig,
     seed: u64,
-    /// Queue pairs, created on first use; `qp_index` maps a peer host to its QP.
+    /// Queue pairs, created on first use; `qp_index` maps a (peer host, class) ([`qp_key`]) to
+    /// its QP.
     qps: Vec<Qp>,
-    qp_index: FxHashMap<u32, u32>,
+    qp_index: FxHashMap<u64, u32>,
     ports: Vec<NicPort>,
     done_scratch: Vec<u64>,
     completions: VecDeque<Completion>,
@@ -146,10 +183,16 @@ impl Nic {
         &self.cfg
     }
 
-    /// The index of the QP toward `peer`, created on first use.
-    fn qp_entry(&mut self, peer: u32) -> Option<usize> {
-        if let Some(&i) = self.qp_index.get(&peer) {
+    /// The index of the QP toward `peer` in traffic class `class`, created on first use.
+    fn qp_entry(&mut self, peer: u32, class: ClassId) -> Option<usize> {
+        let key = qp_key(peer, class);
+        if let Some(&i) = self.qp_index.get(&key) {
             return Some(i as usize);
+        }
+        let dscp = self.cfg.classes.get(class).dscp.unwrap_or(self.cfg.dscp);
+        if class != 0 && peer.max(self.index) >= CLASS_QPN_HOSTS {
+            // No room for the class in the QP number (the scenario check refuses this first).
+            return None;
         }
         {
             let paddr = self.dir.get(peer)?;
@@ -162,14 +205,16 @@ impl Nic {
             };
             let jitter_seed =
                 crate::route::mix(self.seed ^ u64::from(self.index) << 32 ^ u64::from(peer));
-            self.qps.push(Qp::new(peer, port, udp, jitter_seed));
+            let remote_qpn = qp_number(self.index, class);
+            self.qps
+                .push(Qp::new(peer, port, udp, dscp, remote_qpn, jitter_seed));
             if let Some(d) = self.cfg.cc.dcqcn() {
                 self.qp_cc.push(QpCc {
                     np: Np::default(),
                     rp: Rp::new(d),
                 });
             }
-            self.qp_index.insert(peer, (self.qps.len() - 1) as u32);
+            self.qp_index.insert(key, (self.qps.len() - 1) as u32);
         }
         Some(self.qps.len() - 1)
     }
@@ -180,10 +225,11 @@ impl Nic {
         tag: u64,
         len: u64,
         data: Option<Bytes>,
+        class: ClassId,
         ctx: &mut Ctx<'_>,
     ) -> bool {
         let mtu = self.cfg.mtu.bytes().max(1);
-        let Some(i) = self.qp_entry(dst) else {
+        let Some(i) = self.qp_entry(dst, class) else {
             return false;
         };
         let qp = &mut self.qps[i];

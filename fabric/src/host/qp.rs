@@ -92,6 +92,11 @@ pub(crate) struct Qp {
     pub(crate) port: usize,
     /// UDP source port (flow entropy for ECMP).
     pub(crate) udp_src_port: u16,
+    /// DSCP of the QP's data packets (its traffic class, fixed when the QP is created).
+    pub(crate) dscp: u8,
+    /// The number of the peer's QP of this pair, which this QP's packets carry as their
+    /// destination QP.
+    pub(crate) remote_qpn: u32,
     // Send side.
     msgs: VecDeque<SendMsg>,
     /// Oldest unacknowledged PSN.
@@ -166,8 +171,17 @@ pub(crate) fn unwrap_psn(base: u64, wire: u32) -> (u64, bool) {
 }
 
 impl Qp {
-    pub(crate) fn new(peer: u32, port: usize, udp_src_port: u16, jitter_seed: u64) -> Qp {
+    pub(crate) fn new(
+        peer: u32,
+        port: usize,
+        udp_src_port: u16,
+        dscp: u8,
+        remote_qpn: u32,
+        jitter_seed: u64,
+    ) -> Qp {
         Qp {
+            dscp,
+            remote_qpn,
             srtt: 0,
             rttvar: 0,
             probe: None,
@@ -490,7 +504,7 @@ mod tests {
 
     #[test]
     fn segments_a_message() {
-        let mut qp = Qp::new(1, 0, 1, 0);
+        let mut qp = Qp::new(1, 0, 1, 26, 0x100, 0);
         qp.post(7, 10_000, None, 4096);
         let segs = drain(&mut qp, 4096);
         let ops: Vec<u8> = segs.iter().map(|s| s.opcode).collect();
@@ -511,7 +525,7 @@ mod tests {
 
     #[test]
     fn zero_length_message_is_one_packet() {
-        let mut qp = Qp::new(1, 0, 1, 0);
+        let mut qp = Qp::new(1, 0, 1, 26, 0x100, 0);
         qp.post(1, 0, None, 1024);
         let segs = drain(&mut qp, 1024);
         assert_eq!(segs.len(), 1);
@@ -520,7 +534,7 @@ mod tests {
 
     #[test]
     fn go_back_n_on_nak() {
-        let mut qp = Qp::new(1, 0, 1, 0);
+        let mut qp = Qp::new(1, 0, 1, 26, 0x100, 0);
         qp.post(1, 5 * 100, None, 100);
         assert_eq!(drain(&mut qp, 100).len(), 5);
         let mut done = vec![];
@@ -539,7 +553,7 @@ mod tests {
 
     #[test]
     fn receiver_naks_once_per_gap_and_reacks_duplicates() {
-        let mut qp = Qp::new(1, 0, 1, 0);
+        let mut qp = Qp::new(1, 0, 1, 26, 0x100, 0);
         let mut rx = None;
         let mut data = |qp: &mut Qp, psn: u32, op: u8| {
             qp.on_data(psn, op, false, Some(300), Some(9), None, 100, 100, &mut rx)
@@ -567,7 +581,7 @@ mod tests {
 
     #[test]
     fn rto_follows_measured_round_trips_and_never_goes_below_the_minimum() {
-        let mut qp = Qp::new(1, 0, 1, 7);
+        let mut qp = Qp::new(1, 0, 1, 26, 0x100, 7);
         let min = Time::from_us(10);
         assert_eq!(qp.base_rto(min), min, "no sample yet");
         qp.post(0, 3 * 4096, None, 4096);
@@ -593,7 +607,7 @@ mod tests {
         qp.on_acked(Time::from_us(500));
         assert_eq!(qp.base_rto(min), Time::from_us(100));
         // A tiny RTT never takes the timeout below the configured minimum.
-        let mut fast = Qp::new(1, 0, 1, 7);
+        let mut fast = Qp::new(1, 0, 1, 26, 0x100, 7);
         fast.post(0, 4096, None, 4096);
         assert!(fast.next_segment(4096).is_some());
         fast.on_first_send(0, Time::ZERO);
@@ -606,7 +620,7 @@ mod tests {
     fn jitter_stays_in_range_differs_per_qp_and_is_reproducible() {
         let t = Time::from_us(100);
         let draws = |seed: u64| -> Vec<Time> {
-            let mut qp = Qp::new(1, 0, 1, seed);
+            let mut qp = Qp::new(1, 0, 1, 26, 0x100, seed);
             (0..1000).map(|_| qp.jittered(t)).collect()
         };
         let a = draws(1);

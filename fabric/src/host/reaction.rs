@@ -4,13 +4,13 @@
 use super::*;
 
 impl Nic {
-    /// Reaction point: a CNP from `src` cuts the rate of the QP toward it.
-    pub(super) fn on_cnp(&mut self, src: u32, ctx: &mut Ctx<'_>) {
+    /// Reaction point: a CNP from `src` for QP number `qpn` cuts the rate of that QP.
+    pub(super) fn on_cnp(&mut self, src: u32, qpn: u32, ctx: &mut Ctx<'_>) {
         self.stats.cnps_received += 1;
         let Some(d) = self.cfg.cc.dcqcn() else {
             return;
         };
-        let Some(&i) = self.qp_index.get(&src) else {
+        let Some(&i) = self.qp_index.get(&qp_key(src, qpn_class(qpn))) else {
             return;
         };
         let i = i as usize;

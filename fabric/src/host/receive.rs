@@ -36,7 +36,7 @@ impl Nic {
         };
         match repr.bth.opcode {
             opcode::ACK => self.on_ack_frame(src, &repr, ctx),
-            opcode::CNP => self.on_cnp(src, ctx),
+            opcode::CNP => self.on_cnp(src, repr.bth.dest_qp, ctx),
             op if is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
             _ => self.stats.dropped_invalid += 1,
         }
@@ -47,7 +47,9 @@ impl Nic {
             self.stats.dropped_invalid += 1;
             return;
         };
-        let Some(&i) = self.qp_index.get(&src) else {
+        // The destination QP number names the class of the QP pair (`qp_number`).
+        let class = qpn_class(repr.bth.dest_qp);
+        let Some(&i) = self.qp_index.get(&qp_key(src, class)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -93,14 +95,14 @@ impl Nic {
     ) {
         if let (Some(interval), Ecn::Ce) = (self.cfg.cc.dcqcn().map(|d| d.cnp_interval), repr.ecn) {
             self.stats.ce_received += 1;
-            if let Some(i) = self.qp_entry(src) {
+            if let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp)) {
                 let now = ctx.now();
                 if self
                     .qp_cc
                     .get_mut(i)
                     .is_some_and(|c| c.np.on_ce(now, interval))
                 {
-                    self.send_cnp(src, ctx);
+                    self.send_cnp(i, ctx);
                 }
             }
         }
@@ -119,7 +121,7 @@ impl Nic {
         ctx: &mut Ctx<'_>,
     ) {
         let ack_every = self.cfg.ack_every;
-        let Some(i) = self.qp_entry(src) else {
+        let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -149,19 +151,19 @@ impl Nic {
                 self.stats.latency.record(latency);
                 if ack {
                     self.stats.acks_sent += 1;
-                    self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);
+                    self.send_control(i, AethRepr::ack(msn), ack_psn, ctx);
                 }
             }
             RxAction::Nak => {
                 self.stats.out_of_order_dropped += 1;
                 self.stats.naks_sent += 1;
-                self.send_control(src, AethRepr::nak_psn_sequence_error(msn), exp_psn, ctx);
+                self.send_control(i, AethRepr::nak_psn_sequence_error(msn), exp_psn, ctx);
             }
             RxAction::DropOutOfOrder => self.stats.out_of_order_dropped += 1,
             RxAction::Duplicate => {
                 self.stats.duplicates_received += 1;
                 self.stats.acks_sent += 1;
-                self.send_control(src, AethRepr::ack(msn), ack_psn, ctx);
+                self.send_control(i, AethRepr::ack(msn), ack_psn, ctx);
             }
         }
         if let Some(r) = received {

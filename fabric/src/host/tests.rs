@@ -168,6 +168,7 @@ fn msg(src: u32, dst: u32, len: u64) -> MessageSpec {
         dst,
         len,
         start: Time::ZERO,
+        class: 0,
     }
 }
 
@@ -476,4 +477,19 @@ fn a_slow_host_side_pauses_the_sender_without_loss() {
         delivered <= drain + Time::from_us(2 + 3 * cycles),
         "{delivered} vs {drain}, {cycles} PFC frames"
     );
+}
+
+#[test]
+fn qp_numbers_name_peer_and_class() {
+    // The default class keeps the numbers of a fabric without classes.
+    assert_eq!(qp_number(5, 0), QPN_BASE + 5);
+    assert_eq!(qpn_class(qp_number(5, 0)), 0);
+    for class in [1u8, 17, 63] {
+        for peer in [0u32, 1, CLASS_QPN_HOSTS - 1] {
+            let n = qp_number(peer, class);
+            assert!(n < 1 << 24, "QP numbers are 24 bits");
+            assert_eq!(qpn_class(n), class);
+            assert_eq!(n & ((1 << CLASS_QPN_SHIFT) - 1), QPN_BASE + peer);
+        }
+    }
 }

@@ -19,10 +19,13 @@ impl Nic {
             self.send(port, pkt, ctx);
             return;
         }
-        if !np.pause.is_paused(self.cfg.control_dscp >> 3, now) {
-            if let Some(pkt) = np.control.pop_front() {
-                self.send(port, pkt, ctx);
-                return;
+        // ACKs of a class QP travel in its class (receive.rs), the rest in `control_dscp`'s.
+        if let Some(front) = np.control.front() {
+            if !np.pause.any_paused(now) || !np.pause.is_paused(frame_class(front), now) {
+                if let Some(pkt) = np.control.pop_front() {
+                    self.send(port, pkt, ctx);
+                    return;
+                }
             }
         }
         // Relayed frames and the host's own data take turns, so neither starves the other.
@@ -63,10 +66,9 @@ impl Nic {
     /// (a pacing timer is armed when a rate limiter holds them back).
     pub(super) fn send_local(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
         let now = ctx.now();
-        if self.ports[port].pause.is_paused(self.cfg.dscp >> 3, now) {
-            // The resume timer pumps the port again.
-            return false;
-        }
+        // QPs of a paused priority keep their turn; the resume timer pumps the port again.
+        let pause = self.ports[port].pause;
+        let any_paused = pause.any_paused(now);
         let mut earliest = Time::NEVER;
         for _ in 0..self.ports[port].active.len() {
             let Some(i) = self.ports[port].active.pop_front() else {
@@ -77,6 +79,10 @@ impl Nic {
             };
             if !qp.has_data() {
                 qp.active = false;
+                continue;
+            }
+            if any_paused && pause.is_paused(qp.dscp >> 3, now) {
+                self.ports[port].active.push_back(i);
                 continue;
             }
             if qp.next_send_time > now {
@@ -126,7 +132,7 @@ impl Nic {
             dst_mac: paddr.mac,
             src_ip: self.addr.ip,
             dst_ip: paddr.ip,
-            dscp: self.cfg.dscp,
+            dscp: qp.dscp,
             ecn: if self.cfg.ecn_capable || self.cfg.cc.dcqcn().is_some() {
                 Ecn::Ect0
             } else {
@@ -138,7 +144,7 @@ impl Nic {
             bth: BthRepr {
                 opcode: seg.opcode,
                 pkey: 0xFFFF,
-                dest_qp: QPN_BASE + self.index,
+                dest_qp: qp.remote_qpn,
                 ack_req: seg.ack_req,
                 psn: (seg.psn & qp::PSN_MASK) as u32,
                 ..BthRepr::default()
@@ -254,25 +260,34 @@ impl Nic {
         self.pump(port, ctx);
     }
 
-    /// Where a control frame (ACK, NAK, CNP) for `peer` goes: its address, and the port and
-    /// UDP source port of the QP toward it (control frames follow their QP's path).
-    pub(super) fn control_route(&self, peer: u32) -> Option<(HostAddr, usize, u16)> {
-        let paddr = self.dir.get(peer).copied()?;
-        let qp = self.qps.get(*self.qp_index.get(&peer)? as usize)?;
-        Some((paddr, qp.port, qp.udp_src_port))
+    /// Where a control frame (ACK, NAK, CNP) for QP `i` goes: the peer's address, and the
+    /// QP's port, UDP source port and remote QP number (control frames follow their QP's path).
+    pub(super) fn control_route(&self, i: usize) -> Option<(HostAddr, &Qp)> {
+        let qp = self.qps.get(i)?;
+        let paddr = self.dir.get(qp.peer).copied()?;
+        Some((paddr, qp))
     }
 
-    /// Queues a control frame for `peer` (ACK/NAK) on the QP's port.
-    pub(super) fn send_control(&mut self, peer: u32, aeth: AethRepr, psn: u32, ctx: &mut Ctx<'_>) {
-        let Some((paddr, port, udp)) = self.control_route(peer) else {
+    /// Queues a control frame (ACK/NAK) for QP `i`'s peer on the QP's port. A QP whose class
+    /// sets a DSCP answers in that DSCP, as a RoCE responder sends its responses with its QP's
+    /// traffic class; the others answer with `control_dscp`.
+    pub(super) fn send_control(&mut self, i: usize, aeth: AethRepr, psn: u32, ctx: &mut Ctx<'_>) {
+        let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
+        let (port, udp, dest_qp) = (qp.port, qp.udp_src_port, qp.remote_qpn);
+        let dscp = self
+            .cfg
+            .classes
+            .get(qpn_class(dest_qp))
+            .dscp
+            .unwrap_or(self.cfg.control_dscp);
         let repr = RoceRepr {
             src_mac: self.addr.mac,
             dst_mac: paddr.mac,
             src_ip: self.addr.ip,
             dst_ip: paddr.ip,
-            dscp: self.cfg.control_dscp,
+            dscp,
             ecn: Ecn::NotEct,
             ttl: 64,
             ip_id: psn as u16,
@@ -280,7 +295,7 @@ impl Nic {
             bth: BthRepr {
                 opcode: opcode::ACK,
                 pkey: 0xFFFF,
-                dest_qp: QPN_BASE + self.index,
+                dest_qp,
                 psn,
                 ..BthRepr::default()
             },
@@ -312,19 +327,21 @@ impl Nic {
         self.pump(port, ctx);
     }
 
-    /// Notification point: a CNP to `peer`'s QP toward this host (its number is
-    /// `QPN_BASE + self.index`, as in ACKs), on the control priority, not ECN-capable.
-    pub(super) fn send_cnp(&mut self, peer: u32, ctx: &mut Ctx<'_>) {
-        let Some((paddr, port, udp)) = self.control_route(peer) else {
+    /// Notification point: a CNP to the peer's QP of QP `i`'s pair (the QP number ACKs carry),
+    /// on the control priority whatever the QP's class (RoCE NICs send CNPs with their own
+    /// DSCP), not ECN-capable.
+    pub(super) fn send_cnp(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+        let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
+        let (port, udp, dest_qp) = (qp.port, qp.udp_src_port, qp.remote_qpn);
         let mut repr = RoceRepr::cnp(
             self.addr.mac,
             paddr.mac,
             self.addr.ip,
             paddr.ip,
             udp,
-            QPN_BASE + self.index,
+            dest_qp,
         );
         repr.dscp = self.cfg.control_dscp;
         self.stats.cnps_sent += 1;

@@ -32,6 +32,8 @@ pub struct PacketInfo {
     pub deadline: Time,
     /// Slack: how long the packet may still wait, as of [`arrival`](PacketInfo::arrival) (LSTF).
     pub slack: Time,
+    /// An explicit rank the message carries (the `rank` transaction, [`crate::pifo::transactions::Given`]).
+    pub rank: u64,
     /// When the packet arrived at this switch.
     pub arrival: Time,
     /// The time the transaction runs at (set by the tree: the enqueue time, or a shaped

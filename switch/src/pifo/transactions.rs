@@ -18,6 +18,7 @@
 //! | [`MinRate`] | 0 while the class is within its minimum rate (a token bucket at that rate), else 1 |
 //! | [`Lstf`] | slack + arrival time |
 //! | [`Srpt`] / [`Sjf`] / [`Las`] / [`Edf`] | remaining bytes / message size / attained bytes / deadline |
+//! | [`Given`] | the rank the message carries (the scenario's `rank`) |
 //! | [`StopAndGo`] (shaping or scheduling) | end of the current frame of length T |
 //!
 //! Users add algorithms by implementing [`SchedulingTransaction`] or [`ShapingTransaction`]
@@ -563,6 +564,17 @@ impl SchedulingTransaction for Edf {
     }
 }
 
+/// The rank the packet carries: [`PacketInfo::rank`], set per message in the scenario, for PIFO
+/// experiments whose ranks are computed at the end host.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Given;
+
+impl SchedulingTransaction for Given {
+    fn rank(&mut self, info: &PacketInfo, _ctx: &TxnCtx) -> u64 {
+        info.rank
+    }
+}
+
 /// Stop-and-Go queueing (Golestani 1990): time is cut into frames of length T; a packet that
 /// arrives during a frame is released at the frame's end, so rank / release time =
 /// (floor(now / T) + 1) x T.
@@ -697,6 +709,7 @@ mod tests {
             attained_bytes: 44,
             deadline: Time(99),
             slack: Time(5),
+            rank: 17,
             arrival: Time(10),
             now: Time(12),
             ..PacketInfo::default()
@@ -715,6 +728,7 @@ mod tests {
         assert_eq!(las.rank(&info, &ctx), 0);
         assert_eq!(las.rank(&info, &ctx), 10);
         assert_eq!(Edf.rank(&info, &ctx), 99);
+        assert_eq!(Given.rank(&info, &ctx), 17);
         let mut sg = StopAndGo::new(Time(10)).unwrap();
         assert_eq!(sg.release_time(&info, &ctx), Time(20));
         assert_eq!(SchedulingTransaction::rank(&mut sg, &pkt(1, 20), &ctx), 30);

@@ -274,6 +274,7 @@ impl TreeConfig {
             SchedulingKind::Srpt => Box::new(Srpt),
             SchedulingKind::Sjf => Box::new(Sjf),
             SchedulingKind::Edf => Box::new(Edf),
+            SchedulingKind::Rank => Box::new(Given),
             SchedulingKind::StrictPriority => match self.class_key(path, leaf)? {
                 ClassKey::Child => Box::new(StrictPriority::new(ClassBy::Child)),
                 ClassKey::Priority => Box::new(StrictPriority::pcp()),

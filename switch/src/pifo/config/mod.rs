@@ -66,8 +66,8 @@ use serde::{Deserialize, Serialize};
 
 use super::classifier::Classifier;
 use super::transactions::{
-    ClassBy, Edf, Fifo, Las, Lstf, MinRate, RoundRobin, SchedulingTransaction, ShapingTransaction,
-    Sjf, Srpt, StopAndGo, StrictPriority, TokenBucket, Wfq,
+    ClassBy, Edf, Fifo, Given, Las, Lstf, MinRate, RoundRobin, SchedulingTransaction,
+    ShapingTransaction, Sjf, Srpt, StopAndGo, StrictPriority, TokenBucket, Wfq,
 };
 use super::{
     BucketConfig, NodeId, NodeSpec, OverflowPolicy, PacketInfo, PifoKind, PifoTree,
@@ -174,6 +174,8 @@ pub enum SchedulingKind {
     Las,
     /// `edf`: [`Edf`], earliest deadline first.
     Edf,
+    /// `rank`: [`Given`], the explicit rank the message carries.
+    Rank,
     /// `stop_and_go`: [`StopAndGo`] as a scheduling transaction, with `frame`.
     StopAndGo,
     /// `min_rate`: [`MinRate`], elements within their class's guaranteed `rates` first.
@@ -192,6 +194,7 @@ impl SchedulingKind {
             SchedulingKind::Sjf => "sjf",
             SchedulingKind::Las => "las",
             SchedulingKind::Edf => "edf",
+            SchedulingKind::Rank => "rank",
             SchedulingKind::StopAndGo => "stop_and_go",
             SchedulingKind::MinRate => "min_rate",
         }
@@ -204,7 +207,8 @@ impl SchedulingKind {
             | SchedulingKind::Lstf
             | SchedulingKind::Srpt
             | SchedulingKind::Sjf
-            | SchedulingKind::Edf => &[],
+            | SchedulingKind::Edf
+            | SchedulingKind::Rank => &[],
             SchedulingKind::StrictPriority | SchedulingKind::RoundRobin | SchedulingKind::Las => {
                 &["by"]
             }
