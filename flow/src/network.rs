@@ -582,6 +582,10 @@ impl FlowNetwork {
     /// Fills the collected component in canonical order and applies the rates and loads that
     /// changed.
     fn fill_component(&mut self) {
+        if self.comp_flows.len() == 1 {
+            self.fill_single();
+            return;
+        }
         self.comp_flows.sort_unstable();
         self.comp_links.sort_unstable();
         let filler = &mut self.filler;
@@ -601,57 +605,86 @@ impl FlowNetwork {
         }
         filler.solve();
 
-        let now = self.now;
-        for (i, &f) in self.comp_flows.iter().enumerate() {
-            let rate = self.filler.rate(i);
-            let flow = &mut self.flows[f as usize];
-            if rate.to_bits() == flow.rate.to_bits() {
-                continue;
-            }
-            let sent = flow.rate * (now - flow.last_change) as f64 / PS_PER_S_F;
-            flow.remaining = (flow.remaining - sent).max(0.0);
-            flow.last_change = now;
-            let old = flow.rate;
-            flow.rate = rate;
-            if !flow.reserve.is_empty() {
-                let rho = flow.reserved_rate;
-                let update = self.rounds < MAX_RESERVATION_ROUNDS
-                    && (rate - rho).abs() > RESERVATION_EPSILON * rho;
-                for &(l, a) in &flow.reserve {
-                    let link = &mut self.links[l as usize];
-                    settle_link(link, now);
-                    link.ack_load += a * (rate - old);
-                    if update {
-                        link.reserved += a * (rate - rho);
-                        if !link.dirty {
-                            link.dirty = true;
-                            self.dirty_links.push(l);
-                        }
-                    }
-                }
-                if update {
-                    flow.reserved_rate = rate;
-                }
-            }
-            flow.version = flow.version.wrapping_add(1);
-            if rate > 0.0 {
-                let ps = (flow.remaining * PS_PER_S_F / rate).ceil();
-                // A finish beyond u64 picoseconds is never.
-                if ps < u64::MAX as f64 {
-                    self.finishes
-                        .push(Reverse((now.saturating_add(ps as u64), f, flow.version)));
-                }
-            }
+        for i in 0..self.comp_flows.len() {
+            self.set_rate(self.comp_flows[i], self.filler.rate(i));
         }
-        for (i, &l) in self.comp_links.iter().enumerate() {
+        for i in 0..self.comp_links.len() {
             let load = self.filler.load(i);
-            let link = &mut self.links[l as usize];
-            if load.to_bits() != link.load.to_bits() {
-                settle_link(link, now);
-                link.load = load;
-            }
+            self.set_load(self.comp_links[i], load);
         }
         self.compact_finishes();
+    }
+
+    /// [`FlowNetwork::fill_component`] of a component of one flow (a ring's flows, once ACKs
+    /// reserve instead of sharing): the filling's result without its heap. Alone, the flow
+    /// freezes at the smallest of its links' levels `C_l / w_l` (each computed as the filling
+    /// does, `(C_l - 0) / (0 + w_l)`, which is exactly `C_l / w_l`) and its cap, and loads each
+    /// link with `0 + w_l * rate`: bit for bit what [`Filler::solve`] gives.
+    fn fill_single(&mut self) {
+        let f = self.comp_flows[0] as usize;
+        let mut rate = self.flows[f].cap;
+        for &(l, w, _) in &self.flows[f].usage {
+            rate = rate.min(self.links[l as usize].data_capacity() / w);
+        }
+        self.set_rate(f as u32, rate);
+        for k in 0..self.flows[f].usage.len() {
+            let (l, w, _) = self.flows[f].usage[k];
+            self.set_load(l, w * rate);
+        }
+        self.compact_finishes();
+    }
+
+    /// Sets link `l`'s load from a filling, settling its carried bytes if it changed.
+    fn set_load(&mut self, l: u32, load: f64) {
+        let link = &mut self.links[l as usize];
+        if load.to_bits() != link.load.to_bits() {
+            settle_link(link, self.now);
+            link.load = load;
+        }
+    }
+
+    /// Gives flow `f` its newly filled rate: settles its progress, projects its finish and
+    /// updates its reservations when the rate moved beyond [`RESERVATION_EPSILON`].
+    fn set_rate(&mut self, f: u32, rate: f64) {
+        let now = self.now;
+        let flow = &mut self.flows[f as usize];
+        if rate.to_bits() == flow.rate.to_bits() {
+            return;
+        }
+        let sent = flow.rate * (now - flow.last_change) as f64 / PS_PER_S_F;
+        flow.remaining = (flow.remaining - sent).max(0.0);
+        flow.last_change = now;
+        let old = flow.rate;
+        flow.rate = rate;
+        if !flow.reserve.is_empty() {
+            let rho = flow.reserved_rate;
+            let update = self.rounds < MAX_RESERVATION_ROUNDS
+                && (rate - rho).abs() > RESERVATION_EPSILON * rho;
+            for &(l, a) in &flow.reserve {
+                let link = &mut self.links[l as usize];
+                settle_link(link, now);
+                link.ack_load += a * (rate - old);
+                if update {
+                    link.reserved += a * (rate - rho);
+                    if !link.dirty {
+                        link.dirty = true;
+                        self.dirty_links.push(l);
+                    }
+                }
+            }
+            if update {
+                flow.reserved_rate = rate;
+            }
+        }
+        flow.version = flow.version.wrapping_add(1);
+        if rate > 0.0 {
+            let ps = (flow.remaining * PS_PER_S_F / rate).ceil();
+            // A finish beyond u64 picoseconds is never.
+            if ps < u64::MAX as f64 {
+                self.finishes
+                    .push(Reverse((now.saturating_add(ps as u64), f, flow.version)));
+            }
+        }
     }
 }
 
