@@ -182,6 +182,9 @@ pub const MAX_STEP_TIMES: usize = 1 << 16;
 
 #[derive(Debug, Default)]
 struct Chan {
+    /// The peer host and channel number (its key in `chan_index`).
+    host: u32,
+    channel: u32,
     /// Send steps in list order, and how many have been posted.
     sends: Vec<u32>,
     sent: usize,
@@ -195,19 +198,38 @@ struct Chan {
     partial: Vec<Bytes>,
 }
 
+/// What the executor reads and writes of a step while it runs, in one record: with a thousand
+/// ranks' runners interleaved, every separate per-step array was a cache miss per message.
+/// The program's [`Step`](crate::program::Step) itself is read only for data (chunk offsets)
+/// and errors.
+#[derive(Clone, Copy, Debug, Default)]
+struct StepRt {
+    /// Bytes a send or receive moves (chunk length x element size); 0 for a copy.
+    len: u64,
+    /// Dependencies not yet completed.
+    pending: u32,
+    /// Its dependents are `dependents[dep_start..]` up to the next step's `dep_start` (the
+    /// end of `dependents` for the last step).
+    dep_start: u32,
+    /// Index into `chans` of a send or receive; `u32::MAX` for a copy.
+    chan: u32,
+    /// Its dependencies are done (a send or receive then waits for its turn on the channel).
+    ready: bool,
+    /// A receive that reduces.
+    reduce: bool,
+}
+
 struct JobState {
     job: Job,
-    /// Remaining dependencies per step.
-    pending: Vec<u32>,
-    /// Dependents of step i: `dependents[dep_start[i]..dep_start[i + 1]]`.
-    dep_start: Vec<u32>,
+    /// Per step.
+    rt: Vec<StepRt>,
+    /// Dependents of every step (see [`StepRt::dep_start`]).
     dependents: Vec<u32>,
-    /// Per step: index into `chans` (sends and receives).
-    chan_of: Vec<u32>,
-    ready: Vec<bool>,
     chans: Vec<Chan>,
-    /// `(peer, channel)` -> index into `chans`.
-    chan_index: BTreeMap<(u32, u32), u32>,
+    /// `(peer host, channel)` -> index into `chans`, sorted by key: looked up at every arriving
+    /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
+    /// each with a thousand ranks' runners interleaved).
+    chan_index: Vec<((u32, u32), u32)>,
     started: bool,
     buffer: Option<Vec<u8>>,
     record: JobRecord,
@@ -217,10 +239,10 @@ impl JobState {
     fn new(job: Job) -> JobState {
         let steps = &job.program.steps;
         let n = steps.len();
-        let mut pending = vec![0u32; n];
+        let mut rt = vec![StepRt::default(); n];
         let mut counts = vec![0u32; n + 1];
         for s in steps {
-            pending[s.id.0] = s.deps.len() as u32;
+            rt[s.id.0].pending = s.deps.len() as u32;
             for d in &s.deps {
                 counts[d.0 + 1] += 1;
             }
@@ -228,9 +250,11 @@ impl JobState {
         for i in 0..n {
             counts[i + 1] += counts[i];
         }
-        let dep_start = counts.clone();
+        for (i, r) in rt.iter_mut().enumerate() {
+            r.dep_start = counts[i];
+        }
+        let mut dependents = vec![0u32; counts[n] as usize];
         let mut fill = counts;
-        let mut dependents = vec![0u32; dep_start[n] as usize];
         for s in steps {
             for d in &s.deps {
                 dependents[fill[d.0] as usize] = s.id.0 as u32;
@@ -239,29 +263,38 @@ impl JobState {
         }
         let mut chans: Vec<Chan> = Vec::new();
         let mut chan_index = BTreeMap::new();
-        let mut chan_of = vec![u32::MAX; n];
         for (i, s) in steps.iter().enumerate() {
+            rt[i].chan = u32::MAX;
             let Some(peer) = s.kind.peer() else { continue };
             // Keyed by host: that is what an arriving message names.
             let key = (job.host_of(peer), channel_of(&s.kind));
             let c = *chan_index.entry(key).or_insert_with(|| {
-                chans.push(Chan::default());
+                chans.push(Chan {
+                    host: key.0,
+                    channel: key.1,
+                    ..Chan::default()
+                });
                 (chans.len() - 1) as u32
             });
-            chan_of[i] = c;
+            rt[i].chan = c;
             match s.kind {
-                StepKind::Send { .. } => chans[c as usize].sends.push(i as u32),
-                _ => chans[c as usize].recvs.push(i as u32),
+                StepKind::Send { chunk, .. } => {
+                    rt[i].len = chunk.len as u64 * job.elem_bytes;
+                    chans[c as usize].sends.push(i as u32);
+                }
+                StepKind::Recv { chunk, reduce, .. } => {
+                    rt[i].len = chunk.len as u64 * job.elem_bytes;
+                    rt[i].reduce = reduce;
+                    chans[c as usize].recvs.push(i as u32);
+                }
+                StepKind::Copy { .. } => {}
             }
         }
         JobState {
-            pending,
-            dep_start,
+            rt,
             dependents,
-            chan_of,
-            ready: vec![false; n],
             chans,
-            chan_index,
+            chan_index: chan_index.into_iter().collect(),
             started: false,
             buffer: None,
             record: JobRecord::default(),
@@ -356,10 +389,10 @@ impl CollectiveRunner {
         }
         self.work.clear();
         self.work.extend(
-            js.pending
+            js.rt
                 .iter()
                 .enumerate()
-                .filter(|(_, &p)| p == 0)
+                .filter(|(_, r)| r.pending == 0)
                 .map(|(i, _)| i as u32)
                 .rev(),
         );
@@ -370,8 +403,14 @@ impl CollectiveRunner {
     fn advance(&mut self, j: usize, api: &mut dyn Transport) {
         while let Some(s) = self.work.pop() {
             let js = &mut self.jobs[j];
-            let kind = js.job.program.steps[s as usize].kind;
-            match kind {
+            let c = js.rt[s as usize].chan;
+            if c != u32::MAX {
+                // A send or receive: its turn on the channel comes in list order.
+                js.rt[s as usize].ready = true;
+                self.pump(j, c as usize, api);
+                continue;
+            }
+            match js.job.program.steps[s as usize].kind {
                 StepKind::Copy { src, dst, reduce } => {
                     if let Some(buf) = js.buffer.as_mut() {
                         let es = js.job.elem_bytes as usize;
@@ -388,11 +427,8 @@ impl CollectiveRunner {
                     }
                     self.complete(j, s, api.now());
                 }
-                StepKind::Send { .. } | StepKind::Recv { .. } => {
-                    js.ready[s as usize] = true;
-                    let c = js.chan_of[s as usize] as usize;
-                    self.pump(j, c, api);
-                }
+                // Sends and receives have a channel (above).
+                StepKind::Send { .. } | StepKind::Recv { .. } => {}
             }
         }
         let js = &mut self.jobs[j];
@@ -415,39 +451,42 @@ impl CollectiveRunner {
             let Some(&s) = ch.sends.get(ch.sent) else {
                 break;
             };
-            if !js.ready[s as usize] {
+            let step = js.rt[s as usize];
+            if !step.ready {
                 break;
             }
+            let (host, imm) = (ch.host, imm_for(j, ch.channel));
             js.chans[c].sent += 1;
-            if let StepKind::Send { peer, chunk, .. } = js.job.program.steps[s as usize].kind {
-                let es = js.job.elem_bytes;
-                let len = chunk.len as u64 * es;
-                let payload = js.buffer.as_ref().map(|b| {
-                    let es = es as usize;
-                    Bytes::copy_from_slice(&b[chunk.offset * es..(chunk.offset + chunk.len) * es])
-                });
-                let imm = imm_for(j, channel_of(&js.job.program.steps[s as usize].kind));
-                js.record.bytes_sent += len;
-                // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
-                let mut off = 0u64;
-                loop {
-                    let piece = (len - off).min(MAX_WRITE);
-                    let data = payload
-                        .as_ref()
-                        .map(|b| b.slice(off as usize..(off + piece) as usize));
-                    let dst = js.job.host_of(peer);
-                    if !api.post_send_in(dst, imm as u64, piece, data, js.job.class) {
-                        self.errors.push(ExecError::NoRoute {
-                            rank: self.rank,
-                            job: j,
-                            peer,
-                        });
-                        break;
-                    }
-                    off += piece;
-                    if off >= len {
-                        break;
-                    }
+            let len = step.len;
+            let payload = js.buffer.as_ref().and_then(|b| {
+                let StepKind::Send { chunk, .. } = js.job.program.steps[s as usize].kind else {
+                    return None;
+                };
+                let es = js.job.elem_bytes as usize;
+                Some(Bytes::copy_from_slice(
+                    &b[chunk.offset * es..(chunk.offset + chunk.len) * es],
+                ))
+            });
+            js.record.bytes_sent += len;
+            // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
+            let mut off = 0u64;
+            loop {
+                let piece = (len - off).min(MAX_WRITE);
+                let data = payload
+                    .as_ref()
+                    .map(|b| b.slice(off as usize..(off + piece) as usize));
+                if !api.post_send_in(host, imm as u64, piece, data, js.job.class) {
+                    let peer = js.job.program.steps[s as usize].kind.peer().unwrap_or(0);
+                    self.errors.push(ExecError::NoRoute {
+                        rank: self.rank,
+                        job: j,
+                        peer,
+                    });
+                    break;
+                }
+                off += piece;
+                if off >= len {
+                    break;
                 }
             }
             self.complete(j, s, api.now());
@@ -458,52 +497,46 @@ impl CollectiveRunner {
             let Some(&s) = ch.recvs.get(ch.received) else {
                 break;
             };
-            if !js.ready[s as usize] || ch.arrived.is_empty() {
+            let step = js.rt[s as usize];
+            if !step.ready || ch.arrived.is_empty() {
                 break;
             }
             let Some((len, payload)) = js.chans[c].arrived.pop_front() else {
                 break;
             };
             js.chans[c].received += 1;
-            let kind = js.job.program.steps[s as usize].kind;
-            if let StepKind::Recv {
-                peer,
-                chunk,
-                reduce,
-                ..
-            } = kind
+            let expected = step.len;
+            if len != expected {
+                let kind = js.job.program.steps[s as usize].kind;
+                self.errors.push(ExecError::LengthMismatch {
+                    rank: self.rank,
+                    job: j,
+                    peer: kind.peer().unwrap_or(0),
+                    channel: channel_of(&kind),
+                    got: len,
+                    expected,
+                });
+            } else if let (Some(buf), Some(d), Some(bytes)) =
+                (js.buffer.as_mut(), js.job.data, payload)
             {
-                let es = js.job.elem_bytes;
-                let expected = chunk.len as u64 * es;
-                if len != expected {
-                    self.errors.push(ExecError::LengthMismatch {
-                        rank: self.rank,
-                        job: j,
-                        peer,
-                        channel: channel_of(&kind),
-                        got: len,
-                        expected,
-                    });
-                } else if let (Some(buf), Some(d), Some(bytes)) =
-                    (js.buffer.as_mut(), js.job.data, payload)
-                {
-                    let es = es as usize;
+                if let StepKind::Recv { chunk, .. } = js.job.program.steps[s as usize].kind {
+                    let es = js.job.elem_bytes as usize;
                     let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
                     if bytes.len() == dst.len() {
-                        data::apply(d.dtype, d.op, reduce, dst, &bytes);
+                        data::apply(d.dtype, d.op, step.reduce, dst, &bytes);
                     }
                 }
-                // The values are final now; what costs time is when dependents may start.
-                if let Some(bw) = js.job.reduce_rate.filter(|_| reduce && len > 0) {
-                    let now = api.now();
-                    let start = self.reduce_busy_until.max(now);
-                    let done = start.add(Rate::new(bw).serialization_time(len));
-                    self.reduce_busy_until = done;
-                    let token =
-                        AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
-                    api.set_timer(done, token);
-                    continue;
-                }
+            }
+            // The values are final now; what costs time is when dependents may start.
+            if let Some(bw) = js.job.reduce_rate.filter(|_| step.reduce && len > 0) {
+                let now = api.now();
+                let start = self.reduce_busy_until.max(now);
+                let done = start.add(Rate::new(bw).serialization_time(len));
+                self.reduce_busy_until = done;
+                let token =
+                    AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
+                api.set_timer(done, token);
+                continue;
             }
             self.complete(j, s, api.now());
         }
@@ -516,12 +549,13 @@ impl CollectiveRunner {
         if js.record.steps.len() < MAX_STEP_TIMES {
             js.record.steps.push((s, now));
         }
-        let (a, b) = (
-            js.dep_start[s as usize] as usize,
-            js.dep_start[s as usize + 1] as usize,
-        );
+        let a = js.rt[s as usize].dep_start as usize;
+        let b = js
+            .rt
+            .get(s as usize + 1)
+            .map_or(js.dependents.len(), |r| r.dep_start as usize);
         for &d in &js.dependents[a..b] {
-            let p = &mut js.pending[d as usize];
+            let p = &mut js.rt[d as usize].pending;
             *p -= 1;
             if *p == 0 {
                 self.work.push(d);
@@ -539,11 +573,13 @@ impl CollectiveRunner {
     ) {
         let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
         let channel = imm & (MAX_CHANNELS - 1);
-        let Some(c) = self
-            .jobs
-            .get(j)
-            .and_then(|js| js.chan_index.get(&(src, channel)).copied())
-        else {
+        let Some(c) = self.jobs.get(j).and_then(|js| {
+            let i = js
+                .chan_index
+                .binary_search_by_key(&(src, channel), |&(k, _)| k)
+                .ok()?;
+            Some(js.chan_index[i].1)
+        }) else {
             self.errors.push(ExecError::Unexpected {
                 rank: self.rank,
                 peer: src,
@@ -553,18 +589,11 @@ impl CollectiveRunner {
             return;
         };
         let js = &mut self.jobs[j];
-        let es = js.job.elem_bytes;
         let ch = &mut js.chans[c as usize];
         // The logical message this write belongs to is the next one not yet assembled; its
         // length is that receive step's chunk.
         let next = ch.received + ch.arrived.len();
-        let expected =
-            ch.recvs
-                .get(next)
-                .and_then(|&r| match js.job.program.steps[r as usize].kind {
-                    StepKind::Recv { chunk, .. } => Some(chunk.len as u64 * es),
-                    _ => None,
-                });
+        let expected = ch.recvs.get(next).map(|&r| js.rt[r as usize].len);
         ch.partial_len += len;
         if let Some(p) = payload {
             ch.partial.push(p);

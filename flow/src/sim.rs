@@ -256,6 +256,7 @@ struct Core<'p> {
     links: Vec<LinkCounters>,
     stats: SimStats,
     usage: Vec<(LinkId, f64)>,
+    acks: Vec<(LinkId, f64)>,
     scratch: Vec<Hop>,
     /// The first flow the network refused (a bug in the caller's numbers): the run stops.
     error: Option<FlowError>,
@@ -381,12 +382,20 @@ impl Core<'_> {
         let ack_w = (w.acks * w.ack_wire) as f64 / m;
         self.usage.clear();
         self.usage.extend(fwd.iter().map(|h| (h.link, data_w)));
-        self.usage.extend(rev.iter().map(|h| (h.link, ack_w)));
+        self.acks.clear();
+        self.acks.extend(rev.iter().map(|h| (h.link, ack_w)));
         let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / data_w);
-        if let Err(e) = self
-            .net
-            .start(self.now, &self.usage, msg.len, cap, u64::from(q))
-        {
+        // ACKs reserve their share of the reverse path instead of sharing it: see
+        // `FlowNetwork::start_with_acks` (the rates are the same to 2e-5; the components stay
+        // as small as the data paths make them).
+        if let Err(e) = self.net.start_with_acks(
+            self.now,
+            &self.usage,
+            &self.acks,
+            msg.len,
+            cap,
+            u64::from(q),
+        ) {
             self.error.get_or_insert(e);
         }
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
@@ -520,6 +529,7 @@ pub fn run<A: Application>(
         links: vec![LinkCounters::default(); n_links],
         stats: SimStats::default(),
         usage: Vec::new(),
+        acks: Vec::new(),
         scratch: Vec::new(),
         error: None,
     };

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use fabemu_fabric::units::Time;
+use fabemu_flow::network::RESERVATION_EPSILON;
 use fabemu_flow::{max_min_rates, FlowError, FlowId, FlowNetwork, FlowSpec, LinkId};
 use proptest::prelude::*;
 
@@ -184,8 +185,9 @@ fn naive(caps: &[f64], flows: &[FlowSpec]) -> Vec<f64> {
 /// One step of a random scenario.
 #[derive(Clone, Debug)]
 enum Op {
-    /// Start a flow: usage (link index, weight index), bytes, optional cap index.
-    Start(Vec<(u32, usize)>, u64, Option<usize>),
+    /// Start a flow: usage (link index, weight index), ACK reservations (link index, ACK
+    /// weight index), bytes, optional cap index.
+    Start(Vec<(u32, usize)>, Vec<(u32, usize)>, u64, Option<usize>),
     /// Advance to the next finish.
     Next,
     /// Advance halfway to the next finish.
@@ -193,6 +195,11 @@ enum Op {
 }
 
 const WEIGHTS: [f64; 4] = [1.0, 1.0625, 0.03125, 2.5];
+/// ACK bytes per payload byte, as a flow's reverse path reserves them: one 84-byte ACK per
+/// 4 KiB packet and per 1 KiB packet. Flows that reserve use the data weights of `WEIGHTS`
+/// that are at least 1 (wire bytes per payload byte): reservations converge because ACKs are
+/// small against the data they hold back (each round of updates shrinks by that ratio).
+const ACK_WEIGHTS: [f64; 2] = [0.0205, 0.082];
 const CAPACITIES: [f64; 4] = [1.25e10, 3e9, 5e10, 7.5e8];
 const CAPS: [f64; 3] = [1e9, 4e9, 2.2e8];
 
@@ -200,10 +207,11 @@ fn op(links: u32) -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (
             prop::collection::vec((0..links, 0..WEIGHTS.len()), 0..4),
+            prop::collection::vec((0..links, 0..ACK_WEIGHTS.len()), 0..3),
             1u64..2_000_000,
             prop::option::of(0..CAPS.len()),
         )
-            .prop_map(|(u, b, c)| Op::Start(u, b, c)),
+            .prop_map(|(u, a, b, c)| Op::Start(u, a, b, c)),
         2 => Just(Op::Next),
         1 => Just(Op::Half),
     ]
@@ -225,21 +233,34 @@ type Trace = (Vec<(u64, FlowId, u64)>, Vec<u64>);
 /// recomputation bit for bit and the naive filling within 1e-9 relative.
 fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
     let mut net = FlowNetwork::new(caps.to_vec()).unwrap();
-    let mut live: BTreeMap<FlowId, FlowSpec> = BTreeMap::new();
+    // Per live flow: its shared usage and cap, and its ACK reservations.
+    let mut live: BTreeMap<FlowId, (FlowSpec, Vec<(LinkId, f64)>)> = BTreeMap::new();
     let mut finishes = Vec::new();
     let mut done = Vec::new();
     for (k, op) in ops.iter().enumerate() {
         match op {
-            Op::Start(u, bytes, cap) => {
-                let usage: Vec<(LinkId, f64)> =
-                    u.iter().map(|&(l, w)| (LinkId(l), WEIGHTS[w])).collect();
+            Op::Start(u, a, bytes, cap) => {
+                let acks: Vec<(LinkId, f64)> = a
+                    .iter()
+                    .map(|&(l, w)| (LinkId(l), ACK_WEIGHTS[w]))
+                    .collect();
+                let data_weight = |w: usize| match WEIGHTS[w] {
+                    w if w < 1.0 && !acks.is_empty() => 1.0,
+                    w => w,
+                };
+                let usage: Vec<(LinkId, f64)> = u
+                    .iter()
+                    .map(|&(l, w)| (LinkId(l), data_weight(w)))
+                    .collect();
                 let mut cap = cap.map(|c| CAPS[c]);
                 if usage.is_empty() && cap.is_none() {
                     cap = Some(CAPS[0]);
                 }
-                let id = net.start(net.now(), &usage, *bytes, cap, k as u64).unwrap();
+                let id = net
+                    .start_with_acks(net.now(), &usage, &acks, *bytes, cap, k as u64)
+                    .unwrap();
                 prop_assert!(!live.contains_key(&id));
-                live.insert(id, FlowSpec { usage, cap });
+                live.insert(id, (FlowSpec { usage, cap }, acks));
             }
             Op::Next | Op::Half => {
                 let Some(t) = net.next_finish() else { continue };
@@ -273,8 +294,29 @@ fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
             .map(|&f| net.rate(f).unwrap().to_bits())
             .collect();
         prop_assert_eq!(&incremental, &full, "incremental != full after step {}", k);
-        let specs: Vec<FlowSpec> = live.values().cloned().collect();
-        let want = naive(caps, &specs);
+        // Reservations: each link's is the ACK load at the flows' rates to within the epsilon
+        // (plus rounding of the running sums), and the filling shares what they leave.
+        let mut acked = vec![0.0; caps.len()];
+        for (i, (_, acks)) in live.values().enumerate() {
+            for &(LinkId(l), a) in acks {
+                acked[l as usize] += a * f64::from_bits(full[i]);
+            }
+        }
+        let mut left = Vec::with_capacity(caps.len());
+        for (l, &c) in caps.iter().enumerate() {
+            let reserved = net.link_reserved(LinkId(l as u32));
+            prop_assert!(
+                (reserved - acked[l]).abs()
+                    <= RESERVATION_EPSILON * reserved + 1e-9 * (reserved + acked[l]),
+                "link {}: reserved {} vs ACK load {}",
+                l,
+                reserved,
+                acked[l]
+            );
+            left.push((c - reserved).max(c / 64.0));
+        }
+        let specs: Vec<FlowSpec> = live.values().map(|(f, _)| f.clone()).collect();
+        let want = naive(&left, &specs);
         for (i, &r) in full.iter().enumerate() {
             let r = f64::from_bits(r);
             // Both fillings freeze the same flows at the same levels; they differ only in the
