@@ -146,6 +146,12 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             ),
         );
     }
+    if s.nic.restart_window == 0 || u64::from(s.nic.restart_window) > 1 << 22 {
+        return err(
+            root.key("nic").key("restart_window"),
+            format!("{} is outside 1..4194304 packets", s.nic.restart_window),
+        );
+    }
     for (f, v) in [("dscp", s.nic.dscp), ("control_dscp", s.nic.control_dscp)] {
         if v > 63 {
             return err(
