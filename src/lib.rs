@@ -7,6 +7,7 @@
 
 pub mod algo;
 pub mod collective;
+pub mod faults;
 pub mod flow;
 pub mod observe;
 pub mod report;

@@ -189,6 +189,8 @@ pub struct World {
     pub actors: Vec<Node>,
     /// Ports and links.
     pub wiring: Wiring,
+    /// Injected faults on link directions.
+    pub faults: fabemu_fabric::fault::FaultPlan,
     /// Every message of the workload, by tag.
     pub messages: Vec<MessageSpec>,
     /// The workload's collectives.
@@ -484,6 +486,10 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     } = host_apps(src, &g)?;
     let mut apps = apps.into_iter();
     let directory = directory(src, &g)?;
+    let crate::faults::Setup {
+        plan: faults,
+        mut reroutes,
+    } = crate::faults::setup(src, &g, &routes, &directory)?;
     let mut actors = Vec::with_capacity(g.nodes().len());
     let mut wiring = Wiring::default();
     // A host with one port sends everything out of it: every such host whose routes lead to
@@ -577,6 +583,9 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     &SwitchConfig { buffer },
                     fabemu_fabric::route::switch_salt(s.seed, id),
                 );
+                if let Some(r) = reroutes.get_mut(id) {
+                    sw.schedule_routes(std::mem::take(r));
+                }
                 let own = s.switches.iter().position(|x| x.name == node.name);
                 let tree = own
                     .and_then(|i| s.switches[i].scheduler.as_ref())
@@ -609,6 +618,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         graph: g,
         actors,
         wiring,
+        faults,
         messages,
         collectives,
         directory,
@@ -656,6 +666,7 @@ pub fn run_observed(
         overhead: src.scenario.ethernet,
         capture,
         sample,
+        faults: world.faults,
     };
     let output = engine::run(world.actors, &world.wiring, &cfg, progress)?;
     Ok(Finished {
