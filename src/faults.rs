@@ -495,3 +495,154 @@ fn reaches(
     reach[v] = if ok { 2 } else { 3 };
     ok
 }
+
+/// The report's `faults` section.
+#[derive(Debug, serde::Serialize)]
+pub struct FaultsReport {
+    /// The detection and convergence delay before switches route around a failure.
+    pub failover_ps: u64,
+    /// Per scenario entry, in order.
+    pub entries: Vec<FaultEntryReport>,
+    /// Frames switches dropped for want of a surviving next hop, over the run.
+    pub blackholed_frames: u64,
+    /// Where they were dropped: per switch, its count (switches with none left out).
+    pub blackholed_at: Vec<BlackholedAt>,
+}
+
+/// Frames one switch blackholed.
+#[derive(Debug, serde::Serialize)]
+pub struct BlackholedAt {
+    /// The switch.
+    pub switch: String,
+    /// Frames dropped without a next hop.
+    pub frames: u64,
+    /// The failures that never end (a switch without a route after failover lost it to one of
+    /// them, or to a failure whose window had not yet been routed around).
+    pub cut_off_by: Vec<String>,
+}
+
+/// What one fault entry did.
+#[derive(Debug, serde::Serialize)]
+pub struct FaultEntryReport {
+    /// What failed: `link a-b`, `link a->b`, `node NAME`.
+    pub target: String,
+    /// What it did: `down`, `loss P`, `ber B`, `bandwidth BW`.
+    pub effect: String,
+    /// Start of the (first) window.
+    pub from_ps: u64,
+    /// End of the (first) window; absent when it lasts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_ps: Option<u64>,
+    /// The flap period, when it repeats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_ps: Option<u64>,
+    /// Frames lost on its link directions (down, or random loss).
+    pub frames_lost: u64,
+    /// Frames corrupted by bit errors (discarded by the receiver's frame check).
+    pub frames_corrupted: u64,
+    /// Messages of the workload's `messages:` in flight during the fault's (first) window.
+    pub messages_in_flight: usize,
+    /// Of those, messages that finished only after the window closed (or never).
+    pub messages_delayed: usize,
+    /// For a failure: when switches had routed around it (`from + failover`), its recovery
+    /// time as far as routing goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerouted_at_ps: Option<u64>,
+}
+
+impl FaultsReport {
+    /// Builds the section; `None` for a scenario without faults.
+    pub fn build(
+        src: &Source,
+        g: &Graph,
+        counts: &[fabemu_fabric::fault::FaultCounts],
+        messages: &[crate::report::MessageResult],
+        blackholed: &[(String, u64)],
+    ) -> Option<FaultsReport> {
+        let resolved = resolve(src, g).ok()?;
+        if resolved.is_empty() {
+            return None;
+        }
+        let failover = src.scenario.failover;
+        let down_now: Vec<String> = resolved
+            .iter()
+            .filter(|r| matches!(r.kind, FaultKind::Down) && r.window.until == Time::NEVER)
+            .map(|r| r.target.clone())
+            .collect();
+        let entries = resolved
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let c = counts.get(i).copied().unwrap_or_default();
+                let (from, until) = (r.window.from.ps(), r.window.until.ps());
+                let in_flight: Vec<&crate::report::MessageResult> = messages
+                    .iter()
+                    .filter(|m| {
+                        let end = m.delivered_ps.unwrap_or(u64::MAX);
+                        m.start_ps < until && end > from
+                    })
+                    .collect();
+                let delayed = in_flight
+                    .iter()
+                    .filter(|m| m.delivered_ps.is_none_or(|d| d >= until))
+                    .count();
+                FaultEntryReport {
+                    target: r.target.clone(),
+                    effect: r.effect.clone(),
+                    from_ps: from,
+                    until_ps: (r.window.until != Time::NEVER).then_some(until),
+                    period_ps: r.window.period.map(Time::ps),
+                    frames_lost: c.lost,
+                    frames_corrupted: c.corrupted,
+                    messages_in_flight: in_flight.len(),
+                    messages_delayed: delayed,
+                    rerouted_at_ps: (!r.down_links.is_empty() || r.down_node.is_some())
+                        .then(|| (r.window.from + failover).ps()),
+                }
+            })
+            .collect();
+        let blackholed_at: Vec<BlackholedAt> = blackholed
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| BlackholedAt {
+                switch: name.clone(),
+                frames: *n,
+                cut_off_by: down_now.clone(),
+            })
+            .collect();
+        Some(FaultsReport {
+            failover_ps: failover.ps(),
+            entries,
+            blackholed_frames: blackholed_at.iter().map(|b| b.frames).sum(),
+            blackholed_at,
+        })
+    }
+}
+
+/// Why ranks wait when a host failed: one line per failed host named by a `node` fault,
+/// for the run's invariant violations.
+pub fn failed_hosts(src: &Source, g: &Graph) -> Vec<String> {
+    let Ok(resolved) = resolve(src, g) else {
+        return Vec::new();
+    };
+    resolved
+        .iter()
+        .filter_map(|r| {
+            let n = r.down_node?;
+            (g.node(n).kind == NodeKind::Host).then(|| {
+                let until = if r.window.until == Time::NEVER {
+                    String::new()
+                } else {
+                    format!(" until {}", r.window.until)
+                };
+                format!(
+                    "host {} failed at {}{until} (fault `{} {}`): messages to and from it cannot complete",
+                    g.node(n).name,
+                    r.window.from,
+                    r.target,
+                    r.effect
+                )
+            })
+        })
+        .collect()
+}
