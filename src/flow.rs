@@ -221,6 +221,7 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
             capture: None,
             samples: None,
             cancelled: out.stats.cancelled,
+            faults: Default::default(),
         },
     })
 }

@@ -47,6 +47,9 @@ struct TopoArgs {
     /// Also write the fabric as a Graphviz graph to this file.
     #[arg(long, value_name = "PATH")]
     dot: Option<PathBuf>,
+    /// Also list every link by the names of its ends, as `faults:` addresses them.
+    #[arg(long)]
+    links: bool,
     /// Override a scenario field, as with `fabemu run` (repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE", conflicts_with = "astra_sim")]
     set: Vec<String>,
@@ -171,6 +174,18 @@ fn topo(args: TopoArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    if args.links {
+        println!("links (as `faults: [{{link: [a, b], ...}}]` names them):");
+        for l in g.links() {
+            println!(
+                "  [{}, {}]  {}  {}",
+                g.node(l.a).name,
+                g.node(l.b).name,
+                fabemu_fabric::units::Bandwidth(l.bandwidth_bps),
+                fabemu_fabric::units::Time(l.latency_ps)
+            );
+        }
+    }
     if let Some(path) = &args.dot {
         if let Err(e) = std::fs::write(path, fabemu_topologies::summary::to_dot(&g)) {
             eprintln!("error: cannot write {}: {e}", path.display());
@@ -253,6 +268,10 @@ fn real_main(cli: Cli) -> ExitCode {
             FidelityArg::Packet => scenario::Fidelity::Packet,
             FidelityArg::Flow => scenario::Fidelity::Flow,
         };
+        if src.scenario.fidelity == scenario::Fidelity::Flow && !src.scenario.faults.is_empty() {
+            eprintln!("error: --fidelity flow: the scenario's `faults` need packet fidelity (flows have no frames to lose)");
+            return ExitCode::from(2);
+        }
     }
     let threads = usable_threads(args.threads as usize);
     let progress = std::sync::Arc::new(Progress::default());

@@ -46,6 +46,9 @@ pub struct Report {
     /// A training workload's iteration (only with `workload.chakra`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub training: Option<crate::training::TrainingReport>,
+    /// Injected faults: what each did (only with `faults:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<crate::faults::FaultsReport>,
     /// Invariant checks.
     pub invariants: Invariants,
     /// Latency distributions (percentiles).
@@ -161,6 +164,18 @@ pub struct Direction {
     pub tx_wire_bytes: u64,
     /// Busy time / the workload's completion time (or the simulated time when nothing completed).
     pub utilization: f64,
+    /// Frames an injected fault lost in this direction (link or node down, random loss);
+    /// absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    /// Frames an injected fault corrupted in this direction (discarded by the receiver's
+    /// frame check); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub corrupted: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// A link and its two directions.
@@ -374,6 +389,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             Node::Switch(s) => {
                 totals.drops += s.dropped_packets()
                     + s.stats.no_route
+                    + s.stats.blackholed
                     + s.stats.ttl_expired
                     + s.stats.malformed;
                 invalid += s.stats.tx_refused;
@@ -478,7 +494,21 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     "{what} never finished on {} of {} ranks{why}",
                     c.ranks - c.finished_ranks,
                     c.ranks
-                ))
+                ));
+                if !src.scenario.faults.is_empty() {
+                    // With faults, say who waits: the ranks that never finished, by host.
+                    let waiting: Vec<String> = c
+                        .rank_finish_ps
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, t)| t.is_none())
+                        .map(|(r, _)| match c.hosts.as_ref().and_then(|h| h.get(r)) {
+                            Some(h) => format!("rank {r} ({h})"),
+                            None => format!("rank {r} ({})", host_name(r as u32)),
+                        })
+                        .collect();
+                    violations.push(format!("{what}: waiting: {}", waiting.join(", ")));
+                }
             }
         }
         if let Some(w) = c.wrong.filter(|&w| w > 0) {
@@ -569,6 +599,9 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             fin.messages.len()
         ));
     }
+    if !violations.is_empty() {
+        violations.extend(crate::faults::failed_hosts(src, g));
+    }
     if corrupted > 0 {
         violations.push(format!(
             "{corrupted} messages arrived with data different from what was sent"
@@ -624,10 +657,21 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     .and_then(|p| out.port_stats.get(node).and_then(|v| v.get(p)))
                     .copied()
                     .unwrap_or_default();
+                let f = port
+                    .and_then(|p| {
+                        out.faults
+                            .ports
+                            .binary_search_by_key(&(node as u32, p), |&(k, _)| k)
+                            .ok()
+                            .map(|i| out.faults.ports[i].1)
+                    })
+                    .unwrap_or_default();
                 Direction {
                     tx_packets: s.tx_packets,
                     tx_wire_bytes: s.tx_wire_bytes,
                     utilization: s.busy.ps() as f64 / end,
+                    lost: f.lost,
+                    corrupted: f.corrupted,
                 }
             };
             LinkReport {
@@ -665,6 +709,12 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
 
     let secs = wall.as_secs_f64().max(1e-9);
     let latency = crate::observe::histograms::latencies(fin, &messages);
+    let blackholed: Vec<(String, u64)> = switches
+        .iter()
+        .map(|s| (s.name.clone(), s.stats.blackholed))
+        .collect();
+    let faults =
+        crate::faults::FaultsReport::build(src, g, &out.faults.entries, &messages, &blackholed);
     Report {
         interrupted: out.cancelled,
         fabemu_version: env!("CARGO_PKG_VERSION"),
@@ -687,6 +737,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         nics,
         switches,
         training,
+        faults,
         invariants: Invariants {
             ok: violations.is_empty(),
             violations,
@@ -811,6 +862,41 @@ pub fn summary(r: &Report) -> String {
             t.cnps_sent,
             t.lossless_drops
         );
+    }
+    if let Some(f) = &r.faults {
+        for e in &f.entries {
+            let window = match (e.until_ps, e.period_ps) {
+                (Some(u), Some(p)) => format!("{}..{} every {}", Time(e.from_ps), Time(u), Time(p)),
+                (Some(u), None) => format!("{}..{}", Time(e.from_ps), Time(u)),
+                _ => format!("from {}", Time(e.from_ps)),
+            };
+            let _ = writeln!(
+                s,
+                "Fault:  {} {} ({window}): {} frames lost, {} corrupted; {} of {} messages in flight delayed{}",
+                e.target,
+                e.effect,
+                e.frames_lost,
+                e.frames_corrupted,
+                e.messages_delayed,
+                e.messages_in_flight,
+                e.rerouted_at_ps
+                    .map(|t| format!("; routed around at {}", Time(t)))
+                    .unwrap_or_default()
+            );
+        }
+        if f.blackholed_frames > 0 {
+            let at: Vec<String> = f
+                .blackholed_at
+                .iter()
+                .map(|b| format!("{} {}", b.switch, b.frames))
+                .collect();
+            let _ = writeln!(
+                s,
+                "        {} frames blackholed (no route left): {}",
+                f.blackholed_frames,
+                at.join(", ")
+            );
+        }
     }
     s.push_str(&crate::observe::histograms::summary_lines(&r.latency));
     let h = &r.host;

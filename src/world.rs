@@ -191,6 +191,8 @@ pub struct World {
     pub actors: Vec<Node>,
     /// Ports and links.
     pub wiring: Wiring,
+    /// Injected faults on link directions.
+    pub faults: fabemu_fabric::fault::FaultPlan,
     /// Every message of the workload, by tag.
     pub messages: Vec<MessageSpec>,
     /// The workload's collectives.
@@ -490,6 +492,10 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     let mut apps = apps.into_iter();
     let directory = directory(src, &g)?;
     let classes = crate::classes::Classes::of(src, &g)?.table;
+    let crate::faults::Setup {
+        plan: faults,
+        mut reroutes,
+    } = crate::faults::setup(src, &g, &routes, &directory)?;
     let mut actors = Vec::with_capacity(g.nodes().len());
     let mut wiring = Wiring::default();
     // A host with one port sends everything out of it: every such host whose routes lead to
@@ -584,6 +590,9 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     &SwitchConfig { buffer },
                     fabemu_fabric::route::switch_salt(s.seed, id),
                 );
+                if let Some(r) = reroutes.get_mut(id) {
+                    sw.schedule_routes(std::mem::take(r));
+                }
                 let own = s.switches.iter().position(|x| x.name == node.name);
                 let tree = own
                     .and_then(|i| s.switches[i].scheduler.as_ref())
@@ -614,6 +623,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         graph: g,
         actors,
         wiring,
+        faults,
         messages,
         collectives,
         directory,
@@ -661,6 +671,7 @@ pub fn run_observed(
         overhead: src.scenario.ethernet,
         capture,
         sample,
+        faults: world.faults,
     };
     let output = engine::run(world.actors, &world.wiring, &cfg, progress)?;
     Ok(Finished {

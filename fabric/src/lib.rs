@@ -8,6 +8,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod engine;
+pub mod fault;
 pub mod histogram;
 pub mod host;
 pub mod link;

@@ -145,6 +145,60 @@ pub struct Scenario {
     pub routes: Vec<RouteSpec>,
     /// What the hosts do.
     pub workload: Workload,
+    /// Injected faults: failing links and nodes, random loss, bit errors, degraded links
+    /// (see [`FaultSpec`]).
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+    /// How long after a link or node fails (or recovers) switches take the routes that avoid
+    /// it (failure detection plus route convergence).
+    #[serde(default = "default_failover")]
+    pub failover: Time,
+}
+
+fn default_failover() -> Time {
+    Time::from_us(50)
+}
+
+/// One injected fault: a target (`link: [a, b]`, optionally one `direction: a->b`, or
+/// `node: NAME`), exactly one effect (`down: true`, `loss`, `ber`, `bandwidth`) and a time
+/// window (`from`/`at`, `until`, `period` for a flap).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// The link, by the names of its two ends (`fabemu topo --links` lists them).
+    #[serde(default)]
+    pub link: Option<Vec<String>>,
+    /// Only this direction of the link (`a->b`); both when absent.
+    #[serde(default)]
+    pub direction: Option<String>,
+    /// A node (host NIC or switch) that fails: it stops sending and receiving.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Start of the fault (default 0). `at` is a synonym.
+    #[serde(default)]
+    pub from: Option<Time>,
+    /// Synonym of `from`.
+    #[serde(default)]
+    pub at: Option<Time>,
+    /// End of the fault (exclusive); absent: it lasts.
+    #[serde(default)]
+    pub until: Option<Time>,
+    /// Repeat the window every `period` (a flap); needs `until`.
+    #[serde(default)]
+    pub period: Option<Time>,
+    /// The link or node is down.
+    #[serde(default)]
+    pub down: Option<bool>,
+    /// Probability that a frame is lost, per direction, independently per frame.
+    #[serde(default)]
+    pub loss: Option<f64>,
+    /// Bit error rate: each bit flips with this probability; a damaged frame is discarded by
+    /// the receiver's frame check.
+    #[serde(default)]
+    pub ber: Option<f64>,
+    /// The link runs at this bandwidth while the fault lasts.
+    #[serde(default)]
+    pub bandwidth: Option<Bandwidth>,
 }
 
 fn default_seed() -> u64 {

@@ -1,7 +1,7 @@
 //! Checks of a parsed scenario that do not need the fabric graph: ranges, mutually exclusive
 //! sections, sizes. References between nodes are checked when the world is built.
 
-use super::{DimKindYaml, FieldPath, Routing, ScenarioError, Source};
+use super::{DimKindYaml, Fidelity, FieldPath, Routing, ScenarioError, Source};
 use fabemu_fabric::units::Time;
 use fabemu_topologies::DimKind;
 
@@ -144,6 +144,19 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
                 "{} is below 1us; an RTO shorter than a round trip only retransmits (ConnectX's shortest is ~4us)",
                 s.nic.rto
             ),
+        );
+    }
+    if s.fidelity == Fidelity::Flow && !s.faults.is_empty() {
+        return err(
+            root.key("faults"),
+            "faults need packet fidelity (flows have no frames to lose); use `fidelity: packet`"
+                .into(),
+        );
+    }
+    if s.nic.restart_window == 0 || u64::from(s.nic.restart_window) > 1 << 22 {
+        return err(
+            root.key("nic").key("restart_window"),
+            format!("{} is outside 1..4194304 packets", s.nic.restart_window),
         );
     }
     for (f, v) in [("dscp", s.nic.dscp), ("control_dscp", s.nic.control_dscp)] {

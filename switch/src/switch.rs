@@ -116,6 +116,9 @@ pub struct SwitchStats {
     pub peak_buffer_bytes: u64,
     /// Frames the engine refused to transmit (an internal error; always 0 in a sound run).
     pub tx_refused: u64,
+    /// Frames dropped after a failover left no next hop toward their destination (a fault
+    /// cut it off; see [`Switch::schedule_routes`]).
+    pub blackholed: u64,
 }
 
 /// Timer kinds, in a token's top byte (kind 0 is the shaping wake-up, token = port).
@@ -123,6 +126,8 @@ const TIMER_WAKE: u64 = 0;
 const TIMER_RESUME: u64 = 1;
 const TIMER_REFRESH: u64 = 2;
 const TIMER_WATCHDOG: u64 = 3;
+/// A scheduled route change (failover); the token's port field is its index.
+const TIMER_REROUTE: u64 = 4;
 
 fn token(kind: u64, port: usize, priority: u8) -> u64 {
     kind << 56 | u64::from(priority) << 48 | (port as u64 & 0xFFFF_FFFF)
@@ -148,6 +153,9 @@ pub struct Switch {
     pub port_stats: Vec<SwitchPortStats>,
     /// Whole-switch counters.
     pub stats: SwitchStats,
+    /// Route tables to take at given times (failover), and whether one was taken.
+    reroutes: Vec<(Time, RouteTable)>,
+    failed_over: bool,
 }
 
 impl Switch {
@@ -175,7 +183,16 @@ impl Switch {
                 ports
             ],
             stats: SwitchStats::default(),
+            reroutes: Vec::new(),
+            failed_over: false,
         }
+    }
+
+    /// Routes to switch to during the run: at each time, the table that replaces the current
+    /// one (how faults' failover reaches the switch: the scenario computes the tables). After
+    /// the first change, a frame without a next hop counts as blackholed.
+    pub fn schedule_routes(&mut self, reroutes: Vec<(Time, RouteTable)>) {
+        self.reroutes = reroutes;
     }
 
     /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
@@ -259,7 +276,11 @@ impl Switch {
         };
         let hash = flow_hash(flow.src, flow.dst, flow.udp_src_port, self.seed);
         let Some(out) = self.routes.select(flow.dst, hash) else {
-            self.stats.no_route += 1;
+            if self.failed_over {
+                self.stats.blackholed += 1;
+            } else {
+                self.stats.no_route += 1;
+            }
             return;
         };
         if in_port >= self.queues.len() || out >= self.queues.len() {
@@ -581,6 +602,13 @@ impl Switch {
 
     fn on_timer(&mut self, t: u64, ctx: &mut Ctx<'_>) {
         let (kind, port, prio) = untoken(t);
+        if kind == TIMER_REROUTE {
+            if let Some((_, table)) = self.reroutes.get_mut(port) {
+                self.routes = std::mem::take(table);
+                self.failed_over = true;
+            }
+            return;
+        }
         if port >= self.queues.len() {
             return;
         }
@@ -644,6 +672,9 @@ impl Actor for Switch {
     /// of [`crate::pfc`]) and the ports' MAC addresses (02-style local addresses from the actor
     /// id and port).
     fn start(&mut self, ctx: &mut Ctx<'_>) {
+        for (i, (t, _)) in self.reroutes.iter().enumerate() {
+            ctx.set_timer(*t, token(TIMER_REROUTE, i, 0));
+        }
         let id = ctx.id();
         let pfc = self.cfg.pfc;
         let max_wire = ctx.wire_bytes(pfc.max_frame.bytes() as usize);

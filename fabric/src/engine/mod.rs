@@ -40,6 +40,7 @@ mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
+use crate::fault::{FaultCounts, FaultPlan};
 use crate::link::{Channel, EthernetOverhead};
 use crate::packet::Packet;
 use crate::units::Time;
@@ -147,6 +148,8 @@ pub struct EngineConfig {
     pub capture: Option<CaptureConfig>,
     /// Time series to gather (off when `None`).
     pub sample: Option<SampleConfig>,
+    /// Faults on link directions (none by default; see [`crate::fault`]).
+    pub faults: FaultPlan,
 }
 
 impl Default for EngineConfig {
@@ -157,6 +160,7 @@ impl Default for EngineConfig {
             overhead: EthernetOverhead::default(),
             capture: None,
             sample: None,
+            faults: FaultPlan::default(),
         }
     }
 }
@@ -217,6 +221,17 @@ pub struct RunOutput<A> {
     /// True when [`Progress::cancel`] stopped the run before it finished: everything above
     /// describes the run up to [`EngineStats::end_time`], and depends on when the cancel came.
     pub cancelled: bool,
+    /// What the faults of [`EngineConfig::faults`] did.
+    pub faults: FaultOutput,
+}
+
+/// What injected faults did, per scenario entry and per faulty link direction.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultOutput {
+    /// Per fault entry (as numbered in [`FaultPlan`]), its counts.
+    pub entries: Vec<FaultCounts>,
+    /// Per transmitting (actor, port) that had a fault rule, its counts.
+    pub ports: Vec<((ActorId, usize), FaultCounts)>,
 }
 
 /// Why a run could not be done.
@@ -380,6 +395,14 @@ pub fn run<A: Actor>(
             .collect();
         capture::merge(bufs, cc, until)
     });
+    let mut faults = FaultOutput {
+        entries: vec![FaultCounts::default(); cfg.faults.entries],
+        ports: Vec::new(),
+    };
+    for p in &parts {
+        p.sched.fault_counts(&mut faults);
+    }
+    faults.ports.sort_by_key(|&(k, _)| k);
     let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
     for p in parts {
         for (gid, actor, ports) in p.into_actors() {
@@ -406,6 +429,7 @@ pub fn run<A: Actor>(
         capture,
         samples,
         cancelled,
+        faults,
     })
 }
 

@@ -16,6 +16,7 @@ use super::{
     Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress, TransmitError,
     Wiring,
 };
+use crate::fault::{Fate, FaultCounts, PortFaults};
 use crate::link::{Channel, EthernetOverhead};
 use crate::packet::Packet;
 use crate::units::Time;
@@ -30,6 +31,8 @@ struct PortState {
     stats: PortStats,
     /// Capture taps: [`TAP_OUT`] and/or [`TAP_IN`] (0 when not tapped).
     tap: u8,
+    /// Fault rules on this direction (`None`, the common case: one branch per transmit).
+    fault: Option<Box<PortFaults>>,
 }
 
 /// Record frames this port transmits.
@@ -113,6 +116,27 @@ impl Sched {
         )
     }
 
+    /// Adds this partition's fault counters to `out`.
+    pub(crate) fn fault_counts(&self, out: &mut super::FaultOutput) {
+        for (me, w) in self.port_base.windows(2).enumerate() {
+            for (port, ps) in self.ports[w[0] as usize..w[1] as usize].iter().enumerate() {
+                let Some(f) = &ps.fault else {
+                    continue;
+                };
+                let mut sum = FaultCounts::default();
+                for (entry, c) in f.entry_counts() {
+                    if let Some(e) = out.entries.get_mut(entry as usize) {
+                        e.lost += c.lost;
+                        e.corrupted += c.corrupted;
+                    }
+                    sum.lost += c.lost;
+                    sum.corrupted += c.corrupted;
+                }
+                out.ports.push(((self.gids[me], port), sum));
+            }
+        }
+    }
+
     pub(crate) fn overhead(&self) -> &EthernetOverhead {
         &self.overhead
     }
@@ -163,7 +187,11 @@ impl Sched {
         }
         let frame = packet.frame_len() as u64;
         let wire = self.overhead.wire_bytes(frame as usize);
-        let ser = ps.channel.rate.serialization_time(wire);
+        let mut ser = ps.channel.rate.serialization_time(wire);
+        let mut fate = Fate::Deliver;
+        if let Some(f) = ps.fault.as_deref_mut() {
+            (ser, fate) = f.apply(now, wire, ser);
+        }
         let done = now.ps().saturating_add(ser.ps());
         let arrive = done.saturating_add(ps.channel.latency.ps());
         ps.busy_until = done;
@@ -194,6 +222,14 @@ impl Sched {
             kind: Kind::TxDone,
             data: 0,
         });
+        if fate != Fate::Deliver {
+            // Lost on the wire, or corrupted and so discarded by the receiving MAC's frame
+            // check: the port was busy all the same, nothing arrives.
+            if let Some(s) = &mut self.sampler {
+                s.add_busy(a + port, now.ps(), done, done);
+            }
+            return Ok(());
+        }
         // The packet is moved straight into the queue or outbox; the capture reads it back from
         // there, so the hot path never needs it at a fixed address.
         let slot = if peer_part == self.part {
@@ -356,6 +392,10 @@ impl<A: Actor> Partition<A> {
                 .as_ref()
                 .is_some_and(|c| c.ports.contains(&(a as ActorId, p)))
         };
+        let mut fault_rules: rustc_hash::FxHashMap<(u32, usize), Vec<_>> = Default::default();
+        for &(a, port, r) in &cfg.faults.rules {
+            fault_rules.entry((a, port)).or_default().push(r);
+        }
         for (gid, actor) in actors.into_iter().enumerate() {
             let p = &mut parts[plan.assignment[gid] as usize];
             p.actors.push(actor);
@@ -370,6 +410,9 @@ impl<A: Actor> Partition<A> {
                 } else {
                     0
                 };
+                let fault = fault_rules.remove(&(gid as u32, port)).map(|rules| {
+                    Box::new(PortFaults::new(rules, cfg.faults.seed, gid as u32, port))
+                });
                 p.sched.ports.push(PortState {
                     channel: w.channel,
                     peer_part: plan.assignment[peer],
@@ -378,6 +421,7 @@ impl<A: Actor> Partition<A> {
                     busy_until: 0,
                     stats: PortStats::default(),
                     tap,
+                    fault,
                 });
             }
             let n = p.sched.ports.len() as u32;

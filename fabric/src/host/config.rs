@@ -93,6 +93,12 @@ pub struct NicConfig {
     /// Retransmission timeouts in a row (without progress) after which a QP gives up and
     /// enters the error state, as RC's retry count does (InfiniBand allows at most 7).
     pub retry_limit: u32,
+    /// Packets a QP may have unacknowledged right after a retransmission timeout; the window
+    /// then grows back per acknowledged packet (doubling per round trip up to half the
+    /// window at the loss, then one packet per round trip). A NAK halves the window instead.
+    /// A QP that never lost a packet has no window (only `rto`'s go-back-N and the rate
+    /// limiters bound it), so loss-free runs are untouched. At least 1.
+    pub restart_window: u32,
     /// Congestion control: `none` (default) or `{dcqcn: {...}}` (see [`CongestionControl`]).
     pub cc: CongestionControl,
     /// PFC generation by the NIC from a host-side receive buffer (see [`NicPfcConfig`]);
@@ -143,6 +149,7 @@ impl Default for NicConfig {
             ecn_capable: true,
             qp_rate: None,
             retry_limit: 7,
+            restart_window: 1,
             relay_buffer: ByteSize(32 << 20),
             cc: CongestionControl::None,
             pfc: None,

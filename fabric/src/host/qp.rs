@@ -135,6 +135,9 @@ pub(crate) struct Qp {
     probe: Option<(u64, Time)>,
     /// State of the QP's own jitter generator (seeded, so runs stay reproducible).
     jitter: u64,
+    /// Loss-recovery window (see [`Qp::on_loss`]): `None` until the QP first loses a packet,
+    /// so a loss-free QP is never held back.
+    window: Option<Window>,
     // Receive side.
     epsn: u64,
     nak_outstanding: bool,
@@ -142,6 +145,27 @@ pub(crate) struct Qp {
     rx_msg: Option<RxMsg>,
     /// Messages completed by the receive side (the AETH MSN).
     pub(crate) msn: u32,
+}
+
+/// The window a QP keeps after a loss: packets it may have unacknowledged, grown back per
+/// acknowledged packet (slow start below `ssthresh`, one packet per window above it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    /// Packets that may be unacknowledged at once.
+    pub(crate) cwnd: u64,
+    /// Where slow start (doubling per round trip) gives way to additive increase.
+    pub(crate) ssthresh: u64,
+    /// Packets acknowledged since the last additive increase.
+    acked: u64,
+}
+
+/// What kind of loss signal the sender saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Loss {
+    /// The retransmission timer fired: nothing came back, the path is presumed saturated.
+    Timeout,
+    /// The receiver reported a gap (NAK): packets after the lost one got through.
+    Nak,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -186,6 +210,7 @@ impl Qp {
             rttvar: 0,
             probe: None,
             jitter: jitter_seed,
+            window: None,
             peer,
             port,
             udp_src_port,
@@ -230,7 +255,52 @@ impl Qp {
 
     /// True when a data packet is waiting to be (re)transmitted.
     pub(crate) fn has_data(&self) -> bool {
-        !self.failed && self.snd_nxt < self.alloc && self.snd_nxt - self.snd_una < MAX_IN_FLIGHT
+        !self.failed
+            && self.snd_nxt < self.alloc
+            && self.snd_nxt - self.snd_una < self.window.map_or(MAX_IN_FLIGHT, |w| w.cwnd)
+    }
+
+    /// The loss-recovery window, if a loss ever engaged it.
+    #[cfg(test)]
+    pub(crate) fn window(&self) -> Option<Window> {
+        self.window
+    }
+
+    /// A loss bounds what the QP puts on the wire from now on, as lossy-RoCE NICs do after a
+    /// retransmission (ConnectX's slow restart and transmission window) and as TCP does
+    /// (RFC 5681): `ssthresh` becomes half the packets that were in flight (at least
+    /// `restart`); a timeout restarts from `restart` packets, a NAK continues from `ssthresh`.
+    /// Called before the go-back rewinds `snd_nxt`.
+    pub(crate) fn on_loss(&mut self, kind: Loss, restart: u64) {
+        let restart = restart.max(1);
+        let flight = self.snd_nxt.saturating_sub(self.snd_una);
+        let current = self.window.map_or(flight, |w| w.cwnd.min(flight.max(1)));
+        let ssthresh = (current / 2).max(restart);
+        let cwnd = match kind {
+            Loss::Timeout => restart,
+            Loss::Nak => ssthresh,
+        };
+        self.window = Some(Window {
+            cwnd,
+            ssthresh,
+            acked: 0,
+        });
+    }
+
+    /// `n` packets newly acknowledged: the window grows by one per packet below `ssthresh`
+    /// (doubling every round trip) and by one per window's worth above it.
+    fn grow_window(&mut self, n: u64) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let slow = n.min(w.ssthresh.saturating_sub(w.cwnd));
+        w.cwnd += slow;
+        w.acked += n - slow;
+        while w.acked >= w.cwnd {
+            w.acked -= w.cwnd;
+            w.cwnd += 1;
+        }
+        w.cwnd = w.cwnd.min(MAX_IN_FLIGHT);
     }
 
     /// True when packets are in flight without acknowledgement.
@@ -315,18 +385,27 @@ impl Qp {
     }
 
     /// Handles a NAK (PSN sequence error) whose PSN is the receiver's expected PSN: everything
-    /// before it arrived; go back and resend from it. Returns the number of PSNs rewound.
-    pub(crate) fn on_nak(&mut self, wire_psn: u32, done: &mut Vec<u64>) -> Option<u64> {
+    /// before it arrived; go back and resend from it, with the window cut (see
+    /// [`Qp::on_loss`]; `restart` is its floor). Returns the number of PSNs rewound.
+    pub(crate) fn on_nak(
+        &mut self,
+        wire_psn: u32,
+        done: &mut Vec<u64>,
+        restart: u64,
+    ) -> Option<u64> {
         let (expected, fwd) = unwrap_psn(self.snd_una, wire_psn);
         if !fwd || expected > self.snd_max {
             return None;
         }
         self.advance_una(expected, done);
+        self.on_loss(Loss::Nak, restart);
         Some(self.go_back())
     }
 
-    /// Retransmission timeout: resend everything unacknowledged. Returns PSNs rewound.
-    pub(crate) fn on_timeout(&mut self) -> u64 {
+    /// Retransmission timeout: resend everything unacknowledged, starting again from a
+    /// window of `restart` packets. Returns PSNs rewound.
+    pub(crate) fn on_timeout(&mut self, restart: u64) -> u64 {
+        self.on_loss(Loss::Timeout, restart);
         self.go_back()
     }
 
@@ -393,8 +472,10 @@ impl Qp {
         if new_una <= self.snd_una {
             return;
         }
+        let newly = new_una - self.snd_una;
         self.snd_una = new_una;
         self.retries = 0;
+        self.grow_window(newly);
         if self.snd_nxt < new_una {
             self.snd_nxt = new_una;
         }
@@ -538,8 +619,8 @@ mod tests {
         qp.post(1, 5 * 100, None, 100);
         assert_eq!(drain(&mut qp, 100).len(), 5);
         let mut done = vec![];
-        // Receiver got PSN 0 and 1 and expects 2.
-        assert_eq!(qp.on_nak(2, &mut done), Some(3));
+        // Receiver got PSN 0 and 1 and expects 2 (a window floor of 4 lets all three go again).
+        assert_eq!(qp.on_nak(2, &mut done, 4), Some(3));
         let again = drain(&mut qp, 100);
         assert_eq!(
             again.iter().map(|s| s.psn).collect::<Vec<_>>(),
@@ -601,7 +682,7 @@ mod tests {
         assert_eq!(qp.base_rto(min), Time::from_us(100));
         // Karn: after a go-back, the packet in flight is not timed.
         qp.on_first_send(2, Time::from_us(80));
-        qp.on_timeout();
+        qp.on_timeout(1);
         assert!(qp.next_segment(4096).is_some());
         assert!(qp.on_ack(2, &mut done));
         qp.on_acked(Time::from_us(500));
@@ -614,6 +695,37 @@ mod tests {
         assert!(fast.on_ack(0, &mut done));
         fast.on_acked(Time::from_ns(100));
         assert_eq!(fast.base_rto(min), min);
+    }
+
+    #[test]
+    fn a_loss_engages_a_window_that_grows_back() {
+        let mut qp = Qp::new(1, 0, 1, 0);
+        qp.post(1, 64 * 100, None, 100);
+        // Loss-free: no window, all 64 packets go at once.
+        assert_eq!(drain(&mut qp, 100).len(), 64);
+        assert_eq!(qp.window(), None);
+        let mut done = vec![];
+        // 16 packets acknowledged, 48 in flight; a timeout: ssthresh 24, restart from 1.
+        assert!(qp.on_ack(15, &mut done));
+        qp.on_timeout(1);
+        let w = qp.window().unwrap();
+        assert_eq!((w.cwnd, w.ssthresh), (1, 24));
+        assert_eq!(drain(&mut qp, 100).len(), 1, "one packet after a timeout");
+        // Its ACK grows the window to 2 (slow start): two more go.
+        assert!(qp.on_ack(16, &mut done));
+        assert_eq!(drain(&mut qp, 100).len(), 2);
+        assert!(qp.on_ack(18, &mut done));
+        assert_eq!(qp.window().unwrap().cwnd, 4);
+        // A NAK for the first of 4 in flight halves the window (ssthresh 2) and continues
+        // from there instead of restarting.
+        assert_eq!(drain(&mut qp, 100).len(), 4);
+        assert!(qp.on_nak(19, &mut done, 1).is_some());
+        let w = qp.window().unwrap();
+        assert_eq!((w.cwnd, w.ssthresh), (2, 2));
+        // At ssthresh: one packet more per window's worth acknowledged.
+        assert_eq!(drain(&mut qp, 100).len(), 2);
+        assert!(qp.on_ack(20, &mut done));
+        assert_eq!(qp.window().unwrap().cwnd, 3);
     }
 
     #[test]

@@ -61,7 +61,10 @@ impl Nic {
         qp.retries = 0;
         if aeth.is_nak() {
             self.stats.naks_received += 1;
-            if qp.on_nak(repr.bth.psn, &mut done).is_some() {
+            if qp
+                .on_nak(repr.bth.psn, &mut done, u64::from(self.cfg.restart_window))
+                .is_some()
+            {
                 let rto = qp.base_rto(self.cfg.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }

@@ -243,7 +243,7 @@ impl Nic {
             self.stats.qps_failed += 1;
             return;
         }
-        qp.on_timeout();
+        qp.on_timeout(u64::from(self.cfg.restart_window));
         // Back off exponentially while timeouts repeat (the retry count is reset by any
         // response): synchronized go-back-N retransmissions would otherwise refill the same
         // overflowing buffer every `rto`.

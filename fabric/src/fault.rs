@@ -1,0 +1,255 @@
+//! Faults on the wire: what happens to a frame a port transmits while a fault is active.
+//!
+//! A fault is a rule on one direction of a link (one transmitting port): while its time
+//! window is active, the direction is down (every frame lost), drops frames at random
+//! (`loss`), corrupts them with bit errors (`ber`), or runs at a lower bandwidth. A failed
+//! node is every direction into and out of it being down. The engine applies the rules when a
+//! frame starts transmission (`now` is the frame's first bit), so a frame is judged by the
+//! state of the wire when it was put on it.
+//!
+//! Random draws come from one generator per transmitting port, seeded from the run's seed and
+//! the port, and advanced once per frame the port sends while a random rule is active: the
+//! frames a port sends are the same for any thread count, so the losses are too.
+//!
+//! A corrupted frame is one whose FCS no longer matches its bytes: the receiving MAC — a
+//! switch's or a NIC's — discards every such frame (Ethernet's frame check covers every bit of
+//! it, the RoCE ICRC a subset), so corrupted data is never accepted. The engine therefore does
+//! not deliver it at all; it counts it as corrupted on the link direction that damaged it.
+
+use crate::link::Rate;
+use crate::route::mix;
+use crate::units::Time;
+
+/// When a fault is active: from `from` until `until` (exclusive; `Time::NEVER`: for good),
+/// repeated every `period` when given (a flapping link: down for `until - from` of every
+/// `period`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultWindow {
+    /// Start of the (first) active stretch.
+    pub from: Time,
+    /// End of the (first) active stretch.
+    pub until: Time,
+    /// Repetition period, if the fault flaps.
+    pub period: Option<Time>,
+}
+
+impl FaultWindow {
+    /// True when the fault is active at `t`.
+    pub fn active(&self, t: Time) -> bool {
+        if t < self.from {
+            return false;
+        }
+        let since = t.ps() - self.from.ps();
+        let len = self.until.ps().saturating_sub(self.from.ps());
+        match self.period {
+            Some(p) if p.ps() > 0 && self.until != Time::NEVER => since % p.ps() < len,
+            _ => t < self.until,
+        }
+    }
+
+    /// The instants at which the fault's state changes, up to `horizon`, in order:
+    /// (time, active after it).
+    pub fn changes(&self, horizon: Time) -> Vec<(Time, bool)> {
+        let mut out = Vec::new();
+        let len = self.until.ps().saturating_sub(self.from.ps());
+        let mut start = self.from.ps();
+        loop {
+            if start > horizon.ps() {
+                break;
+            }
+            out.push((Time(start), true));
+            if self.until == Time::NEVER {
+                break;
+            }
+            let end = start.saturating_add(len);
+            if end > horizon.ps() {
+                break;
+            }
+            out.push((Time(end), false));
+            match self.period {
+                Some(p) if p.ps() > len => start = start.saturating_add(p.ps()),
+                _ => break,
+            }
+        }
+        out
+    }
+}
+
+/// What a fault does to a direction while active.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FaultKind {
+    /// Every frame is lost (a failed link or node).
+    Down,
+    /// Each frame is lost with this probability, independently.
+    Loss(f64),
+    /// Each bit is flipped with this probability: a frame of `b` bits is corrupted with
+    /// probability 1 - (1 - ber)^b.
+    Ber(f64),
+    /// The direction runs at this rate instead of its own.
+    Bandwidth(Rate),
+}
+
+/// One fault rule on one transmitting port.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PortFault {
+    /// The scenario's fault entry it comes from (its counters are summed per entry).
+    pub entry: u32,
+    /// When it is active.
+    pub window: FaultWindow,
+    /// What it does.
+    pub kind: FaultKind,
+}
+
+/// Every fault rule of a run: which port (actor, port) each applies to.
+#[derive(Clone, Debug, Default)]
+pub struct FaultPlan {
+    /// (actor, port, rule).
+    pub rules: Vec<(u32, usize, PortFault)>,
+    /// Number of scenario entries (the length of [`FaultCounts`] lists).
+    pub entries: usize,
+    /// Seeds the per-port generators.
+    pub seed: u64,
+}
+
+/// What the faults of one scenario entry did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Frames lost: sent into a down direction or dropped by random loss.
+    pub lost: u64,
+    /// Frames corrupted by bit errors (and discarded by the receiver's frame check).
+    pub corrupted: u64,
+}
+
+/// What becomes of one frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fate {
+    Deliver,
+    Lost,
+    Corrupted,
+}
+
+/// The fault state of one transmitting port.
+#[derive(Clone, Debug)]
+pub(crate) struct PortFaults {
+    rules: Vec<PortFault>,
+    rng: u64,
+    /// Per rule: frames it lost and corrupted.
+    pub(crate) counts: Vec<FaultCounts>,
+}
+
+impl PortFaults {
+    pub(crate) fn new(rules: Vec<PortFault>, seed: u64, actor: u32, port: usize) -> PortFaults {
+        let counts = vec![FaultCounts::default(); rules.len()];
+        PortFaults {
+            rules,
+            rng: mix(seed ^ mix(u64::from(actor) << 20 ^ port as u64 ^ 0xFA17)),
+            counts,
+        }
+    }
+
+    /// Per rule, its entry and counts.
+    pub(crate) fn entry_counts(&self) -> impl Iterator<Item = (u32, FaultCounts)> + '_ {
+        self.rules
+            .iter()
+            .map(|r| r.entry)
+            .zip(self.counts.iter().copied())
+    }
+
+    fn draw(&mut self) -> f64 {
+        self.rng = mix(self.rng);
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Decides a frame's fate at `now` and the serialization time of its `wire` bytes (the
+    /// channel's own, `ser`, unless a bandwidth fault is active).
+    pub(crate) fn apply(&mut self, now: Time, wire: u64, ser: Time) -> (Time, Fate) {
+        let mut ser = ser;
+        let mut fate = Fate::Deliver;
+        for i in 0..self.rules.len() {
+            let r = self.rules[i];
+            if !r.window.active(now) {
+                continue;
+            }
+            match r.kind {
+                FaultKind::Bandwidth(rate) => ser = ser.max(rate.serialization_time(wire)),
+                FaultKind::Down => {
+                    if fate == Fate::Deliver {
+                        fate = Fate::Lost;
+                        self.counts[i].lost += 1;
+                    }
+                }
+                FaultKind::Loss(p) => {
+                    if self.draw() < p && fate == Fate::Deliver {
+                        fate = Fate::Lost;
+                        self.counts[i].lost += 1;
+                    }
+                }
+                FaultKind::Ber(ber) => {
+                    let bits = (wire * 8) as f64;
+                    let p = -(bits * (-ber).ln_1p()).exp_m1();
+                    let u = self.draw();
+                    if u < p && fate == Fate::Deliver {
+                        fate = Fate::Corrupted;
+                        self.counts[i].corrupted += 1;
+                    }
+                }
+            }
+        }
+        (ser, fate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_and_flaps() {
+        let w = FaultWindow {
+            from: Time::from_us(10),
+            until: Time::from_us(13),
+            period: Some(Time::from_us(10)),
+        };
+        assert!(!w.active(Time::from_us(9)));
+        assert!(w.active(Time::from_us(10)));
+        assert!(!w.active(Time::from_us(13)));
+        assert!(w.active(Time::from_us(22)));
+        assert!(!w.active(Time::from_us(29)));
+        assert_eq!(
+            w.changes(Time::from_us(25)),
+            vec![
+                (Time::from_us(10), true),
+                (Time::from_us(13), false),
+                (Time::from_us(20), true),
+                (Time::from_us(23), false),
+            ]
+        );
+        let forever = FaultWindow {
+            from: Time::ZERO,
+            until: Time::NEVER,
+            period: None,
+        };
+        assert!(forever.active(Time::from_us(1_000_000)));
+        assert_eq!(forever.changes(Time::from_us(5)), vec![(Time::ZERO, true)]);
+    }
+
+    #[test]
+    fn loss_rate_matches_its_probability() {
+        let rule = PortFault {
+            entry: 0,
+            window: FaultWindow {
+                from: Time::ZERO,
+                until: Time::NEVER,
+                period: None,
+            },
+            kind: FaultKind::Loss(0.1),
+        };
+        let mut f = PortFaults::new(vec![rule], 1, 2, 3);
+        let lost = (0..100_000)
+            .filter(|_| f.apply(Time::ZERO, 1000, Time(1)).1 == Fate::Lost)
+            .count();
+        // Binomial(100000, 0.1): sd ~95; 5 sd either side.
+        assert!((9_500..10_500).contains(&lost), "{lost}");
+        assert_eq!(f.counts[0].lost, lost as u64);
+    }
+}

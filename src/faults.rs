@@ -1,0 +1,648 @@
+//! Fault injection, from the scenario's `faults:` list to what the engine and switches do.
+//!
+//! Each entry names a target — a link by its two ends (one direction with `direction: a->b`)
+//! or a node — one effect and a time window. The effects on the wire (down, random loss, bit
+//! errors, lower bandwidth) become rules on the transmitting ports of the link directions
+//! involved ([`fabemu_fabric::fault`]); a failed node is every direction into and out of it
+//! being down.
+//!
+//! **Failover.** A link or node that is down is noticed `failover` later (detection plus
+//! route convergence, as BFD and a routing protocol would give); from then on switches route
+//! around it: each switch keeps, of its equal-cost next hops toward a destination, those whose
+//! link is up and from which the destination is still reachable along the fabric's (equal-cost)
+//! routes — so a spine that lost its link to a leaf stops being used toward that leaf by every
+//! other leaf too. A switch left with no next hop drops the frames (counted as blackholed). A
+//! recovery is taken back the same delay later. The set of failed links changes only at the
+//! window edges, so the tables are computed before the run, once per distinct set, and handed
+//! to the switches with the time to take them.
+
+use std::collections::BTreeSet;
+
+use fabemu_fabric::fault::{FaultKind, FaultPlan, FaultWindow, PortFault};
+use fabemu_fabric::host::HostDirectory;
+use fabemu_fabric::link::Rate;
+use fabemu_fabric::route::RouteTable;
+use fabemu_fabric::units::Time;
+use fabemu_topologies::{Graph, NodeKind, Routes};
+use std::collections::HashMap;
+
+use crate::scenario::{FaultSpec, FieldPath, ScenarioError, Source};
+
+/// At most this many window edges of link and node failures before `until` (a flap with a tiny
+/// period would otherwise ask for millions of route changes).
+const MAX_CHANGES: usize = 100_000;
+
+/// One fault entry, resolved against the fabric.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    /// What the report calls it: `link leaf0-spine0`, `link h1->leaf0`, `node h3`.
+    pub target: String,
+    /// The effect, as the report names it: `down`, `loss 0.01`, `ber 1e-9`, `bandwidth 25 Gb/s`.
+    pub effect: String,
+    /// When it is active.
+    pub window: FaultWindow,
+    /// What it does on the wire.
+    pub kind: FaultKind,
+    /// The link directions it acts on: transmitting (node, port).
+    pub directions: Vec<(usize, usize)>,
+    /// The links it takes down (for routing), when it is a failure.
+    pub down_links: Vec<usize>,
+    /// The node it takes down, when it is a node failure.
+    pub down_node: Option<usize>,
+}
+
+/// The links and the nodes down at one time (sorted).
+type Failed = (Vec<usize>, Vec<usize>);
+
+/// What a run needs: the engine's rules, and per node the route tables to take and when.
+pub(crate) struct Setup {
+    pub(crate) plan: FaultPlan,
+    pub(crate) reroutes: Vec<Vec<(Time, RouteTable)>>,
+}
+
+fn err(src: &Source, i: usize, field: &str, msg: impl Into<String>) -> ScenarioError {
+    let p = FieldPath::root().key("faults").index(i);
+    let p = if field.is_empty() { p } else { p.key(field) };
+    src.error_at(&p, msg)
+}
+
+/// Checks and resolves every fault entry against the fabric `g`.
+pub fn resolve(src: &Source, g: &Graph) -> Result<Vec<Resolved>, ScenarioError> {
+    src.scenario
+        .faults
+        .iter()
+        .enumerate()
+        .map(|(i, f)| resolve_one(src, g, i, f))
+        .collect()
+}
+
+fn resolve_one(
+    src: &Source,
+    g: &Graph,
+    i: usize,
+    f: &FaultSpec,
+) -> Result<Resolved, ScenarioError> {
+    // The window.
+    if f.from.is_some() && f.at.is_some() {
+        return Err(err(src, i, "at", "give `from` or `at`, not both"));
+    }
+    let from = f.from.or(f.at).unwrap_or(Time::ZERO);
+    let until = f.until.unwrap_or(Time::NEVER);
+    if until <= from {
+        return Err(err(
+            src,
+            i,
+            "until",
+            format!("the window ends ({until}) before it starts ({from})"),
+        ));
+    }
+    if let Some(p) = f.period {
+        if f.until.is_none() {
+            return Err(err(
+                src,
+                i,
+                "period",
+                "a flap needs `until` (the end of its first down stretch)",
+            ));
+        }
+        if p <= until.saturating_sub(from) {
+            return Err(err(
+                src,
+                i,
+                "period",
+                format!(
+                    "{p} is not longer than the window ({}): the fault would never end",
+                    until.saturating_sub(from)
+                ),
+            ));
+        }
+    }
+    let window = FaultWindow {
+        from,
+        until,
+        period: f.period,
+    };
+    // The effect.
+    let mut effects = Vec::new();
+    if let Some(d) = f.down {
+        if !d {
+            return Err(err(
+                src,
+                i,
+                "down",
+                "`down: false` is no fault; leave the entry out",
+            ));
+        }
+        effects.push(("down", FaultKind::Down, "down".to_string()));
+    }
+    if let Some(p) = f.loss {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(err(
+                src,
+                i,
+                "loss",
+                format!("{p} is not a probability (0..1)"),
+            ));
+        }
+        effects.push(("loss", FaultKind::Loss(p), format!("loss {p}")));
+    }
+    if let Some(b) = f.ber {
+        if !(0.0..=1.0).contains(&b) {
+            return Err(err(
+                src,
+                i,
+                "ber",
+                format!("{b} is not a bit error rate (0..1)"),
+            ));
+        }
+        effects.push(("ber", FaultKind::Ber(b), format!("ber {b:e}")));
+    }
+    if let Some(bw) = f.bandwidth {
+        if bw.bps() == 0 {
+            return Err(err(
+                src,
+                i,
+                "bandwidth",
+                "must be greater than zero; use `down: true` for a failed link",
+            ));
+        }
+        effects.push((
+            "bandwidth",
+            FaultKind::Bandwidth(Rate::new(bw)),
+            format!("bandwidth {bw}"),
+        ));
+    }
+    let (kind, effect) = match effects.as_slice() {
+        [(_, k, e)] => (*k, e.clone()),
+        [] => {
+            return Err(err(
+                src,
+                i,
+                "",
+                "no effect: give one of `down: true`, `loss`, `ber`, `bandwidth`",
+            ))
+        }
+        [_, (second, ..), ..] => {
+            return Err(err(
+                src,
+                i,
+                second,
+                "one effect per entry; write a second entry for another",
+            ))
+        }
+    };
+    // The target.
+    let find = |field: &str, name: &str| {
+        g.find(name).ok_or_else(|| {
+            err(
+                src,
+                i,
+                field,
+                format!("unknown node `{name}` (`fabemu topo --links` lists the fabric)"),
+            )
+        })
+    };
+    match (&f.link, &f.node) {
+        (Some(_), Some(_)) => Err(err(src, i, "node", "give `link` or `node`, not both")),
+        (None, None) => Err(err(
+            src,
+            i,
+            "",
+            "no target: give `link: [a, b]` or `node: NAME`",
+        )),
+        (None, Some(name)) => {
+            if f.direction.is_some() {
+                return Err(err(src, i, "direction", "a direction belongs to a link"));
+            }
+            let n = find("node", name)?;
+            if !matches!(kind, FaultKind::Down) {
+                return Err(err(
+                    src,
+                    i,
+                    "node",
+                    "a node can only be `down`; loss, ber and bandwidth apply to links",
+                ));
+            }
+            let mut directions = Vec::new();
+            let mut down_links = Vec::new();
+            for (p, port) in g.ports(n).iter().enumerate() {
+                directions.push((n, p));
+                directions.push((port.peer, port.peer_port));
+                down_links.push(port.link);
+            }
+            Ok(Resolved {
+                target: format!("node {name}"),
+                effect,
+                window,
+                kind,
+                directions,
+                down_links,
+                down_node: Some(n),
+            })
+        }
+        (Some(ends), None) => {
+            let [a, b] = ends.as_slice() else {
+                return Err(err(
+                    src,
+                    i,
+                    "link",
+                    format!("a link is its two ends, `[a, b]`; got {} names", ends.len()),
+                ));
+            };
+            let na = find("link", a)?;
+            let nb = find("link", b)?;
+            let ports: Vec<(usize, usize)> = g
+                .ports(na)
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.peer == nb)
+                .map(|(k, _)| (na, k))
+                .collect();
+            if ports.is_empty() {
+                return Err(err(
+                    src,
+                    i,
+                    "link",
+                    format!("no link joins `{a}` and `{b}` (`fabemu topo --links` lists them)"),
+                ));
+            }
+            let (forward, backward) = match &f.direction {
+                None => (true, true),
+                Some(d) => match d.split_once("->").map(|(x, y)| (x.trim(), y.trim())) {
+                    Some((x, y)) if x == a && y == b => (true, false),
+                    Some((x, y)) if x == b && y == a => (false, true),
+                    _ => {
+                        return Err(err(
+                            src,
+                            i,
+                            "direction",
+                            format!("`{d}` is not `{a}->{b}` or `{b}->{a}`"),
+                        ))
+                    }
+                },
+            };
+            let mut directions = Vec::new();
+            let mut down_links = Vec::new();
+            for &(n, p) in &ports {
+                let info = &g.ports(n)[p];
+                if forward {
+                    directions.push((n, p));
+                }
+                if backward {
+                    directions.push((info.peer, info.peer_port));
+                }
+                down_links.push(info.link);
+            }
+            let target = match (forward, backward) {
+                (true, true) => format!("link {a}-{b}"),
+                (true, false) => format!("link {a}->{b}"),
+                _ => format!("link {b}->{a}"),
+            };
+            if !matches!(kind, FaultKind::Down) {
+                down_links.clear();
+            }
+            Ok(Resolved {
+                target,
+                effect,
+                window,
+                kind,
+                directions,
+                down_links,
+                down_node: None,
+            })
+        }
+    }
+}
+
+/// Builds the engine's fault rules and the switches' failover route tables.
+pub(crate) fn setup(
+    src: &Source,
+    g: &Graph,
+    routes: &Routes,
+    directory: &HostDirectory,
+) -> Result<Setup, ScenarioError> {
+    let s = &src.scenario;
+    let resolved = resolve(src, g)?;
+    let mut plan = FaultPlan {
+        rules: Vec::new(),
+        entries: resolved.len(),
+        seed: s.seed,
+    };
+    for (i, r) in resolved.iter().enumerate() {
+        for &(n, p) in &r.directions {
+            plan.rules.push((
+                n as u32,
+                p,
+                PortFault {
+                    entry: i as u32,
+                    window: r.window,
+                    kind: r.kind,
+                },
+            ));
+        }
+    }
+    let mut reroutes = vec![Vec::new(); g.nodes().len()];
+    // Window edges of the failures, in time order.
+    let mut edges: BTreeSet<Time> = BTreeSet::new();
+    for r in resolved
+        .iter()
+        .filter(|r| !r.down_links.is_empty() || r.down_node.is_some())
+    {
+        for (t, _) in r.window.changes(s.until) {
+            edges.insert(t);
+            if edges.len() > MAX_CHANGES {
+                return Err(src.error_at(
+                    &FieldPath::root().key("faults"),
+                    format!("more than {MAX_CHANGES} failures and recoveries before `until`; lengthen the period or shorten `until`"),
+                ));
+            }
+        }
+    }
+    let mut tables: HashMap<Failed, Vec<Option<RouteTable>>> = HashMap::new();
+    let mut current: Failed = (Vec::new(), Vec::new());
+    for t in edges {
+        let mut links: Vec<usize> = Vec::new();
+        let mut nodes: Vec<usize> = Vec::new();
+        for r in resolved.iter().filter(|r| r.window.active(t)) {
+            links.extend(&r.down_links);
+            nodes.extend(r.down_node);
+        }
+        links.sort_unstable();
+        links.dedup();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let state = (links, nodes);
+        if state == current {
+            continue;
+        }
+        let per_node = tables
+            .entry(state.clone())
+            .or_insert_with(|| failover_tables(g, routes, directory, &state.0, &state.1));
+        let at = t + s.failover;
+        for (n, table) in per_node.iter().enumerate() {
+            if let Some(table) = table {
+                reroutes[n].push((at, table.clone()));
+            }
+        }
+        current = state;
+    }
+    Ok(Setup { plan, reroutes })
+}
+
+/// Every switch's route table with `links` and `nodes` failed (see the module doc); `None`
+/// for hosts.
+fn failover_tables(
+    g: &Graph,
+    routes: &Routes,
+    directory: &HostDirectory,
+    links: &[usize],
+    nodes: &[usize],
+) -> Vec<Option<RouteTable>> {
+    let n = g.nodes().len();
+    let mut link_down = vec![false; g.links().len()];
+    for &l in links {
+        if let Some(d) = link_down.get_mut(l) {
+            *d = true;
+        }
+    }
+    let mut node_down = vec![false; n];
+    for &x in nodes {
+        if let Some(d) = node_down.get_mut(x) {
+            *d = true;
+        }
+    }
+    let mut tables: Vec<Option<RouteTable>> = g
+        .nodes()
+        .iter()
+        .map(|node| (node.kind == NodeKind::Switch).then(RouteTable::new))
+        .collect();
+    // reach[v]: 0 unknown, 1 being visited, 2 reaches the destination, 3 does not.
+    let mut reach = vec![0u8; n];
+    for dst in g.hosts() {
+        reach.iter_mut().for_each(|r| *r = 0);
+        let Some(addr) = g
+            .host_index(dst)
+            .and_then(|rank| directory.get(rank as u32))
+            .map(|a| a.ip)
+        else {
+            continue;
+        };
+        for v in 0..n {
+            if let Some(Some(table)) = tables.get_mut(v) {
+                let live: Vec<usize> = routes
+                    .next_hops(v, dst)
+                    .iter()
+                    .copied()
+                    .filter(|&p| {
+                        hop_alive(g, routes, v, p, dst, &link_down, &node_down, &mut reach)
+                    })
+                    .collect();
+                if !live.is_empty() {
+                    table.insert(addr, &live);
+                }
+            }
+        }
+    }
+    tables
+}
+
+/// Whether `v`'s next hop through port `p` toward `dst` still leads there.
+#[allow(clippy::too_many_arguments)]
+fn hop_alive(
+    g: &Graph,
+    routes: &Routes,
+    v: usize,
+    p: usize,
+    dst: usize,
+    link_down: &[bool],
+    node_down: &[bool],
+    reach: &mut [u8],
+) -> bool {
+    let Some(info) = g.ports(v).get(p) else {
+        return false;
+    };
+    !link_down.get(info.link).copied().unwrap_or(false)
+        && reaches(g, routes, info.peer, dst, link_down, node_down, reach)
+}
+
+/// Whether `v` reaches `dst` along the routes through live links and nodes (memoized in
+/// `reach`; routes are loop-free, a node met again on the way counts as not reaching).
+fn reaches(
+    g: &Graph,
+    routes: &Routes,
+    v: usize,
+    dst: usize,
+    link_down: &[bool],
+    node_down: &[bool],
+    reach: &mut [u8],
+) -> bool {
+    if node_down.get(v).copied().unwrap_or(true) {
+        return false;
+    }
+    if v == dst {
+        return true;
+    }
+    match reach.get(v).copied() {
+        Some(2) => return true,
+        Some(1) | Some(3) | None => return false,
+        _ => {}
+    }
+    reach[v] = 1;
+    let ok = routes
+        .next_hops(v, dst)
+        .iter()
+        .any(|&p| hop_alive(g, routes, v, p, dst, link_down, node_down, reach));
+    reach[v] = if ok { 2 } else { 3 };
+    ok
+}
+
+/// The report's `faults` section.
+#[derive(Debug, serde::Serialize)]
+pub struct FaultsReport {
+    /// The detection and convergence delay before switches route around a failure.
+    pub failover_ps: u64,
+    /// Per scenario entry, in order.
+    pub entries: Vec<FaultEntryReport>,
+    /// Frames switches dropped for want of a surviving next hop, over the run.
+    pub blackholed_frames: u64,
+    /// Where they were dropped: per switch, its count (switches with none left out).
+    pub blackholed_at: Vec<BlackholedAt>,
+}
+
+/// Frames one switch blackholed.
+#[derive(Debug, serde::Serialize)]
+pub struct BlackholedAt {
+    /// The switch.
+    pub switch: String,
+    /// Frames dropped without a next hop.
+    pub frames: u64,
+    /// The failures that never end (a switch without a route after failover lost it to one of
+    /// them, or to a failure whose window had not yet been routed around).
+    pub cut_off_by: Vec<String>,
+}
+
+/// What one fault entry did.
+#[derive(Debug, serde::Serialize)]
+pub struct FaultEntryReport {
+    /// What failed: `link a-b`, `link a->b`, `node NAME`.
+    pub target: String,
+    /// What it did: `down`, `loss P`, `ber B`, `bandwidth BW`.
+    pub effect: String,
+    /// Start of the (first) window.
+    pub from_ps: u64,
+    /// End of the (first) window; absent when it lasts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_ps: Option<u64>,
+    /// The flap period, when it repeats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_ps: Option<u64>,
+    /// Frames lost on its link directions (down, or random loss).
+    pub frames_lost: u64,
+    /// Frames corrupted by bit errors (discarded by the receiver's frame check).
+    pub frames_corrupted: u64,
+    /// Messages of the workload's `messages:` in flight during the fault's (first) window.
+    pub messages_in_flight: usize,
+    /// Of those, messages that finished only after the window closed (or never).
+    pub messages_delayed: usize,
+    /// For a failure: when switches had routed around it (`from + failover`), its recovery
+    /// time as far as routing goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerouted_at_ps: Option<u64>,
+}
+
+impl FaultsReport {
+    /// Builds the section; `None` for a scenario without faults.
+    pub fn build(
+        src: &Source,
+        g: &Graph,
+        counts: &[fabemu_fabric::fault::FaultCounts],
+        messages: &[crate::report::MessageResult],
+        blackholed: &[(String, u64)],
+    ) -> Option<FaultsReport> {
+        let resolved = resolve(src, g).ok()?;
+        if resolved.is_empty() {
+            return None;
+        }
+        let failover = src.scenario.failover;
+        let down_now: Vec<String> = resolved
+            .iter()
+            .filter(|r| matches!(r.kind, FaultKind::Down) && r.window.until == Time::NEVER)
+            .map(|r| r.target.clone())
+            .collect();
+        let entries = resolved
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let c = counts.get(i).copied().unwrap_or_default();
+                let (from, until) = (r.window.from.ps(), r.window.until.ps());
+                let in_flight: Vec<&crate::report::MessageResult> = messages
+                    .iter()
+                    .filter(|m| {
+                        let end = m.delivered_ps.unwrap_or(u64::MAX);
+                        m.start_ps < until && end > from
+                    })
+                    .collect();
+                let delayed = in_flight
+                    .iter()
+                    .filter(|m| m.delivered_ps.is_none_or(|d| d >= until))
+                    .count();
+                FaultEntryReport {
+                    target: r.target.clone(),
+                    effect: r.effect.clone(),
+                    from_ps: from,
+                    until_ps: (r.window.until != Time::NEVER).then_some(until),
+                    period_ps: r.window.period.map(Time::ps),
+                    frames_lost: c.lost,
+                    frames_corrupted: c.corrupted,
+                    messages_in_flight: in_flight.len(),
+                    messages_delayed: delayed,
+                    rerouted_at_ps: (!r.down_links.is_empty() || r.down_node.is_some())
+                        .then(|| (r.window.from + failover).ps()),
+                }
+            })
+            .collect();
+        let blackholed_at: Vec<BlackholedAt> = blackholed
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| BlackholedAt {
+                switch: name.clone(),
+                frames: *n,
+                cut_off_by: down_now.clone(),
+            })
+            .collect();
+        Some(FaultsReport {
+            failover_ps: failover.ps(),
+            entries,
+            blackholed_frames: blackholed_at.iter().map(|b| b.frames).sum(),
+            blackholed_at,
+        })
+    }
+}
+
+/// Why ranks wait when a host failed: one line per failed host named by a `node` fault,
+/// for the run's invariant violations.
+pub fn failed_hosts(src: &Source, g: &Graph) -> Vec<String> {
+    let Ok(resolved) = resolve(src, g) else {
+        return Vec::new();
+    };
+    resolved
+        .iter()
+        .filter_map(|r| {
+            let n = r.down_node?;
+            (g.node(n).kind == NodeKind::Host).then(|| {
+                let until = if r.window.until == Time::NEVER {
+                    String::new()
+                } else {
+                    format!(" until {}", r.window.until)
+                };
+                format!(
+                    "host {} failed at {}{until} (fault `{} {}`): messages to and from it cannot complete",
+                    g.node(n).name,
+                    r.window.from,
+                    r.target,
+                    r.effect
+                )
+            })
+        })
+        .collect()
+}
