@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::units::{Bandwidth, ByteSize, Time};
 use crate::wire::MacAddr;
 
-use super::{CongestionControl, DcqcnConfigError, NicPfcConfig, NicPfcConfigError};
+use super::{CcConfigError, CongestionControl, DcqcnConfigError, NicPfcConfig, NicPfcConfigError};
 
 /// A host's addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +83,7 @@ pub struct NicConfig {
     /// DSCP of ACK/NAK packets.
     pub control_dscp: u8,
     /// Send data packets as ECN-capable (ECT(0)), so switches mark CE instead of dropping. With
-    /// `cc` on, data packets are always ECT(0).
+    /// `cc` DCQCN or DCTCP, data packets are always ECT(0).
     pub ecn_capable: bool,
     /// Initial per-QP rate limit; absent means the line rate of the QP's port.
     pub qp_rate: Option<Bandwidth>,
@@ -93,7 +93,8 @@ pub struct NicConfig {
     /// Retransmission timeouts in a row (without progress) after which a QP gives up and
     /// enters the error state, as RC's retry count does (InfiniBand allows at most 7).
     pub retry_limit: u32,
-    /// Congestion control: `none` (default) or `{dcqcn: {...}}` (see [`CongestionControl`]).
+    /// Congestion control: `none` (default), `dcqcn`, `dctcp`, `timely`, `swift`, or a one-key
+    /// map with parameters such as `{dcqcn: {...}}` (see [`CongestionControl`]).
     pub cc: CongestionControl,
     /// PFC generation by the NIC from a host-side receive buffer (see [`NicPfcConfig`]);
     /// absent (default) = never. Received pause frames are honoured either way.
@@ -110,6 +111,9 @@ pub enum NicConfigError {
     /// A DCQCN parameter.
     #[error(transparent)]
     Dcqcn(#[from] DcqcnConfigError),
+    /// A parameter of another congestion-control scheme.
+    #[error(transparent)]
+    Cc(#[from] CcConfigError),
     /// A PFC generation parameter.
     #[error(transparent)]
     Pfc(#[from] NicPfcConfigError),
@@ -121,6 +125,7 @@ impl NicConfig {
         if let Some(d) = self.cc.dcqcn() {
             d.validate()?;
         }
+        self.cc.validate_scheme()?;
         if let Some(p) = &self.pfc {
             p.validate()?;
         }

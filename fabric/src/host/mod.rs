@@ -14,6 +14,7 @@
 
 mod api;
 mod app;
+pub mod cc;
 mod config;
 pub mod dcqcn;
 pub mod pfc;
@@ -45,9 +46,10 @@ use self::api::*;
 pub use self::app::{
     message_bytes, message_bytes_match, MessageApp, MessageSpec, RecvRecord, SendRecord,
 };
+use self::cc::{AckSignal, QpCc};
+pub use self::cc::{CcConfigError, DctcpConfig, SwiftConfig, TimelyConfig};
 pub use self::config::{HostAddr, HostDirectory, HostStats, NicConfig, NicConfigError};
 pub use self::dcqcn::{CongestionControl, DcqcnConfig, DcqcnConfigError, RateHistory};
-use self::dcqcn::{Np, Rp};
 pub use self::pfc::{NicPfcConfig, NicPfcConfigError};
 use self::pfc::{PortPause, RxBuffer, CLASSES};
 use self::qp::{Qp, RxAction};
@@ -90,7 +92,7 @@ pub struct Nic {
     ports: Vec<NicPort>,
     done_scratch: Vec<u64>,
     completions: VecDeque<Completion>,
-    /// DCQCN state per QP (same index as `qps`); empty when `cc` is none.
+    /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
     /// The receive buffer toward the host when the NIC generates PFC.
     rx: RxBuffer,
@@ -98,34 +100,29 @@ pub struct Nic {
     pub stats: HostStats,
 }
 
-/// DCQCN state of one QP: its notification point (receive side) and reaction point (send side).
-#[derive(Debug)]
-struct QpCc {
-    np: Np,
-    rp: Rp,
-}
-
 /// One QP's congestion-control state, for reports.
 #[derive(Clone, Copy, Debug)]
 pub struct QpRateReport<'a> {
     /// The peer host.
     pub peer: u32,
-    /// The DCQCN rate in force, `None` at line rate.
+    /// The congestion-control rate in force (for window schemes, the window over the RTT),
+    /// `None` at line rate.
     pub rate: Option<Bandwidth>,
     /// Rate changes over time.
     pub history: &'a RateHistory,
 }
 
 impl Nic {
-    /// Per QP (in creation order), the DCQCN rate and its history; empty when `cc` is none.
+    /// Per QP (in creation order), the congestion-control rate and its history; empty when
+    /// `cc` is none.
     pub fn qp_rates(&self) -> impl Iterator<Item = QpRateReport<'_>> {
         self.qps
             .iter()
             .zip(&self.qp_cc)
             .map(|(qp, cc)| QpRateReport {
                 peer: qp.peer,
-                rate: cc.rp.rate().map(dcqcn::to_bandwidth),
-                history: &cc.rp.history,
+                rate: cc.rate().map(dcqcn::to_bandwidth),
+                history: cc.history(),
             })
     }
 
@@ -147,7 +144,7 @@ impl Nic {
     }
 
     /// The index of the QP toward `peer`, created on first use.
-    fn qp_entry(&mut self, peer: u32) -> Option<usize> {
+    fn qp_entry(&mut self, peer: u32, ctx: &Ctx<'_>) -> Option<usize> {
         if let Some(&i) = self.qp_index.get(&peer) {
             return Some(i as usize);
         }
@@ -163,11 +160,11 @@ impl Nic {
             let jitter_seed =
                 crate::route::mix(self.seed ^ u64::from(self.index) << 32 ^ u64::from(peer));
             self.qps.push(Qp::new(peer, port, udp, jitter_seed));
-            if let Some(d) = self.cfg.cc.dcqcn() {
-                self.qp_cc.push(QpCc {
-                    np: Np::default(),
-                    rp: Rp::new(d),
-                });
+            let line = ctx
+                .channel(port)
+                .map_or(0.0, |c| c.rate.bandwidth().bps() as f64);
+            if let Some(cc) = self.cfg.cc.new_qp(self.cfg.mtu.bytes().max(1), line) {
+                self.qp_cc.push(cc);
             }
             self.qp_index.insert(peer, (self.qps.len() - 1) as u32);
         }
@@ -183,7 +180,7 @@ impl Nic {
         ctx: &mut Ctx<'_>,
     ) -> bool {
         let mtu = self.cfg.mtu.bytes().max(1);
-        let Some(i) = self.qp_entry(dst) else {
+        let Some(i) = self.qp_entry(dst, ctx) else {
             return false;
         };
         let qp = &mut self.qps[i];

@@ -68,6 +68,7 @@ impl Nic {
             return false;
         }
         let mut earliest = Time::NEVER;
+        let mtu = self.cfg.mtu.bytes().max(1);
         for _ in 0..self.ports[port].active.len() {
             let Some(i) = self.ports[port].active.pop_front() else {
                 break;
@@ -83,6 +84,14 @@ impl Nic {
                 earliest = earliest.min(qp.next_send_time);
                 self.ports[port].active.push_back(i);
                 continue;
+            }
+            // A congestion window full: the next ACK that frees room pumps the port again.
+            if let Some(w) = self.qp_cc.get(i as usize).and_then(QpCc::window) {
+                let inflight = qp.snd_nxt().saturating_sub(qp.snd_una()) * mtu;
+                if inflight >= w {
+                    self.ports[port].active.push_back(i);
+                    continue;
+                }
             }
             self.send_data(i as usize, port, ctx);
             return true;
@@ -127,7 +136,7 @@ impl Nic {
             src_ip: self.addr.ip,
             dst_ip: paddr.ip,
             dscp: self.cfg.dscp,
-            ecn: if self.cfg.ecn_capable || self.cfg.cc.dcqcn().is_some() {
+            ecn: if self.cfg.ecn_capable || self.cfg.cc.wants_ecn() {
                 Ecn::Ect0
             } else {
                 Ecn::NotEct
@@ -174,10 +183,7 @@ impl Nic {
         // QP's rate (at line rate this never binds: the port itself is busy that long).
         // DCQCN's rate, when below line rate, caps the configured one.
         let cc = self.qp_cc.get_mut(i);
-        let cc_rate = cc
-            .as_ref()
-            .and_then(|c| c.rp.rate())
-            .map(dcqcn::to_bandwidth);
+        let cc_rate = cc.as_ref().and_then(|c| c.rate()).map(dcqcn::to_bandwidth);
         let rate = match (self.cfg.qp_rate.or(line), cc_rate) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -188,9 +194,9 @@ impl Nic {
                 qp.next_send_time = now.max(qp.next_send_time) + rate.serialization_time(wire);
             }
         }
-        if let (Some(d), Some(cc), Some(line)) = (self.cfg.cc.dcqcn(), cc, line) {
-            cc.rp
-                .on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
+        if let (Some(d), Some(QpCc::Dcqcn { rp, .. }), Some(line)) = (self.cfg.cc.dcqcn(), cc, line)
+        {
+            rp.on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
         }
         if qp.has_data() {
             self.ports[port].active.push_back(i as u32);
@@ -263,7 +269,15 @@ impl Nic {
     }
 
     /// Queues a control frame for `peer` (ACK/NAK) on the QP's port.
-    pub(super) fn send_control(&mut self, peer: u32, aeth: AethRepr, psn: u32, ctx: &mut Ctx<'_>) {
+    /// `becn` echoes a CE mark (DCTCP's ECN echo).
+    pub(super) fn send_control(
+        &mut self,
+        peer: u32,
+        aeth: AethRepr,
+        psn: u32,
+        becn: bool,
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some((paddr, port, udp)) = self.control_route(peer) else {
             return;
         };
@@ -280,6 +294,7 @@ impl Nic {
             bth: BthRepr {
                 opcode: opcode::ACK,
                 pkey: 0xFFFF,
+                becn,
                 dest_qp: QPN_BASE + self.index,
                 psn,
                 ..BthRepr::default()
