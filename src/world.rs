@@ -577,6 +577,9 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     &SwitchConfig { buffer },
                     fabemu_fabric::route::switch_salt(s.seed, id),
                 );
+                if s.nic.cc.wants_int() {
+                    sw.enable_int();
+                }
                 let own = s.switches.iter().position(|x| x.name == node.name);
                 let tree = own
                     .and_then(|i| s.switches[i].scheduler.as_ref())

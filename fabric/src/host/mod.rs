@@ -221,9 +221,13 @@ fn is_write(op: u8) -> bool {
 
 /// Emits `repr` into a new packet with `payload` and the ICRC (computed over real bytes in data
 /// mode; zero in timing mode, where the payload bytes do not exist).
-fn build(repr: &RoceRepr, payload: Payload) -> Option<Packet> {
-    let mut pkt = Packet::with_header_len(repr.header_len(), payload).ok()?;
+/// `int` is an in-band telemetry stack placed after the transport headers (empty without
+/// HPCC); `repr.payload_len` must count it.
+fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
+    let std_len = repr.header_len();
+    let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     repr.emit(pkt.header_mut()).ok()?;
+    pkt.header_mut().get_mut(std_len..)?.copy_from_slice(int);
     let icrc = match pkt.payload() {
         Payload::Data(d) => wire::icrc(pkt.header(), d),
         Payload::Timing(_) => [0; 4],

@@ -35,14 +35,24 @@ impl Nic {
             return;
         };
         match repr.bth.opcode {
-            opcode::ACK => self.on_ack_frame(src, &repr, ctx),
+            opcode::ACK => {
+                let int = self.cfg.cc.wants_int().then(|| pkt.header());
+                self.on_ack_frame(src, &repr, int, ctx)
+            }
             opcode::CNP => self.on_cnp(src, ctx),
             op if is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
             _ => self.stats.dropped_invalid += 1,
         }
     }
 
-    pub(super) fn on_ack_frame(&mut self, src: u32, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+    /// An ACK or NAK from `src`; `int` is its header when HPCC looks for echoed telemetry.
+    pub(super) fn on_ack_frame(
+        &mut self,
+        src: u32,
+        repr: &RoceRepr,
+        int: Option<&[u8]>,
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some(aeth) = repr.aeth else {
             self.stats.dropped_invalid += 1;
             return;
@@ -83,6 +93,7 @@ impl Nic {
                 hops: 64u32.saturating_sub(u32::from(repr.ttl)),
                 snd_nxt: qp.snd_nxt(),
                 snd_una: qp.snd_una(),
+                int: int.and_then(wire::int::parse_int),
             };
             let line = ctx
                 .channel(port)
@@ -158,6 +169,18 @@ impl Nic {
             &mut received,
         );
         let (ack_psn, exp_psn, msn) = (qp.ack_psn(), qp.expected_psn(), qp.msn);
+        // HPCC: the ACK echoes the data frame's telemetry stack, copied as it arrived.
+        let mut int = [0u8; wire::int::INT_MAX_LEN];
+        let int_len = if self.cfg.cc.wants_int() {
+            wire::int::int_bytes(pkt.header()).map_or(0, |b| {
+                let n = b.len().min(int.len());
+                int[..n].copy_from_slice(&b[..n]);
+                n
+            })
+        } else {
+            0
+        };
+        let int = &int[..int_len];
         // DCTCP's notification point: a CE mark is echoed (BTH BECN) in the next ACK.
         let mut becn = false;
         if self.cfg.cc.echoes_ecn() {
@@ -176,20 +199,20 @@ impl Nic {
                 self.stats.latency.record(latency);
                 if ack {
                     self.stats.acks_sent += 1;
-                    self.send_control(src, AethRepr::ack(msn), ack_psn, becn, ctx);
+                    self.send_control(src, AethRepr::ack(msn), ack_psn, becn, int, ctx);
                 }
             }
             RxAction::Nak => {
                 self.stats.out_of_order_dropped += 1;
                 self.stats.naks_sent += 1;
                 let nak = AethRepr::nak_psn_sequence_error(msn);
-                self.send_control(src, nak, exp_psn, false, ctx);
+                self.send_control(src, nak, exp_psn, false, &[], ctx);
             }
             RxAction::DropOutOfOrder => self.stats.out_of_order_dropped += 1,
             RxAction::Duplicate => {
                 self.stats.duplicates_received += 1;
                 self.stats.acks_sent += 1;
-                self.send_control(src, AethRepr::ack(msn), ack_psn, becn, ctx);
+                self.send_control(src, AethRepr::ack(msn), ack_psn, becn, int, ctx);
             }
         }
         if let Some(r) = received {

@@ -126,6 +126,12 @@ impl Nic {
             return;
         };
         let was_outstanding = qp.outstanding();
+        // HPCC: an empty telemetry stack (no hops yet) that switches append to.
+        let int: &[u8] = if self.cfg.cc.wants_int() {
+            &[0; wire::int::INT_HEADER_LEN]
+        } else {
+            &[]
+        };
         let Some(seg) = qp.next_segment(mtu) else {
             qp.active = false;
             return;
@@ -159,13 +165,13 @@ impl Nic {
             }),
             aeth: None,
             immdt: seg.imm,
-            payload_len: seg.payload_len as usize,
+            payload_len: seg.payload_len as usize + int.len(),
         };
         let payload = match seg.data {
             Some(d) => Payload::Data(d),
             None => Payload::Timing(seg.payload_len),
         };
-        let Some(mut pkt) = build(&repr, payload) else {
+        let Some(mut pkt) = build(&repr, payload, int) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -269,13 +275,15 @@ impl Nic {
     }
 
     /// Queues a control frame for `peer` (ACK/NAK) on the QP's port.
-    /// `becn` echoes a CE mark (DCTCP's ECN echo).
+    /// `becn` echoes a CE mark (DCTCP's ECN echo); `int` is an echoed telemetry stack
+    /// (HPCC), placed after the AETH.
     pub(super) fn send_control(
         &mut self,
         peer: u32,
         aeth: AethRepr,
         psn: u32,
         becn: bool,
+        int: &[u8],
         ctx: &mut Ctx<'_>,
     ) {
         let Some((paddr, port, udp)) = self.control_route(peer) else {
@@ -302,19 +310,26 @@ impl Nic {
             reth: None,
             aeth: Some(aeth),
             immdt: None,
-            payload_len: 0,
+            payload_len: int.len(),
         };
-        self.queue_control(port, &repr, ctx);
+        self.queue_control(port, &repr, int, ctx);
     }
 
     /// Builds a header-only control frame and queues it on `port`'s control queue.
-    pub(super) fn queue_control(&mut self, port: usize, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+    /// `int` (usually empty) follows the transport headers, counted in `repr.payload_len`.
+    pub(super) fn queue_control(
+        &mut self,
+        port: usize,
+        repr: &RoceRepr,
+        int: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) {
         let payload = if self.cfg.data_mode {
             Payload::Data(Bytes::new())
         } else {
             Payload::Timing(0)
         };
-        let Some(mut pkt) = build(repr, payload) else {
+        let Some(mut pkt) = build(repr, payload, int) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -343,6 +358,6 @@ impl Nic {
         );
         repr.dscp = self.cfg.control_dscp;
         self.stats.cnps_sent += 1;
-        self.queue_control(port, &repr, ctx);
+        self.queue_control(port, &repr, &[], ctx);
     }
 }

@@ -11,8 +11,9 @@
 //!   (DCQCN) or to echo the CE mark in the next ACK (DCTCP: the BTH's BECN bit, which
 //!   InfiniBand defines for exactly this, so dissectors show it by name).
 //! - **Congestion point** (the switch): ECN marking at egress ([`CongestionControl::wants_ecn`]:
-//!   data goes out ECT(0) so RED marks it instead of dropping). The delay-based schemes (TIMELY,
-//!   Swift) need nothing from the switch.
+//!   data goes out ECT(0) so RED marks it instead of dropping), or in-band telemetry appended
+//!   at every egress ([`CongestionControl::wants_int`], HPCC; see [`crate::wire::int`]). The
+//!   delay-based schemes (TIMELY, Swift) need nothing from the switch.
 //!
 //! **Dispatch.** Per QP the state is one enum ([`QpCc`]); a `match` per call, no boxing, no
 //! allocation on the per-packet path (the rate history allocates only when a rate changes, in
@@ -26,10 +27,11 @@
 //! (same UDP source port, so the same ECMP choice in a symmetric fabric), and every switch
 //! decrements the TTL from the NIC's 64.
 //!
-//! YAML: `cc: none | dcqcn | dctcp | timely | swift`, or a one-key map with parameters, e.g.
+//! YAML: `cc: none | dcqcn | dctcp | timely | swift | hpcc`, or a one-key map with parameters, e.g.
 //! `cc: {timely: {t_low: 20us, beta: 0.8}}`.
 
 pub mod dctcp;
+pub mod hpcc;
 pub mod swift;
 pub mod timely;
 
@@ -38,8 +40,10 @@ use serde::{Deserialize, Serialize};
 use super::dcqcn::{DcqcnConfig, Np, RateHistory, Rp};
 use super::qp::RxAction;
 use crate::units::Time;
+use crate::wire::int::IntStack;
 
 pub use self::dctcp::DctcpConfig;
+pub use self::hpcc::HpccConfig;
 pub use self::swift::SwiftConfig;
 pub use self::timely::TimelyConfig;
 
@@ -47,7 +51,7 @@ pub use self::timely::TimelyConfig;
 ///
 /// YAML: `cc: none` (the default: no CNPs, no rate changes, data sent as `ecn_capable` says),
 /// the bare name of a scheme for its paper's defaults (`cc: dcqcn`, `cc: dctcp`, `cc: timely`,
-/// `cc: swift`), or a one-key map overriding any of its parameters, e.g.
+/// `cc: swift`, `cc: hpcc`), or a one-key map overriding any of its parameters, e.g.
 /// `cc: {dcqcn: {g: 0.0625, rate_ai: 5Mbps, cnp_interval: 4us}}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,10 +67,12 @@ pub enum CongestionControl {
     Timely(TimelyConfig),
     /// Swift: a window toward a target delay scaled by hop count, paced below one packet.
     Swift(SwiftConfig),
+    /// HPCC: a window from in-band telemetry every switch appends, paced at window / RTT.
+    Hpcc(HpccConfig),
 }
 
 /// The scheme names, for error messages.
-const NAMES: &[&str] = &["none", "dcqcn", "dctcp", "timely", "swift"];
+const NAMES: &[&str] = &["none", "dcqcn", "dctcp", "timely", "swift", "hpcc"];
 
 // By hand: serde_yaml spells externally tagged enums with YAML tags (`!dcqcn`), which nobody
 // writes; this takes the plain name or a one-key map.
@@ -78,7 +84,7 @@ impl<'de> Deserialize<'de> for CongestionControl {
             type Value = CongestionControl;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(
-                    "`none`, `dcqcn`, `dctcp`, `timely`, `swift` or `{scheme: {parameters}}`",
+                    "`none`, `dcqcn`, `dctcp`, `timely`, `swift`, `hpcc` or `{scheme: {parameters}}`",
                 )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<CongestionControl, E> {
@@ -88,6 +94,7 @@ impl<'de> Deserialize<'de> for CongestionControl {
                     "dctcp" => CongestionControl::Dctcp(DctcpConfig::default()),
                     "timely" => CongestionControl::Timely(TimelyConfig::default()),
                     "swift" => CongestionControl::Swift(SwiftConfig::default()),
+                    "hpcc" => CongestionControl::Hpcc(HpccConfig::default()),
                     other => return Err(E::unknown_variant(other, NAMES)),
                 })
             }
@@ -103,6 +110,7 @@ impl<'de> Deserialize<'de> for CongestionControl {
                     "dctcp" => CongestionControl::Dctcp(map.next_value()?),
                     "timely" => CongestionControl::Timely(map.next_value()?),
                     "swift" => CongestionControl::Swift(map.next_value()?),
+                    "hpcc" => CongestionControl::Hpcc(map.next_value()?),
                     "none" => {
                         map.next_value::<de::IgnoredAny>()?;
                         CongestionControl::None
@@ -197,6 +205,7 @@ impl CongestionControl {
             CongestionControl::Dctcp(_) => "dctcp",
             CongestionControl::Timely(_) => "timely",
             CongestionControl::Swift(_) => "swift",
+            CongestionControl::Hpcc(_) => "hpcc",
         }
     }
 
@@ -206,6 +215,12 @@ impl CongestionControl {
             self,
             CongestionControl::Dcqcn(_) | CongestionControl::Dctcp(_)
         )
+    }
+
+    /// Whether data carries an in-band telemetry stack that switches append to and ACKs echo
+    /// (HPCC).
+    pub fn wants_int(&self) -> bool {
+        matches!(self, CongestionControl::Hpcc(_))
     }
 
     /// Whether the receiver echoes CE marks in its ACKs (BTH BECN): DCTCP.
@@ -220,6 +235,7 @@ impl CongestionControl {
             CongestionControl::Dctcp(c) => c.validate(),
             CongestionControl::Timely(c) => c.validate(),
             CongestionControl::Swift(c) => c.validate(),
+            CongestionControl::Hpcc(c) => c.validate(),
         }
     }
 
@@ -235,6 +251,7 @@ impl CongestionControl {
             CongestionControl::Dctcp(c) => QpCc::Dctcp(dctcp::Dctcp::new(c, mtu, line)),
             CongestionControl::Timely(c) => QpCc::Timely(timely::Timely::new(c)),
             CongestionControl::Swift(c) => QpCc::Swift(swift::Swift::new(c, mtu, line)),
+            CongestionControl::Hpcc(c) => QpCc::Hpcc(hpcc::Hpcc::new(c, line)),
         })
     }
 }
@@ -254,6 +271,8 @@ pub(crate) struct AckSignal {
     pub(crate) snd_nxt: u64,
     /// The QP's oldest unacknowledged PSN after this ACK.
     pub(crate) snd_una: u64,
+    /// The in-band telemetry the receiver echoed (HPCC).
+    pub(crate) int: Option<IntStack>,
 }
 
 /// One QP's congestion-control state (same index as the NIC's QPs).
@@ -272,6 +291,8 @@ pub(crate) enum QpCc {
     Timely(timely::Timely),
     /// Swift's window.
     Swift(swift::Swift),
+    /// HPCC's window and rate.
+    Hpcc(hpcc::Hpcc),
 }
 
 impl QpCc {
@@ -282,6 +303,7 @@ impl QpCc {
             QpCc::Dctcp(_) => None,
             QpCc::Timely(t) => t.rate(),
             QpCc::Swift(s) => s.rate(),
+            QpCc::Hpcc(h) => h.rate(),
         }
     }
 
@@ -291,6 +313,7 @@ impl QpCc {
             QpCc::Dcqcn { .. } | QpCc::Timely(_) => None,
             QpCc::Dctcp(d) => Some(d.window()),
             QpCc::Swift(s) => Some(s.window()),
+            QpCc::Hpcc(h) => Some(h.window()),
         }
     }
 
@@ -301,6 +324,7 @@ impl QpCc {
             QpCc::Dctcp(d) => &d.history,
             QpCc::Timely(t) => &t.history,
             QpCc::Swift(s) => &s.history,
+            QpCc::Hpcc(h) => &h.history,
         }
     }
 
@@ -317,6 +341,7 @@ impl QpCc {
             (QpCc::Dctcp(s), CongestionControl::Dctcp(c)) => s.on_ack(c, sig, now),
             (QpCc::Timely(s), CongestionControl::Timely(c)) => s.on_ack(c, line, sig, now),
             (QpCc::Swift(s), CongestionControl::Swift(c)) => s.on_ack(c, line, sig, now),
+            (QpCc::Hpcc(s), CongestionControl::Hpcc(c)) => s.on_ack(c, line, sig, now),
             _ => false,
         }
     }
