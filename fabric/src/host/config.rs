@@ -183,9 +183,10 @@ pub struct HostStats {
     pub cnps_received: u64,
     /// CNPs sent by the notification point (CE-marked data arrived).
     pub cnps_sent: u64,
-    /// CE-marked data packets received (looked at only when `cc` is DCQCN).
+    /// CE-marked data packets received (looked at only when `cc` is DCQCN or DCTCP).
     pub ce_received: u64,
-    /// Rate cuts by the reaction point (one per CNP acted on).
+    /// Cuts by the reaction point: one per CNP acted on (DCQCN), or per ACK that lowered a
+    /// rate or window (the other schemes).
     pub rate_decreases: u64,
     /// PFC frames received (XOFF and XON).
     pub pause_frames_received: u64,

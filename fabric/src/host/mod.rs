@@ -3,8 +3,8 @@
 //! [`Host`] is the actor. Its [`Nic`] keeps one RC queue pair per peer host, segments
 //! posted messages into MTU packets with real RoCEv2 headers, acknowledges what it receives
 //! (coalescing configurable), and recovers losses with go-back-N on a NAK or a retransmission
-//! timeout. Each QP has a rate limiter, set by `qp_rate` and driven by DCQCN when `cc` turns it
-//! on ([`dcqcn`]); per port, PFC frames go first, then control packets (ACK/NAK/CNP), then QPs
+//! timeout. Each QP has a rate limiter, set by `qp_rate` and driven by the congestion control
+//! `cc` selects ([`cc`]: DCQCN, DCTCP, TIMELY, Swift or HPCC, some of which also keep a window); per port, PFC frames go first, then control packets (ACK/NAK/CNP), then QPs
 //! take turns round-robin. The NIC honours PFC pause frames per priority and can generate them
 //! from a receive buffer drained at the host's rate ([`pfc`]). A host with several ports
 //! forwards frames not addressed to it (host-to-host fabrics such as rings).
