@@ -731,15 +731,20 @@ pub struct CollectiveResult {
 
 /// Turns the ranks' records (`records[rank][job]`) into results, checking data in data mode.
 pub fn results(infos: &[CollectiveInfo], records: &[Vec<&JobRecord>]) -> Vec<CollectiveResult> {
+    results_with(infos, |j, h| records.get(h).and_then(|r| r.get(j).copied()))
+}
+
+/// [`results`] with the records looked up by `record(collective index, host)` (a training
+/// workload numbers its jobs per host).
+pub fn results_with<'a>(
+    infos: &[CollectiveInfo],
+    record: impl Fn(usize, usize) -> Option<&'a JobRecord>,
+) -> Vec<CollectiveResult> {
     infos
         .iter()
         .enumerate()
         .map(|(j, info)| {
-            let recs: Vec<Option<&JobRecord>> = info
-                .hosts
-                .iter()
-                .map(|&h| records.get(h).and_then(|r| r.get(j).copied()))
-                .collect();
+            let recs: Vec<Option<&JobRecord>> = info.hosts.iter().map(|&h| record(j, h)).collect();
             let start = recs
                 .iter()
                 .filter_map(|r| r.and_then(|r| r.started_at))

@@ -116,6 +116,10 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
         overhead: s.ethernet,
         qp_rate: s.nic.qp_rate,
         until: s.until,
+        model: match s.flow_model {
+            scenario::FlowModel::MaxMin => sim::FlowModel::MaxMin,
+            scenario::FlowModel::Queues => sim::FlowModel::Queues,
+        },
     };
     let paths = GraphPaths {
         graph: &g,

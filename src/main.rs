@@ -90,7 +90,9 @@ struct RunArgs {
     /// directory (created if missing).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Write the frames seen on the captured ports to this pcap file (Wireshark, tshark).
+    /// Write the frames seen on the captured ports to this file (Wireshark, tshark): pcapng
+    /// when it ends in .pcapng (each frame's port and direction, picosecond times), else a
+    /// classic pcap.
     #[arg(long, value_name = "PATH")]
     pcap: Option<PathBuf>,
     /// Ports to capture: comma-separated host or switch names (all their ports) or NAME:PORT;

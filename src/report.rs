@@ -486,12 +486,11 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         }
     }
     let training = fin.training.as_ref().map(|info| {
-        // The trace's jobs follow the scenario's collectives on every host.
-        let recs: Vec<Vec<&fabemu_collectives::JobRecord>> = records
-            .iter()
-            .map(|r| r.iter().skip(info.job_base).copied().collect())
-            .collect();
-        let results = collective::results(&info.collectives, &recs);
+        // The trace's jobs follow the scenario's collectives, numbered per host.
+        let results = collective::results_with(&info.collectives, |k, h| {
+            let j = info.job_base + info.slots.get(k).copied()?;
+            records.get(h)?.get(j).copied()
+        });
         let scheds: Vec<Option<&fabemu_workload::RankScheduler>> = out
             .actors
             .iter()

@@ -17,7 +17,7 @@
 //! A training collective's message names its job (see [`fabemu_collectives::executor`]): the
 //! jobs of `workload.collectives` come first, then the trace's, numbered group by group.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -39,8 +39,11 @@ pub struct TrainingInfo {
     pub traces: String,
     /// Per rank: its host and its file.
     pub ranks: Vec<RankInfo>,
-    /// The trace's collectives, in job order (job = `job_base` + index).
+    /// The trace's collectives, in the order they were matched (group by group).
     pub collectives: Vec<CollectiveInfo>,
+    /// Each collective's job number on its members' runners, after `job_base`: collectives
+    /// that share no host share numbers (see [`build`]).
+    pub slots: Vec<usize>,
     /// The group each collective ran on (`all` or the `pg_name`).
     pub groups: Vec<String>,
     /// The job number of the first trace collective.
@@ -48,6 +51,9 @@ pub struct TrainingInfo {
     /// Per rank, the node that ends each iteration (the built-in model's several
     /// iterations); empty: the trace is one iteration.
     pub iteration_ends: Vec<Vec<u32>>,
+    /// The hosts of each communicator that ran a collective (`all` or the group's name), in
+    /// rank order.
+    pub members: BTreeMap<String, Vec<usize>>,
 }
 
 /// One rank of a training workload.
@@ -86,6 +92,13 @@ type Pending = (usize, CollKind, u64);
 
 /// Builds the schedulers of the scenario's training workload, appending its collectives' jobs
 /// to `jobs` (per host; each host already holds `job_base` jobs). `None` without one.
+///
+/// Job numbers are per host: a collective takes the first number free on all of its members
+/// (after the numbers their earlier collectives took), so collectives of disjoint groups (the
+/// tensor-parallel groups of different stages, say) share numbers. A host's runner holds only
+/// the jobs up to its highest number, and the run's limit of [`MAX_JOBS`] applies to the
+/// collectives one host takes part in, not to all of them (4096 tensor-parallel All-Reduces
+/// over 128 groups are 32 numbers).
 pub(crate) fn build(
     src: &Source,
     g: &Graph,
@@ -118,12 +131,20 @@ pub(crate) fn build(
         (at, traces, groups, hosts, ch.traces.clone())
     } else if let Some(m) = &s.workload.training {
         let at = FieldPath::root().key("workload").key("training");
-        let (traces, groups, m_marks) =
-            model_traces(m, n_hosts).map_err(|(f, msg)| src.error_at(&at.key(f), msg))?;
+        let (traces, groups, m_marks) = model_traces(m, n_hosts, s.workload.device.is_some())
+            .map_err(|(f, msg)| src.error_at(&at.key(f), msg))?;
         marks = m_marks;
         let label = format!(
-            "the built-in model (dp {} x tp {} x pp {}, {} micro-batches)",
-            m.dp, m.tp, m.pp, m.micro_batches
+            "the built-in model (dp {} x tp {} x pp {}{}, {} micro-batches)",
+            m.dp,
+            m.tp,
+            m.pp,
+            if m.ep > 1 {
+                format!(" x ep {}", m.ep)
+            } else {
+                String::new()
+            },
+            m.micro_batches
         );
         (at, traces, Some(groups), (0..n_hosts).collect(), label)
     } else {
@@ -269,7 +290,11 @@ pub(crate) fn build(
     }
     // Match each group's collectives across its members; compile one job per match.
     let mut infos = Vec::new();
+    let mut slots = Vec::new();
     let mut group_names = Vec::new();
+    // Per host, the first job number (after `job_base`) none of its collectives uses yet.
+    let mut next_free = vec![0usize; n_hosts];
+    let mut group_members = BTreeMap::new();
     let all: Vec<usize> = (0..hosts.len()).collect();
     for (key, per_rank) in &by_group {
         let members: &[usize] = if key.is_empty() {
@@ -330,20 +355,30 @@ pub(crate) fn build(
             }
         }
         let member_hosts: Vec<usize> = members.iter().map(|&r| hosts[r]).collect();
+        group_members.insert(label.clone(), member_hosts.clone());
         for (k, &(i0, kind, bytes)) in reference.iter().enumerate() {
             let job = if members.len() < 2 || (bytes == 0 && kind != CollKind::Barrier) {
                 None
             } else {
-                let j = job_base + infos.len();
+                let slot = member_hosts
+                    .iter()
+                    .map(|&h| next_free[h])
+                    .max()
+                    .unwrap_or(0);
+                let j = job_base + slot;
                 if j >= MAX_JOBS {
                     return Err(src.error_at(
                         &at,
                         format!(
-                            "the traces run more than {} collectives; fabemu runs at most \
-                             {MAX_JOBS} per run (workload.collectives included)",
+                            "a host takes part in more than {} of the traces' collectives; \
+                             fabemu runs at most {MAX_JOBS} per host (workload.collectives \
+                             included)",
                             MAX_JOBS - job_base
                         ),
                     ));
+                }
+                for &h in &member_hosts {
+                    next_free[h] = slot + 1;
                 }
                 let node_err = |what: String| {
                     src.error_at(
@@ -402,23 +437,15 @@ pub(crate) fn build(
                     )));
                 }
                 let shared: Arc<[u32]> = member_hosts.iter().map(|&h| h as u32).collect();
-                let mut program_of: BTreeMap<usize, Program> =
+                let program_of: BTreeMap<usize, Program> =
                     member_hosts.iter().copied().zip(programs).collect();
-                for (h, list) in jobs.iter_mut().enumerate() {
-                    list.push(match program_of.remove(&h) {
-                        Some(program) => Job {
-                            program,
-                            start: JobStart::OnDemand,
-                            elem_bytes: es,
-                            data: data_mode.then_some(DataSpec {
-                                dtype: DataType::F32,
-                                op: ReduceOp::Sum,
-                            }),
-                            reduce_rate: None,
-                            hosts: Some(shared.clone()),
-                        },
-                        // Not a member: an empty job keeps the numbering the same everywhere.
-                        None => Job {
+                for (h, program) in program_of {
+                    let Some(list) = jobs.get_mut(h) else {
+                        continue;
+                    };
+                    // Numbers this host does not use: empty jobs keep the numbering.
+                    while list.len() <= j {
+                        list.push(Job {
                             program: Program {
                                 rank: 0,
                                 buffer_len: 0,
@@ -431,9 +458,21 @@ pub(crate) fn build(
                             data: None,
                             reduce_rate: None,
                             hosts: None,
-                        },
-                    });
+                        });
+                    }
+                    list[j] = Job {
+                        program,
+                        start: JobStart::OnDemand,
+                        elem_bytes: es,
+                        data: data_mode.then_some(DataSpec {
+                            dtype: DataType::F32,
+                            op: ReduceOp::Sum,
+                        }),
+                        reduce_rate: None,
+                        hosts: Some(shared.clone()),
+                    };
                 }
+                slots.push(slot);
                 infos.push(info);
                 group_names.push(label.clone());
                 Some(j)
@@ -461,9 +500,11 @@ pub(crate) fn build(
             })
             .collect(),
         collectives: infos,
+        slots,
         groups: group_names,
         job_base,
         iteration_ends: marks,
+        members: group_members,
     };
     Ok(Some((info, scheds)))
 }
@@ -474,17 +515,163 @@ type Groups = BTreeMap<String, Vec<usize>>;
 /// The built-in model's traces, groups, and per rank the last node of each iteration.
 type Model = (Vec<RankTrace>, Groups, Vec<Vec<u32>>);
 
+/// A per-layer compute of the built-in model: a time, or work for the device model.
+fn layer_op(time: Option<Time>, flops: Option<u64>, memory: Option<u64>) -> Op {
+    Op::Compute {
+        duration: time,
+        num_ops: flops,
+        tensor_bytes: memory,
+    }
+}
+
+/// Reads `field` (FLOPs per layer) as a whole number of operations.
+fn flops_of(field: &'static str, v: Option<f64>) -> Result<Option<u64>, (&'static str, String)> {
+    match v {
+        None => Ok(None),
+        // Below 2^63 so that doubling it for the default backward pass stays exact.
+        Some(x) if x.is_finite() && x > 0.0 && x < 9.2e18 => Ok(Some(x.round().max(1.0) as u64)),
+        Some(x) => Err((
+            field,
+            format!("{x}: must be a number of operations > 0 (and < 9.2e18)"),
+        )),
+    }
+}
+
+/// The forward and backward compute of one layer (see `workload.training`'s fields): exactly
+/// one of a time and FLOPs per pass (backward defaults to twice the forward), memory bytes
+/// only beside FLOPs, FLOPs only with a device to time them.
+fn layer_ops(
+    m: &crate::scenario::TrainingYaml,
+    has_device: bool,
+) -> Result<(Op, Op), (&'static str, String)> {
+    let ff = flops_of("forward_flops", m.forward_flops)?;
+    let bf = flops_of("backward_flops", m.backward_flops)?;
+    let fmem = m.forward_memory.map(|b| b.bytes());
+    let bmem = m.backward_memory.map(|b| b.bytes());
+    let forward = match (m.forward, ff) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "forward_flops",
+                "give the forward pass as a time (`forward`) or as FLOPs (`forward_flops`), \
+                 not both"
+                    .into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                "forward",
+                "the forward pass needs a time per layer (`forward`) or FLOPs \
+                 (`forward_flops`, timed by `workload.device`)"
+                    .into(),
+            ))
+        }
+        (t, f) => (t, f),
+    };
+    if m.backward.is_some() && bf.is_some() {
+        return Err((
+            "backward_flops",
+            "give the backward pass as a time (`backward`) or as FLOPs (`backward_flops`), \
+             not both"
+                .into(),
+        ));
+    }
+    for (field, mem, flops) in [
+        ("forward_memory", fmem, forward.1),
+        (
+            "backward_memory",
+            bmem,
+            bf.or(if m.backward.is_none() {
+                forward.1
+            } else {
+                None
+            }),
+        ),
+    ] {
+        if mem.is_some() && flops.is_none() {
+            return Err((
+                field,
+                "memory bytes time a pass given as FLOPs (the roofline's other bound); this \
+                 pass is given as a time"
+                    .into(),
+            ));
+        }
+    }
+    if (forward.1.is_some() || bf.is_some()) && !has_device {
+        return Err((
+            if forward.1.is_some() {
+                "forward_flops"
+            } else {
+                "backward_flops"
+            },
+            "compute given as FLOPs needs `workload.device` (peak_flops, memory_bandwidth, \
+             efficiency) to time it"
+                .into(),
+        ));
+    }
+    let fwd = layer_op(forward.0, forward.1, forward.1.and(fmem));
+    let bwd = match (m.backward, bf) {
+        (Some(t), _) => layer_op(Some(t), None, None),
+        (None, Some(f)) => layer_op(None, Some(f), bmem),
+        // Twice the forward pass, in its own form.
+        (None, None) => match forward {
+            (Some(t), _) => layer_op(Some(Time(t.ps().saturating_mul(2))), None, None),
+            (None, f) => layer_op(
+                None,
+                f.map(|x| x.saturating_mul(2)),
+                bmem.or(fmem.map(|b| b.saturating_mul(2))),
+            ),
+        },
+    };
+    Ok((fwd, bwd))
+}
+
+/// Where each parallel dimension sits on the hosts: per dimension (tp, ep, dp, pp) its host
+/// stride, from `mapping` (innermost first; the rest follow in the default order).
+fn strides(m: &crate::scenario::TrainingYaml) -> Result<[usize; 4], (&'static str, String)> {
+    use crate::scenario::ParallelDim as D;
+    let all = [D::Tp, D::Ep, D::Dp, D::Pp];
+    let mut order: Vec<D> = Vec::with_capacity(4);
+    for &d in &m.mapping {
+        if order.contains(&d) {
+            return Err((
+                "mapping",
+                format!("{d:?} is listed twice; list each of tp, ep, dp, pp at most once")
+                    .to_lowercase(),
+            ));
+        }
+        order.push(d);
+    }
+    order.extend(all.iter().filter(|d| !m.mapping.contains(d)));
+    let degree = |d: D| match d {
+        D::Tp => m.tp,
+        D::Ep => m.ep,
+        D::Dp => m.dp,
+        D::Pp => m.pp,
+    };
+    let mut out = [0usize; 4];
+    let mut stride = 1usize;
+    for d in order {
+        out[all.iter().position(|&x| x == d).unwrap_or(0)] = stride;
+        stride = stride.saturating_mul(degree(d));
+    }
+    Ok(out)
+}
+
 /// The per-rank traces of the built-in model (`workload.training`, see its doc) and its
-/// communicator groups (`tp{p}.{d}`, `dp{p}.{t}`); errors name the field.
+/// communicator groups (`tp{p}.{d}`, `dp{p}.{t}`, with ep > 1 also `ep{p}.{d}.{t}` and the
+/// expert index appended to the others); errors name the field. Rank = host index; where a
+/// rank's coordinates put it is `mapping`'s business ([`strides`]).
 fn model_traces(
     m: &crate::scenario::TrainingYaml,
     hosts: usize,
+    has_device: bool,
 ) -> Result<Model, (&'static str, String)> {
-    let (dp, tp, pp, mbs) = (m.dp, m.tp, m.pp, m.micro_batches);
+    let (dp, tp, pp, ep, mbs) = (m.dp, m.tp, m.pp, m.ep, m.micro_batches);
     for (f, v) in [
         ("dp", dp),
         ("tp", tp),
         ("pp", pp),
+        ("ep", ep),
         ("micro_batches", mbs),
         ("layers", m.layers),
     ] {
@@ -492,13 +679,21 @@ fn model_traces(
             return Err((f, "must be at least 1".into()));
         }
     }
-    let ranks = dp.saturating_mul(tp).saturating_mul(pp);
+    let ranks = dp.saturating_mul(tp).saturating_mul(pp).saturating_mul(ep);
     if ranks != hosts {
         return Err((
             "dp",
-            format!(
-                "dp x tp x pp = {dp} x {tp} x {pp} = {ranks} ranks; the fabric has {hosts} hosts"
-            ),
+            if ep == 1 {
+                format!(
+                    "dp x tp x pp = {dp} x {tp} x {pp} = {ranks} ranks; the fabric has {hosts} \
+                     hosts"
+                )
+            } else {
+                format!(
+                    "dp x tp x pp x ep = {dp} x {tp} x {pp} x {ep} = {ranks} ranks; the fabric \
+                     has {hosts} hosts"
+                )
+            },
         ));
     }
     if m.layers % pp != 0 {
@@ -510,169 +705,256 @@ fn model_traces(
     if m.bucket.bytes() == 0 {
         return Err(("bucket", "must be greater than 0".into()));
     }
-    // Bound the model's size: nodes per rank ~ micro-batches x layers x 4.
+    let moe = m.moe_bytes.bytes();
+    if moe > 0 && ep == 1 {
+        return Err((
+            "moe_bytes",
+            "the MoE All-To-All runs on the expert-parallel group: set `ep` > 1".into(),
+        ));
+    }
+    let (forward, backward) = layer_ops(m, has_device)?;
+    // Bound the model's size: nodes per rank ~ micro-batches x layers x 6.
     let per_rank = (mbs as u64)
         .saturating_mul(m.layers as u64 / pp as u64)
-        .saturating_mul(4);
+        .saturating_mul(6)
+        .saturating_mul(m.iterations as u64);
     if per_rank.saturating_mul(ranks as u64) > 1 << 24 {
         return Err((
             "micro_batches",
             "the iteration would have more than 2^24 nodes".into(),
         ));
     }
-    let forward = m.forward;
-    let backward = m.backward.unwrap_or(Time(m.forward.ps().saturating_mul(2)));
-    let rank_of = |p: usize, d: usize, t: usize| t + tp * (d + dp * p);
+    let [st, se, sd, sp] = strides(m)?;
+    let rank_of = |p: usize, d: usize, t: usize, e: usize| t * st + e * se + d * sd + p * sp;
+    // The expert index, in group names only when there is expert parallelism (the names
+    // without it stay as they were).
+    let ex = |e: usize| {
+        if ep > 1 {
+            format!(".{e}")
+        } else {
+            String::new()
+        }
+    };
     let mut groups = BTreeMap::new();
     for p in 0..pp {
-        for d in 0..dp {
-            groups.insert(
-                format!("tp{p}.{d}"),
-                (0..tp).map(|t| rank_of(p, d, t)).collect(),
-            );
+        for e in 0..ep {
+            for d in 0..dp {
+                groups.insert(
+                    format!("tp{p}.{d}{}", ex(e)),
+                    (0..tp).map(|t| rank_of(p, d, t, e)).collect(),
+                );
+            }
+            for t in 0..tp {
+                groups.insert(
+                    format!("dp{p}.{t}{}", ex(e)),
+                    (0..dp).map(|d| rank_of(p, d, t, e)).collect(),
+                );
+            }
         }
-        for t in 0..tp {
-            groups.insert(
-                format!("dp{p}.{t}"),
-                (0..dp).map(|d| rank_of(p, d, t)).collect(),
-            );
+        if ep > 1 {
+            for d in 0..dp {
+                for t in 0..tp {
+                    groups.insert(
+                        format!("ep{p}.{d}.{t}"),
+                        (0..ep).map(|e| rank_of(p, d, t, e)).collect(),
+                    );
+                }
+            }
         }
     }
     let layers = m.layers / pp;
     let (act, tpb) = (m.activation_bytes.bytes(), m.tp_bytes.bytes());
     let grad = m.parameter_bytes.bytes() / tp as u64;
-    let mut traces = Vec::with_capacity(ranks);
-    let mut marks = Vec::with_capacity(ranks);
-    for r in 0..ranks {
-        let (t, d, p) = (r % tp, (r / tp) % dp, r / (tp * dp));
-        let mut nodes: Vec<TraceNode> = Vec::new();
-        let mut push = |name: String, op: Op, deps: Vec<u32>| {
-            let id = nodes.len() as u32;
-            nodes.push(TraceNode {
-                id: u64::from(id),
-                name,
-                op,
-                deps,
-            });
-            id
-        };
-        let compute = |d: Time| Op::Compute {
-            duration: Some(d),
-            num_ops: None,
-            tensor_bytes: None,
-        };
-        let all_reduce = |bytes: u64, group: String| Op::Collective {
-            kind: CollKind::AllReduce,
-            bytes,
-            group: Some(group),
-        };
-        // 1F1B: warm-up forwards, then one forward and one backward in turn, then the rest.
-        let warm = (pp - p - 1).min(mbs);
-        let mut order: Vec<(bool, usize)> = (0..warm).map(|i| (true, i)).collect();
-        for i in 0..mbs - warm {
-            order.push((true, warm + i));
-            order.push((false, i));
-        }
-        order.extend((mbs - warm..mbs).map(|i| (false, i)));
-        let mut stream: Option<u32> = None;
-        let mut ends = Vec::with_capacity(m.iterations);
-        for it in 0..m.iterations {
-            let (mut bucket, mut reduces) = (0u64, Vec::new());
-            for &(fwd, mb) in &order {
-                let mut deps: Vec<u32> = Vec::new();
-                let from = if fwd {
-                    p.checked_sub(1)
-                } else {
-                    (p + 1 < pp).then_some(p + 1)
-                };
-                let tag = 2 * (it * mbs + mb) as u64 + u64::from(!fwd);
-                if let Some(q) = from.filter(|_| act > 0) {
-                    // Posted in schedule order, once the stream reaches this micro-batch.
-                    deps.push(push(
-                        format!("recv mb{mb} from stage {q}"),
-                        Op::Recv {
-                            peer: rank_of(q, d, t) as u32,
-                            bytes: act,
-                            tag,
-                        },
-                        stream.into_iter().collect(),
-                    ));
-                }
-                for k in 0..layers {
-                    let layer = if fwd {
-                        p * layers + k
-                    } else {
-                        p * layers + layers - 1 - k
-                    };
-                    deps.extend(stream);
-                    let c = push(
-                        format!(
-                            "{} layer {layer} mb{mb}",
-                            if fwd { "forward" } else { "backward" }
-                        ),
-                        compute(if fwd { forward } else { backward }),
-                        std::mem::take(&mut deps),
+    let mut traces: Vec<Option<RankTrace>> = (0..ranks).map(|_| None).collect();
+    let mut marks: Vec<Vec<u32>> = vec![Vec::new(); ranks];
+    for p in 0..pp {
+        for d in 0..dp {
+            for e in 0..ep {
+                for t in 0..tp {
+                    let r = rank_of(p, d, t, e);
+                    let (nodes, ends) = rank_nodes(
+                        m,
+                        (p, d, t, e),
+                        &rank_of,
+                        &ex,
+                        (&forward, &backward),
+                        (layers, act, tpb, moe, grad),
                     );
-                    stream = Some(c);
-                    deps.push(c);
-                    if tp > 1 && tpb > 0 {
-                        let a = push(
-                            format!("tp all_reduce layer {layer} mb{mb}"),
-                            all_reduce(tpb, format!("tp{p}.{d}")),
-                            vec![c],
-                        );
-                        // Tensor parallelism waits for its All-Reduce before the next layer.
-                        deps = vec![a];
-                        stream = Some(a);
+                    if let Some(slot) = traces.get_mut(r) {
+                        *slot = Some(RankTrace {
+                            file: format!("model rank {r}"),
+                            version: String::new(),
+                            nodes,
+                        });
                     }
-                    if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
-                        bucket += grad;
-                        if bucket >= m.bucket.bytes() || k + 1 == layers {
-                            reduces.push(push(
-                                format!("dp all_reduce {bucket} B after layer {layer}"),
-                                all_reduce(bucket, format!("dp{p}.{t}")),
-                                deps.clone(),
-                            ));
-                            bucket = 0;
-                        }
+                    if let Some(slot) = marks.get_mut(r) {
+                        *slot = ends;
                     }
-                }
-                let to = if fwd {
-                    (p + 1 < pp).then_some(p + 1)
-                } else {
-                    p.checked_sub(1)
-                };
-                if let Some(q) = to.filter(|_| act > 0) {
-                    push(
-                        format!("send mb{mb} to stage {q}"),
-                        Op::Send {
-                            peer: rank_of(q, d, t) as u32,
-                            bytes: act,
-                            tag,
-                        },
-                        deps,
-                    );
                 }
             }
-            let mut deps = reduces;
-            deps.extend(stream);
-            let opt = push(
-                format!("optimizer iteration {it}"),
-                compute(m.optimizer),
-                deps,
-            );
-            // The next iteration starts when this one's optimizer step is done.
-            stream = Some(opt);
-            ends.push(opt);
         }
-        marks.push(ends);
-        traces.push(RankTrace {
-            file: format!("model rank {r}"),
-            version: String::new(),
-            nodes,
-        });
+    }
+    // The strides are a mixed radix over the degrees, so every rank got its trace.
+    let traces: Vec<RankTrace> = traces.into_iter().flatten().collect();
+    if traces.len() != ranks {
+        return Err((
+            "mapping",
+            "does not place every rank on its own host".into(),
+        ));
     }
     Ok((traces, groups, marks))
+}
+
+/// One rank's nodes of the built-in model (see [`model_traces`]) and the node that ends each
+/// iteration. `at` is the rank's (stage, data, tensor, expert) coordinates; `sizes` are
+/// (layers per stage, activation, tp All-Reduce, MoE All-To-All, gradient bytes per layer).
+fn rank_nodes(
+    m: &crate::scenario::TrainingYaml,
+    at: (usize, usize, usize, usize),
+    rank_of: &dyn Fn(usize, usize, usize, usize) -> usize,
+    ex: &dyn Fn(usize) -> String,
+    (forward, backward): (&Op, &Op),
+    (layers, act, tpb, moe, grad): (usize, u64, u64, u64, u64),
+) -> (Vec<TraceNode>, Vec<u32>) {
+    let (p, d, t, e) = at;
+    let (pp, dp, tp, ep, mbs) = (m.pp, m.dp, m.tp, m.ep, m.micro_batches);
+    let mut nodes: Vec<TraceNode> = Vec::new();
+    let mut push = |name: String, op: Op, deps: Vec<u32>| {
+        let id = nodes.len() as u32;
+        nodes.push(TraceNode {
+            id: u64::from(id),
+            name,
+            op,
+            deps,
+        });
+        id
+    };
+    let coll = |kind: CollKind, bytes: u64, group: String| Op::Collective {
+        kind,
+        bytes,
+        group: Some(group),
+    };
+    // 1F1B: warm-up forwards, then one forward and one backward in turn, then the rest.
+    let warm = (pp - p - 1).min(mbs);
+    let mut order: Vec<(bool, usize)> = (0..warm).map(|i| (true, i)).collect();
+    for i in 0..mbs - warm {
+        order.push((true, warm + i));
+        order.push((false, i));
+    }
+    order.extend((mbs - warm..mbs).map(|i| (false, i)));
+    let mut stream: Option<u32> = None;
+    let mut ends = Vec::with_capacity(m.iterations);
+    for it in 0..m.iterations {
+        let (mut bucket, mut reduces) = (0u64, Vec::new());
+        for &(fwd, mb) in &order {
+            let mut deps: Vec<u32> = Vec::new();
+            let from = if fwd {
+                p.checked_sub(1)
+            } else {
+                (p + 1 < pp).then_some(p + 1)
+            };
+            let tag = 2 * (it * mbs + mb) as u64 + u64::from(!fwd);
+            if let Some(q) = from.filter(|_| act > 0) {
+                // Posted in schedule order, once the stream reaches this micro-batch.
+                deps.push(push(
+                    format!("recv mb{mb} from stage {q}"),
+                    Op::Recv {
+                        peer: rank_of(q, d, t, e) as u32,
+                        bytes: act,
+                        tag,
+                    },
+                    stream.into_iter().collect(),
+                ));
+            }
+            let pass = if fwd { "forward" } else { "backward" };
+            for k in 0..layers {
+                let layer = if fwd {
+                    p * layers + k
+                } else {
+                    p * layers + layers - 1 - k
+                };
+                deps.extend(stream);
+                if ep > 1 && moe > 0 {
+                    // Tokens (or their gradients) go to the ranks holding their experts.
+                    let a = push(
+                        format!("ep all_to_all dispatch {pass} layer {layer} mb{mb}"),
+                        coll(CollKind::AllToAll, moe, format!("ep{p}.{d}.{t}")),
+                        std::mem::take(&mut deps),
+                    );
+                    deps.push(a);
+                }
+                let c = push(
+                    format!("{pass} layer {layer} mb{mb}"),
+                    if fwd {
+                        forward.clone()
+                    } else {
+                        backward.clone()
+                    },
+                    std::mem::take(&mut deps),
+                );
+                stream = Some(c);
+                deps.push(c);
+                if ep > 1 && moe > 0 {
+                    // ... and come back to their tokens' ranks before the layer ends.
+                    let a = push(
+                        format!("ep all_to_all combine {pass} layer {layer} mb{mb}"),
+                        coll(CollKind::AllToAll, moe, format!("ep{p}.{d}.{t}")),
+                        vec![c],
+                    );
+                    deps = vec![a];
+                    stream = Some(a);
+                }
+                if tp > 1 && tpb > 0 {
+                    let a = push(
+                        format!("tp all_reduce layer {layer} mb{mb}"),
+                        coll(CollKind::AllReduce, tpb, format!("tp{p}.{d}{}", ex(e))),
+                        std::mem::take(&mut deps),
+                    );
+                    // Tensor parallelism waits for its All-Reduce before the next layer.
+                    deps = vec![a];
+                    stream = Some(a);
+                }
+                if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
+                    bucket += grad;
+                    if bucket >= m.bucket.bytes() || k + 1 == layers {
+                        reduces.push(push(
+                            format!("dp all_reduce {bucket} B after layer {layer}"),
+                            coll(CollKind::AllReduce, bucket, format!("dp{p}.{t}{}", ex(e))),
+                            deps.clone(),
+                        ));
+                        bucket = 0;
+                    }
+                }
+            }
+            let to = if fwd {
+                (p + 1 < pp).then_some(p + 1)
+            } else {
+                p.checked_sub(1)
+            };
+            if let Some(q) = to.filter(|_| act > 0) {
+                push(
+                    format!("send mb{mb} to stage {q}"),
+                    Op::Send {
+                        peer: rank_of(q, d, t, e) as u32,
+                        bytes: act,
+                        tag,
+                    },
+                    deps,
+                );
+            }
+        }
+        let mut deps = reduces;
+        deps.extend(stream);
+        let opt = push(
+            format!("optimizer iteration {it}"),
+            layer_op(Some(m.optimizer), None, None),
+            deps,
+        );
+        // The next iteration starts when this one's optimizer step is done.
+        stream = Some(opt);
+        ends.push(opt);
+    }
+    (nodes, ends)
 }
 
 /// Seconds as a time, rounded up to the picosecond.
@@ -872,6 +1154,8 @@ pub struct GroupStats {
     pub group: String,
     /// Ranks in it.
     pub ranks: usize,
+    /// Their hosts' indices, in rank order.
+    pub hosts: Vec<usize>,
     /// How many collectives ran on it.
     pub count: usize,
     /// Their sizes summed.
@@ -880,108 +1164,266 @@ pub struct GroupStats {
     pub time_us: f64,
 }
 
-/// The chain of nodes that set the iteration time, followed back on the rank that finished
-/// last: from its last node to the parent that finished last, or, for a compute node that
-/// waited for the stream, to the compute node that freed it. Time a communication node
-/// spent waiting for other ranks counts as that node's.
+/// The chain of nodes that set the iteration time, across ranks: from the last node to
+/// finish back through the dependency that finished last, where a node's dependencies are
+/// its parents on its rank (for a compute node that waited for the stream: the compute node
+/// that freed it), for a collective also the parents of the same collective on every other
+/// member (it could not finish before the last member joined), and for a receive also the
+/// parents of the send whose message it took (the message could not leave before them). Each
+/// node on it is credited with the time from that dependency's finish to its own, so the
+/// credits add up to the iteration time.
 #[derive(Clone, Debug, Serialize)]
 pub struct CriticalPath {
-    /// The rank it is on.
+    /// The rank it ends on (the one that finished last).
     pub rank: usize,
+    /// Ranks it passes through.
+    pub ranks: usize,
     /// Nodes on it.
     pub nodes: usize,
-    /// Compute (and memory) time on it.
+    /// Time credited to compute (and memory) nodes.
     pub compute_ps: u64,
-    /// Communication time on it.
+    /// Time credited to communication nodes (collectives, sends, receives).
     pub comm_ps: u64,
-    /// The nodes that took longest on it, longest first (at most 5).
+    /// Time credited to delays (marker nodes) and before the first node.
+    pub other_ps: u64,
+    /// The nodes credited most, most first (at most 5).
     pub top: Vec<PathStep>,
+    /// The credited time per kind of node, by name with its layer and micro-batch numbers
+    /// dropped (`forward layer #`, `tp all_reduce layer # mb#`), most first (at most 8).
+    pub by_name: Vec<PathGroup>,
 }
 
 /// One node on the critical path.
 #[derive(Clone, Debug, Serialize)]
 pub struct PathStep {
+    /// The rank it ran on.
+    pub rank: usize,
     /// Node id.
     pub node: u64,
     /// Node name.
     pub name: String,
     /// `compute`, `communication` or `delay`.
     pub kind: &'static str,
-    /// Start to finish.
+    /// Time credited to it: from its dependency's finish to its own.
     pub time_ps: u64,
 }
 
-fn critical_path(rank: usize, s: &RankScheduler) -> Option<CriticalPath> {
-    let (nodes, recs) = (s.nodes(), s.records());
-    let mut at = (0..nodes.len())
-        .filter(|&i| recs[i].end.is_some())
-        .max_by_key(|&i| (recs[i].end, std::cmp::Reverse(i)))?;
-    // Compute nodes by the time they freed the stream (one lookup per step, not a scan).
-    let mut freed: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    for (i, (n, r)) in nodes.iter().zip(recs).enumerate() {
-        if let (Action::Compute(_), Some(end)) = (&n.action, r.end) {
-            freed.entry(end.ps()).or_default().push(i);
+/// Critical-path time of the nodes that share a name once numbers are dropped.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathGroup {
+    /// The name with every run of digits written `#`.
+    pub name: String,
+    /// `compute`, `communication` or `delay`.
+    pub kind: &'static str,
+    /// Nodes of it on the path.
+    pub count: usize,
+    /// Their credited time.
+    pub time_ps: u64,
+}
+
+/// `name` with each run of digits replaced by `#`.
+fn generic_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
         }
     }
-    let mut seen = vec![false; nodes.len()];
-    let mut path = Vec::new();
-    let (mut compute_ps, mut comm_ps) = (0, 0);
-    while !seen[at] {
-        seen[at] = true;
-        let r = recs[at];
+    out
+}
+
+/// Follows the critical path back from the last node of `host` (see [`CriticalPath`]).
+fn critical_path(
+    info: &TrainingInfo,
+    scheds: &[Option<&RankScheduler>],
+    host: usize,
+    sender_of: &BTreeMap<(usize, usize), (usize, usize)>,
+) -> Option<CriticalPath> {
+    let sched = |h: usize| scheds.get(h).copied().flatten();
+    let rank_of: BTreeMap<usize, usize> = info
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(r, ri)| (ri.host, r))
+        .collect();
+    // Per host, the node of each job; per (host, job), the collective's member hosts.
+    let mut job_node: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for (h, s) in scheds.iter().enumerate() {
+        let Some(s) = s else { continue };
+        for (i, n) in s.nodes().iter().enumerate() {
+            if let Action::Collective(Some(j)) = n.action {
+                job_node.insert((h, j), i);
+            }
+        }
+    }
+    let mut members: BTreeMap<(usize, usize), &[usize]> = BTreeMap::new();
+    for (k, c) in info.collectives.iter().enumerate() {
+        let Some(&slot) = info.slots.get(k) else {
+            continue;
+        };
+        for &h in &c.hosts {
+            members.insert((h, info.job_base + slot), &c.hosts);
+        }
+    }
+    // Per host, compute nodes by the time they freed the stream.
+    let mut freed: BTreeMap<(usize, u64), Vec<usize>> = BTreeMap::new();
+    let end_of = |h: usize, i: usize| sched(h)?.records().get(i)?.end;
+    let s = sched(host)?;
+    let recs = s.records();
+    let mut at = (
+        host,
+        (0..recs.len())
+            .filter(|&i| recs[i].end.is_some())
+            .max_by_key(|&i| (recs[i].end, std::cmp::Reverse(i)))?,
+    );
+    let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut freed_built: BTreeSet<usize> = BTreeSet::new();
+    let mut steps: Vec<PathStep> = Vec::new();
+    let mut visited_ranks: BTreeSet<usize> = BTreeSet::new();
+    let (mut compute_ps, mut comm_ps, mut other_ps) = (0u64, 0u64, 0u64);
+    loop {
+        if !seen.insert(at) {
+            break;
+        }
+        let (h, i) = at;
+        let Some(s) = sched(h) else { break };
+        let (nodes, recs) = (s.nodes(), s.records());
+        let (Some(node), Some(r)) = (nodes.get(i), recs.get(i)) else {
+            break;
+        };
         let (Some(start), Some(end)) = (r.start, r.end) else {
             break;
         };
-        let time_ps = end.ps() - start.ps();
-        let kind = match nodes[at].action {
+        // Candidate dependencies: (host, node) that finished.
+        let mut cands: Vec<(usize, usize)> = Vec::new();
+        let waited_for_stream =
+            matches!(node.action, Action::Compute(_)) && r.ready.is_some_and(|t| t < start);
+        if waited_for_stream {
+            if freed_built.insert(h) {
+                for (k, (n, rec)) in nodes.iter().zip(recs).enumerate() {
+                    if let (Action::Compute(_), Some(e)) = (&n.action, rec.end) {
+                        freed.entry((h, e.ps())).or_default().push(k);
+                    }
+                }
+            }
+            if let Some(k) = freed
+                .get(&(h, start.ps()))
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&k| !seen.contains(&(h, k)))
+                .max_by_key(|&k| (recs[k].start, k))
+            {
+                cands.push((h, k));
+            }
+        } else {
+            cands.extend(node.deps.iter().map(|&d| (h, d as usize)));
+        }
+        match node.action {
+            Action::Collective(Some(j)) => {
+                for &m in members.get(&(h, j)).copied().unwrap_or(&[]) {
+                    if m == h {
+                        continue;
+                    }
+                    if let (Some(&k), Some(ms)) = (job_node.get(&(m, j)), sched(m)) {
+                        if let Some(n) = ms.nodes().get(k) {
+                            cands.extend(n.deps.iter().map(|&d| (m, d as usize)));
+                        }
+                    }
+                }
+            }
+            Action::Recv { .. } => {
+                if let Some(&(sh, sn)) = sender_of.get(&(h, i)) {
+                    if let Some(n) = sched(sh).and_then(|x| x.nodes().get(sn)) {
+                        cands.extend(n.deps.iter().map(|&d| (sh, d as usize)));
+                    }
+                }
+            }
+            _ => {}
+        }
+        // The one that finished last; ties stay on this rank, then the lowest host and node.
+        let prev = cands
+            .into_iter()
+            .filter(|c| !seen.contains(c))
+            .filter_map(|c| Some((end_of(c.0, c.1)?, c)))
+            .max_by_key(|&(e, c)| (e, c.0 == h, std::cmp::Reverse(c)));
+        let from = prev.map_or(0, |(e, _)| e.ps()).min(end.ps());
+        let time_ps = end.ps() - from;
+        let kind = match node.action {
             Action::Compute(_) => {
                 compute_ps += time_ps;
                 "compute"
             }
-            Action::Delay(_) => "delay",
+            Action::Delay(_) => {
+                other_ps += time_ps;
+                "delay"
+            }
             _ => {
                 comm_ps += time_ps;
                 "communication"
             }
         };
-        path.push(PathStep {
-            node: nodes[at].id,
-            name: nodes[at].name.clone(),
+        let rank = rank_of.get(&h).copied().unwrap_or(h);
+        visited_ranks.insert(rank);
+        steps.push(PathStep {
+            rank,
+            node: node.id,
+            name: node.name.clone(),
             kind,
             time_ps,
         });
-        let waited_for_stream =
-            matches!(nodes[at].action, Action::Compute(_)) && r.ready.is_some_and(|t| t < start);
-        let prev = if waited_for_stream {
-            freed
-                .get(&start.ps())
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|&i| !seen[i])
-                .max_by_key(|&i| (recs[i].start, i))
-        } else {
-            nodes[at]
-                .deps
-                .iter()
-                .map(|&d| d as usize)
-                .filter(|&d| !seen[d] && recs[d].end.is_some())
-                .max_by_key(|&d| (recs[d].end, d))
-        };
         match prev {
-            Some(p) => at = p,
-            None => break,
+            Some((_, c)) => at = c,
+            None => {
+                // Before the first node: nothing ran on this chain.
+                other_ps += from;
+                break;
+            }
         }
     }
-    let n = path.len();
-    path.sort_by(|a, b| b.time_ps.cmp(&a.time_ps).then(a.node.cmp(&b.node)));
-    path.truncate(5);
+    let n = steps.len();
+    let mut groups: BTreeMap<(String, &'static str), (usize, u64)> = BTreeMap::new();
+    for st in &steps {
+        let g = groups
+            .entry((generic_name(&st.name), st.kind))
+            .or_insert((0, 0));
+        g.0 += 1;
+        g.1 += st.time_ps;
+    }
+    let mut by_name: Vec<PathGroup> = groups
+        .into_iter()
+        .map(|((name, kind), (count, time_ps))| PathGroup {
+            name,
+            kind,
+            count,
+            time_ps,
+        })
+        .collect();
+    by_name.sort_by(|a, b| b.time_ps.cmp(&a.time_ps).then(a.name.cmp(&b.name)));
+    by_name.truncate(8);
+    steps.sort_by(|a, b| {
+        b.time_ps
+            .cmp(&a.time_ps)
+            .then(a.rank.cmp(&b.rank))
+            .then(a.node.cmp(&b.node))
+    });
+    steps.truncate(5);
     Some(CriticalPath {
-        rank,
+        rank: rank_of.get(&host).copied().unwrap_or(host),
+        ranks: visited_ranks.len(),
         nodes: n,
         compute_ps,
         comm_ps,
-        top: path,
+        other_ps,
+        top: steps,
+        by_name,
     })
 }
 
@@ -1104,18 +1546,21 @@ pub fn report(
         .ps();
     // When each message was posted, per (src, dst, tag): a receive communicates from then on;
     // before, its rank only waits for the peer (a pipeline bubble), which is idle time.
-    let mut posted: BTreeMap<(u32, u32, u64), Vec<u64>> = BTreeMap::new();
+    // With each post, the send node (for the critical path's waits across ranks).
+    let mut posted: BTreeMap<(u32, u32, u64), Vec<(u64, usize)>> = BTreeMap::new();
     for (h, s) in scheds.iter().enumerate() {
         let Some(s) = s else { continue };
-        for (n, rec) in s.nodes().iter().zip(s.records()) {
+        for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
             if let (Action::Send { dst, tag, .. }, Some(t)) = (&n.action, rec.start) {
                 posted
                     .entry((h as u32, *dst, tag & TAG_MASK))
                     .or_default()
-                    .push(t.ps());
+                    .push((t.ps(), i));
             }
         }
     }
+    // Per (host, receive node): the (host, send node) whose message it took.
+    let mut sender_of: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
     for v in posted.values_mut() {
         v.sort_unstable();
     }
@@ -1140,8 +1585,9 @@ pub fn report(
             v.sort_unstable();
             let posts = posted.get(&(src, ri.host as u32, tag));
             for (k, &(_, i)) in v.iter().enumerate() {
-                if let Some(&t) = posts.and_then(|p| p.get(k)) {
+                if let Some(&(t, send)) = posts.and_then(|p| p.get(k)) {
                     recv_from.insert(i, t);
+                    sender_of.insert((ri.host, i), (src as usize, send));
                 }
             }
         }
@@ -1207,6 +1653,7 @@ pub fn report(
         let g = groups.entry(name).or_insert(GroupStats {
             group: name.to_string(),
             ranks: c.ranks,
+            hosts: info.members.get(name).cloned().unwrap_or_default(),
             count: 0,
             bytes: 0,
             time_us: 0.0,
@@ -1217,8 +1664,7 @@ pub fn report(
     }
     let critical_path = iteration.and_then(|it| {
         let r = per_rank.iter().find(|x| x.finish_ps == Some(it.ps()))?;
-        let s = scheds.get(r.host).copied().flatten()?;
-        critical_path(r.rank, s)
+        critical_path(info, scheds, r.host, &sender_of)
     });
     let iterations_ps: Vec<u64> = match iteration {
         None => Vec::new(),
@@ -1324,24 +1770,49 @@ pub fn summary(t: &TrainingReport) -> String {
     if let Some(c) = &t.critical_path {
         let _ = writeln!(
             s,
-            "          critical path on rank {}: {} nodes, compute {:.3}us, communication {:.3}us; longest: {}",
+            "          critical path (ends on rank {}, through {} ranks): {} nodes, compute {:.3}us, communication {:.3}us; longest: {}",
             c.rank,
+            c.ranks,
             c.nodes,
             us(c.compute_ps),
             us(c.comm_ps),
             c.top
                 .iter()
-                .map(|p| format!("node {} {} {:.3}us", p.node, p.name, us(p.time_ps)))
+                .map(|p| format!(
+                    "rank {} node {} {} {:.3}us",
+                    p.rank,
+                    p.node,
+                    p.name,
+                    us(p.time_ps)
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "          critical path by kind: {}",
+            c.by_name
+                .iter()
+                .map(|g| format!("{} x{} {:.3}us", g.name, g.count, us(g.time_ps)))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
     }
     if t.communicators.len() > 1 {
-        for g in &t.communicators {
+        // A large model has hundreds of groups: the first few, then the JSON has them all.
+        const SHOWN: usize = 12;
+        for g in t.communicators.iter().take(SHOWN) {
             let _ = writeln!(
                 s,
                 "          group {} ({} ranks): {} collectives, {} B, {:.3}us",
                 g.group, g.ranks, g.count, g.bytes, g.time_us
+            );
+        }
+        if t.communicators.len() > SHOWN {
+            let _ = writeln!(
+                s,
+                "          ... and {} more groups (the JSON report's training.communicators)",
+                t.communicators.len() - SHOWN
             );
         }
     }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use fabemu_collectives::executor::{is_collective_imm, CollectiveRunner, TIMER_TOKEN};
+use fabemu_collectives::executor::CollectiveRunner;
 use fabemu_fabric::engine::{
     self, Actor, CaptureConfig, Ctx, EngineConfig, EngineError, Event, PortWiring, Progress,
     RunOutput, SampleConfig, Wiring,
@@ -17,6 +17,7 @@ use fabemu_fabric::host::{
 };
 use fabemu_fabric::link::{Channel, Rate};
 use fabemu_fabric::route::RouteTable;
+use fabemu_fabric::transport::AppId;
 use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_switch::tree_egress::TreeEgress;
 use fabemu_switch::{Switch, SwitchConfig};
@@ -28,14 +29,14 @@ use fabemu_topologies::{
 use crate::collective::{self, CollectiveInfo};
 use crate::scenario::{DimKindYaml, FieldPath, Mode, Routing, ScenarioError, Source};
 use crate::training::{self, TrainingInfo};
-use fabemu_workload::scheduler::{is_p2p_imm, RankScheduler, TRAIN_TOKEN};
+use fabemu_workload::scheduler::RankScheduler;
 
 /// What a host runs: its point-to-point messages, its collectives' programs and its rank of a
 /// training workload, side by side.
 ///
-/// Collective messages are told apart by their immediate ([`is_collective_imm`]), a training
-/// workload's point-to-point messages by [`is_p2p_imm`], and timers by [`TIMER_TOKEN`] and
-/// [`TRAIN_TOKEN`]; scenario message tags stay below 2^30 (the workload's message limit).
+/// Timers and messages go to their owner by [`AppId`] (which alone assigns the bits of timer
+/// tokens and immediates); scenario message tags stay below 2^30 (the workload's message
+/// limit).
 /// The training scheduler starts collective jobs on the same runner, and looks at which jobs
 /// finished after every event the runner handles.
 pub struct HostApp {
@@ -57,38 +58,39 @@ impl Application for HostApp {
     }
 
     fn on_timer(&mut self, token: u64, api: &mut dyn Transport) {
-        if token & TRAIN_TOKEN != 0 {
-            if let Some(t) = self.training.as_mut() {
-                t.on_timer(token, &mut self.collectives, api);
+        match AppId::of_token(token).0 {
+            AppId::Training => {
+                if let Some(t) = self.training.as_mut() {
+                    t.on_timer(token, &mut self.collectives, api);
+                }
             }
-        } else if token & TIMER_TOKEN != 0 {
-            self.collectives.on_timer(token, api);
-            if let Some(t) = self.training.as_mut() {
-                t.after_collectives(&mut self.collectives, api);
+            AppId::Collectives => {
+                self.collectives.on_timer(token, api);
+                if let Some(t) = self.training.as_mut() {
+                    t.after_collectives(&mut self.collectives, api);
+                }
             }
-        } else {
-            self.messages.on_timer(token, api);
+            AppId::Messages => self.messages.on_timer(token, api),
         }
     }
 
     /// The collective executor completes a send when it is posted (NCCL-style staging), so
     /// only point-to-point messages need their acknowledgement.
     fn wants_send_done(&self, tag: u64) -> bool {
-        !(is_collective_imm(tag as u32) && tag < 1 << 32)
+        AppId::of_tag(tag) != AppId::Collectives
     }
 
     fn on_completion(&mut self, c: Completion, api: &mut dyn Transport) {
-        let imm = match &c {
-            Completion::SendDone { tag, .. } if *tag < 1 << 32 => *tag as u32,
-            Completion::SendDone { .. } => 0,
-            Completion::Received { imm, .. } => *imm,
+        let owner = match &c {
+            Completion::SendDone { tag, .. } => AppId::of_tag(*tag),
+            Completion::Received { imm, .. } => AppId::of_imm(*imm).0,
         };
-        if is_collective_imm(imm) {
+        if owner == AppId::Collectives {
             self.collectives.on_completion(c, api);
             if let Some(t) = self.training.as_mut() {
                 t.after_collectives(&mut self.collectives, api);
             }
-        } else if let (true, Some(t)) = (is_p2p_imm(imm), self.training.as_mut()) {
+        } else if let (AppId::Training, Some(t)) = (owner, self.training.as_mut()) {
             match c {
                 Completion::SendDone { dst, tag } => {
                     t.on_send_done(dst, tag, &mut self.collectives, api)
@@ -586,20 +588,17 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     .or(s.switch_scheduler.as_ref());
                 if let Some(t) = tree {
                     for port in 0..ports.len() {
-                        let built =
-                            t.build::<(fabemu_fabric::packet::Packet, Time)>()
-                                .map_err(|e| {
-                                    let at = match own {
-                                        Some(i) if s.switches[i].scheduler.is_some() => {
-                                            FieldPath::root()
-                                                .key("switches")
-                                                .index(i)
-                                                .key("scheduler")
-                                        }
-                                        _ => FieldPath::root().key("switch_scheduler"),
-                                    };
-                                    src.error_at(&at, e.to_string())
-                                })?;
+                        let built = t
+                            .build_for::<(fabemu_fabric::packet::Packet, Time)>(s.ethernet)
+                            .map_err(|e| {
+                                let at = match own {
+                                    Some(i) if s.switches[i].scheduler.is_some() => {
+                                        FieldPath::root().key("switches").index(i).key("scheduler")
+                                    }
+                                    _ => FieldPath::root().key("switch_scheduler"),
+                                };
+                                src.error_at(&at, e.to_string())
+                            })?;
                         sw.set_scheduler(port, Box::new(TreeEgress::new(built)));
                     }
                 }

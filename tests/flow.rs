@@ -9,8 +9,9 @@
 //!
 //! Where flows cross several bottlenecks (a permutation on an oversubscribed fat-tree), FIFO
 //! queues without congestion control share a link in proportion to the rates flows arrive
-//! with, not max-min; single messages then differ (measured below), while the makespan and the
-//! mean stay close.
+//! with, not max-min; single messages then differ under max-min (measured below), while the
+//! makespan and the mean stay close. `flow_model: queues` models the FIFO queues and meets the
+//! per-message bar there.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
@@ -194,6 +195,67 @@ fn permutation_on_an_oversubscribed_fat_tree_takes_the_same_paths_and_time() {
         .filter(|(a, b)| rel(**b, **a) <= 0.01)
         .count();
     assert!(close >= 8, "only {close} messages agree within 1%");
+}
+
+#[test]
+fn fifo_queue_model_matches_every_message_of_the_permutation() {
+    let yaml = permutation_scenario();
+    let p = run_yaml(&yaml, 1);
+    let q = run_yaml(&format!("fidelity: flow\nflow_model: queues\n{yaml}"), 1);
+    assert!(q.invariants.ok, "{:?}", q.invariants.violations);
+    // The same paths: every link direction carried the same wire bytes (data and ACKs).
+    for (a, b) in p.links.iter().zip(&q.links) {
+        for (x, y) in [(&a.a_to_b, &b.a_to_b), (&a.b_to_a, &b.b_to_a)] {
+            let d = x.tx_wire_bytes.abs_diff(y.tx_wire_bytes);
+            assert!(
+                d <= 64,
+                "{} - {}: {} vs {}",
+                a.a,
+                a.b,
+                x.tx_wire_bytes,
+                y.tx_wire_bytes
+            );
+        }
+    }
+    // The issue's bar: every message within 15%, the mean within 5%. Measured: every message
+    // within 1.7% (fluid FIFO service has no packet granularity and no propagation delay
+    // between hops), the mean 0.64% early; max-min on the same run: -37%..+86%, mean +5.3%.
+    let (mut sp, mut sq) = (0.0, 0.0);
+    for (a, b) in p.messages.iter().zip(&q.messages) {
+        let (tp, tq) = (
+            a.completion_time_ps.unwrap() as f64,
+            b.completion_time_ps.unwrap() as f64,
+        );
+        let e = (tq - tp).abs() / tp;
+        assert!(
+            e <= 0.03,
+            "{} -> {}: packet {tp} ps, queues {tq} ps",
+            a.src,
+            a.dst
+        );
+        sp += tp;
+        sq += tq;
+    }
+    let mean_err = (sq - sp).abs() / sp;
+    assert!(mean_err <= 0.01, "mean off by {:.2}%", mean_err * 100.0);
+}
+
+#[test]
+fn fifo_queue_model_agrees_on_a_ring_all_reduce_over_a_fat_tree() {
+    // Nothing is overloaded: FIFO queues pass everything through and agree with max-min.
+    let yaml = "topology:
+  fat_tree: {k: 4, host_bandwidth: 100Gbps, host_latency: 1us,
+             fabric_bandwidth: 100Gbps, fabric_latency: 1us}
+workload:
+  collectives:
+    - {op: all_reduce, algorithm: ring, size: 16MiB}
+";
+    let p = run_yaml(yaml, 1);
+    let q = run_yaml(&format!("fidelity: flow\nflow_model: queues\n{yaml}"), 1);
+    assert!(q.invariants.ok, "{:?}", q.invariants.violations);
+    let e = rel(collective_time(&q, 0), collective_time(&p, 0));
+    // Measured 0.01%; the same 1% as every agreement test here.
+    assert!(e <= 0.01, "off by {:.3}%", e * 100.0);
 }
 
 #[test]

@@ -360,6 +360,23 @@ const CASES: &[Case] = &[
         ],
     ),
     case(
+        "shaper_bytes_unknown.yaml",
+        Some(7),
+        &[
+            "field `switch_scheduler.children[0].shaping.bytes`",
+            "unknown variant `payload`",
+            "`frame` or `wire`",
+        ],
+    ),
+    case(
+        "shaper_bytes_on_stop_and_go.yaml",
+        Some(8),
+        &[
+            "field `switch_scheduler.children[0].shaping.bytes`",
+            "`stop_and_go` shaping takes no `bytes`",
+        ],
+    ),
+    case(
         "star_too_many_hosts.yaml",
         Some(4),
         &["field `topology.star`", "too large", "at most 65536"],

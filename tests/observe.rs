@@ -131,6 +131,81 @@ fn tshark_decodes_a_data_mode_capture_with_good_checksums() {
     );
 }
 
+/// A pcapng capture of a host port and every port of its leaf: tshark reads each frame's
+/// interface (`NODE:PORT`) and direction, and they agree with the addresses in the frame.
+#[test]
+fn tshark_reads_each_frames_port_and_direction_from_a_pcapng_capture() {
+    let scen = temp_scenario("ls-pcapng.yaml", LEAF_SPINE);
+    let dir = out_dir("pcapng");
+    let _ = std::fs::create_dir_all(&dir);
+    let pcap = dir.join("c.pcapng");
+    let (s, p) = (scen.to_string_lossy(), pcap.to_string_lossy());
+    run_cli(&["run", &s, "--quiet", "--pcap", &p, "--capture", "h0,leaf0"]);
+    assert_eq!(
+        std::fs::read(&pcap).unwrap_or_default().get(..4),
+        Some(&[0x0a, 0x0d, 0x0d, 0x0a][..]),
+        "not a pcapng section header"
+    );
+    let rows = tshark(
+        &pcap,
+        None,
+        &[
+            "frame.interface_name",
+            "frame.packet_flags_direction",
+            "ip.src",
+            "ip.dst",
+            "ip.checksum.status",
+            "frame.time_epoch",
+        ],
+    );
+    // h0 and h1 are leaf0's hosts (10.0.0.1, 10.0.0.2); leaf0's ports 2 and 3 go to the spines.
+    let (h0, h1) = ("10.0.0.1", "10.0.0.2");
+    let local = |ip: &str| ip == h0 || ip == h1;
+    let mut count = std::collections::BTreeMap::new();
+    for r in &rows {
+        let (iface, src, dst) = (r[0].as_str(), r[2].as_str(), r[3].as_str());
+        // epb_flags bits 0-1: 1 inbound, 2 outbound (tshark prints the flags word in hex).
+        let flags = u32::from_str_radix(r[1].trim_start_matches("0x"), 16).unwrap_or(0);
+        let out = match flags & 3 {
+            1 => false,
+            2 => true,
+            _ => panic!("frame without a direction: {r:?}"),
+        };
+        let ok = match (iface, out) {
+            ("h0:0", true) | ("leaf0:0", false) => src == h0,
+            ("h0:0", false) | ("leaf0:0", true) => dst == h0,
+            ("leaf0:1", false) => src == h1,
+            ("leaf0:1", true) => dst == h1,
+            ("leaf0:2" | "leaf0:3", true) => local(src) && !local(dst),
+            ("leaf0:2" | "leaf0:3", false) => local(dst) && !local(src),
+            _ => panic!("unexpected interface {iface}"),
+        };
+        assert!(
+            ok,
+            "{iface} {} carries {src} -> {dst}",
+            if out { "out" } else { "in" }
+        );
+        assert_eq!(r[4], "1", "bad or unverified IPv4 checksum: {r:?}");
+        *count.entry((iface.to_string(), out)).or_insert(0) += 1;
+    }
+    // Every frame h0 sends arrives at leaf0's port 0 and the other way round (all delivered).
+    let n = |i: &str, o: bool| count.get(&(i.to_string(), o)).copied().unwrap_or(0);
+    assert!(n("h0:0", true) > 0 && n("h0:0", false) > 0, "{count:?}");
+    assert_eq!(n("h0:0", true), n("leaf0:0", false));
+    assert_eq!(n("h0:0", false), n("leaf0:0", true));
+    // Picosecond timestamps are read as such: h0's first frame (4194 wire bytes: 4 KiB of
+    // payload, 74 of headers, ICRC, FCS, preamble, gap) leaves at 0 and its last bit reaches
+    // leaf0 after 4194 x 80 ps + 500 ns = 835.52 ns, shown in whole nanoseconds.
+    let first_in = rows
+        .iter()
+        .find(|r| r[0] == "leaf0:0")
+        .map(|r| r[5].clone());
+    assert_eq!(first_in.as_deref(), Some("0.000000835"));
+    // Nothing tshark cannot dissect.
+    let malformed = tshark(&pcap, Some("_ws.malformed"), &["frame.number"]);
+    assert!(malformed.is_empty(), "malformed frames: {malformed:?}");
+}
+
 #[test]
 fn timing_mode_capture_keeps_headers_and_the_original_length() {
     let yaml = ONE_FLOW.replace("mode: data", "mode: timing");
@@ -362,6 +437,35 @@ fn a_saturated_link_reports_full_utilization_while_busy() {
     assert_eq!(rows[1][0] - rows[0][0], 1e6);
 }
 
+/// After the last ACK the run goes on until the sender's idle retransmission timer fires
+/// (about 1 ms later): the series end with the traffic, at the resolution it needs, not there.
+#[test]
+fn series_end_when_the_traffic_ends_not_when_idle_timers_fire() {
+    let scen = temp_scenario("one-flow-end.yaml", ONE_FLOW);
+    let dir = out_dir("series-end");
+    let (s, d) = (scen.to_string_lossy(), dir.to_string_lossy());
+    run_cli(&["run", &s, "--quiet", "--out", &d]);
+    let json = std::fs::read_to_string(dir.join("report.json")).unwrap_or_default();
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let done = r["totals"]["completion_time_ps"].as_u64().unwrap();
+    let end = r["totals"]["simulated_time_ps"].as_u64().unwrap();
+    assert!(
+        end > 3 * done,
+        "the run should outlast its traffic: {end} vs {done}"
+    );
+    let (_, rows) = read_csv(&dir.join("link_utilization.csv"));
+    let step = (rows[1][0] - rows[0][0]) as u64;
+    // The traffic (179 us, the last ACK's arrival) sets the interval: 100 ns gives 1790
+    // buckets, within the 200..2000 the adaptive interval promises; the series stop one
+    // interval after the bucket holding the end.
+    assert_eq!(step, 100_000);
+    let last = rows.last().map_or(0, |r| r[0] as u64);
+    assert!(
+        last <= done + step && last + 2 * step > done,
+        "last row at {last} ps, traffic ended at {done} ps"
+    );
+}
+
 #[test]
 fn out_dir_has_the_documented_layout() {
     let scen = temp_scenario("ls-out.yaml", LEAF_SPINE);
@@ -415,14 +519,30 @@ fn capture_and_series_are_identical_for_any_thread_count() {
             "--capture",
             capture,
         ]);
+        // The same capture as pcapng (interfaces, directions, picoseconds) to a file of its own.
+        let _ = std::fs::create_dir_all(&dir);
+        let ng = dir.join("c.pcapng").to_string_lossy().to_string();
+        run_cli(&[
+            "run",
+            &s,
+            "--quiet",
+            "--threads",
+            threads,
+            "--pcap",
+            &ng,
+            "--capture",
+            capture,
+        ]);
         let read = |f: &str| std::fs::read(dir.join(f)).unwrap_or_default();
         outputs.push([
             read("capture.pcap"),
+            read("c.pcapng"),
             read("link_utilization.csv"),
             read("dimension_utilization.csv"),
         ]);
     }
     assert!(outputs[0][0].len() > 24, "empty capture");
+    assert!(outputs[0][1].len() > 1000, "empty pcapng capture");
     assert!(
         outputs[0] == outputs[1],
         "outputs differ between 1 and 3 threads"

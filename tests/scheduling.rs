@@ -168,3 +168,40 @@ fn classes_by_message_size_never_split_a_flow() {
     assert!(r.invariants.ok, "{:?}", r.invariants.violations);
     assert_eq!(r.totals.retransmitted_packets, 0);
 }
+
+/// A token bucket on the switch port toward h0 (40 Gb/s, no burst) paces one 1 MiB write of
+/// 256-byte payloads, counting `bytes` (frame or wire bytes per packet).
+fn shaped_write(bytes: &str) -> String {
+    format!(
+        "mode: timing\nnic: {{mtu: 256B}}\nswitch_buffer: {{total: 32MiB}}\nswitch_scheduler:\n  name: root\n  children:\n    - name: paced\n      shaping: {{kind: token_bucket, rate: 40Gbps, burst: 0B, bytes: {bytes}}}\n\
+         topology:\n  star: {{hosts: 2, bandwidth: 100Gbps, latency: 1us}}\nworkload:\n  messages:\n    - {{src: h1, dst: h0, size: 1MiB}}\n"
+    )
+}
+
+#[test]
+fn token_bucket_paces_frame_bytes_or_wire_bytes_at_its_rate() {
+    let wire = message_wire_bytes(1 << 20, 256);
+    // Frame bytes are wire bytes less FCS, preamble and gap (every frame here is above the
+    // 64-byte minimum).
+    let frame: Vec<u64> = wire.iter().map(|w| w - ETH_OVERHEAD).collect();
+    assert!(frame.iter().all(|&f| f >= 60));
+    // The sender runs at 100 Gb/s, the shaper at 40: every frame waits in the bucket, so the
+    // k-th leaves the switch when the first arrived (its serialization at 100 Gb/s and 1 us)
+    // plus the first k frames' cost at 40 Gb/s (the bucket starts empty and keeps its debt
+    // exactly, so release times do not drift), and lands 1 us and its serialization later.
+    // Each release is rounded up to the picosecond: at most 1 ps off.
+    let rate_ps_per_byte = 200; // 40 Gb/s = 8 bits per 200 ps
+    let first_arrival = wire[0] * PS_PER_BYTE_100G + 1_000_000;
+    let last_hop = wire[wire.len() - 1] * PS_PER_BYTE_100G + 1_000_000;
+    for (bytes, cost) in [("frame", &frame), ("wire", &wire)] {
+        let r = run_yaml(&shaped_write(bytes), 1);
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        assert_eq!(r.totals.drops, 0);
+        let want = first_arrival + cost.iter().sum::<u64>() * rate_ps_per_byte + last_hop;
+        let got = r.messages[0].delivered_ps.unwrap();
+        assert!(
+            got.abs_diff(want) <= 1,
+            "bytes: {bytes}: delivered at {got} ps, closed form {want}"
+        );
+    }
+}

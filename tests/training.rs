@@ -500,6 +500,15 @@ fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
         assert_eq!(spans.iter().filter(|e| e["tid"] == 0).count(), 3);
         assert_eq!(spans.iter().filter(|e| e["cat"] == "comm").count(), 4);
     }
+    // The breakdown plot: a stacked bar per rank, one rectangle per part (and one in the
+    // legend, drawn only when a font was found): compute alone, compute with hidden
+    // communication, exposed, idle.
+    assert!(dir.join("breakdown.png").is_file());
+    let svg = std::fs::read_to_string(dir.join("breakdown.svg")).expect("breakdown.svg written");
+    for colour in ["#1F77B4", "#2CA02C", "#D62728", "#C8C8C8"] {
+        let n = svg.matches(&format!("fill=\"{colour}\"")).count();
+        assert!(n == 4 || n == 4 + 1, "{colour}: {n}");
+    }
 }
 
 fn with_attrs(mut n: Node, attrs: &[(&str, i64)]) -> Node {
@@ -683,22 +692,24 @@ fn themis_is_not_slower_than_fixed_order_inside_a_training_iteration() {
 
 #[test]
 fn the_model_with_every_parallelism_is_deterministic_across_threads() {
-    let yaml = format!(
-        "{}workload:\n  training: {{dp: 2, tp: 2, pp: 2, layers: 4, forward: 100us, micro_batches: 4, activation_bytes: 256KiB, tp_bytes: 256KiB, parameter_bytes: 2MiB, bucket: 2MiB, optimizer: 20us}}\n",
-        star(8)
-    );
-    let json = |threads| {
-        let r = run_yaml(&yaml, threads);
-        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
-        let mut v = serde_json::to_value(r).expect("json");
-        if let Some(o) = v.as_object_mut() {
-            o.remove("host");
-        }
-        v.to_string()
-    };
-    let one = json(1);
-    assert_eq!(one, json(2));
-    assert_eq!(one, json(4));
+    for training in [
+        "{dp: 2, tp: 2, pp: 2, layers: 4, forward: 100us, micro_batches: 4, activation_bytes: 256KiB, tp_bytes: 256KiB, parameter_bytes: 2MiB, bucket: 2MiB, optimizer: 20us}",
+        "{ep: 2, tp: 2, pp: 2, mapping: [ep, pp, tp], layers: 4, forward: 100us, micro_batches: 2, activation_bytes: 64KiB, tp_bytes: 64KiB, moe_bytes: 128KiB, parameter_bytes: 1MiB}",
+    ] {
+        let yaml = format!("{}workload:\n  training: {training}\n", star(8));
+        let json = |threads| {
+            let r = run_yaml(&yaml, threads);
+            assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+            let mut v = serde_json::to_value(r).expect("json");
+            if let Some(o) = v.as_object_mut() {
+                o.remove("host");
+            }
+            v.to_string()
+        };
+        let one = json(1);
+        assert_eq!(one, json(2));
+        assert_eq!(one, json(4));
+    }
 }
 
 #[test]
@@ -748,4 +759,289 @@ fn the_training_example_runs() {
     assert_eq!(t.ranks, 16);
     // Each rank computes 8 micro-batches x 2 layers x (200 + 400) us, then its optimizer.
     assert_eq!(t.overall.compute_ps, 16 * (8 * 2 * 600 + 100) * US);
+    // The critical path's credits add up to the iteration, across the ranks it visits.
+    let cp = t.critical_path.as_ref().expect("a path");
+    assert_eq!(
+        Some(cp.compute_ps + cp.comm_ps + cp.other_ps),
+        t.iteration_time_ps
+    );
+    assert!(cp.ranks > 1, "{cp:?}");
+}
+
+#[test]
+fn moe_all_to_all_per_layer_adds_the_collective_s_own_time() {
+    // dp 2 x ep 2 on a 4-host star, 2 layers, one micro-batch, nothing else communicating:
+    // each layer's compute sits between a dispatch and a combine All-To-All, forward and
+    // backward, all in one chain: d0 F c0 d1 F c1 | d1 B c1 d0 B c0. The iteration is the
+    // compute plus the All-To-Alls' own times, measured alone in YAML on 2 hosts: one after
+    // an idle gap (5 of them: the first and those after compute) and one started the moment
+    // the previous finished (3: a dispatch right after a combine, which shares the links with
+    // the previous one's last acknowledgements: YAML's second of two back-to-back). Exact:
+    // the two expert groups use disjoint host links of the non-blocking star and a 2-rank
+    // All-To-All is symmetric (both ranks finish together, so the next starts together).
+    let r = model(
+        4,
+        "{dp: 2, ep: 2, layers: 2, forward: 100us, backward: 200us, moe_bytes: 256KiB}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let y = run_yaml(
+        &format!(
+            "{}workload:\n  collectives: [{{op: all_to_all, size: 256KiB}}, {{op: all_to_all, size: 256KiB}}]\n",
+            star(2)
+        ),
+        1,
+    );
+    let (s, e) = yaml_collective(&y, 0);
+    let a2a = e - s;
+    let (s2, e2) = yaml_collective(&y, 1);
+    assert_eq!(s2, e, "YAML's second All-To-All starts when the first ends");
+    let b2b = e2 - s2;
+    let t = training(&r);
+    assert_eq!(t.collectives.len(), 16);
+    let mut prev_end = None;
+    for (i, c) in t.collectives.iter().enumerate() {
+        assert_eq!((c.op, c.size_bytes), ("all_to_all", 256 << 10));
+        let (cs, ce) = (c.start_ps.unwrap(), c.end_ps.unwrap());
+        let want = if i % 8 != 0 && prev_end == Some(cs) {
+            b2b
+        } else {
+            a2a
+        };
+        assert_eq!(ce - cs, want, "All-To-All {i}");
+        prev_end = Some(ce);
+    }
+    assert_eq!(t.iteration_time_ps, Some(2 * 300 * US + 5 * a2a + 3 * b2b));
+    // Expert groups: ep innermost after tp (tp = 1), so neighbouring hosts.
+    let hosts: Vec<(&str, &[usize])> = t
+        .communicators
+        .iter()
+        .map(|g| (g.group.as_str(), g.hosts.as_slice()))
+        .collect();
+    assert_eq!(
+        hosts,
+        vec![("ep0.0.0", &[0usize, 1][..]), ("ep0.1.0", &[2, 3][..])]
+    );
+    // ep without moe_bytes is refused where the size belongs.
+    let e = fabemu::run_source(
+        &fabemu::load_str(
+            &format!(
+                "{}workload:\n  training: {{layers: 2, forward: 1us, moe_bytes: 1MiB}}\n",
+                star(1)
+            ),
+            "<test>",
+        )
+        .unwrap(),
+        1,
+        None,
+    )
+    .expect_err("refused");
+    assert!(e.to_string().contains("workload.training.moe_bytes"), "{e}");
+}
+
+#[test]
+fn layer_flops_are_timed_by_the_device_model_and_refused_without_one_or_twice() {
+    // 1e12 FLOPs at 1e15 x 0.5 FLOP/s: 2 ms forward; backward defaults to twice the FLOPs
+    // (4 ms). With forward_memory 8 GB at 1000 GB/s the forward pass is memory-bound: 8 ms,
+    // and the default backward moves twice the bytes: 16 ms.
+    let device = "  device: {peak_flops: 1e15, memory_bandwidth: 1000GB/s, efficiency: 0.5}\n";
+    let yaml = |training: &str| format!("{}workload:\n  training: {training}\n{device}", star(2));
+    let ms = 1_000 * US;
+    let r = run_yaml(&yaml("{dp: 2, layers: 2, forward_flops: 1e12}"), 1);
+    assert_eq!(training(&r).iteration_time_ps, Some(2 * (2 + 4) * ms));
+    let r = run_yaml(
+        &yaml("{dp: 2, layers: 2, forward_flops: 1e12, forward_memory: 8GB}"),
+        1,
+    );
+    assert_eq!(training(&r).iteration_time_ps, Some(2 * (8 + 16) * ms));
+    let r = run_yaml(
+        &yaml("{dp: 2, layers: 2, forward_flops: 1e12, backward_flops: 5e11}"),
+        1,
+    );
+    assert_eq!(training(&r).iteration_time_ps, Some(2 * (2 + 1) * ms));
+    // Both, neither, and FLOPs without a device: exit 2 at the field, with line and column.
+    let cases = [
+        (
+            format!(
+                "{}workload:\n  training: {{layers: 2, forward: 1us, forward_flops: 1e9}}\n{device}",
+                star(1)
+            ),
+            "workload.training.forward_flops",
+            "not both",
+        ),
+        (
+            format!("{}workload:\n  training: {{layers: 2}}\n{device}", star(1)),
+            "workload.training.forward",
+            "`forward_flops`",
+        ),
+        (
+            format!(
+                "{}workload:\n  training: {{layers: 2, forward: 1us, backward: 1us, backward_flops: 1e9}}\n{device}",
+                star(1)
+            ),
+            "workload.training.backward_flops",
+            "not both",
+        ),
+        (
+            format!(
+                "{}workload:\n  training:\n    layers: 2\n    forward_flops: 1e9\n",
+                star(1)
+            ),
+            "workload.training.forward_flops",
+            "needs `workload.device`",
+        ),
+    ];
+    for (i, (yaml, field, what)) in cases.iter().enumerate() {
+        let path = temp_scenario(&format!("flops-bad-{i}.yaml"), yaml);
+        let out = fabemu(&["run", path.to_str().expect("utf-8 path")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("field `{field}`")), "{err}");
+        assert!(err.contains(what), "{err}");
+        assert!(err.contains("flops-bad"), "{err}");
+    }
+}
+
+#[test]
+fn the_mapping_option_says_which_hosts_each_group_spans() {
+    // 8 hosts, dp 2 x tp 2 x pp 2. Default (tp innermost, then dp, then pp): tp groups are
+    // neighbouring hosts, dp groups stride 2, stages stride 4. With [pp, dp, tp]: pp stride 1,
+    // dp stride 2, tp stride 4.
+    let groups = |mapping: &str| {
+        let r = model(
+            8,
+            &format!(
+                "{{dp: 2, tp: 2, pp: 2, layers: 2, forward: 10us, activation_bytes: 4KiB, tp_bytes: 4KiB, parameter_bytes: 64KiB{mapping}}}"
+            ),
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        training(&r)
+            .communicators
+            .iter()
+            .map(|g| (g.group.clone(), g.hosts.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let g = groups("");
+    assert_eq!(g["tp0.0"], vec![0, 1]);
+    assert_eq!(g["tp1.1"], vec![6, 7]);
+    assert_eq!(g["dp0.1"], vec![1, 3]);
+    assert_eq!(g["dp1.0"], vec![4, 6]);
+    let g = groups(", mapping: [pp, dp, tp]");
+    assert_eq!(g["tp0.0"], vec![0, 4]);
+    assert_eq!(g["tp1.1"], vec![3, 7]);
+    assert_eq!(g["dp0.1"], vec![4, 6]);
+    assert_eq!(g["dp1.0"], vec![1, 3]);
+    // Left-out dimensions follow in the default order: [dp] = [dp, tp, ep, pp].
+    let g = groups(", mapping: [dp]");
+    assert_eq!(g["dp0.0"], vec![0, 1]);
+    assert_eq!(g["tp0.0"], vec![0, 2]);
+    assert_eq!(g["tp1.0"], vec![4, 6]);
+}
+
+#[test]
+fn mapping_puts_a_group_on_the_fabric_dimension_it_names() {
+    // A 4 x 2 multi-dimensional fabric (dimension 0: rings of 4, dimension 1: switches of
+    // 2), dp 4 x tp 2, only the data-parallel gradient All-Reduce: with [dp, tp] each dp
+    // group is one ring of dimension 0 and dimension 1 carries nothing; with the default
+    // (tp innermost) the dp groups stride 2 and their traffic crosses dimension 1.
+    let dim_bytes = |mapping: &str| {
+        let r = run_yaml(
+            &format!(
+                "topology:\n  multi_dim:\n    dimensions:\n      - {{kind: ring, size: 4, bandwidth: 100Gbps, latency: 500ns}}\n      - {{kind: switch, size: 2, bandwidth: 100Gbps, latency: 1us}}\nworkload:\n  training: {{dp: 4, tp: 2, layers: 2, forward: 10us, parameter_bytes: 256KiB{mapping}}}\n"
+            ),
+            1,
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let t = training(&r);
+        assert!(t.iteration_time_ps.is_some());
+        let by = |c: &str| {
+            r.link_classes
+                .iter()
+                .find(|x| x.class == c)
+                .map_or(0, |x| x.tx_wire_bytes)
+        };
+        (by("dim0"), by("dim1"), t.communicators[0].hosts.clone())
+    };
+    let (d0, d1, hosts) = dim_bytes(", mapping: [dp, tp]");
+    assert_eq!(hosts, vec![0, 1, 2, 3]);
+    assert!(d0 > 0 && d1 == 0, "dim0 {d0} B, dim1 {d1} B");
+    let (_, d1, hosts) = dim_bytes("");
+    assert_eq!(hosts, vec![0, 2, 4, 6]);
+    assert!(d1 > 0, "dim1 {d1} B");
+}
+
+#[test]
+fn the_critical_path_crosses_ranks_through_collectives_and_receives() {
+    // Rank 0 computes 100 us, rank 1 only 10 us, then both All-Reduce and compute 20 us: the
+    // All-Reduce could not finish before rank 0 joined, so the path goes from rank 1's (or
+    // rank 0's) last compute through the All-Reduce to rank 0's 100 us, not to rank 1's
+    // 10 us. Then, in a second run, a send/recv: rank 0 computes 300 us and sends 64 KiB to
+    // rank 1, which posts its receive after 5 us and computes 50 us once the message is in:
+    // the path crosses from rank 1 to rank 0.
+    let coll_ranks = vec![
+        vec![
+            comp(1, 100, &[]),
+            coll(2, 0, 1 << 20, &[1]),
+            comp(3, 20, &[2]),
+        ],
+        vec![
+            comp(1, 10, &[]),
+            coll(2, 0, 1 << 20, &[1]),
+            comp(3, 20, &[2]),
+        ],
+    ];
+    let prefix = write_traces("cp-coll", &coll_ranks);
+    let r = run_yaml(&chakra_yaml(2, &prefix), 1);
+    let t = training(&r);
+    let it = t.iteration_time_ps.expect("finished");
+    let cp = t.critical_path.as_ref().expect("a path");
+    assert_eq!(cp.nodes, 3, "{cp:?}");
+    assert_eq!(cp.compute_ps, 120 * US, "{cp:?}");
+    assert_eq!(cp.compute_ps + cp.comm_ps + cp.other_ps, it);
+    assert!(
+        cp.top
+            .iter()
+            .any(|p| (p.rank, p.node, p.time_ps) == (0, 1, 100 * US)),
+        "{cp:?}"
+    );
+    let p2p_ranks = vec![
+        vec![comp(1, 300, &[]), p2p(2, true, 1, 65536, 7, &[1])],
+        vec![
+            comp(1, 5, &[]),
+            p2p(2, false, 0, 65536, 7, &[1]),
+            comp(3, 50, &[2]),
+        ],
+    ];
+    let prefix = write_traces("cp-p2p", &p2p_ranks);
+    let r = run_yaml(&chakra_yaml(2, &prefix), 1);
+    let t = training(&r);
+    let it = t.iteration_time_ps.expect("finished");
+    let cp = t.critical_path.as_ref().expect("a path");
+    assert_eq!((cp.rank, cp.ranks, cp.nodes), (1, 2, 3), "{cp:?}");
+    assert_eq!(cp.compute_ps, 350 * US, "{cp:?}");
+    // The receive is credited from the send's post (300 us) to its arrival: the message.
+    assert_eq!(cp.comm_ps, it - 350 * US, "{cp:?}");
+    assert_eq!(cp.other_ps, 0);
+    assert_eq!((cp.top[0].rank, cp.top[0].node), (0, 1));
+    assert_eq!(cp.by_name[0].name, "comp#");
+}
+
+#[test]
+fn more_collectives_than_one_host_may_hold_run_when_their_groups_are_disjoint() {
+    // 16 hosts, tp 2 x dp 8, 16 layers, 9 micro-batches: each of the 8 tensor-parallel groups
+    // runs 9 x 16 x 2 = 288 All-Reduces, 2304 in all, beyond the 2048 job numbers a host
+    // has; disjoint groups share numbers, so each host uses 288 + its gradient buckets.
+    let r = model(
+        16,
+        "{dp: 8, tp: 2, layers: 16, forward: 1us, micro_batches: 9, tp_bytes: 1KiB, parameter_bytes: 4KiB, bucket: 64KiB}",
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    assert!(t.iteration_time_ps.is_some(), "{:?}", t.waiting);
+    let tp = t
+        .collectives
+        .iter()
+        .filter(|c| c.ranks == 2 && c.size_bytes == 1024)
+        .count();
+    assert_eq!(tp, 2304);
+    assert!(t.collectives.iter().all(|c| c.end_ps.is_some()));
 }

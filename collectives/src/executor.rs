@@ -21,17 +21,17 @@
 //! previous job (stream order, as NCCL runs consecutive collectives; there is no barrier). The
 //! rank's finish time is when its last step completed.
 //!
-//! Messages carry `(job, channel)` in the RDMA immediate: bit 31 set (so point-to-point
-//! workloads on the same host, whose tags stay below 2^31, never collide), the job in bits
-//! 20..31 and the channel in bits 0..20; hence at most [`MAX_JOBS`] jobs and [`MAX_CHANNELS`]
-//! channels. The runner's timer tokens carry [`TIMER_TOKEN`].
+//! Messages carry `(job, channel)` in the RDMA immediate, built by [`AppId::Collectives`] (which
+//! owns the bits that keep applications sharing a host apart): the job in bits 20..31 and the
+//! channel in bits 0..20; hence at most [`MAX_JOBS`] jobs and [`MAX_CHANNELS`] channels. The
+//! runner's timer tokens are [`AppId::Collectives`] tokens too.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use fabemu_fabric::link::Rate;
-use fabemu_fabric::transport::{Application, Completion, Transport};
+use fabemu_fabric::transport::{AppId, Application, Completion, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
 
 use crate::data::{self, DataType, ReduceOp};
@@ -42,28 +42,17 @@ use crate::program::{Program, StepKind};
 /// receiver puts back together before the step applies it.
 pub const MAX_WRITE: u64 = 1 << 30;
 
-/// The bit that marks the runner's timer tokens, so it can share a host with other
-/// applications.
-pub const TIMER_TOKEN: u64 = 1 << 40;
-
-/// With [`TIMER_TOKEN`]: a reduction finished (job in bits 24..35, step in bits 0..24).
+/// In a timer token's argument: a reduction finished (job in bits 24..35, step in bits 0..24);
+/// without it the argument is a job to begin.
 const REDUCE_DONE: u64 = 1 << 39;
 
 /// Jobs one runner can hold (11 bits of the immediate).
 pub const MAX_JOBS: usize = 1 << 11;
 /// Channels per job (20 bits of the immediate).
 pub const MAX_CHANNELS: u32 = 1 << 20;
-/// The immediate-data bit that marks a collective's message.
-pub const IMM_COLLECTIVE: u32 = 1 << 31;
-
 /// The immediate (and tag) of job `job`'s messages on `channel`.
 pub const fn imm_for(job: usize, channel: u32) -> u32 {
-    IMM_COLLECTIVE | ((job as u32) << 20) | (channel & (MAX_CHANNELS - 1))
-}
-
-/// Whether an immediate belongs to a collective (see the module doc).
-pub const fn is_collective_imm(imm: u32) -> bool {
-    imm & IMM_COLLECTIVE != 0
+    AppId::Collectives.imm(((job as u32) << 20) | (channel & (MAX_CHANNELS - 1)))
 }
 
 /// The channel a step sends or receives on (0 for local copies).
@@ -506,7 +495,8 @@ impl CollectiveRunner {
                     let start = self.reduce_busy_until.max(now);
                     let done = start.add(Rate::new(bw).serialization_time(len));
                     self.reduce_busy_until = done;
-                    let token = TIMER_TOKEN | REDUCE_DONE | (j as u64) << 24 | u64::from(s);
+                    let token =
+                        AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
                     api.set_timer(done, token);
                     continue;
                 }
@@ -606,20 +596,22 @@ impl Application for CollectiveRunner {
     fn start(&mut self, api: &mut dyn Transport) {
         for j in 0..self.jobs.len() {
             match self.jobs[j].job.start {
-                JobStart::At(t) => api.set_timer(t, TIMER_TOKEN | j as u64),
-                JobStart::AfterPrevious if j == 0 => api.set_timer(Time::ZERO, TIMER_TOKEN),
+                JobStart::At(t) => api.set_timer(t, AppId::Collectives.token(j as u64)),
+                JobStart::AfterPrevious if j == 0 => {
+                    api.set_timer(Time::ZERO, AppId::Collectives.token(0))
+                }
                 JobStart::AfterPrevious | JobStart::OnDemand => {}
             }
         }
     }
 
     fn on_timer(&mut self, token: u64, api: &mut dyn Transport) {
-        if token & TIMER_TOKEN == 0 {
+        let (AppId::Collectives, arg) = AppId::of_token(token) else {
             return;
-        }
-        if token & REDUCE_DONE != 0 {
-            let j = ((token >> 24) & (MAX_JOBS as u64 - 1)) as usize;
-            let s = (token & ((1 << 24) - 1)) as u32;
+        };
+        if arg & REDUCE_DONE != 0 {
+            let j = ((arg >> 24) & (MAX_JOBS as u64 - 1)) as usize;
+            let s = (arg & ((1 << 24) - 1)) as u32;
             if j < self.jobs.len() {
                 self.work.clear();
                 self.complete(j, s, api.now());
@@ -627,7 +619,7 @@ impl Application for CollectiveRunner {
             }
             return;
         }
-        let j = (token & !TIMER_TOKEN) as usize;
+        let j = arg as usize;
         if j < self.jobs.len() {
             self.begin(j, api);
         }

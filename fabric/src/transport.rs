@@ -66,3 +66,113 @@ pub trait Application: Send {
         true
     }
 }
+
+/// Which of a host's applications an event belongs to.
+///
+/// Several applications share one host (the scenario's point-to-point messages, the collective
+/// jobs, a training rank) and therefore one timer namespace and one RDMA immediate space. This
+/// type alone assigns the bits that say whose a timer token or an immediate is; the host's
+/// dispatcher asks it, and each application builds its tokens and immediates through it.
+///
+/// Timer tokens: [`AppId::Messages`] uses the token as is (below 2^40), [`AppId::Collectives`]
+/// sets bit 40, [`AppId::Training`] bit 41. Immediates (on the wire as RoCE ImmDt): bit 31 set is
+/// a collective's (its argument has the other 31 bits), else bit 30 set is a training rank's
+/// point-to-point message, else a scenario message (tags stay below 2^30).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppId {
+    /// The scenario's point-to-point messages.
+    Messages,
+    /// Collective jobs (the program executor).
+    Collectives,
+    /// A training workload's rank (its timers and point-to-point messages).
+    Training,
+}
+
+const TOKEN_COLLECTIVES: u64 = 1 << 40;
+const TOKEN_TRAINING: u64 = 1 << 41;
+const IMM_COLLECTIVES: u32 = 1 << 31;
+const IMM_TRAINING: u32 = 1 << 30;
+
+impl AppId {
+    /// Largest timer-token argument an application may use (exclusive): 2^40.
+    pub const TOKEN_ARG_LIMIT: u64 = TOKEN_COLLECTIVES;
+    /// Largest immediate argument of [`AppId::Messages`] and [`AppId::Training`] (exclusive):
+    /// 2^30; collectives have 2^31.
+    pub const IMM_ARG_LIMIT: u32 = IMM_TRAINING;
+
+    /// This application's timer token with argument `arg` (< [`AppId::TOKEN_ARG_LIMIT`]).
+    pub const fn token(self, arg: u64) -> u64 {
+        match self {
+            AppId::Messages => arg,
+            AppId::Collectives => TOKEN_COLLECTIVES | arg,
+            AppId::Training => TOKEN_TRAINING | arg,
+        }
+    }
+
+    /// Whose a timer token is, and its argument.
+    pub const fn of_token(token: u64) -> (AppId, u64) {
+        if token & TOKEN_TRAINING != 0 {
+            (AppId::Training, token & !TOKEN_TRAINING)
+        } else if token & TOKEN_COLLECTIVES != 0 {
+            (AppId::Collectives, token & !TOKEN_COLLECTIVES)
+        } else {
+            (AppId::Messages, token)
+        }
+    }
+
+    /// This application's immediate with argument `arg` (< 2^31 for collectives,
+    /// < [`AppId::IMM_ARG_LIMIT`] otherwise).
+    pub const fn imm(self, arg: u32) -> u32 {
+        match self {
+            AppId::Messages => arg,
+            AppId::Collectives => IMM_COLLECTIVES | arg,
+            AppId::Training => IMM_TRAINING | arg,
+        }
+    }
+
+    /// Whose an immediate is, and its argument.
+    pub const fn of_imm(imm: u32) -> (AppId, u32) {
+        if imm & IMM_COLLECTIVES != 0 {
+            (AppId::Collectives, imm & !IMM_COLLECTIVES)
+        } else if imm & IMM_TRAINING != 0 {
+            (AppId::Training, imm & !IMM_TRAINING)
+        } else {
+            (AppId::Messages, imm)
+        }
+    }
+
+    /// Whose a posted message's tag is: applications other than [`AppId::Messages`] post with
+    /// their immediate as the tag; tags of 2^32 and above are scenario messages.
+    pub const fn of_tag(tag: u64) -> AppId {
+        if tag >> 32 != 0 {
+            AppId::Messages
+        } else {
+            AppId::of_imm(tag as u32).0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AppId;
+
+    #[test]
+    fn tokens_and_immediates_round_trip_and_keep_their_owner() {
+        for app in [AppId::Messages, AppId::Collectives, AppId::Training] {
+            for arg in [0, 1, 12345, AppId::TOKEN_ARG_LIMIT - 1] {
+                assert_eq!(AppId::of_token(app.token(arg)), (app, arg));
+            }
+            for arg in [0, 1, 777, AppId::IMM_ARG_LIMIT - 1] {
+                assert_eq!(AppId::of_imm(app.imm(arg)), (app, arg));
+                assert_eq!(AppId::of_tag(u64::from(app.imm(arg))), app);
+            }
+        }
+        // A collective's argument may use bit 30 (large job numbers) and stays a collective's.
+        let big = (1 << 31) - 1;
+        assert_eq!(
+            AppId::of_imm(AppId::Collectives.imm(big)),
+            (AppId::Collectives, big)
+        );
+        assert_eq!(AppId::of_tag(1 << 33), AppId::Messages);
+    }
+}

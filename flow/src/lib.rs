@@ -76,10 +76,12 @@
 
 pub mod maxmin;
 pub mod network;
+pub mod queues;
 pub mod sim;
 
 pub use maxmin::{max_min_rates, FlowSpec};
 pub use network::FlowNetwork;
+pub use queues::{QueueEvent, QueueNetwork};
 
 // The flow-level transport (`sim`) runs applications over a [`FlowNetwork`].
 

@@ -44,7 +44,7 @@ use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_fabric::wire::{write_frame_len, ACK_FRAME_LEN};
 use rustc_hash::FxHashMap;
 
-use crate::{FlowError, FlowNetwork, LinkId};
+use crate::{FlowError, FlowNetwork, LinkId, QueueEvent, QueueNetwork};
 
 /// One hop of a routed path: the link direction crossed, its rate and latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +77,20 @@ pub struct SimConfig {
     pub qp_rate: Option<Bandwidth>,
     /// Nothing after this time is run.
     pub until: Time,
+    /// How flows share links.
+    pub model: FlowModel,
+}
+
+/// How flows share the links they cross.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlowModel {
+    /// Weighted max-min fair rates ([`FlowNetwork`]): exact where every flow meets its
+    /// bottleneck at its fair share (symmetric collectives, incasts); the fastest model.
+    #[default]
+    MaxMin,
+    /// Fluid FIFO queues ([`QueueNetwork`]): overloaded links serve flows in proportion to the
+    /// rates they arrive with and queue the rest, as switches without congestion control do.
+    Queues,
 }
 
 /// What a message is on the wire.
@@ -224,6 +238,14 @@ struct Core<'p> {
     cfg: SimConfig,
     paths: &'p dyn PathSource,
     net: FlowNetwork,
+    /// The queue model's network (used instead of `net` when `cfg.model` says so).
+    qnet: Option<QueueNetwork>,
+    /// Queue model: messages whose source is done, waiting for their last byte to drain, by
+    /// token (`(queue pair, message)`), and the next token.
+    draining: FxHashMap<u64, (u32, Msg)>,
+    sending: FxHashMap<u64, u32>,
+    next_token: u64,
+    qevents: Vec<QueueEvent>,
     qps: Vec<Qp>,
     qp_index: FxHashMap<(u32, u32), u32>,
     queue: BinaryHeap<Reverse<(Time, u64, u32)>>,
@@ -334,6 +356,26 @@ impl Core<'_> {
             self.schedule(t, Ev::TxDone { qp: q });
             return;
         }
+        if let Some(qnet) = self.qnet.as_mut() {
+            let token = self.next_token;
+            self.next_token += 1;
+            self.sending.insert(token, q);
+            let f: Vec<LinkId> = fwd.iter().map(|h| h.link).collect();
+            let r: Vec<LinkId> = rev.iter().map(|h| h.link).collect();
+            let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0);
+            if let Err(e) = qnet.start(
+                &f,
+                &r,
+                w.wire_bytes as f64,
+                (w.acks * w.ack_wire) as f64,
+                cap,
+                token,
+            ) {
+                self.error.get_or_insert(e);
+            }
+            self.stats.peak_flows = self.stats.peak_flows.max(qnet.active() as u64);
+            return;
+        }
         let m = msg.len as f64;
         let data_w = w.wire_bytes as f64 / m;
         let ack_w = (w.acks * w.ack_wire) as f64 / m;
@@ -350,6 +392,26 @@ impl Core<'_> {
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
     }
 
+    /// Queue model: what a message did in the queue network.
+    fn queue_event(&mut self, ev: QueueEvent) {
+        match ev {
+            QueueEvent::SourceDone(token) => {
+                let Some(q) = self.sending.remove(&token) else {
+                    return;
+                };
+                if let Some(msg) = self.qps[q as usize].queue.pop_front() {
+                    self.draining.insert(token, (q, msg));
+                }
+                self.start_head(q);
+            }
+            QueueEvent::Drained(token) => {
+                if let Some((q, msg)) = self.draining.remove(&token) {
+                    self.deliver_after_tail(q, msg);
+                }
+            }
+        }
+    }
+
     /// Queue pair `q`'s head message has left the source: deliver it after the pipeline tail,
     /// start the next.
     fn tx_done(&mut self, q: u32) {
@@ -357,6 +419,14 @@ impl Core<'_> {
         let Some(msg) = qp.queue.pop_front() else {
             return;
         };
+        self.deliver_after_tail(q, msg);
+        self.start_head(q);
+    }
+
+    /// Message `msg` of queue pair `q` has left the first hop (or, with queues, the last
+    /// queue): it is delivered once its last packet has crossed the rest of the path.
+    fn deliver_after_tail(&mut self, q: u32, msg: Msg) {
+        let qp = &self.qps[q as usize];
         let fwd = &qp.hops[..qp.split];
         let mut tail = Time::ZERO;
         for (i, h) in fwd.iter().enumerate() {
@@ -367,7 +437,28 @@ impl Core<'_> {
         }
         let at = self.now + tail;
         self.schedule(at, Ev::Deliver { qp: q, msg });
-        self.start_head(q);
+    }
+}
+
+impl Core<'_> {
+    /// Queue model: runs the queue network's events up to `t`; false for the max-min model.
+    fn advance_queues(&mut self, t: Time) -> bool {
+        if self.qnet.is_none() {
+            return false;
+        }
+        let mut evs = std::mem::take(&mut self.qevents);
+        while let Some(q) = self.qnet.as_mut() {
+            q.advance(t, &mut evs);
+            if evs.is_empty() {
+                break;
+            }
+            for ev in evs.drain(..) {
+                self.stats.events += 1;
+                self.queue_event(ev);
+            }
+        }
+        self.qevents = evs;
+        true
     }
 }
 
@@ -410,6 +501,14 @@ pub fn run<A: Application>(
         now: Time::ZERO,
         cfg: *cfg,
         paths,
+        qnet: match cfg.model {
+            FlowModel::Queues => Some(QueueNetwork::new(capacities.clone())?),
+            FlowModel::MaxMin => None,
+        },
+        draining: FxHashMap::default(),
+        sending: FxHashMap::default(),
+        next_token: 0,
+        qevents: Vec::new(),
         net: FlowNetwork::new(capacities)?,
         qps: Vec::new(),
         qp_index: FxHashMap::default(),
@@ -453,6 +552,8 @@ pub fn run<A: Application>(
         // the current instant any more: those were reported when time reached it.
         let flow_t = if ev_t == Some(core.now) && core.stats.events > 0 {
             None
+        } else if let Some(q) = core.qnet.as_mut() {
+            q.next_event()
         } else {
             core.net.next_finish()
         };
@@ -465,9 +566,12 @@ pub fn run<A: Application>(
             break;
         }
         if flow_t == Some(next) {
-            core.net.advance(next, &mut finished);
             core.now = next;
             core.stats.end_time = next;
+            if core.advance_queues(next) {
+                continue;
+            }
+            core.net.advance(next, &mut finished);
             for (_, token) in finished.drain(..) {
                 core.stats.events += 1;
                 core.tx_done(token as u32);
@@ -477,9 +581,10 @@ pub fn run<A: Application>(
         let Some(Reverse((t, _, slot))) = core.queue.pop() else {
             break;
         };
-        core.net.advance(t, &mut finished);
         core.now = t;
         core.stats.end_time = t;
+        core.advance_queues(t);
+        core.net.advance(t, &mut finished);
         core.stats.events += 1;
         // Flows cannot finish before `t` (it is not later than the next finish); finishing
         // exactly at `t` they are handled before the event.
@@ -557,7 +662,12 @@ pub fn run<A: Application>(
     }
     let mut links = core.links;
     for (l, c) in links.iter_mut().enumerate() {
-        c.wire_bytes += core.net.link_bytes(LinkId(l as u32)).round() as u64;
+        let l = LinkId(l as u32);
+        c.wire_bytes += match &core.qnet {
+            Some(q) => q.link_bytes(l),
+            None => core.net.link_bytes(l),
+        }
+        .round() as u64;
     }
     if let Some(e) = core.error.take() {
         return Err(e);

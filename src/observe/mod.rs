@@ -13,10 +13,17 @@
 //! | `dimension_utilization.csv` | per link class (dimension or tier), the same over its links |
 //! | `queue_depth.csv` | per switch egress queue, bytes queued at each interval boundary |
 //! | `*.png`, `*.svg` | plots of the above (and the collective timeline) |
+//! | `trace.json`, `breakdown.png`, `breakdown.svg` | a training workload's timeline (Perfetto) and its iteration breakdown per rank |
 //! | `capture.pcap` | the captured frames, when `--capture` asks and `--pcap` does not name a path |
+//!
+//! A `--pcap` path ending in `.pcapng` gets a pcapng file ([`pcapng`]: one interface per
+//! captured port, the direction of every frame, picosecond timestamps); any other a classic
+//! pcap ([`pcap`]).
 
+pub mod breakdown;
 pub mod histograms;
 pub mod pcap;
+pub mod pcapng;
 pub mod plot;
 pub mod progress;
 pub mod select;
@@ -247,7 +254,14 @@ pub fn write_outputs(
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     }
     if let (Some(path), Some(c)) = (opts.pcap_path(), &obs.capture) {
-        pcap::write_file(&path, &c.frames)?;
+        if pcapng::is_pcapng(&path) {
+            let g = &obs.finished.graph;
+            let ports =
+                select::resolve(g, opts.capture.as_deref()).map_err(ObserveError::BadOption)?;
+            pcapng::write_file(&path, &select::interfaces(g, &ports), &c.frames)?;
+        } else {
+            pcap::write_file(&path, &c.frames)?;
+        }
     }
     let Some(dir) = &opts.out_dir else {
         return Ok(());
@@ -263,6 +277,9 @@ pub fn write_outputs(
     if let Some(trace) = crate::training::perfetto_trace(&obs.finished) {
         let p = dir.join("trace.json");
         std::fs::write(&p, trace).map_err(io_err(&p))?;
+    }
+    if let Some(t) = &obs.report.training {
+        breakdown::breakdown_chart(&dir.join("breakdown"), t)?;
     }
     if let Some(s) = &obs.samples {
         let g = &obs.finished.graph;

@@ -86,7 +86,7 @@ fn with_ext(base: &Path, ext: &str) -> PathBuf {
 
 /// Draws on a PNG and an SVG: `base` + `.png` and `.svg` (one drawing function per backend,
 /// both the same generic function at the call site).
-fn both(
+pub(super) fn both(
     base: &Path,
     draw_png: impl Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
     draw_svg: impl Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>,

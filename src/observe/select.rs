@@ -53,6 +53,27 @@ pub fn resolve(g: &Graph, spec: Option<&str>) -> Result<Vec<(ActorId, usize)>, S
     Ok(out)
 }
 
+/// The pcapng interfaces of `ports` (as [`resolve`] gives them), in that order: named
+/// `NODE:PORT` as `--capture` takes them, described as the link the port is on.
+pub fn interfaces(g: &Graph, ports: &[(ActorId, usize)]) -> Vec<super::pcapng::Interface> {
+    ports
+        .iter()
+        .map(|&(actor, port)| {
+            let node = &g.node(actor as usize).name;
+            let description = match g.ports(actor as usize).get(port) {
+                Some(p) => format!("{node} port {port} to {}", g.node(p.peer).name),
+                None => format!("{node} port {port}"),
+            };
+            super::pcapng::Interface {
+                actor,
+                port,
+                name: format!("{node}:{port}"),
+                description,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,6 +54,19 @@ pub enum Fidelity {
     Flow,
 }
 
+/// How flows share links at flow fidelity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowModel {
+    /// Weighted max-min fair rates (default): exact for symmetric collectives and incasts, the
+    /// fastest.
+    #[default]
+    MaxMin,
+    /// Fluid FIFO queues: overloaded links share by arrival rate and queue the excess, as
+    /// switches without congestion control do (oversubscribed fabrics, ECMP collisions).
+    Queues,
+}
+
 /// How routes are made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,6 +103,9 @@ pub struct Scenario {
     /// `packet` (default) or `flow`.
     #[serde(default)]
     pub fidelity: Fidelity,
+    /// At flow fidelity: `max_min` (default) or `queues`.
+    #[serde(default)]
+    pub flow_model: FlowModel,
     /// Stop the run at this simulated time; messages not finished by then are an error.
     #[serde(default = "default_until")]
     pub until: Time,
@@ -427,22 +443,26 @@ impl<'de> Deserialize<'de> for ChakraYaml {
     }
 }
 
-/// `workload.training`: one iteration of a model split over data, tensor and pipeline
-/// parallel groups (rank = t + tp x (d + dp x p): tensor-parallel innermost), micro-batches in
-/// a 1F1B pipeline schedule, gradients all-reduced over the data-parallel group in buckets
-/// overlapped with the last micro-batch's backward pass, then the optimizer step.
+/// `workload.training`: one iteration of a model split over data, tensor, pipeline and expert
+/// parallel groups (by default rank = t + tp x (e + ep x (d + dp x p)): tensor-parallel
+/// innermost, see `mapping`), micro-batches in a 1F1B pipeline schedule, gradients
+/// all-reduced over the data-parallel group in buckets overlapped with the last micro-batch's
+/// backward pass, then the optimizer step.
 ///
 /// ```yaml
 /// training:
 ///   dp: 2
 ///   tp: 2
 ///   pp: 2
+///   ep: 1                     # expert parallelism: an All-To-All pair per layer when > 1
+///   mapping: [tp, ep, dp, pp] # innermost first: which host stride each group spans
 ///   layers: 8                 # split evenly over the pp stages
-///   forward: 100us            # per layer and micro-batch
+///   forward: 100us            # per layer and micro-batch (or forward_flops)
 ///   backward: 200us           # default 2 x forward
 ///   micro_batches: 8
 ///   activation_bytes: 4MiB    # sent to the next stage per micro-batch (and back in backward)
 ///   tp_bytes: 4MiB            # All-Reduce over the tp group per layer, forward and backward
+///   moe_bytes: 0B             # each MoE All-To-All (dispatch, combine) per layer, with ep > 1
 ///   parameter_bytes: 32MiB    # gradient bytes per layer (each tp rank holds 1/tp)
 ///   bucket: 25MiB             # gradient All-Reduce bucket size
 ///   optimizer: 50us
@@ -459,13 +479,37 @@ pub struct TrainingYaml {
     /// Pipeline-parallel degree (stages).
     #[serde(default = "one")]
     pub pp: usize,
+    /// Expert-parallel degree: the ranks of an expert group hold different experts and trade
+    /// tokens by All-To-All around every layer's compute.
+    #[serde(default = "one")]
+    pub ep: usize,
+    /// The order in which the parallel dimensions are laid over the hosts, innermost first
+    /// (default `[tp, ep, dp, pp]`); dimensions left out follow, outermost, in that order.
+    #[serde(default)]
+    pub mapping: Vec<ParallelDim>,
     /// Layers of the model, split evenly over the stages.
     pub layers: usize,
-    /// Forward compute per layer and micro-batch.
-    pub forward: Time,
-    /// Backward compute per layer and micro-batch (default twice `forward`).
+    /// Forward compute per layer and micro-batch, as a time (or give `forward_flops`).
+    #[serde(default)]
+    pub forward: Option<Time>,
+    /// Forward floating-point operations per layer and micro-batch, timed by
+    /// `workload.device` (instead of `forward`).
+    #[serde(default)]
+    pub forward_flops: Option<f64>,
+    /// Bytes a layer's forward pass moves to and from device memory (with `forward_flops`:
+    /// the roofline takes the longer of compute and memory time).
+    #[serde(default)]
+    pub forward_memory: Option<ByteSize>,
+    /// Backward compute per layer and micro-batch (default twice the forward pass, in
+    /// whichever form it is given).
     #[serde(default)]
     pub backward: Option<Time>,
+    /// Backward floating-point operations per layer and micro-batch (instead of `backward`).
+    #[serde(default)]
+    pub backward_flops: Option<f64>,
+    /// Bytes a layer's backward pass moves to and from device memory (with `backward_flops`).
+    #[serde(default)]
+    pub backward_memory: Option<ByteSize>,
     /// Micro-batches per iteration.
     #[serde(default = "one")]
     pub micro_batches: usize,
@@ -475,6 +519,11 @@ pub struct TrainingYaml {
     /// Bytes of the tensor-parallel All-Reduce after each layer, forward and backward.
     #[serde(default)]
     pub tp_bytes: ByteSize,
+    /// Bytes of each MoE All-To-All on the expert-parallel group (nccl-tests' size: what one
+    /// rank sends and receives), one dispatch before and one combine after every layer's
+    /// compute, forward and backward; needs `ep` > 1.
+    #[serde(default)]
+    pub moe_bytes: ByteSize,
     /// Gradient bytes per layer (all-reduced over the data-parallel group).
     #[serde(default)]
     pub parameter_bytes: ByteSize,
@@ -487,6 +536,20 @@ pub struct TrainingYaml {
     /// Iterations, one after the other (the next starts after the optimizer step).
     #[serde(default = "one")]
     pub iterations: usize,
+}
+
+/// A parallel dimension of the built-in training model (`workload.training.mapping`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParallelDim {
+    /// Tensor parallelism.
+    Tp,
+    /// Expert parallelism.
+    Ep,
+    /// Data parallelism.
+    Dp,
+    /// Pipeline parallelism.
+    Pp,
 }
 
 fn default_bucket() -> ByteSize {

@@ -182,7 +182,8 @@ impl Switch {
     /// A switch with `ports` ports, FIFO egress, forwarding by `routes`, ECMP hashed with `seed`
     /// (give each switch its own seed, as real switches salt their hash, or two tiers of ECMP
     /// would make the same choice and polarize). The seed also seeds RED's generator.
-    pub fn new(ports: usize, routes: RouteTable, cfg: &SwitchConfig, seed: u64) -> Switch {
+    pub fn new(ports: usize, mut routes: RouteTable, cfg: &SwitchConfig, seed: u64) -> Switch {
+        routes.compact();
         let b = cfg.buffer;
         Switch {
             routes,
@@ -329,7 +330,11 @@ impl Switch {
             self.port_stats[in_port].priorities[usize::from(prio)].peak_ingress_bytes = peak;
         }
 
+        // A frame for an empty FIFO may leave at once; it is held here (not queued) until
+        // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
+        let mut held = None;
         match &mut self.queues[out] {
+            Egress::Fifo(f) if f.is_empty() => held = Some(pkt),
             Egress::Fifo(f) => f.push(pkt, now, prio, in_port),
             Egress::Custom(c) => {
                 let e = self.flow_ingress[out]
@@ -346,6 +351,20 @@ impl Switch {
         }
         if self.pfc[out].paused & (1 << prio) != 0 && self.mmu.egress_bytes(out, prio) > 0 {
             self.block(out, prio, now, ctx);
+        }
+        if let Some(pkt) = held {
+            // The cut-through of the queue: exactly what queueing it and `start_tx` popping
+            // it would do (it is the only frame queued), without the two 144-byte copies and
+            // the queue's cache lines. Skipped when the port is busy, owes a PFC frame or has
+            // this priority paused: then it waits in the queue as any frame would.
+            let pfc = &self.pfc[out];
+            if pfc.pending == 0 && pfc.paused & (1 << prio) == 0 && ctx.port_idle(out) {
+                self.depart(out, pkt, now, prio, in_port, ctx);
+                return;
+            }
+            if let Egress::Fifo(f) = &mut self.queues[out] {
+                f.push(pkt, now, prio, in_port);
+            }
         }
         self.start_tx(out, ctx);
     }
@@ -573,12 +592,27 @@ impl Switch {
                 }
             },
         };
-        let mut pkt = d.packet;
+        self.depart(port, d.packet, d.enqueued_at, prio, ingress, ctx);
+    }
+
+    /// Sends `pkt` (queued at `enqueued_at` for egress (`port`, `prio`), charged to `ingress`)
+    /// on the idle `port`: frees its buffer, counts it, marks it by RED, then resumes the
+    /// ingress if it fell below XON.
+    fn depart(
+        &mut self,
+        port: usize,
+        mut pkt: Packet,
+        enqueued_at: Time,
+        prio: u8,
+        ingress: usize,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let now = ctx.now();
         self.mmu
             .release(ingress, prio, port, pkt.frame_len() as u64);
         let ps = &mut self.port_stats[port];
         ps.dequeued += 1;
-        let waited = now.saturating_sub(d.enqueued_at).ps();
+        let waited = now.saturating_sub(enqueued_at).ps();
         ps.queueing_delay_sum_ps += waited;
         ps.queueing_delay.record(waited);
         if let Some(red) = &mut self.red {
@@ -605,7 +639,9 @@ impl Switch {
         if ctx.transmit(port, pkt).is_err() {
             self.stats.tx_refused += 1;
         }
-        if ingress < self.pfc.len() {
+        // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
+        // ingress port's PFC state (a cache miss per frame on large switches).
+        if ingress < self.pfc.len() && self.mmu.is_lossless(prio) {
             self.check_xon(ingress, prio, ctx);
         }
     }

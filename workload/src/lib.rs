@@ -20,5 +20,5 @@ pub mod chakra;
 pub mod scheduler;
 pub mod trace;
 
-pub use scheduler::{Action, NodeRecord, RankScheduler, SchedNode, TRAIN_TOKEN};
+pub use scheduler::{Action, NodeRecord, RankScheduler, SchedNode};
 pub use trace::{load_traces, ChakraError, CollKind, Op, RankTrace, TraceNode};

@@ -18,28 +18,18 @@
 //!
 //! The scheduler is a sans-IO state machine like the executor: the host application hands it
 //! events (its timers, its messages, and after every collective event a chance to see which
-//! jobs finished) and it acts through the [`Transport`]. Point-to-point messages carry
-//! [`IMM_P2P`] and the tag's low 30 bits in their immediate; timers carry [`TRAIN_TOKEN`].
+//! jobs finished) and it acts through the [`Transport`]. Point-to-point messages carry the tag's
+//! low 30 bits in an [`AppId::Training`] immediate; its timers are [`AppId::Training`] tokens.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
-use fabemu_collectives::executor::{CollectiveRunner, IMM_COLLECTIVE};
-use fabemu_fabric::transport::Transport;
+use fabemu_collectives::executor::CollectiveRunner;
+use fabemu_fabric::transport::{AppId, Transport};
 use fabemu_fabric::units::Time;
 
-/// The bit that marks the scheduler's timer tokens (the node index is in the low bits).
-pub const TRAIN_TOKEN: u64 = 1 << 41;
-/// The immediate-data bit of a workload's point-to-point message (bit 31 clear: not a
-/// collective's; point-to-point scenario messages number far below 2^30).
-pub const IMM_P2P: u32 = 1 << 30;
 /// The tag bits a point-to-point message carries: tags match modulo 2^30.
-pub const TAG_MASK: u64 = (1 << 30) - 1;
-
-/// Whether an immediate (or a send's tag) belongs to a workload's point-to-point message.
-pub const fn is_p2p_imm(imm: u32) -> bool {
-    imm & (IMM_COLLECTIVE | IMM_P2P) == IMM_P2P
-}
+pub const TAG_MASK: u64 = AppId::IMM_ARG_LIMIT as u64 - 1;
 
 /// What a node does, resolved to this rank's resources.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,7 +194,7 @@ impl RankScheduler {
 
     /// One of the scheduler's timers fired.
     pub fn on_timer(&mut self, token: u64, coll: &mut CollectiveRunner, api: &mut dyn Transport) {
-        let i = (token & (TRAIN_TOKEN - 1)) as usize;
+        let i = AppId::of_token(token).1 as usize;
         let Some(node) = self.nodes.get(i) else {
             return;
         };
@@ -319,7 +309,7 @@ impl RankScheduler {
         let now = api.now();
         self.compute_busy = true;
         self.records[i as usize].start = Some(now);
-        api.set_timer(now.add(d), TRAIN_TOKEN | u64::from(i));
+        api.set_timer(now.add(d), AppId::Training.token(u64::from(i)));
     }
 
     fn begin(&mut self, i: u32, coll: &mut CollectiveRunner, api: &mut dyn Transport) {
@@ -330,7 +320,7 @@ impl RankScheduler {
             }
             Action::Delay(d) => {
                 self.records[i as usize].start = Some(now);
-                api.set_timer(now.add(d), TRAIN_TOKEN | u64::from(i));
+                api.set_timer(now.add(d), AppId::Training.token(u64::from(i)));
             }
             Action::Collective(None) => self.complete(i, now),
             Action::Collective(Some(j)) => {
@@ -339,7 +329,7 @@ impl RankScheduler {
             }
             Action::Send { dst, tag, bytes } => {
                 self.records[i as usize].start = Some(now);
-                let imm = IMM_P2P | (tag & TAG_MASK) as u32;
+                let imm = AppId::Training.imm((tag & TAG_MASK) as u32);
                 let data = self
                     .data_mode
                     .then(|| Bytes::from(vec![0u8; bytes as usize]));

@@ -420,6 +420,14 @@ fn merge_samples<A: Actor>(
         .iter()
         .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.interval()))
         .collect();
+    // The series end with the traffic (the last frame's arrival), not with the idle timers
+    // that may keep the run going after it; a run stopped by `until` ends there.
+    let traffic_end = parts
+        .iter()
+        .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.traffic_end()))
+        .max()
+        .unwrap_or(0);
+    let end = Time(traffic_end.min(end.ps()));
     let interval = sample::final_interval(cfg, &reached, end);
     for p in parts.iter_mut() {
         if let Some(s) = &mut p.sched.sampler {
@@ -431,7 +439,7 @@ fn merge_samples<A: Actor>(
         .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.busy_len()))
         .max()
         .unwrap_or(0)
-        .max((end.ps() / interval) as usize + 1);
+        .max(sample::buckets_for(end, interval));
     let (mut busy, mut values) = sample::empty(n_actors);
     for p in parts.iter_mut() {
         p.finish_samples(interval, buckets);

@@ -15,6 +15,12 @@
 //! length ends with between limit/10 and limit buckets on a round interval. Each partition
 //! coarsens on its own; the merge brings all to the coarsest level any partition or the end
 //! time needs, which depends on the events only.
+//!
+//! **The series end with the traffic.** After the last frame, a run may go on for long with
+//! idle timers (a retransmission timeout that finds everything acknowledged, DCQCN's rate
+//! recovery): the series stop at the last frame's arrival instead. Snapshots are held back
+//! (as runs of equal values) until a frame is sent after them, so the idle tail neither
+//! lengthens the series nor coarsens their interval.
 
 use super::ActorId;
 use crate::units::Time;
@@ -53,8 +59,9 @@ impl ActorSamples {
 pub struct Samples {
     /// The final interval I.
     pub interval: Time,
-    /// Buckets: bucket k covers [k·I, (k+1)·I); snapshot k is taken at k·I. Covers the run's
-    /// end time.
+    /// Buckets: bucket k covers [k·I, (k+1)·I); snapshot k is taken at k·I. Covers the
+    /// traffic: up to the last frame's arrival (or the run's end, if earlier), not the idle
+    /// timers that may fire after it.
     pub buckets: usize,
     /// Per actor, per port, per bucket: picoseconds the port spent serializing in the bucket.
     pub busy_ps: Vec<Vec<Vec<u64>>>,
@@ -73,6 +80,14 @@ pub(crate) struct Sampler {
     /// Snapshots taken so far (the next one is at `next_k * interval`).
     next_k: u64,
     pub(crate) scratch: Vec<u64>,
+    /// Snapshots held back: (until, per local actor values): the values of every boundary
+    /// not yet taken up to `until`. They are taken when a frame is sent after them; those
+    /// after the last frame are taken only as far as the traffic of some partition reaches,
+    /// so idle timers (retransmission, rate recovery) neither lengthen the series nor
+    /// coarsen the interval.
+    pending: Vec<(u64, Vec<Vec<u64>>)>,
+    /// The latest arrival of a frame this partition sent (ps).
+    traffic_end: u64,
 }
 
 impl Sampler {
@@ -84,7 +99,55 @@ impl Sampler {
             values: vec![ActorSamples::default(); actors],
             next_k: 0,
             scratch: Vec::new(),
+            pending: Vec::new(),
+            traffic_end: 0,
         }
+    }
+
+    /// The first boundary after `t` at the current interval (where the next snapshot is due
+    /// once every one up to `t` is held).
+    pub(crate) fn next_after(&self, t: u64) -> u64 {
+        (t / self.interval)
+            .saturating_add(1)
+            .saturating_mul(self.interval)
+    }
+
+    /// Holds `values` (per local actor) as the snapshot of every boundary up to `until` not
+    /// taken yet: the actors' state before the event at `until`. Runs with equal values merge,
+    /// so an idle tail costs one run however many boundaries it spans.
+    pub(crate) fn hold(&mut self, until: u64, values: Vec<Vec<u64>>) {
+        match self.pending.last_mut() {
+            Some((u, v)) if *v == values => *u = until,
+            _ => self.pending.push((until, values)),
+        }
+    }
+
+    /// Takes the held snapshots: all of them, coarsening as needed (`cap` = `None`), or, at
+    /// the final interval, those of the first `cap` boundaries.
+    pub(crate) fn flush(&mut self, cap: Option<usize>) {
+        let runs = std::mem::take(&mut self.pending);
+        for (until, values) in &runs {
+            while self.next_at() <= *until {
+                if cap.is_some_and(|c| self.next_k >= c as u64) {
+                    return;
+                }
+                for (i, v) in values.iter().enumerate() {
+                    self.scratch.clear();
+                    self.scratch.extend_from_slice(v);
+                    self.store(i);
+                }
+                if cap.is_some() {
+                    self.advance_fixed();
+                } else {
+                    self.advance();
+                }
+            }
+        }
+    }
+
+    /// The latest arrival of a frame this partition sent.
+    pub(crate) fn traffic_end(&self) -> u64 {
+        self.traffic_end
     }
 
     /// Time of the next snapshot.
@@ -118,8 +181,13 @@ impl Sampler {
         self.next_k = self.next_k.div_ceil(10);
     }
 
-    /// Adds a serialization over [start, end) to local port `port`.
-    pub(crate) fn add_busy(&mut self, port: usize, start: u64, end: u64) {
+    /// Adds a serialization over [start, end) to local port `port`, of a frame that arrives at
+    /// `arrive`: the traffic goes on, so the snapshots held until now are taken.
+    pub(crate) fn add_busy(&mut self, port: usize, start: u64, end: u64, arrive: u64) {
+        if !self.pending.is_empty() {
+            self.flush(None);
+        }
+        self.traffic_end = self.traffic_end.max(arrive);
         if end <= start {
             return;
         }
@@ -202,7 +270,7 @@ impl Sampler {
 }
 
 /// The interval every partition is brought to: the coarsest any partition reached, and coarse
-/// enough that the end time fits the bucket limit.
+/// enough that the end time (the traffic's) fits the bucket limit.
 pub(crate) fn final_interval(cfg: &SampleConfig, reached: &[u64], end: Time) -> u64 {
     let mut i = reached
         .iter()
@@ -210,11 +278,19 @@ pub(crate) fn final_interval(cfg: &SampleConfig, reached: &[u64], end: Time) -> 
         .max()
         .unwrap_or(cfg.interval.ps().max(1));
     if let Some(m) = cfg.max_buckets.map(|m| m.max(10)) {
-        while end.ps() / i >= m as u64 {
+        while buckets_for(end, i) > m {
             i = i.saturating_mul(10);
         }
     }
     i
+}
+
+/// Buckets that cover `end` at `interval`, and one more: its snapshot, the first after the
+/// end, shows the state the traffic left (queues drained, or not).
+pub(crate) fn buckets_for(end: Time, interval: u64) -> usize {
+    usize::try_from(end.ps() / interval.max(1))
+        .unwrap_or(usize::MAX)
+        .saturating_add(2)
 }
 
 /// Per-actor, per-port layout helper for the merge.
@@ -253,7 +329,7 @@ mod tests {
             max_buckets: None,
         };
         let mut s = Sampler::new(&cfg, 1, 0);
-        s.add_busy(0, 50, 320); // 50 in bucket 0, 100 in 1 and 2, 20 in 3
+        s.add_busy(0, 50, 320, 400); // 50 in bucket 0, 100 in 1 and 2, 20 in 3
         let (busy, _) = s.finish(5);
         assert_eq!(busy[0], vec![50, 100, 100, 20, 0]);
     }
@@ -274,12 +350,39 @@ mod tests {
         // The tenth snapshot triggered a tenfold interval: snapshot 0 kept, next at 10.
         assert_eq!(s.interval(), 10);
         assert_eq!(s.next_at(), 10);
-        s.add_busy(0, 5, 25);
+        s.add_busy(0, 5, 25, 30);
         let (busy, values) = s.finish(3);
         assert_eq!(busy[0], vec![5, 10, 5]);
         assert_eq!(values[0].data, vec![0]);
         assert_eq!(values[0].at(0), &[0]);
         assert!(values[0].at(1).is_empty());
+    }
+
+    #[test]
+    fn held_snapshots_are_taken_only_as_far_as_traffic_reaches() {
+        let cfg = SampleConfig {
+            interval: Time(10),
+            max_buckets: Some(10),
+        };
+        let mut s = Sampler::new(&cfg, 1, 1);
+        // Events at 0 and 25 (value 1, then 2), a frame sent at 30 that arrives at 40.
+        s.hold(0, vec![vec![1]]);
+        s.hold(25, vec![vec![2]]);
+        s.add_busy(0, 30, 35, 40);
+        assert_eq!(s.next_at(), 30, "boundaries 0, 10, 20 taken");
+        // An idle tail: timers at 60 and then every 10 up to 10_000, nothing changes. Held
+        // as one run; taking it would have coarsened the interval tenfold twice.
+        s.hold(60, vec![vec![3]]);
+        for t in (70..10_000).step_by(10) {
+            s.hold(t, vec![vec![3]]);
+        }
+        assert_eq!(s.pending.len(), 1);
+        assert_eq!((s.interval(), s.traffic_end()), (10, 40));
+        // The merge asks for the buckets the traffic covers (to 40: 5 of them).
+        s.flush(Some(5));
+        let (busy, values) = s.finish(5);
+        assert_eq!(busy[0], vec![0, 0, 0, 5, 0]);
+        assert_eq!(values[0].data, vec![1, 2, 2, 3, 3]);
     }
 
     #[test]

@@ -239,7 +239,7 @@ impl Sched {
     ) {
         let [start, done, arrive] = times;
         if let Some(s) = &mut self.sampler {
-            s.add_busy(local_port, start, done);
+            s.add_busy(local_port, start, done, arrive);
         }
         let ps = &self.ports[local_port];
         let (tap, peer_port) = (ps.tap, ps.peer_port as usize);
@@ -400,15 +400,19 @@ impl<A: Actor> Partition<A> {
         let Some(s) = &mut self.sched.sampler else {
             return;
         };
-        while s.next_at() <= t {
-            for (i, actor) in self.actors.iter().enumerate() {
-                s.scratch.clear();
-                actor.sample(&mut s.scratch);
-                s.store(i);
-            }
-            s.advance();
-        }
-        self.sched.next_sample = s.next_at();
+        // Held, not taken: whether these boundaries are inside the traffic is known only
+        // when (if) a frame is sent after them.
+        let values = self
+            .actors
+            .iter()
+            .map(|actor| {
+                let mut v = Vec::new();
+                actor.sample(&mut v);
+                v
+            })
+            .collect();
+        s.hold(t, values);
+        self.sched.next_sample = s.next_after(t);
     }
 
     /// Brings the sampler to `interval` and takes the snapshots still missing to cover
@@ -418,6 +422,7 @@ impl<A: Actor> Partition<A> {
             return;
         };
         s.coarsen_to(interval);
+        s.flush(Some(buckets));
         for _ in 0..s.missing(buckets) {
             for (i, actor) in self.actors.iter().enumerate() {
                 s.scratch.clear();

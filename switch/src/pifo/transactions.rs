@@ -14,7 +14,7 @@
 //! | [`StrictPriority`] | the class's level |
 //! | [`Wfq`] (STFQ) | start = max(virtual time, last finish of the class); finish = start + length / weight; virtual time = start of the last dequeued element |
 //! | [`RoundRobin`] | STFQ with every packet costing 1 |
-//! | [`TokenBucket`] (shaping) | tokens = min(tokens + r (now - last), b); release = now if len <= tokens else now + (len - tokens)/r; tokens -= len |
+//! | [`TokenBucket`] (shaping) | tokens = min(tokens + r (now - last), b); release = now if len <= tokens else now + (len - tokens)/r; tokens -= len (len: frame bytes, or wire bytes) |
 //! | [`MinRate`] | 0 while the class is within its minimum rate (a token bucket at that rate), else 1 |
 //! | [`Lstf`] | slack + arrival time |
 //! | [`Srpt`] / [`Sjf`] / [`Las`] / [`Edf`] | remaining bytes / message size / attained bytes / deadline |
@@ -25,6 +25,7 @@
 //! transaction too. Rate arithmetic is exact integer arithmetic (bits x picoseconds), so runs are
 //! deterministic and free of rounding drift.
 
+use fabemu_fabric::link::EthernetOverhead;
 use fabemu_fabric::units::{Bandwidth, Time, PS_PER_S};
 use rustc_hash::FxHashMap;
 
@@ -371,11 +372,19 @@ impl Bucket {
 ///
 /// Over any interval of length `t` it releases at most `b + r t` bytes, and exactly `r` in the
 /// long run under backlog. The bucket starts full.
+///
+/// `len` is the frame's length as the queue holds it ([`PacketInfo::len`]: no FCS, preamble or
+/// inter-frame gap) unless [`TokenBucket::counting_wire_bytes`] says to count what the frame
+/// occupies on the wire: then `r` is a share of a link's line rate (a shaper at half the line
+/// rate keeps the link half busy), where frame bytes let the link run above `r` by the
+/// overhead's share (24 bytes per frame: 0.6% of a 4 KiB frame, 30% of an 80-byte ACK).
 #[derive(Clone, Debug)]
 pub struct TokenBucket {
     rate_bps: u64,
     burst: i128,
     bucket: Bucket,
+    /// `Some`: count wire bytes with this overhead; `None`: frame bytes.
+    wire: Option<EthernetOverhead>,
 }
 
 impl TokenBucket {
@@ -389,7 +398,15 @@ impl TokenBucket {
             rate_bps: rate.bps(),
             burst,
             bucket: Bucket::full(burst),
+            wire: None,
         })
+    }
+
+    /// Counts every frame as the wire bytes `overhead` gives it (FCS, preamble/SFD and gap
+    /// added, padded to the minimum frame) instead of its frame length.
+    pub fn counting_wire_bytes(mut self, overhead: EthernetOverhead) -> Self {
+        self.wire = Some(overhead);
+        self
     }
 }
 
@@ -397,7 +414,11 @@ impl ShapingTransaction for TokenBucket {
     fn release_time(&mut self, info: &PacketInfo, _ctx: &TxnCtx) -> Time {
         let now = info.now;
         self.bucket.refill(now, self.rate_bps, self.burst);
-        let len = bytes_scaled(u64::from(info.len));
+        let len = match &self.wire {
+            Some(o) => o.wire_bytes(info.len as usize),
+            None => u64::from(info.len),
+        };
+        let len = bytes_scaled(len);
         let b = &mut self.bucket;
         let release = if len <= b.tokens {
             now
@@ -592,6 +613,29 @@ mod tests {
             now: Time(now),
             ..PacketInfo::default()
         }
+    }
+
+    #[test]
+    fn token_bucket_counts_frame_or_wire_bytes() {
+        // 8 Gb/s = 1 byte per ns, no burst: each frame waits for its own length in tokens.
+        // A 576-byte frame is 600 bytes on the wire (FCS 4, preamble 8, gap 12).
+        let ctx = TxnCtx::default();
+        let frame = TokenBucket::new(Bandwidth::from_gbps(8), 0).unwrap();
+        let wire = frame
+            .clone()
+            .counting_wire_bytes(EthernetOverhead::default());
+        for (mut tb, per) in [(frame, 576), (wire, 600)] {
+            let releases: Vec<Time> = (0..4)
+                .map(|_| tb.release_time(&pkt(576, 0), &ctx))
+                .collect();
+            let want: Vec<Time> = (1..=4).map(|k| Time::from_ns(k * per)).collect();
+            assert_eq!(releases, want);
+        }
+        // Short frames are padded to the minimum (64 with FCS): 40 bytes count 64 + 8 + 12.
+        let mut tb = TokenBucket::new(Bandwidth::from_gbps(8), 0)
+            .unwrap()
+            .counting_wire_bytes(EthernetOverhead::default());
+        assert_eq!(tb.release_time(&pkt(40, 0), &ctx), Time::from_ns(84));
     }
 
     #[test]

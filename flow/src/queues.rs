@@ -1,0 +1,828 @@
+//! A fluid network with FIFO queues: how switches without congestion control really share an
+//! overloaded link.
+//!
+//! Max-min fairness ([`crate::FlowNetwork`]) assumes every flow gets its fair share at its
+//! bottleneck. FIFO queues do not do that: an overloaded output port serves the bytes in the
+//! order they arrived, so each flow gets a share in proportion to the rate it *arrives* with,
+//! and a flow held up at a later hop keeps arriving at an earlier one: its bytes pile up in the
+//! later queue and leave at full rate once the others are gone. On oversubscribed fabrics with
+//! ECMP collisions this is what decides single messages' completion times.
+//!
+//! ## The model
+//!
+//! Every message is a *data stream* along its forward path and an *ACK stream* along the
+//! reverse path. Rates are in wire bytes per second.
+//!
+//! - **Injection.** A NIC port serves its queue pairs round-robin: the data streams that start
+//!   on a link direction share its capacity, minus the ACK streams the NIC sends there first
+//!   (control frames go before data), by water-filling (a capped stream, `qp_rate`, takes its
+//!   cap and leaves the rest to the others). Frames relayed by a host (rings, tori) keep at
+//!   least half of the port, as the NIC alternates them with its own data. An ACK stream is
+//!   injected at `ack bytes / data bytes` times the rate its data stream leaves the last hop.
+//! - **Queues.** Each link direction is a FIFO queue drained at its capacity. While the queue is
+//!   empty and the streams arriving fit, they pass through unchanged. Otherwise the queue holds
+//!   *segments*: stretches of time during which the arrival rates were constant, so a segment's
+//!   bytes are mixed in proportion to those rates. The head segment drains at the capacity and
+//!   the streams leave in its proportions; new arrivals append to the tail. This is exact for
+//!   fluid FIFO service: bytes leave in the order and the mix they arrived in.
+//! - **Propagation.** A stream's departure rate from one hop is its arrival rate at the next
+//!   (propagation latency and store-and-forward are added by the transport to the last byte,
+//!   as for max-min flows). A change of rates is pushed hop by hop; a change smaller than
+//!   10^-14 of a link's capacity is not propagated (it would only ring around ACK cycles).
+//!
+//! Rates are piecewise constant between events: a stream starts, its source has injected its
+//! last byte, its last byte leaves the last hop, or a queue's head segment runs out. Events at
+//! one picosecond run in a fixed order, so runs are deterministic.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use fabemu_fabric::units::{Time, PS_PER_S};
+use rustc_hash::FxHashMap;
+
+use crate::{FlowError, LinkId};
+
+const PS_PER_S_F: f64 = PS_PER_S as f64;
+/// Arrivals up to this fraction above a link's capacity still pass through (floating-point sums
+/// of shares that fill a link exactly).
+const REL_EPS: f64 = 1e-9;
+/// Departure changes below this fraction of a link's capacity are not pushed to the next hop:
+/// they would only ring around the cycles ACKs close (each turn scales a change by the ACK
+/// share, ~2%), and dropping larger ones loses bytes measurably.
+const PROPAGATE_EPS: f64 = 1e-14;
+/// Bytes below which a queue counts as empty.
+const BYTES_EPS: f64 = 1e-3;
+
+/// What a queue network reports as time passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueEvent {
+    /// The source of the message with this token has put its last byte on the wire.
+    SourceDone(u64),
+    /// The last byte of the message with this token has left the last hop's queue.
+    Drained(u64),
+}
+
+/// A stretch of arrivals at constant rates, waiting in a queue.
+#[derive(Debug)]
+struct Segment {
+    /// `(stream, rate)`, the mix of the segment's bytes.
+    mix: Vec<(u64, f64)>,
+    sum: f64,
+    bytes: f64,
+}
+
+#[derive(Debug, Default)]
+struct Link {
+    cap: f64,
+    /// Arrival rate per stream (only positive rates are kept).
+    arr: Vec<(u64, f64)>,
+    arr_sum: f64,
+    /// Departure rate per stream.
+    dep: Vec<(u64, f64)>,
+    dep_sum: f64,
+    segs: VecDeque<Segment>,
+    settled_at: u64,
+    /// Bytes that left this link direction up to `settled_at`.
+    carried: f64,
+    /// Data streams injected here by their NIC.
+    sources: Vec<u64>,
+    version: u32,
+}
+
+impl Link {
+    fn queued(&self) -> f64 {
+        self.segs.iter().map(|s| s.bytes).sum()
+    }
+
+    fn settle(&mut self, now: u64) {
+        if now <= self.settled_at {
+            return;
+        }
+        let dt = (now - self.settled_at) as f64 / PS_PER_S_F;
+        self.carried += self.dep_sum * dt;
+        let n = self.segs.len();
+        if n == 1 {
+            if let Some(s) = self.segs.front_mut() {
+                s.bytes = (s.bytes + (self.arr_sum - self.cap) * dt).max(0.0);
+            }
+        } else if n > 1 {
+            if let Some(s) = self.segs.front_mut() {
+                s.bytes = (s.bytes - self.cap * dt).max(0.0);
+            }
+            if let Some(s) = self.segs.back_mut() {
+                s.bytes += self.arr_sum * dt;
+            }
+        }
+        self.settled_at = now;
+    }
+
+    /// When the head segment runs out (several segments) or the queue empties (one), from
+    /// `settled_at`; `None` when neither happens at the current rates.
+    fn head_end(&self) -> Option<u64> {
+        let head = self.segs.front()?;
+        let rate = if self.segs.len() > 1 {
+            self.cap
+        } else {
+            self.cap - self.arr_sum
+        };
+        (rate > 0.0).then(|| self.settled_at + ceil_ps(head.bytes / rate))
+    }
+}
+
+#[derive(Debug)]
+enum Kind {
+    Data {
+        token: u64,
+        ack: u64,
+        /// ACK wire bytes per data wire byte.
+        ack_ratio: f64,
+        cap: f64,
+    },
+    Ack,
+}
+
+#[derive(Debug)]
+struct Stream {
+    path: Vec<u32>,
+    kind: Kind,
+    /// Wire bytes to inject (data streams; `inf` for ACK streams, which end with their data).
+    total: f64,
+    inj: f64,
+    injected: f64,
+    inj_at: u64,
+    source_done: bool,
+    /// Departure rate at the last hop, and the bytes that left it.
+    out: f64,
+    delivered: f64,
+    out_at: u64,
+    drained: bool,
+    /// Bumped when the injection rate changes (pending source-done events carry it).
+    inj_version: u32,
+    /// Bumped when the last hop's rate changes (pending drain events carry it).
+    out_version: u32,
+}
+
+impl Stream {
+    fn settle(&mut self, now: u64) {
+        if now > self.inj_at {
+            self.injected += self.inj * (now - self.inj_at) as f64 / PS_PER_S_F;
+            self.inj_at = now;
+        }
+        if now > self.out_at {
+            self.delivered += self.out * (now - self.out_at) as f64 / PS_PER_S_F;
+            self.out_at = now;
+        }
+    }
+}
+
+fn ceil_ps(seconds: f64) -> u64 {
+    let ps = (seconds * PS_PER_S_F).ceil();
+    if ps.is_finite() && ps >= 0.0 {
+        ps as u64
+    } else {
+        u64::MAX / 4
+    }
+}
+
+fn rate_of(v: &[(u64, f64)], id: u64) -> f64 {
+    v.binary_search_by_key(&id, |e| e.0).map_or(0.0, |i| v[i].1)
+}
+
+fn set_rate(v: &mut Vec<(u64, f64)>, id: u64, rate: f64) {
+    match v.binary_search_by_key(&id, |e| e.0) {
+        Ok(i) if rate > 0.0 => v[i].1 = rate,
+        Ok(i) => {
+            v.remove(i);
+        }
+        Err(i) if rate > 0.0 => v.insert(i, (id, rate)),
+        Err(_) => {}
+    }
+}
+
+/// Event kinds in the heap, in the order they run at one instant.
+const EV_LINK: u8 = 0;
+const EV_SOURCE: u8 = 1;
+const EV_DRAIN: u8 = 2;
+
+/// The fluid FIFO network (see the module documentation).
+#[derive(Debug)]
+pub struct QueueNetwork {
+    now: u64,
+    links: Vec<Link>,
+    streams: FxHashMap<u64, Stream>,
+    next_id: u64,
+    heap: BinaryHeap<Reverse<(u64, u8, u64, u32)>>,
+    /// Links whose arrivals changed and must recompute their departures.
+    dirty: VecDeque<u32>,
+    in_dirty: Vec<bool>,
+    /// Ports whose NIC shares must be recomputed.
+    reshare: Vec<u32>,
+    /// Data streams whose last hop stopped: drained if their source is done (rounding can
+    /// leave a fraction of a byte that no rate will ever carry).
+    stalled: Vec<u64>,
+}
+
+impl QueueNetwork {
+    /// A network of link directions with `capacities` (bytes per second, positive and finite).
+    pub fn new(capacities: Vec<f64>) -> Result<QueueNetwork, FlowError> {
+        crate::maxmin::check_capacities(&capacities)?;
+        let n = capacities.len();
+        Ok(QueueNetwork {
+            now: 0,
+            links: capacities
+                .into_iter()
+                .map(|cap| Link {
+                    cap,
+                    ..Link::default()
+                })
+                .collect(),
+            streams: FxHashMap::default(),
+            next_id: 0,
+            heap: BinaryHeap::new(),
+            dirty: VecDeque::new(),
+            in_dirty: vec![false; n],
+            reshare: Vec::new(),
+            stalled: Vec::new(),
+        })
+    }
+
+    /// Starts a message at the current time (advance to it first): `wire` bytes along `fwd`,
+    /// its ACKs (`ack_wire` bytes in all) along `rev`, at most `cap` bytes/s. `token` comes back
+    /// in its [`QueueEvent`]s.
+    pub fn start(
+        &mut self,
+        fwd: &[LinkId],
+        rev: &[LinkId],
+        wire: f64,
+        ack_wire: f64,
+        cap: Option<f64>,
+        token: u64,
+    ) -> Result<(), FlowError> {
+        let n = self.links.len();
+        for l in fwd.iter().chain(rev) {
+            if l.0 as usize >= n {
+                return Err(FlowError::UnknownLink {
+                    link: l.0,
+                    links: n,
+                });
+            }
+        }
+        let Some(first) = fwd.first() else {
+            return Err(FlowError::Unbounded);
+        };
+        if !(wire > 0.0 && wire.is_finite()) {
+            return Err(FlowError::ZeroBytes);
+        }
+        let cap = crate::maxmin::check_cap(cap)?;
+        let data = self.next_id;
+        let ack = data + 1;
+        self.next_id += 2;
+        let now = self.now;
+        let stream = |path: &[LinkId], kind: Kind, total: f64| Stream {
+            path: path.iter().map(|l| l.0).collect(),
+            kind,
+            total,
+            inj: 0.0,
+            injected: 0.0,
+            inj_at: now,
+            source_done: false,
+            out: 0.0,
+            delivered: 0.0,
+            out_at: now,
+            drained: false,
+            inj_version: 0,
+            out_version: 0,
+        };
+        self.streams.insert(
+            data,
+            stream(
+                fwd,
+                Kind::Data {
+                    token,
+                    ack,
+                    ack_ratio: if rev.is_empty() { 0.0 } else { ack_wire / wire },
+                    cap,
+                },
+                wire,
+            ),
+        );
+        if !rev.is_empty() {
+            self.streams
+                .insert(ack, stream(rev, Kind::Ack, f64::INFINITY));
+        }
+        self.links[first.0 as usize].sources.push(data);
+        self.reshare.push(first.0);
+        self.propagate();
+        Ok(())
+    }
+
+    /// The earliest pending event, if any.
+    pub fn next_event(&mut self) -> Option<Time> {
+        self.peek().map(Time)
+    }
+
+    fn peek(&mut self) -> Option<u64> {
+        while let Some(&Reverse((t, kind, id, version))) = self.heap.peek() {
+            let valid = match kind {
+                EV_LINK => self
+                    .links
+                    .get(id as usize)
+                    .is_some_and(|l| l.version == version),
+                EV_SOURCE => self
+                    .streams
+                    .get(&id)
+                    .is_some_and(|s| !s.source_done && s.inj_version == version),
+                _ => self
+                    .streams
+                    .get(&id)
+                    .is_some_and(|s| !s.drained && s.out_version == version),
+            };
+            if valid {
+                return Some(t);
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
+    /// Moves time to `t`, running every event up to it and appending what messages did.
+    pub fn advance(&mut self, t: Time, out: &mut Vec<QueueEvent>) {
+        let t = t.ps();
+        while let Some(at) = self.peek() {
+            if at > t {
+                break;
+            }
+            self.now = self.now.max(at);
+            let Some(Reverse((_, kind, id, _))) = self.heap.pop() else {
+                break;
+            };
+            match kind {
+                EV_LINK => self.on_head_end(id as u32),
+                EV_SOURCE => self.on_source_done(id, out),
+                _ => self.on_drained(id, out),
+            }
+            self.propagate();
+            while let Some(id) = self.stalled.pop() {
+                self.check_drained(id, out);
+                self.propagate();
+            }
+        }
+        self.now = self.now.max(t);
+    }
+
+    /// The network's current time.
+    pub fn now(&self) -> Time {
+        Time(self.now)
+    }
+
+    /// Wire bytes link direction `l` has carried up to now.
+    pub fn link_bytes(&self, l: LinkId) -> f64 {
+        self.links.get(l.0 as usize).map_or(0.0, |k| {
+            k.carried + k.dep_sum * self.now.saturating_sub(k.settled_at) as f64 / PS_PER_S_F
+        })
+    }
+
+    /// Whether any hop still has stream `id` arriving or queued (then it will leave again).
+    fn in_flight(&self, id: u64, s: &Stream) -> bool {
+        s.path.iter().any(|&l| {
+            let link = &self.links[l as usize];
+            rate_of(&link.arr, id) > 0.0
+                || link
+                    .segs
+                    .iter()
+                    .any(|g| g.bytes > 0.0 && rate_of(&g.mix, id) > 0.0)
+        })
+    }
+
+    /// Data streams not yet drained.
+    pub fn active(&self) -> usize {
+        self.streams
+            .values()
+            .filter(|s| matches!(s.kind, Kind::Data { .. }))
+            .count()
+    }
+
+    fn on_head_end(&mut self, l: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        link.settle(now);
+        if link.segs.len() > 1 {
+            link.segs.pop_front();
+        } else if link.arr_sum <= link.cap * (1.0 + REL_EPS) {
+            link.segs.clear();
+        } else if let Some(s) = link.segs.front_mut() {
+            s.bytes = 0.0;
+        }
+        self.mark(l);
+    }
+
+    fn on_source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
+        let now = self.now;
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.settle(now);
+            s.injected = s.total;
+        }
+        self.source_done(id, out);
+        // A stream whose bytes all passed already is drained now.
+        self.check_drained(id, out);
+    }
+
+    /// The source of data stream `id` has injected its last byte: report it, stop injecting.
+    fn source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.source_done {
+            return;
+        }
+        s.source_done = true;
+        s.inj_version += 1;
+        if let Kind::Data { token, .. } = s.kind {
+            out.push(QueueEvent::SourceDone(token));
+        }
+        let first = s.path[0];
+        let src = &mut self.links[first as usize].sources;
+        if let Some(i) = src.iter().position(|&x| x == id) {
+            src.swap_remove(i);
+        }
+        self.set_injection(id, 0.0);
+        self.reshare.push(first);
+    }
+
+    fn on_drained(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
+        self.finish(id, out);
+    }
+
+    fn check_drained(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
+        let Some(s) = self.streams.get(&id) else {
+            return;
+        };
+        // Drained when its bytes are out, or when nothing of it is left anywhere to come out
+        // (rounding in the queues' mixes can leave a remainder no rate will ever carry).
+        let done = s.source_done
+            && (s.delivered >= s.total - BYTES_EPS || s.out == 0.0 && !self.in_flight(id, s));
+        if done {
+            self.finish(id, out);
+        }
+    }
+
+    fn finish(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
+        let Some(s) = self.streams.get(&id) else {
+            return;
+        };
+        if s.drained {
+            return;
+        }
+        if let Kind::Data { .. } = s.kind {
+            // Rounding can bring the last byte out a picosecond before the source reports it.
+            self.source_done(id, out);
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.drained = true;
+        s.out_version += 1;
+        if let Kind::Data { token, ack, .. } = s.kind {
+            out.push(QueueEvent::Drained(token));
+            self.end_acks(ack, out);
+        }
+        self.remove(id);
+    }
+
+    /// The data of ACK stream `ack` has all arrived: the receiver sends no more ACKs, and the
+    /// stream lives on until the ACKs it sent have left their queues.
+    fn end_acks(&mut self, ack: u64, out: &mut Vec<QueueEvent>) {
+        self.set_injection(ack, 0.0);
+        let now = self.now;
+        let Some(s) = self.streams.get_mut(&ack) else {
+            return;
+        };
+        s.settle(now);
+        s.total = s.injected;
+        s.source_done = true;
+        s.out_version += 1;
+        if s.out > 0.0 {
+            let at = now + ceil_ps((s.total - s.delivered).max(0.0) / s.out);
+            self.heap.push(Reverse((at, EV_DRAIN, ack, s.out_version)));
+        }
+        self.check_drained(ack, out);
+    }
+
+    /// Forgets a stream, and its arrivals wherever leftovers of a fraction of a byte keep it.
+    fn remove(&mut self, id: u64) {
+        let Some(s) = self.streams.remove(&id) else {
+            return;
+        };
+        for &l in &s.path {
+            self.set_arrival(l, id, 0.0);
+        }
+    }
+
+    /// Sets a stream's injection rate at its first hop.
+    fn set_injection(&mut self, id: u64, rate: f64) {
+        let now = self.now;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.settle(now);
+        if s.inj == rate {
+            return;
+        }
+        s.inj = rate;
+        s.inj_version += 1;
+        let first = s.path[0];
+        if let Kind::Data { .. } = s.kind {
+            if !s.source_done && rate > 0.0 {
+                let left = (s.total - s.injected).max(0.0);
+                let at = now + ceil_ps(left / rate);
+                self.heap.push(Reverse((at, EV_SOURCE, id, s.inj_version)));
+            }
+        } else {
+            // ACKs go first at their NIC: the port's data shares change.
+            self.reshare.push(first);
+        }
+        self.set_arrival(first, id, rate);
+    }
+
+    fn set_arrival(&mut self, l: u32, id: u64, rate: f64) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        link.settle(now);
+        let old = rate_of(&link.arr, id);
+        if old == rate {
+            return;
+        }
+        set_rate(&mut link.arr, id, rate);
+        link.arr_sum = link.arr.iter().map(|e| e.1).sum();
+        self.mark(l);
+    }
+
+    fn mark(&mut self, l: u32) {
+        if !self.in_dirty[l as usize] {
+            self.in_dirty[l as usize] = true;
+            self.dirty.push_back(l);
+        }
+    }
+
+    /// Recomputes NIC shares and departures until nothing changes.
+    fn propagate(&mut self) {
+        loop {
+            while let Some(p) = self.reshare.pop() {
+                self.share_port(p);
+            }
+            let Some(l) = self.dirty.pop_front() else {
+                if self.reshare.is_empty() {
+                    break;
+                }
+                continue;
+            };
+            self.in_dirty[l as usize] = false;
+            self.recompute_link(l);
+        }
+    }
+
+    /// Water-fills a NIC port among the data streams its host injects there.
+    fn share_port(&mut self, p: u32) {
+        let link = &self.links[p as usize];
+        if link.sources.is_empty() {
+            return;
+        }
+        let mut own = 0.0;
+        let mut acks = 0.0;
+        for &(id, r) in &link.arr {
+            match self.streams.get(&id).map(|s| (&s.kind, s.path[0] == p)) {
+                Some((Kind::Data { .. }, true)) => own += r,
+                Some((Kind::Ack, true)) => acks += r,
+                _ => {}
+            }
+        }
+        let _ = own;
+        let transit = (link.arr_sum - own - acks).max(0.0);
+        let port = (link.cap - acks).max(0.0);
+        let avail = if transit > 0.0 {
+            (port - transit).max(port / 2.0)
+        } else {
+            port
+        };
+        let mut srcs: Vec<(f64, u64)> = link
+            .sources
+            .iter()
+            .filter_map(|&id| match self.streams.get(&id) {
+                Some(Stream {
+                    kind: Kind::Data { cap, .. },
+                    source_done: false,
+                    ..
+                }) => Some((*cap, id)),
+                _ => None,
+            })
+            .collect();
+        srcs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut left = avail;
+        let mut n = srcs.len();
+        let mut rates = Vec::with_capacity(n);
+        for &(cap, id) in &srcs {
+            let share = left / n as f64;
+            let r = cap.min(share);
+            rates.push((id, r));
+            left -= r;
+            n -= 1;
+        }
+        rates.sort_by_key(|e| e.0);
+        for (id, r) in rates {
+            self.set_injection(id, r);
+        }
+    }
+
+    /// A link's arrivals (or queue) changed: new tail segment or pass-through, new departures,
+    /// and the changes pushed to the next hops.
+    fn recompute_link(&mut self, l: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        link.settle(now);
+        let overloaded = link.arr_sum > link.cap * (1.0 + REL_EPS);
+        if link.queued() > BYTES_EPS {
+            let same = link.segs.back().is_some_and(|s| s.mix == link.arr);
+            if !same {
+                let several = link.segs.len() > 1;
+                match link.segs.back_mut() {
+                    Some(s) if s.bytes <= BYTES_EPS && several => {
+                        s.mix.clone_from(&link.arr);
+                        s.sum = link.arr_sum;
+                    }
+                    _ => link.segs.push_back(Segment {
+                        mix: link.arr.clone(),
+                        sum: link.arr_sum,
+                        bytes: 0.0,
+                    }),
+                }
+            }
+        } else if overloaded {
+            link.segs.clear();
+            link.segs.push_back(Segment {
+                mix: link.arr.clone(),
+                sum: link.arr_sum,
+                bytes: 0.0,
+            });
+        } else {
+            link.segs.clear();
+        }
+        let new_dep: Vec<(u64, f64)> = match link.segs.front() {
+            Some(head) if head.sum > 0.0 => head
+                .mix
+                .iter()
+                .map(|&(id, r)| (id, link.cap * r / head.sum))
+                .collect(),
+            Some(_) => Vec::new(),
+            None => link.arr.clone(),
+        };
+        let tol = link.cap * PROPAGATE_EPS;
+        let old_dep = std::mem::take(&mut link.dep);
+        link.dep_sum = new_dep.iter().map(|e| e.1).sum();
+        link.dep = new_dep;
+        link.version += 1;
+        if let Some(at) = link.head_end() {
+            self.heap
+                .push(Reverse((at, EV_LINK, u64::from(l), link.version)));
+        }
+        // Streams whose departure changed: in `old_dep` or the new one.
+        let mut changed: Vec<(u64, f64)> = Vec::new();
+        {
+            let link = &self.links[l as usize];
+            let (mut i, mut j) = (0, 0);
+            while i < old_dep.len() || j < link.dep.len() {
+                let a = old_dep.get(i).copied();
+                let b = link.dep.get(j).copied();
+                match (a, b) {
+                    (Some((ia, ra)), Some((ib, rb))) if ia == ib => {
+                        if (ra - rb).abs() > tol {
+                            changed.push((ib, rb));
+                        }
+                        i += 1;
+                        j += 1;
+                    }
+                    (Some((ia, _)), Some((ib, _))) if ia < ib => {
+                        changed.push((ia, 0.0));
+                        i += 1;
+                    }
+                    (Some((ia, _)), None) => {
+                        changed.push((ia, 0.0));
+                        i += 1;
+                    }
+                    (_, Some((ib, rb))) => {
+                        changed.push((ib, rb));
+                        j += 1;
+                    }
+                    (None, None) => break,
+                }
+            }
+        }
+        for (id, rate) in changed {
+            self.set_departure(l, id, rate);
+        }
+    }
+
+    /// Stream `id` leaves link `l` at `rate` from now on.
+    fn set_departure(&mut self, l: u32, id: u64, rate: f64) {
+        let now = self.now;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let Some(pos) = s.path.iter().position(|&x| x == l) else {
+            return;
+        };
+        if let Some(&next) = s.path.get(pos + 1) {
+            self.set_arrival(next, id, rate);
+            return;
+        }
+        s.settle(now);
+        s.out = rate;
+        s.out_version += 1;
+        let version = s.out_version;
+        if rate > 0.0 && !s.drained && s.total.is_finite() {
+            let left = (s.total - s.delivered).max(0.0);
+            let at = now + ceil_ps(left / rate);
+            self.heap.push(Reverse((at, EV_DRAIN, id, version)));
+        }
+        if rate == 0.0 {
+            self.stalled.push(id);
+        }
+        if let Kind::Data { ack, ack_ratio, .. } = s.kind {
+            if ack_ratio > 0.0 {
+                self.set_injection(ack, rate * ack_ratio);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)] // test code: a failure is a panic
+
+    use super::*;
+
+    /// Runs the network to the end, returning `(event, time in ps)`.
+    fn run(net: &mut QueueNetwork) -> Vec<(QueueEvent, u64)> {
+        let mut out = Vec::new();
+        let mut evs = Vec::new();
+        while let Some(t) = net.next_event() {
+            net.advance(t, &mut evs);
+            out.extend(evs.drain(..).map(|e| (e, t.ps())));
+        }
+        out
+    }
+
+    #[test]
+    fn two_sources_into_one_link_share_by_arrival_and_queue_the_excess() {
+        // Links 0 and 1: each source's NIC; link 2: the shared output port. 1 GB/s each.
+        let mut net = QueueNetwork::new(vec![1e9; 3]).unwrap();
+        net.start(&[LinkId(0), LinkId(2)], &[], 1e6, 0.0, None, 10)
+            .unwrap();
+        net.start(&[LinkId(1), LinkId(2)], &[], 1e6, 0.0, None, 11)
+            .unwrap();
+        let ev = run(&mut net);
+        // Both inject at line rate for 1 ms; the port serves each at half rate, so both last
+        // bytes leave it at 2 ms, with 1 MB queued at the 1 ms mark.
+        assert!(ev.contains(&(QueueEvent::SourceDone(10), 1_000_000_000)));
+        assert!(ev.contains(&(QueueEvent::SourceDone(11), 1_000_000_000)));
+        for tok in [10, 11] {
+            let t = ev
+                .iter()
+                .find(|(e, _)| *e == QueueEvent::Drained(tok))
+                .map(|&(_, t)| t)
+                .unwrap();
+            assert!(t.abs_diff(2_000_000_000) <= 2, "{tok} drained at {t} ps");
+        }
+        assert!((net.link_bytes(LinkId(2)) - 2e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_flow_held_up_downstream_keeps_its_upstream_share_and_drains_later() {
+        // A: links 0 -> 3 -> 4; B: 1 -> 3 (shares link 3 with A); C: 2 -> 4 (shares link 4).
+        // Max-min would give A 1/2 GB/s everywhere, C 1/2 and B 1/2. FIFO: at link 3, A and B
+        // arrive at 1 GB/s each and leave at 1/2 each; at link 4, A arrives at 1/2 and C at 1,
+        // so C leaves at 2/3 and A at 1/3, and the port queues 1/2 GB/s.
+        let mut net = QueueNetwork::new(vec![1e9; 5]).unwrap();
+        net.start(&[LinkId(0), LinkId(3), LinkId(4)], &[], 1e6, 0.0, None, 1)
+            .unwrap();
+        net.start(&[LinkId(1), LinkId(3)], &[], 1e6, 0.0, None, 2)
+            .unwrap();
+        net.start(&[LinkId(2), LinkId(4)], &[], 1e6, 0.0, None, 3)
+            .unwrap();
+        let ev = run(&mut net);
+        let drained = |tok| {
+            ev.iter()
+                .find(|(e, _)| *e == QueueEvent::Drained(tok))
+                .map(|&(_, t)| t as f64 / 1e9)
+                .unwrap()
+        };
+        // Link 3 holds 1 MB of A and B mixed 1:1 at 1 ms (both injected by then); it drains
+        // at 1/2 each until 2 ms: B is out at 2 ms.
+        assert!((drained(2) - 2.0).abs() < 1e-6, "B {}", drained(2));
+        // Link 4 holds 0.5 MB mixed A:C = 1:2 when C's source stops at 1 ms; that segment
+        // drains at 1 GB/s, so C's last byte is out at 1.5 ms (max-min: 2 ms).
+        assert!((drained(3) - 1.5).abs() < 1e-6, "C {}", drained(3));
+        // Then only A: it keeps arriving at 1/2 until link 3 is empty at 2 ms, and the queue
+        // ahead of it drains at 1 - 1/2: empty at 2 ms too.
+        assert!((drained(1) - 2.0).abs() < 1e-6, "A {}", drained(1));
+    }
+}
