@@ -593,6 +593,9 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                 if let Some(r) = reroutes.get_mut(id) {
                     sw.schedule_routes(std::mem::take(r));
                 }
+                if s.nic.cc.wants_int() {
+                    sw.enable_int();
+                }
                 let own = s.switches.iter().position(|x| x.name == node.name);
                 let tree = own
                     .and_then(|i| s.switches[i].scheduler.as_ref())

@@ -81,6 +81,9 @@ fn dcqcn_slows_the_incast_at_its_source_and_frees_the_victim() {
 fn every_example_is_checked() {
     const CHECKED: &[&str] = &[
         "astra_sim.yaml",
+        "cc_compare_allreduce.yaml",
+        "cc_compare_alltoall.yaml",
+        "cc_compare_incast.yaml",
         "custom_scheduler.yaml",
         "dcqcn.yaml",
         "explicit.yaml",
@@ -405,4 +408,29 @@ fn training_runs_one_iteration_on_16_ranks_and_writes_a_trace() {
     let trace = std::fs::read_to_string(dir.join("trace.json")).unwrap_or_default();
     assert!(trace.contains("traceEvents"), "no Perfetto trace");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cc_compare_examples_run_as_their_headers_say_under_pfc_alone() {
+    // The files ship with `cc: none` (the table's first row; tests/cc.rs runs the schemes).
+    // Incast: "PFC alone pauses the shared link and the victim crawls at 13 Gb/s".
+    let r = report("cc_compare_incast.yaml");
+    assert!(totals(&r, "xoff_frames_sent") > 100);
+    let v = r["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["src"] == "v"))
+        .and_then(|m| m["goodput_gbps"].as_f64())
+        .unwrap();
+    assert!(v < 20.0, "victim {v} Gb/s");
+    // All-Reduce on the non-blocking fabric: two collectives, nothing paused, data intact.
+    let r = report("cc_compare_allreduce.yaml");
+    assert_eq!(count(&r, "collectives"), 2);
+    assert_eq!(totals(&r, "xoff_frames_sent"), 0);
+    // All-To-All on the 4:1 fat-tree: everything completes, through pauses (~11,000).
+    let r = report("cc_compare_alltoall.yaml");
+    assert_eq!(
+        totals(&r, "messages_completed") as usize,
+        count(&r, "messages")
+    );
+    assert!(totals(&r, "xoff_frames_sent") > 1000);
 }

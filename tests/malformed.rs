@@ -468,7 +468,11 @@ const CASES: &[Case] = &[
     case(
         "cc_unknown.yaml",
         Some(5),
-        &["nic.cc", "unknown variant `cubic`", "`none` or `dcqcn`"],
+        &[
+            "nic.cc",
+            "unknown variant `cubic`",
+            "`none`, `dcqcn`, `dctcp`, `timely`, `swift`, `hpcc`",
+        ],
     ),
     // --- Collectives.
     case(

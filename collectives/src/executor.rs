@@ -533,8 +533,7 @@ impl CollectiveRunner {
                 let start = self.reduce_busy_until.max(now);
                 let done = start.add(Rate::new(bw).serialization_time(len));
                 self.reduce_busy_until = done;
-                let token =
-                    AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
+                let token = AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
                 api.set_timer(done, token);
                 continue;
             }

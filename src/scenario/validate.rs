@@ -251,6 +251,7 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
         use fabemu_fabric::host::NicConfigError;
         let field = match e {
             NicConfigError::Dcqcn(_) => root.key("nic").key("cc").key("dcqcn"),
+            NicConfigError::Cc(ref c) => root.key("nic").key("cc").key(c.scheme).key(c.field),
             NicConfigError::Pfc(_) => root.key("nic").key("pfc"),
         };
         return err(field, e.to_string());
@@ -575,8 +576,8 @@ pub(crate) fn check_flow_fidelity(src: &Source) -> Result<(), ScenarioError> {
             "drops, so it cannot check a lossless fabric",
         );
     }
-    if s.nic.cc.dcqcn().is_some() {
-        return refuse(root.key("nic").key("cc"), "congestion control (DCQCN)");
+    if s.nic.cc != fabemu_fabric::host::CongestionControl::None {
+        return refuse(root.key("nic").key("cc"), "congestion control");
     }
     if s.nic.pfc.is_some() {
         return refuse(root.key("nic").key("pfc"), "PFC generation by NICs");

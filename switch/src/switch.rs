@@ -119,6 +119,13 @@ pub struct SwitchStats {
     /// Frames dropped after a failover left no next hop toward their destination (a fault
     /// cut it off; see [`Switch::schedule_routes`]).
     pub blackholed: u64,
+    /// Data frames this switch appended an in-band telemetry record to (HPCC; omitted when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub int_stamped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Timer kinds, in a token's top byte (kind 0 is the shaping wake-up, token = port).
@@ -149,6 +156,8 @@ pub struct Switch {
     red: Option<Red>,
     /// Per port, a pending shaping wake-up timer.
     wake_at: Vec<Option<Time>>,
+    /// In-band telemetry (HPCC): per port, bytes transmitted so far; `None` when off.
+    int_tx: Option<Vec<u64>>,
     /// Per port counters.
     pub port_stats: Vec<SwitchPortStats>,
     /// Whole-switch counters.
@@ -159,6 +168,12 @@ pub struct Switch {
 }
 
 impl Switch {
+    /// Turns on in-band telemetry: every egress appends a record to data frames that carry an
+    /// INT stack (the NICs run HPCC; see [`fabemu_fabric::wire::int`]).
+    pub fn enable_int(&mut self) {
+        self.int_tx = Some(vec![0; self.queues.len()]);
+    }
+
     /// A switch with `ports` ports, FIFO egress, forwarding by `routes`, ECMP hashed with `seed`
     /// (give each switch its own seed, as real switches salt their hash, or two tiers of ECMP
     /// would make the same choice and polarize). The seed also seeds RED's generator.
@@ -175,6 +190,7 @@ impl Switch {
             watch: vec![PortWatch::default(); ports],
             red: b.ecn.map(|r| Red::new(&r, seed)),
             wake_at: vec![None; ports],
+            int_tx: None,
             port_stats: vec![
                 SwitchPortStats {
                     queueing_delay: LatencyHistogram::rough(),
@@ -589,6 +605,17 @@ impl Switch {
                 ps.priorities[usize::from(prio)].ecn_marked += 1;
                 self.stats.ecn_marked += 1;
             }
+        }
+        if let Some(tx) = self.int_tx.as_mut().and_then(|t| t.get_mut(port)) {
+            // HPCC's congestion point: the port's state as this frame leaves (queue behind it,
+            // bytes sent before it, the link's rate), appended to data frames that carry a stack.
+            let bw = ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps());
+            let qlen = self.mmu.egress_bytes(port, prio);
+            let hop = wire::int::IntHop::new(bw, qlen, now.ps(), *tx);
+            if wire::int::stamp(&mut pkt, &hop).is_ok() {
+                self.stats.int_stamped += 1;
+            }
+            *tx += pkt.frame_len() as u64;
         }
         if ctx.transmit(port, pkt).is_err() {
             self.stats.tx_refused += 1;

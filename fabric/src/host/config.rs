@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::units::{Bandwidth, ByteSize, Time};
 use crate::wire::MacAddr;
 
-use super::{ClassTable, CongestionControl, DcqcnConfigError, NicPfcConfig, NicPfcConfigError};
+use super::{
+    CcConfigError, ClassTable, CongestionControl, DcqcnConfigError, NicPfcConfig, NicPfcConfigError,
+};
 
 /// A host's addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +85,7 @@ pub struct NicConfig {
     /// DSCP of ACK/NAK packets.
     pub control_dscp: u8,
     /// Send data packets as ECN-capable (ECT(0)), so switches mark CE instead of dropping. With
-    /// `cc` on, data packets are always ECT(0).
+    /// `cc` DCQCN or DCTCP, data packets are always ECT(0).
     pub ecn_capable: bool,
     /// Initial per-QP rate limit; absent means the line rate of the QP's port.
     pub qp_rate: Option<Bandwidth>,
@@ -99,7 +101,8 @@ pub struct NicConfig {
     /// A QP that never lost a packet has no window (only `rto`'s go-back-N and the rate
     /// limiters bound it), so loss-free runs are untouched. At least 1.
     pub restart_window: u32,
-    /// Congestion control: `none` (default) or `{dcqcn: {...}}` (see [`CongestionControl`]).
+    /// Congestion control: `none` (default), `dcqcn`, `dctcp`, `timely`, `swift`, or a one-key
+    /// map with parameters such as `{dcqcn: {...}}` (see [`CongestionControl`]).
     pub cc: CongestionControl,
     /// PFC generation by the NIC from a host-side receive buffer (see [`NicPfcConfig`]);
     /// absent (default) = never. Received pause frames are honoured either way.
@@ -120,6 +123,9 @@ pub enum NicConfigError {
     /// A DCQCN parameter.
     #[error(transparent)]
     Dcqcn(#[from] DcqcnConfigError),
+    /// A parameter of another congestion-control scheme.
+    #[error(transparent)]
+    Cc(#[from] CcConfigError),
     /// A PFC generation parameter.
     #[error(transparent)]
     Pfc(#[from] NicPfcConfigError),
@@ -131,6 +137,7 @@ impl NicConfig {
         if let Some(d) = self.cc.dcqcn() {
             d.validate()?;
         }
+        self.cc.validate_scheme()?;
         if let Some(p) = &self.pfc {
             p.validate()?;
         }
@@ -190,9 +197,10 @@ pub struct HostStats {
     pub cnps_received: u64,
     /// CNPs sent by the notification point (CE-marked data arrived).
     pub cnps_sent: u64,
-    /// CE-marked data packets received (looked at only when `cc` is DCQCN).
+    /// CE-marked data packets received (looked at only when `cc` is DCQCN or DCTCP).
     pub ce_received: u64,
-    /// Rate cuts by the reaction point (one per CNP acted on).
+    /// Cuts by the reaction point: one per CNP acted on (DCQCN), or per ACK that lowered a
+    /// rate or window (the other schemes).
     pub rate_decreases: u64,
     /// PFC frames received (XOFF and XON).
     pub pause_frames_received: u64,

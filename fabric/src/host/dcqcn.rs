@@ -29,73 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::units::{Bandwidth, ByteSize, Time};
 
-/// Which congestion control the NIC runs (the scenario's `nic: {cc: ...}`).
-///
-/// YAML: `cc: none` (the default: no CNPs, no rate changes, data sent as `ecn_capable` says),
-/// `cc: dcqcn` or `cc: {dcqcn: {}}` for DCQCN with the paper's defaults, or a map overriding any
-/// parameter of [`DcqcnConfig`], e.g. `cc: {dcqcn: {g: 0.0625, rate_ai: 5Mbps, cnp_interval: 4us}}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CongestionControl {
-    /// No congestion control: QPs send at their configured rate (or line rate).
-    #[default]
-    None,
-    /// DCQCN at every NIC: notification point and reaction point.
-    Dcqcn(DcqcnConfig),
-}
-
-// By hand: serde_yaml spells externally tagged enums with YAML tags (`!dcqcn`), which nobody
-// writes; this takes the plain name or a one-key map.
-impl<'de> Deserialize<'de> for CongestionControl {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{self, MapAccess, Visitor};
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = CongestionControl;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("`none`, `dcqcn` or `{dcqcn: {parameters}}`")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<CongestionControl, E> {
-                match v {
-                    "none" => Ok(CongestionControl::None),
-                    "dcqcn" => Ok(CongestionControl::Dcqcn(DcqcnConfig::default())),
-                    other => Err(E::unknown_variant(other, &["none", "dcqcn"])),
-                }
-            }
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<CongestionControl, A::Error> {
-                let key: String = map
-                    .next_key()?
-                    .ok_or_else(|| de::Error::custom("an empty map names no congestion control"))?;
-                let cc = match key.as_str() {
-                    "dcqcn" => CongestionControl::Dcqcn(map.next_value()?),
-                    "none" => {
-                        map.next_value::<de::IgnoredAny>()?;
-                        CongestionControl::None
-                    }
-                    other => return Err(de::Error::unknown_variant(other, &["none", "dcqcn"])),
-                };
-                if map.next_key::<String>()?.is_some() {
-                    return Err(de::Error::custom("name one congestion control"));
-                }
-                Ok(cc)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl CongestionControl {
-    /// The DCQCN parameters when DCQCN is on.
-    pub fn dcqcn(&self) -> Option<&DcqcnConfig> {
-        match self {
-            CongestionControl::None => None,
-            CongestionControl::Dcqcn(c) => Some(c),
-        }
-    }
-}
+pub use super::cc::CongestionControl;
 
 /// DCQCN's parameters. Defaults are the paper's (Zhu et al., SIGCOMM 2015) where it gives one;
 /// each field's doc says where the value comes from. Every QP starts at its port's line rate
@@ -236,7 +170,7 @@ pub struct RateHistory {
 }
 
 impl RateHistory {
-    fn record(&mut self, cap: usize, at: Time, rate: f64) {
+    pub(crate) fn record(&mut self, cap: usize, at: Time, rate: f64) {
         let bw = to_bandwidth(rate);
         if let Some((t, prev)) = self.last {
             self.area += u128::from(prev.bps()) * u128::from(at.ps().saturating_sub(t.ps()));

@@ -3,8 +3,8 @@
 //! [`Host`] is the actor. Its [`Nic`] keeps one RC queue pair per peer host, segments
 //! posted messages into MTU packets with real RoCEv2 headers, acknowledges what it receives
 //! (coalescing configurable), and recovers losses with go-back-N on a NAK or a retransmission
-//! timeout. Each QP has a rate limiter, set by `qp_rate` and driven by DCQCN when `cc` turns it
-//! on ([`dcqcn`]); per port, PFC frames go first, then control packets (ACK/NAK/CNP), then QPs
+//! timeout. Each QP has a rate limiter, set by `qp_rate` and driven by the congestion control
+//! `cc` selects ([`cc`]: DCQCN, DCTCP, TIMELY, Swift or HPCC, some of which also keep a window); per port, PFC frames go first, then control packets (ACK/NAK/CNP), then QPs
 //! take turns round-robin. The NIC honours PFC pause frames per priority and can generate them
 //! from a receive buffer drained at the host's rate ([`pfc`]). A host with several ports
 //! forwards frames not addressed to it (host-to-host fabrics such as rings).
@@ -14,6 +14,7 @@
 
 mod api;
 mod app;
+pub mod cc;
 mod config;
 pub mod dcqcn;
 pub mod pfc;
@@ -45,9 +46,10 @@ use self::api::*;
 pub use self::app::{
     message_bytes, message_bytes_match, MessageApp, MessageSpec, RecvRecord, SendRecord,
 };
+use self::cc::{AckSignal, QpCc};
+pub use self::cc::{CcConfigError, DctcpConfig, SwiftConfig, TimelyConfig};
 pub use self::config::{HostAddr, HostDirectory, HostStats, NicConfig, NicConfigError};
 pub use self::dcqcn::{CongestionControl, DcqcnConfig, DcqcnConfigError, RateHistory};
-use self::dcqcn::{Np, Rp};
 pub use self::pfc::{NicPfcConfig, NicPfcConfigError};
 use self::pfc::{PortPause, RxBuffer, CLASSES};
 use self::qp::{Qp, RxAction};
@@ -127,7 +129,7 @@ pub struct Nic {
     ports: Vec<NicPort>,
     done_scratch: Vec<u64>,
     completions: VecDeque<Completion>,
-    /// DCQCN state per QP (same index as `qps`); empty when `cc` is none.
+    /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
     /// The receive buffer toward the host when the NIC generates PFC.
     rx: RxBuffer,
@@ -135,34 +137,29 @@ pub struct Nic {
     pub stats: HostStats,
 }
 
-/// DCQCN state of one QP: its notification point (receive side) and reaction point (send side).
-#[derive(Debug)]
-struct QpCc {
-    np: Np,
-    rp: Rp,
-}
-
 /// One QP's congestion-control state, for reports.
 #[derive(Clone, Copy, Debug)]
 pub struct QpRateReport<'a> {
     /// The peer host.
     pub peer: u32,
-    /// The DCQCN rate in force, `None` at line rate.
+    /// The congestion-control rate in force (for window schemes, the window over the RTT),
+    /// `None` at line rate.
     pub rate: Option<Bandwidth>,
     /// Rate changes over time.
     pub history: &'a RateHistory,
 }
 
 impl Nic {
-    /// Per QP (in creation order), the DCQCN rate and its history; empty when `cc` is none.
+    /// Per QP (in creation order), the congestion-control rate and its history; empty when
+    /// `cc` is none.
     pub fn qp_rates(&self) -> impl Iterator<Item = QpRateReport<'_>> {
         self.qps
             .iter()
             .zip(&self.qp_cc)
             .map(|(qp, cc)| QpRateReport {
                 peer: qp.peer,
-                rate: cc.rp.rate().map(dcqcn::to_bandwidth),
-                history: &cc.rp.history,
+                rate: cc.rate().map(dcqcn::to_bandwidth),
+                history: cc.history(),
             })
     }
 
@@ -184,7 +181,7 @@ impl Nic {
     }
 
     /// The index of the QP toward `peer` in traffic class `class`, created on first use.
-    fn qp_entry(&mut self, peer: u32, class: ClassId) -> Option<usize> {
+    fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
         let key = qp_key(peer, class);
         if let Some(&i) = self.qp_index.get(&key) {
             return Some(i as usize);
@@ -208,11 +205,11 @@ impl Nic {
             let remote_qpn = qp_number(self.index, class);
             self.qps
                 .push(Qp::new(peer, port, udp, dscp, remote_qpn, jitter_seed));
-            if let Some(d) = self.cfg.cc.dcqcn() {
-                self.qp_cc.push(QpCc {
-                    np: Np::default(),
-                    rp: Rp::new(d),
-                });
+            let line = ctx
+                .channel(port)
+                .map_or(0.0, |c| c.rate.bandwidth().bps() as f64);
+            if let Some(cc) = self.cfg.cc.new_qp(self.cfg.mtu.bytes().max(1), line) {
+                self.qp_cc.push(cc);
             }
             self.qp_index.insert(key, (self.qps.len() - 1) as u32);
         }
@@ -229,7 +226,7 @@ impl Nic {
         ctx: &mut Ctx<'_>,
     ) -> bool {
         let mtu = self.cfg.mtu.bytes().max(1);
-        let Some(i) = self.qp_entry(dst, class) else {
+        let Some(i) = self.qp_entry(dst, class, ctx) else {
             return false;
         };
         let qp = &mut self.qps[i];
@@ -270,9 +267,13 @@ fn is_write(op: u8) -> bool {
 
 /// Emits `repr` into a new packet with `payload` and the ICRC (computed over real bytes in data
 /// mode; zero in timing mode, where the payload bytes do not exist).
-fn build(repr: &RoceRepr, payload: Payload) -> Option<Packet> {
-    let mut pkt = Packet::with_header_len(repr.header_len(), payload).ok()?;
+/// `int` is an in-band telemetry stack placed after the transport headers (empty without
+/// HPCC); `repr.payload_len` must count it.
+fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
+    let std_len = repr.header_len();
+    let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     repr.emit(pkt.header_mut()).ok()?;
+    pkt.header_mut().get_mut(std_len..)?.copy_from_slice(int);
     let icrc = match pkt.payload() {
         Payload::Data(d) => wire::icrc(pkt.header(), d),
         Payload::Timing(_) => [0; 4],

@@ -409,6 +409,16 @@ impl Qp {
         self.go_back()
     }
 
+    /// Oldest unacknowledged PSN.
+    pub(crate) fn snd_una(&self) -> u64 {
+        self.snd_una
+    }
+
+    /// Next PSN to transmit.
+    pub(crate) fn snd_nxt(&self) -> u64 {
+        self.snd_nxt
+    }
+
     /// A first transmission of `psn` left at `now`: time it if no other packet is being timed.
     pub(crate) fn on_first_send(&mut self, psn: u64, now: Time) {
         if self.probe.is_none() {
@@ -418,12 +428,11 @@ impl Qp {
 
     /// After an acknowledgement: if it covers the timed packet, fold the round trip into the
     /// estimate (RFC 6298: rttvar = 3/4 rttvar + 1/4 |srtt - r|, srtt = 7/8 srtt + 1/8 r).
-    pub(crate) fn on_acked(&mut self, now: Time) {
-        let Some((psn, sent)) = self.probe else {
-            return;
-        };
+    /// Returns the round trip measured, if any (congestion control's sample).
+    pub(crate) fn on_acked(&mut self, now: Time) -> Option<Time> {
+        let (psn, sent) = self.probe?;
         if self.snd_una <= psn {
-            return;
+            return None;
         }
         self.probe = None;
         let r = now.ps().saturating_sub(sent.ps());
@@ -434,6 +443,7 @@ impl Qp {
             self.rttvar = (3 * self.rttvar + self.srtt.abs_diff(r)) / 4;
             self.srtt = (7 * self.srtt + r) / 8;
         }
+        Some(Time(r))
     }
 
     /// The retransmission timeout before backoff: `min` (the scenario's `rto`) until a round
@@ -699,7 +709,7 @@ mod tests {
 
     #[test]
     fn a_loss_engages_a_window_that_grows_back() {
-        let mut qp = Qp::new(1, 0, 1, 0);
+        let mut qp = Qp::new(1, 0, 1, 26, 0x100, 0);
         qp.post(1, 64 * 100, None, 100);
         // Loss-free: no window, all 64 packets go at once.
         assert_eq!(drain(&mut qp, 100).len(), 64);

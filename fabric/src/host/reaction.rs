@@ -14,7 +14,8 @@ impl Nic {
             return;
         };
         let i = i as usize;
-        let (Some(qp), Some(cc)) = (self.qps.get(i), self.qp_cc.get_mut(i)) else {
+        let (Some(qp), Some(QpCc::Dcqcn { rp, .. })) = (self.qps.get(i), self.qp_cc.get_mut(i))
+        else {
             return;
         };
         let Some(line) = ctx
@@ -23,11 +24,11 @@ impl Nic {
         else {
             return;
         };
-        cc.rp.on_cnp(d, line, ctx.now());
+        rp.on_cnp(d, line, ctx.now());
         self.stats.rate_decreases += 1;
-        if !cc.rp.timer_armed {
-            cc.rp.timer_armed = true;
-            ctx.set_timer(cc.rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+        if !rp.timer_armed {
+            rp.timer_armed = true;
+            ctx.set_timer(rp.timer_deadline, nic_token(NIC_RATE, i as u64));
         }
     }
 
@@ -37,26 +38,27 @@ impl Nic {
         let Some(d) = self.cfg.cc.dcqcn() else {
             return;
         };
-        let (Some(qp), Some(cc)) = (self.qps.get(i), self.qp_cc.get_mut(i)) else {
+        let (Some(qp), Some(QpCc::Dcqcn { rp, .. })) = (self.qps.get(i), self.qp_cc.get_mut(i))
+        else {
             return;
         };
-        cc.rp.timer_armed = false;
-        if !cc.rp.limited() {
+        rp.timer_armed = false;
+        if !rp.limited() {
             return;
         }
         let now = ctx.now();
-        if now >= cc.rp.timer_deadline {
+        if now >= rp.timer_deadline {
             let Some(line) = ctx
                 .channel(qp.port)
                 .map(|c| c.rate.bandwidth().bps() as f64)
             else {
                 return;
             };
-            if !cc.rp.on_timer(d, line, now) {
+            if !rp.on_timer(d, line, now) {
                 return;
             }
         }
-        cc.rp.timer_armed = true;
-        ctx.set_timer(cc.rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+        rp.timer_armed = true;
+        ctx.set_timer(rp.timer_deadline, nic_token(NIC_RATE, i as u64));
     }
 }

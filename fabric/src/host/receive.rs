@@ -35,14 +35,24 @@ impl Nic {
             return;
         };
         match repr.bth.opcode {
-            opcode::ACK => self.on_ack_frame(src, &repr, ctx),
+            opcode::ACK => {
+                let int = self.cfg.cc.wants_int().then(|| pkt.header());
+                self.on_ack_frame(src, &repr, int, ctx)
+            }
             opcode::CNP => self.on_cnp(src, repr.bth.dest_qp, ctx),
             op if is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
             _ => self.stats.dropped_invalid += 1,
         }
     }
 
-    pub(super) fn on_ack_frame(&mut self, src: u32, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+    /// An ACK or NAK from `src`; `int` is its header when HPCC looks for echoed telemetry.
+    pub(super) fn on_ack_frame(
+        &mut self,
+        src: u32,
+        repr: &RoceRepr,
+        int: Option<&[u8]>,
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some(aeth) = repr.aeth else {
             self.stats.dropped_invalid += 1;
             return;
@@ -59,6 +69,8 @@ impl Nic {
         let now = ctx.now();
         // Any response shows the peer alive: the retry count restarts (as RC's does).
         qp.retries = 0;
+        let una_before = qp.snd_una();
+        let mut rtt = None;
         if aeth.is_nak() {
             self.stats.naks_received += 1;
             if qp
@@ -71,12 +83,30 @@ impl Nic {
         } else {
             self.stats.acks_received += 1;
             if qp.on_ack(repr.bth.psn, &mut done) {
-                qp.on_acked(now);
+                rtt = qp.on_acked(now);
                 let rto = qp.base_rto(self.cfg.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         }
         let port = qp.port;
+        let acked_psns = qp.snd_una().saturating_sub(una_before);
+        if let Some(cc) = self.qp_cc.get_mut(i) {
+            let sig = AckSignal {
+                acked_bytes: acked_psns * self.cfg.mtu.bytes(),
+                ece: repr.bth.becn,
+                rtt,
+                hops: 64u32.saturating_sub(u32::from(repr.ttl)),
+                snd_nxt: qp.snd_nxt(),
+                snd_una: qp.snd_una(),
+                int: int.and_then(wire::int::parse_int),
+            };
+            let line = ctx
+                .channel(port)
+                .map_or(0.0, |c| c.rate.bandwidth().bps() as f64);
+            if cc.on_ack(&self.cfg.cc, line, &sig, now) {
+                self.stats.rate_decreases += 1;
+            }
+        }
         for tag in done.drain(..) {
             self.completions
                 .push_back(Completion::SendDone { dst: src, tag });
@@ -98,14 +128,12 @@ impl Nic {
     ) {
         if let (Some(interval), Ecn::Ce) = (self.cfg.cc.dcqcn().map(|d| d.cnp_interval), repr.ecn) {
             self.stats.ce_received += 1;
-            if let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp)) {
+            if let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp), ctx) {
                 let now = ctx.now();
-                if self
-                    .qp_cc
-                    .get_mut(i)
-                    .is_some_and(|c| c.np.on_ce(now, interval))
-                {
-                    self.send_cnp(i, ctx);
+                if let Some(QpCc::Dcqcn { np, .. }) = self.qp_cc.get_mut(i) {
+                    if np.on_ce(now, interval) {
+                        self.send_cnp(i, ctx);
+                    }
                 }
             }
         }
@@ -124,7 +152,7 @@ impl Nic {
         ctx: &mut Ctx<'_>,
     ) {
         let ack_every = self.cfg.ack_every;
-        let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp)) else {
+        let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -146,6 +174,28 @@ impl Nic {
             &mut received,
         );
         let (ack_psn, exp_psn, msn) = (qp.ack_psn(), qp.expected_psn(), qp.msn);
+        // HPCC: the ACK echoes the data frame's telemetry stack, copied as it arrived.
+        let mut int = [0u8; wire::int::INT_MAX_LEN];
+        let int_len = if self.cfg.cc.wants_int() {
+            wire::int::int_bytes(pkt.header()).map_or(0, |b| {
+                let n = b.len().min(int.len());
+                int[..n].copy_from_slice(&b[..n]);
+                n
+            })
+        } else {
+            0
+        };
+        let int = &int[..int_len];
+        // DCTCP's notification point: a CE mark is echoed (BTH BECN) in the next ACK.
+        let mut becn = false;
+        if self.cfg.cc.echoes_ecn() {
+            if repr.ecn == Ecn::Ce {
+                self.stats.ce_received += 1;
+            }
+            if let Some(cc) = self.qp_cc.get_mut(i) {
+                becn = cc.echo_ce(repr.ecn == Ecn::Ce, &action);
+            }
+        }
         match action {
             RxAction::Accepted { ack } => {
                 self.stats.data_packets_received += 1;
@@ -154,19 +204,20 @@ impl Nic {
                 self.stats.latency.record(latency);
                 if ack {
                     self.stats.acks_sent += 1;
-                    self.send_control(i, AethRepr::ack(msn), ack_psn, ctx);
+                    self.send_control(i, AethRepr::ack(msn), ack_psn, becn, int, ctx);
                 }
             }
             RxAction::Nak => {
                 self.stats.out_of_order_dropped += 1;
                 self.stats.naks_sent += 1;
-                self.send_control(i, AethRepr::nak_psn_sequence_error(msn), exp_psn, ctx);
+                let nak = AethRepr::nak_psn_sequence_error(msn);
+                self.send_control(i, nak, exp_psn, false, &[], ctx);
             }
             RxAction::DropOutOfOrder => self.stats.out_of_order_dropped += 1,
             RxAction::Duplicate => {
                 self.stats.duplicates_received += 1;
                 self.stats.acks_sent += 1;
-                self.send_control(i, AethRepr::ack(msn), ack_psn, ctx);
+                self.send_control(i, AethRepr::ack(msn), ack_psn, becn, int, ctx);
             }
         }
         if let Some(r) = received {

@@ -401,7 +401,7 @@ fn xon_resumes_at_once_and_other_priorities_keep_going() {
         immdt: Some(9),
         payload_len: 64,
     };
-    let data = build(&repr, Payload::Timing(64));
+    let data = build(&repr, Payload::Timing(64), &[]);
     let Some(data) = data else { panic!("build") };
     let script = vec![
         (off, pfc_frame(0xFFFF, class)),

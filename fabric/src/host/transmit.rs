@@ -70,6 +70,7 @@ impl Nic {
         let pause = self.ports[port].pause;
         let any_paused = pause.any_paused(now);
         let mut earliest = Time::NEVER;
+        let mtu = self.cfg.mtu.bytes().max(1);
         for _ in 0..self.ports[port].active.len() {
             let Some(i) = self.ports[port].active.pop_front() else {
                 break;
@@ -89,6 +90,14 @@ impl Nic {
                 earliest = earliest.min(qp.next_send_time);
                 self.ports[port].active.push_back(i);
                 continue;
+            }
+            // A congestion window full: the next ACK that frees room pumps the port again.
+            if let Some(w) = self.qp_cc.get(i as usize).and_then(QpCc::window) {
+                let inflight = qp.snd_nxt().saturating_sub(qp.snd_una()) * mtu;
+                if inflight >= w {
+                    self.ports[port].active.push_back(i);
+                    continue;
+                }
             }
             self.send_data(i as usize, port, ctx);
             return true;
@@ -123,6 +132,12 @@ impl Nic {
             return;
         };
         let was_outstanding = qp.outstanding();
+        // HPCC: an empty telemetry stack (no hops yet) that switches append to.
+        let int: &[u8] = if self.cfg.cc.wants_int() {
+            &[0; wire::int::INT_HEADER_LEN]
+        } else {
+            &[]
+        };
         let Some(seg) = qp.next_segment(mtu) else {
             qp.active = false;
             return;
@@ -133,7 +148,7 @@ impl Nic {
             src_ip: self.addr.ip,
             dst_ip: paddr.ip,
             dscp: qp.dscp,
-            ecn: if self.cfg.ecn_capable || self.cfg.cc.dcqcn().is_some() {
+            ecn: if self.cfg.ecn_capable || self.cfg.cc.wants_ecn() {
                 Ecn::Ect0
             } else {
                 Ecn::NotEct
@@ -156,13 +171,13 @@ impl Nic {
             }),
             aeth: None,
             immdt: seg.imm,
-            payload_len: seg.payload_len as usize,
+            payload_len: seg.payload_len as usize + int.len(),
         };
         let payload = match seg.data {
             Some(d) => Payload::Data(d),
             None => Payload::Timing(seg.payload_len),
         };
-        let Some(mut pkt) = build(&repr, payload) else {
+        let Some(mut pkt) = build(&repr, payload, int) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -180,10 +195,7 @@ impl Nic {
         // QP's rate (at line rate this never binds: the port itself is busy that long).
         // DCQCN's rate, when below line rate, caps the configured one.
         let cc = self.qp_cc.get_mut(i);
-        let cc_rate = cc
-            .as_ref()
-            .and_then(|c| c.rp.rate())
-            .map(dcqcn::to_bandwidth);
+        let cc_rate = cc.as_ref().and_then(|c| c.rate()).map(dcqcn::to_bandwidth);
         let rate = match (self.cfg.qp_rate.or(line), cc_rate) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -194,9 +206,9 @@ impl Nic {
                 qp.next_send_time = now.max(qp.next_send_time) + rate.serialization_time(wire);
             }
         }
-        if let (Some(d), Some(cc), Some(line)) = (self.cfg.cc.dcqcn(), cc, line) {
-            cc.rp
-                .on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
+        if let (Some(d), Some(QpCc::Dcqcn { rp, .. }), Some(line)) = (self.cfg.cc.dcqcn(), cc, line)
+        {
+            rp.on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
         }
         if qp.has_data() {
             self.ports[port].active.push_back(i as u32);
@@ -270,8 +282,17 @@ impl Nic {
 
     /// Queues a control frame (ACK/NAK) for QP `i`'s peer on the QP's port. A QP whose class
     /// sets a DSCP answers in that DSCP, as a RoCE responder sends its responses with its QP's
-    /// traffic class; the others answer with `control_dscp`.
-    pub(super) fn send_control(&mut self, i: usize, aeth: AethRepr, psn: u32, ctx: &mut Ctx<'_>) {
+    /// traffic class; the others answer with `control_dscp`. `becn` echoes a CE mark (DCTCP's
+    /// ECN echo); `int` is an echoed telemetry stack (HPCC), placed after the AETH.
+    pub(super) fn send_control(
+        &mut self,
+        i: usize,
+        aeth: AethRepr,
+        psn: u32,
+        becn: bool,
+        int: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
@@ -295,6 +316,7 @@ impl Nic {
             bth: BthRepr {
                 opcode: opcode::ACK,
                 pkey: 0xFFFF,
+                becn,
                 dest_qp,
                 psn,
                 ..BthRepr::default()
@@ -302,19 +324,26 @@ impl Nic {
             reth: None,
             aeth: Some(aeth),
             immdt: None,
-            payload_len: 0,
+            payload_len: int.len(),
         };
-        self.queue_control(port, &repr, ctx);
+        self.queue_control(port, &repr, int, ctx);
     }
 
     /// Builds a header-only control frame and queues it on `port`'s control queue.
-    pub(super) fn queue_control(&mut self, port: usize, repr: &RoceRepr, ctx: &mut Ctx<'_>) {
+    /// `int` (usually empty) follows the transport headers, counted in `repr.payload_len`.
+    pub(super) fn queue_control(
+        &mut self,
+        port: usize,
+        repr: &RoceRepr,
+        int: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) {
         let payload = if self.cfg.data_mode {
             Payload::Data(Bytes::new())
         } else {
             Payload::Timing(0)
         };
-        let Some(mut pkt) = build(repr, payload) else {
+        let Some(mut pkt) = build(repr, payload, int) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -345,6 +374,6 @@ impl Nic {
         );
         repr.dscp = self.cfg.control_dscp;
         self.stats.cnps_sent += 1;
-        self.queue_control(port, &repr, ctx);
+        self.queue_control(port, &repr, &[], ctx);
     }
 }

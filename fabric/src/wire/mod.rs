@@ -25,6 +25,7 @@
 
 mod ib;
 mod icrc;
+pub mod int;
 mod peek;
 mod pfc;
 mod roce;
@@ -65,10 +66,11 @@ pub const ICRC_LEN: usize = 4;
 pub const CNP_RESERVED_LEN: usize = 16;
 /// A PFC pause frame without FCS, padded to the Ethernet minimum (64 bytes with FCS).
 pub const PFC_FRAME_LEN: usize = 60;
-/// Exactly the largest header stack fabemu emits (Eth+IP+UDP+BTH+RETH+ImmDt = 74; PFC 60), so
-/// header bytes fit in a fixed inline array and a whole `Packet` stays within 128 bytes (two
-/// cache lines; moves are inlined instead of calls to memmove).
-pub const MAX_HEADER_LEN: usize = 74;
+/// Exactly the largest header stack fabemu emits (Eth+IP+UDP+BTH+RETH+ImmDt = 74, plus HPCC's
+/// in-band telemetry of up to five hops, [`int::INT_MAX_LEN`] = 52; PFC 60), so header bytes fit
+/// in a fixed inline array. A `Packet` is then 184 bytes (three cache lines; it was 128 before
+/// the telemetry, and the engine benchmark costs about 10% more CPU for the larger moves).
+pub const MAX_HEADER_LEN: usize = 74 + int::INT_MAX_LEN;
 
 /// Frame bytes (without FCS) of one data packet of an RDMA WRITE with immediate, as a NIC
 /// sends it: Ethernet, IPv4, UDP and BTH headers, a RETH on the message's first packet, the

@@ -1,0 +1,243 @@
+//! TIMELY (Mittal et al., "TIMELY: RTT-based Congestion Control for the Datacenter",
+//! SIGCOMM 2015): a per-QP rate driven by round-trip times the NIC measures itself.
+//!
+//! Per RTT sample (one per round trip, from the NIC's send and ACK timestamps), the paper's
+//! Algorithm 1: `rtt_diff = (1 - alpha) rtt_diff + alpha (rtt - prev_rtt)`, the normalized
+//! gradient `rtt_diff / min_rtt`, then:
+//! - `rtt < t_low`: additive increase, `rate += delta`;
+//! - `rtt > t_high`: `rate *= 1 - beta (1 - t_high / rtt)`;
+//! - gradient <= 0: `rate += n delta`, with `n = 5` (hyperactive increase) after
+//!   `hai_threshold` increases in a row, 1 before;
+//! - gradient > 0: `rate *= 1 - beta gradient`.
+//!
+//! The rate starts at line rate, stays within `[min_rate, line rate]`; at line rate the QP is
+//! not limited at all (the port paces it).
+
+use serde::{Deserialize, Serialize};
+
+use super::{check_positive, check_range, AckSignal, CcConfigError};
+use crate::host::dcqcn::RateHistory;
+use crate::units::{Bandwidth, Time};
+
+/// TIMELY's parameters; defaults are the paper's (section 5, its 10 Gb/s testbed).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimelyConfig {
+    /// EWMA weight of a new RTT difference (0 < alpha <= 1). Paper: 0.875.
+    pub alpha: f64,
+    /// Multiplicative decrease factor (0 < beta <= 1). Paper: 0.8.
+    pub beta: f64,
+    /// Additive increase step `delta`. Paper: 10 Mb/s.
+    pub delta: Bandwidth,
+    /// Below this RTT the rate always increases. Paper: 50 us.
+    pub t_low: Time,
+    /// Above this RTT the rate always decreases. Paper: 500 us.
+    pub t_high: Time,
+    /// The minimum RTT the gradient is normalized by. Paper: 20 us.
+    pub min_rtt: Time,
+    /// Increases in a row after which each adds 5 delta (HAI). Paper: 5.
+    pub hai_threshold: u32,
+    /// Floor of the rate. Not in the paper; 100 Mb/s as for DCQCN.
+    pub min_rate: Bandwidth,
+}
+
+impl Default for TimelyConfig {
+    fn default() -> Self {
+        TimelyConfig {
+            alpha: 0.875,
+            beta: 0.8,
+            delta: Bandwidth(10_000_000),
+            t_low: Time::from_us(50),
+            t_high: Time::from_us(500),
+            min_rtt: Time::from_us(20),
+            hai_threshold: 5,
+            min_rate: Bandwidth(100_000_000),
+        }
+    }
+}
+
+// Floats compare by their bits, so the config stays `Eq` like the rest of `NicConfig`.
+impl PartialEq for TimelyConfig {
+    fn eq(&self, o: &Self) -> bool {
+        self.alpha.to_bits() == o.alpha.to_bits()
+            && self.beta.to_bits() == o.beta.to_bits()
+            && self.delta == o.delta
+            && self.t_low == o.t_low
+            && self.t_high == o.t_high
+            && self.min_rtt == o.min_rtt
+            && self.hai_threshold == o.hai_threshold
+            && self.min_rate == o.min_rate
+    }
+}
+impl Eq for TimelyConfig {}
+
+impl TimelyConfig {
+    /// Checks every parameter's range.
+    pub fn validate(&self) -> Result<(), CcConfigError> {
+        check_range("timely", "alpha", self.alpha, 0.0, 1.0, true)?;
+        check_range("timely", "beta", self.beta, 0.0, 1.0, true)?;
+        check_positive("timely", "min_rtt", self.min_rtt)?;
+        check_positive("timely", "t_high", self.t_high)?;
+        if self.t_low >= self.t_high {
+            return Err(CcConfigError::new(
+                "timely",
+                "t_low",
+                format!("{} is not below t_high ({})", self.t_low, self.t_high),
+            ));
+        }
+        if self.min_rate.bps() == 0 {
+            return Err(CcConfigError::new(
+                "timely",
+                "min_rate",
+                "must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One QP's TIMELY state.
+#[derive(Debug)]
+pub(crate) struct Timely {
+    /// The rate, bits per second (0: not started, line rate).
+    rate: f64,
+    /// The previous RTT sample, ps (0: none yet).
+    prev_rtt: f64,
+    /// Smoothed RTT difference, ps.
+    pub(crate) rtt_diff: f64,
+    /// Increases in a row (gradient <= 0).
+    streak: u32,
+    /// Rate changes, for the report.
+    pub(crate) history: RateHistory,
+}
+
+impl Timely {
+    pub(crate) fn new(_cfg: &TimelyConfig) -> Timely {
+        Timely {
+            rate: 0.0,
+            prev_rtt: 0.0,
+            rtt_diff: 0.0,
+            streak: 0,
+            history: RateHistory::default(),
+        }
+    }
+
+    /// The rate limit in force, `None` at line rate.
+    pub(crate) fn rate(&self) -> Option<f64> {
+        (self.rate > 0.0).then_some(self.rate)
+    }
+
+    /// An ACK; only one that brings an RTT sample changes the rate. True on a decrease.
+    pub(crate) fn on_ack(
+        &mut self,
+        cfg: &TimelyConfig,
+        line: f64,
+        sig: &AckSignal,
+        now: Time,
+    ) -> bool {
+        let Some(rtt) = sig.rtt else {
+            return false;
+        };
+        let rtt = rtt.ps() as f64;
+        let current = if self.rate > 0.0 { self.rate } else { line };
+        let new = self.update(cfg, current, rtt);
+        let new = new.clamp((cfg.min_rate.bps() as f64).min(line), line);
+        let cut = new < current;
+        if new != current {
+            self.rate = if line - new < 0.5 { 0.0 } else { new };
+            self.history.record(128, now, new);
+        }
+        cut
+    }
+
+    /// Algorithm 1 for one sample: the new rate from `rate`.
+    fn update(&mut self, cfg: &TimelyConfig, rate: f64, rtt: f64) -> f64 {
+        let first = self.prev_rtt == 0.0;
+        let new_diff = if first { 0.0 } else { rtt - self.prev_rtt };
+        self.prev_rtt = rtt;
+        self.rtt_diff = (1.0 - cfg.alpha) * self.rtt_diff + cfg.alpha * new_diff;
+        let gradient = self.rtt_diff / cfg.min_rtt.ps() as f64;
+        let delta = cfg.delta.bps() as f64;
+        if rtt < cfg.t_low.ps() as f64 {
+            self.streak = 0;
+            return rate + delta;
+        }
+        let t_high = cfg.t_high.ps() as f64;
+        if rtt > t_high {
+            self.streak = 0;
+            return rate * (1.0 - cfg.beta * (1.0 - t_high / rtt));
+        }
+        if gradient <= 0.0 {
+            self.streak = self.streak.saturating_add(1);
+            let n = if self.streak >= cfg.hai_threshold {
+                5.0
+            } else {
+                1.0
+            };
+            rate + n * delta
+        } else {
+            self.streak = 0;
+            rate * (1.0 - cfg.beta * gradient).max(0.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(us: f64) -> AckSignal {
+        AckSignal {
+            rtt: Some(Time((us * 1e6) as u64)),
+            ..AckSignal::default()
+        }
+    }
+
+    #[test]
+    fn cuts_on_a_rising_gradient_and_increases_below_t_low() {
+        let cfg = TimelyConfig::default();
+        let line = 10e9;
+        let mut t = Timely::new(&cfg);
+        let now = Time::ZERO;
+        // Between t_low and t_high, RTT rising 100 -> 120 us: gradient = 0.875 * 20 / 20 =
+        // 0.875, rate *= 1 - 0.8 * 0.875 = 0.3.
+        assert!(!t.on_ack(&cfg, line, &sample(100.0), now));
+        // (The first sample has no difference: gradient 0, an increase, capped at line.)
+        assert_eq!(t.rate(), None);
+        assert!(t.on_ack(&cfg, line, &sample(120.0), now));
+        let r = t.rate().unwrap_or(0.0);
+        assert!((r - line * 0.3).abs() < 1.0, "{r}");
+        // Below t_low: + delta, whatever the gradient.
+        assert!(!t.on_ack(&cfg, line, &sample(10.0), now));
+        assert!((t.rate().unwrap_or(0.0) - (r + 10e6)).abs() < 1.0);
+        // Above t_high: rate *= 1 - 0.8 (1 - 500/1000) = 0.6.
+        let before = t.rate().unwrap_or(0.0);
+        assert!(t.on_ack(&cfg, line, &sample(1000.0), now));
+        assert!((t.rate().unwrap_or(0.0) - before * 0.6).abs() < 1.0);
+    }
+
+    #[test]
+    fn hyperactive_increase_after_a_streak() {
+        let cfg = TimelyConfig::default();
+        let line = 10e9;
+        let mut t = Timely::new(&cfg);
+        // Get below line rate first: a steep rise.
+        t.on_ack(&cfg, line, &sample(100.0), Time::ZERO);
+        t.on_ack(&cfg, line, &sample(200.0), Time::ZERO);
+        // Now a falling RTT between the thresholds.
+        let mut rtt = 200.0;
+        let mut prev = t.rate().unwrap_or(0.0);
+        let mut steps = Vec::new();
+        for _ in 0..9 {
+            rtt -= 10.0;
+            t.on_ack(&cfg, line, &sample(rtt), Time::ZERO);
+            let r = t.rate().unwrap_or(line);
+            steps.push(((r - prev) / 10e6).round() as i64);
+            prev = r;
+        }
+        // The first fall still leaves the smoothed difference positive (0.125 * 87.5 - 8.75
+        // us): a cut (held at the floor); then increases, the fifth in a row and later ones hyperactive.
+        assert!(steps[0] <= 0, "{steps:?}");
+        assert_eq!(steps[1..], [1, 1, 1, 1, 5, 5, 5, 5]);
+    }
+}
