@@ -308,3 +308,42 @@ fn bad_fault_entries_exit_2_located() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn fault_windows_are_shaded_on_the_time_series_plots() {
+    // A flap every 800 us from 200 us, 200 us down each time: a band from each start before
+    // the traffic ends (measured: ends at 2.18 ms, so 200, 1000 and 1800 us).
+    let yaml = format!(
+        "mode: timing\nseed: 3\nnic: {{rto: 100us}}\n{}workload:\n  collectives:\n    - {{op: all_to_all, size: 16MiB}}\nfaults:\n  - {{link: [leaf0, spine0], down: true, from: 200us, until: 400us, period: 800us}}\n",
+        leaf_spine(2, 4)
+    );
+    let dir = std::env::temp_dir().join(format!("fabemu-fault-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = run_exit("fault_plot.yaml", &yaml, &["--out", dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(dir.join("link_utilization.svg")).unwrap();
+    let bands = svg.matches("opacity=\"0.12\" fill=\"#FF0000\"").count();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let end = report["totals"]["completion_time_ps"].as_u64().unwrap();
+    let expected = (0..)
+        .map(|k| 200_000_000 + k * 800_000_000u64)
+        .take_while(|&a| a < end)
+        .count();
+    assert!(expected >= 3, "traffic ended at {end} ps");
+    assert_eq!(bands, expected, "shaded bands in the utilization plot");
+    // Without faults, no band.
+    let plain = run_exit(
+        "fault_plot_none.yaml",
+        &yaml[..yaml.find("faults:").unwrap()],
+        &["--out", dir.join("none").to_str().unwrap()],
+    );
+    assert!(plain.status.success());
+    let svg = std::fs::read_to_string(dir.join("none").join("link_utilization.svg")).unwrap();
+    assert_eq!(svg.matches("opacity=\"0.12\" fill=\"#FF0000\"").count(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -281,6 +281,7 @@ pub fn write_outputs(
     if let Some(t) = &obs.report.training {
         breakdown::breakdown_chart(&dir.join("breakdown"), t)?;
     }
+    let shade = fault_windows(&obs.report);
     if let Some(s) = &obs.samples {
         let g = &obs.finished.graph;
         let links = series::link_utilization(g, s);
@@ -305,6 +306,7 @@ pub fn write_outputs(
                 series,
                 y_max: Some(1.0),
                 keep,
+                shade: &shade,
             },
         )?;
         if !queues.columns.is_empty() {
@@ -317,6 +319,7 @@ pub fn write_outputs(
                     series: &queues,
                     y_max: None,
                     keep: 8,
+                    shade: &shade,
                 },
             )?;
         }
@@ -353,6 +356,7 @@ pub fn write_outputs(
                 series: &rates,
                 y_max: None,
                 keep: usize::MAX,
+                shade: &shade,
             },
         )?;
     }
@@ -362,4 +366,34 @@ pub fn write_outputs(
         }
     }
     Ok(())
+}
+
+/// The windows in which faults were active, `[start, end)` in ps, up to the end of the traffic:
+/// every repetition of a periodic entry; an entry without `until` lasts to the end.
+fn fault_windows(report: &Report) -> Vec<(u64, u64)> {
+    // The series end with the traffic; so do the bands.
+    let end = match report.totals.completion_time_ps {
+        0 => report.totals.simulated_time_ps,
+        t => t,
+    };
+    let mut out = Vec::new();
+    let Some(f) = &report.faults else {
+        return out;
+    };
+    for e in &f.entries {
+        let len = e.until_ps.map(|u| u.saturating_sub(e.from_ps));
+        match (e.period_ps, len) {
+            (Some(p), Some(len)) if p > 0 => {
+                let mut a = e.from_ps;
+                // Bounded: a plot needs no more bands than it has pixels.
+                while a < end && out.len() < 4096 {
+                    out.push((a, a + len));
+                    a += p;
+                }
+            }
+            (_, Some(len)) => out.push((e.from_ps, e.from_ps + len)),
+            (_, None) => out.push((e.from_ps, end.max(e.from_ps))),
+        }
+    }
+    out
 }

@@ -75,6 +75,8 @@ pub struct LineChart<'a> {
     pub y_max: Option<f64>,
     /// Draw only this many series, those with the largest peaks.
     pub keep: usize,
+    /// Time windows to shade behind the series, `[start, end)` in ps (fault windows).
+    pub shade: &'a [(u64, u64)],
 }
 
 fn with_ext(base: &Path, ext: &str) -> PathBuf {
@@ -132,10 +134,17 @@ pub fn line_chart(base: &Path, c: &LineChart<'_>) -> Result<(), ObserveError> {
         YUnit::BitsPerSecond => rate_unit(data_max),
     };
     let y_max = (data_max * y_scale).max(1e-9) * 1.05;
+    let shade: Vec<(f64, f64)> = c
+        .shade
+        .iter()
+        .map(|&(a, b)| (a as f64 / t_div, (b as f64 / t_div).min(x_max)))
+        .filter(|(a, b)| a < b)
+        .collect();
     let axes = Axes {
         x_max,
         y_max,
         y_scale,
+        shade,
         x_desc: format!("simulated time ({t_unit})"),
         y_desc: format!("{} ({y_unit})", c.y_label),
     };
@@ -152,6 +161,8 @@ struct Axes {
     x_max: f64,
     y_max: f64,
     y_scale: f64,
+    /// Windows to shade, in the x axis' unit.
+    shade: Vec<(f64, f64)>,
     x_desc: String,
     y_desc: String,
 }
@@ -228,6 +239,14 @@ fn draw_lines<DB: DrawingBackend>(
             .draw()
             .map_err(e)?;
     }
+    // Fault windows: light red bands under the lines, so what a fault did lines up with when.
+    chart
+        .draw_series(
+            axes.shade
+                .iter()
+                .map(|&(a, b)| Rectangle::new([(a, 0.0), (b, axes.y_max)], RED.mix(0.12).filled())),
+        )
+        .map_err(e)?;
     for (n, &i) in order.iter().enumerate() {
         let (name, ys) = &c.series.columns[i];
         let color = Palette99::pick(n).to_rgba();
@@ -394,6 +413,7 @@ mod tests {
             series: &t,
             y_max: Some(1.0),
             keep: 8,
+            shade: &[],
         };
         if let Err(e) = line_chart(&dir.join("lines"), &chart) {
             panic!("{e}");
