@@ -485,3 +485,6 @@ mod observe_tests;
 
 #[cfg(test)]
 mod parallel_tests;
+
+#[cfg(test)]
+mod tx_done_tests;
