@@ -538,14 +538,35 @@ impl Switch {
         if (0..PRIORITIES).all(|c| repr.class_enable & (1 << c) == 0 || repr.quanta[c] == 0) {
             self.stats.xon_frames_sent += 1;
         }
-        if ctx.transmit(port, pkt).is_err() {
+        let more = self.has_more(port);
+        if ctx.transmit_then(port, pkt, more).is_err() {
             self.stats.tx_refused += 1;
         }
         true
     }
 
+    /// Whether `port` has more to send after the frame it is about to transmit (frames
+    /// queued, held by a shaper or paused, or a PFC frame owed): only then does the frame's
+    /// completion do anything, so only then is it asked for (saving an event per frame on an
+    /// uncongested port); work queued while the frame is on the wire asks for it in
+    /// [`Switch::start_tx`].
+    #[inline]
+    fn has_more(&self, port: usize) -> bool {
+        let queued = match &self.queues[port] {
+            Egress::Fifo(f) => !f.is_empty(),
+            Egress::Custom(c) => !c.is_empty(),
+        };
+        queued || self.pfc[port].pending != 0
+    }
+
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
-        if port >= self.queues.len() || !ctx.port_idle(port) {
+        if port >= self.queues.len() {
+            return;
+        }
+        if !ctx.port_idle(port) {
+            // Work came for a busy port: its frame's completion must come back to us (frames
+            // go out with `transmit_then`, whose completions are otherwise skipped).
+            ctx.want_tx_done(port);
             return;
         }
         if self.pfc[port].pending != 0 && self.send_control(port, ctx) {
@@ -617,7 +638,8 @@ impl Switch {
             }
             *tx += pkt.frame_len() as u64;
         }
-        if ctx.transmit(port, pkt).is_err() {
+        let more = self.has_more(port);
+        if ctx.transmit_then(port, pkt, more).is_err() {
             self.stats.tx_refused += 1;
         }
         // Only lossless priorities are ever in XOFF: a lossy frame need not touch the

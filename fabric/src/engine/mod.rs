@@ -311,7 +311,29 @@ impl Ctx<'_> {
     /// arrives (serialization + latency later).
     #[inline]
     pub fn transmit(&mut self, port: usize, packet: Packet) -> Result<(), TransmitError> {
-        self.sched.transmit(self.me, port, packet, self.now)
+        self.sched.transmit(self.me, port, packet, self.now, true)
+    }
+    /// Like [`Ctx::transmit`], but the [`Event::TxDone`] follows only with `tx_done`, or if
+    /// [`Ctx::want_tx_done`] asks for it before the frame is on the wire. For an actor whose
+    /// completion handler does nothing when it has nothing queued (half of all events on a
+    /// busy fabric): it passes whether it has more queued, and asks when it queues more.
+    /// Event order is unchanged: the completion's place in it is reserved at transmit time.
+    #[inline]
+    pub fn transmit_then(
+        &mut self,
+        port: usize,
+        packet: Packet,
+        tx_done: bool,
+    ) -> Result<(), TransmitError> {
+        self.sched
+            .transmit(self.me, port, packet, self.now, tx_done)
+    }
+    /// Asks for the [`Event::TxDone`] of the frame `port` is sending after a
+    /// [`Ctx::transmit_then`] without it. Does nothing when the port is idle or the event is already
+    /// coming; calling it more than once is harmless.
+    #[inline]
+    pub fn want_tx_done(&mut self, port: usize) {
+        self.sched.want_tx_done(self.me, port, self.now);
     }
     /// Asks the run to stop: an actor found the run cannot go on meaningfully (e.g. a PFC
     /// deadlock). Events up to the earliest request plus the longest link latency still run,
@@ -487,3 +509,6 @@ mod observe_tests;
 
 #[cfg(test)]
 mod parallel_tests;
+
+#[cfg(test)]
+mod tx_done_tests;

@@ -28,12 +28,19 @@ struct PortState {
     peer_local: u32,
     peer_port: u16,
     busy_until: u64,
+    /// The tie word reserved for the current frame's [`Kind::TxDone`] while it is not queued
+    /// ([`NO_TX_DONE`] once it is, or when there is none): a quiet transmit reserves the key,
+    /// so queueing the completion later gives it exactly the place it would have had.
+    done_tie: u64,
     stats: PortStats,
     /// Capture taps: [`TAP_OUT`] and/or [`TAP_IN`] (0 when not tapped).
     tap: u8,
     /// Fault rules on this direction (`None`, the common case: one branch per transmit).
     fault: Option<Box<PortFaults>>,
 }
+
+/// No transmit completion is reserved (none, or it is queued already).
+const NO_TX_DONE: u64 = u64::MAX;
 
 /// Record frames this port transmits.
 const TAP_OUT: u8 = 1;
@@ -169,6 +176,8 @@ impl Sched {
         k
     }
 
+    /// Puts `packet` on the wire of `port`. With `notify` the completion is queued now;
+    /// without, its key is only reserved and [`Sched::want_tx_done`] queues it later if needed.
     #[inline]
     pub(crate) fn transmit(
         &mut self,
@@ -176,6 +185,7 @@ impl Sched {
         port: usize,
         packet: Packet,
         now: Time,
+        notify: bool,
     ) -> Result<(), TransmitError> {
         let (a, b) = self.port_range(me);
         if a + port >= b {
@@ -215,13 +225,18 @@ impl Sched {
             frame_len = frame,
             "transmit"
         );
-        self.queue.push(Entry {
-            key: k_done,
-            dst: me,
-            port: port as u16,
-            kind: Kind::TxDone,
-            data: 0,
-        });
+        if notify {
+            self.ports[a + port].done_tie = NO_TX_DONE;
+            self.queue.push(Entry {
+                key: k_done,
+                dst: me,
+                port: port as u16,
+                kind: Kind::TxDone,
+                data: 0,
+            });
+        } else {
+            self.ports[a + port].done_tie = k_done.tie;
+        }
         if fate != Fate::Deliver {
             // Lost on the wire, or corrupted and so discarded by the receiving MAC's frame
             // check: the port was busy all the same, nothing arrives.
@@ -256,6 +271,32 @@ impl Sched {
             );
         }
         Ok(())
+    }
+
+    /// Queues the reserved completion of the frame `port` is sending (see
+    /// [`Sched::transmit`]); nothing when the port is idle or the completion is queued already.
+    #[inline]
+    pub(crate) fn want_tx_done(&mut self, me: u32, port: usize, now: Time) {
+        let (a, b) = self.port_range(me);
+        if a + port >= b {
+            return;
+        }
+        let ps = &mut self.ports[a + port];
+        if ps.done_tie == NO_TX_DONE || ps.busy_until <= now.ps() {
+            return;
+        }
+        let key = EventKey {
+            time: ps.busy_until,
+            tie: ps.done_tie,
+        };
+        ps.done_tie = NO_TX_DONE;
+        self.queue.push(Entry {
+            key,
+            dst: me,
+            port: port as u16,
+            kind: Kind::TxDone,
+            data: 0,
+        });
     }
 
     /// Feeds a transmit to the sampler and the capture taps. `times` = [start, done, arrive];
@@ -419,6 +460,7 @@ impl<A: Actor> Partition<A> {
                     peer_local: local[peer],
                     peer_port: w.peer_port as u16,
                     busy_until: 0,
+                    done_tie: NO_TX_DONE,
                     stats: PortStats::default(),
                     tap,
                     fault,
