@@ -67,9 +67,9 @@ pub const CNP_RESERVED_LEN: usize = 16;
 /// A PFC pause frame without FCS, padded to the Ethernet minimum (64 bytes with FCS).
 pub const PFC_FRAME_LEN: usize = 60;
 /// Exactly the largest header stack fabemu emits (Eth+IP+UDP+BTH+RETH+ImmDt = 74, plus HPCC's
-/// in-band telemetry of up to five hops, [`int::INT_MAX_LEN`] = 52; PFC 60), so header bytes fit
-/// in a fixed inline array. A `Packet` is then 184 bytes (three cache lines; it was 128 before
-/// the telemetry, and the engine benchmark costs about 10% more CPU for the larger moves).
+/// in-band telemetry of up to five hops, [`int::INT_MAX_LEN`] = 52; PFC 60). A `Packet` keeps
+/// the first 74 inline and moves longer headers (telemetry) to a boxed array, so it stays at
+/// 136 bytes for every run.
 pub const MAX_HEADER_LEN: usize = 74 + int::INT_MAX_LEN;
 
 /// Frame bytes (without FCS) of one data packet of an RDMA WRITE with immediate, as a NIC
