@@ -253,18 +253,6 @@ fn frame_class(pkt: &Packet) -> u8 {
     wire::dscp(pkt.header()).map_or(0, |d| d >> 3)
 }
 
-fn is_write(op: u8) -> bool {
-    matches!(
-        op,
-        opcode::WRITE_FIRST
-            | opcode::WRITE_MIDDLE
-            | opcode::WRITE_LAST
-            | opcode::WRITE_LAST_IMM
-            | opcode::WRITE_ONLY
-            | opcode::WRITE_ONLY_IMM
-    )
-}
-
 /// Emits `repr` into a new packet with `payload` and the ICRC (computed over real bytes in data
 /// mode; zero in timing mode, where the payload bytes do not exist).
 /// `int` is an in-band telemetry stack placed after the transport headers (empty without

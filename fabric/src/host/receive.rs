@@ -40,7 +40,7 @@ impl Nic {
                 self.on_ack_frame(src, &repr, int, ctx)
             }
             opcode::CNP => self.on_cnp(src, repr.bth.dest_qp, ctx),
-            op if is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
+            op if opcode::is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
             _ => self.stats.dropped_invalid += 1,
         }
     }

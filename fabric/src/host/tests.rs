@@ -235,7 +235,7 @@ fn the_receiver_sends_at_most_one_cnp_per_qp_per_interval() {
     let ce: Vec<Time> = m
         .seen
         .iter()
-        .filter(|s| s.port == 0 && wire::bth_opcode(&s.frame).is_some_and(is_write))
+        .filter(|s| s.port == 0 && wire::bth_opcode(&s.frame).is_some_and(opcode::is_write))
         .map(|s| s.start)
         .collect();
     let span = ce.last().copied().unwrap_or(Time::ZERO).ps() - ce[0].ps();
@@ -334,7 +334,7 @@ fn pfc_frame(quanta: u16, class: u8) -> Packet {
 fn data_starts(p: &Partner) -> Vec<Time> {
     p.seen
         .iter()
-        .filter(|s| wire::bth_opcode(&s.frame).is_some_and(is_write))
+        .filter(|s| wire::bth_opcode(&s.frame).is_some_and(opcode::is_write))
         .map(|s| s.start)
         .collect()
 }

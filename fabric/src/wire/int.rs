@@ -125,19 +125,6 @@ impl IntStack {
     }
 }
 
-/// RDMA WRITE data frames: the only ones a switch stamps.
-fn is_write(op: u8) -> bool {
-    matches!(
-        op,
-        opcode::WRITE_FIRST
-            | opcode::WRITE_MIDDLE
-            | opcode::WRITE_LAST
-            | opcode::WRITE_LAST_IMM
-            | opcode::WRITE_ONLY
-            | opcode::WRITE_ONLY_IMM
-    )
-}
-
 /// Where the opcode's standard header stack ends in `frame` (the INT stack's offset), or
 /// `None` for frames that are not RoCEv2 with a known opcode.
 pub fn int_offset(frame: &[u8]) -> Option<usize> {
@@ -207,7 +194,8 @@ pub enum StampError {
 pub fn stamp(pkt: &mut Packet, hop: &IntHop) -> Result<(), StampError> {
     let header = pkt.header();
     let op = super::bth_opcode(header).ok_or(StampError::NoStack)?;
-    if !is_write(op) {
+    // RDMA WRITE data frames are the only ones a switch stamps.
+    if !opcode::is_write(op) {
         return Err(StampError::NoStack);
     }
     let at = int_offset(header).ok_or(StampError::NoStack)?;

@@ -305,6 +305,14 @@ pub mod opcode {
             ACK | READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY
         )
     }
+
+    /// RDMA WRITE data frames (first, middle, last, only; with or without immediate).
+    pub fn is_write(op: u8) -> bool {
+        matches!(
+            op,
+            WRITE_FIRST | WRITE_MIDDLE | WRITE_LAST | WRITE_LAST_IMM | WRITE_ONLY | WRITE_ONLY_IMM
+        )
+    }
 }
 
 /// The ECN codepoint: the low 2 bits of the IPv4 TOS byte (RFC 3168).
