@@ -6,13 +6,20 @@
 //! involved ([`fabemu_fabric::fault`]); a failed node is every direction into and out of it
 //! being down.
 //!
-//! **Failover.** A link or node that is down is noticed `failover` later (detection plus
-//! route convergence, as BFD and a routing protocol would give); from then on switches route
-//! around it: each switch keeps, of its equal-cost next hops toward a destination, those whose
-//! link is up and from which the destination is still reachable along the fabric's (equal-cost)
-//! routes — so a spine that lost its link to a leaf stops being used toward that leaf by every
-//! other leaf too. A switch left with no next hop drops the frames (counted as blackholed). A
-//! recovery is taken back the same delay later. The set of failed links changes only at the
+//! **Failover.** A link or node that is down is noticed `routing.failover` later (detection
+//! plus route convergence, as BFD and a routing protocol would give); from then on every
+//! forwarding node routes around it — switches, and hosts with several ports (a relaying host
+//! forwards by its table, and a multi-port NIC re-picks its QPs' egress ports by it). The rule,
+//! per node and destination: keep, of the fabric's equal-cost next hops, those whose link is up
+//! and from which the destination is still reachable along the fabric's routes — so a spine
+//! that lost its link to a leaf stops being used toward that leaf by every other leaf too. If
+//! none is left, recompute as a link-state protocol would: the next hops on a shortest path of
+//! the graph minus the failed links and nodes, through switches and the hosts the fabric's
+//! routes already relay through (round a ring the other way, round a torus the other direction
+//! or through another dimension). The two never loop: a node on the fabric's routes only hands
+//! frames to nodes that reach the destination by those routes, and a fallback hop is one hop
+//! closer in the surviving graph. A node with no path at all drops the frames (counted as
+//! blackholed). A recovery is taken back the same delay later. The set of failed links changes only at the
 //! window edges, so the tables are computed before the run, once per distinct set, and handed
 //! to the switches with the time to take them.
 
@@ -359,6 +366,11 @@ pub(crate) fn setup(
         }
     }
     let mut tables: HashMap<Failed, Vec<Option<RouteTable>>> = HashMap::new();
+    let fwd = if edges.is_empty() {
+        Vec::new()
+    } else {
+        forwarders(g, routes)
+    };
     let mut current: Failed = (Vec::new(), Vec::new());
     for t in edges {
         let mut links: Vec<usize> = Vec::new();
@@ -377,8 +389,8 @@ pub(crate) fn setup(
         }
         let per_node = tables
             .entry(state.clone())
-            .or_insert_with(|| failover_tables(g, routes, directory, &state.0, &state.1));
-        let at = t + s.failover;
+            .or_insert_with(|| failover_tables(g, routes, directory, &fwd, &state.0, &state.1));
+        let at = t + s.failover();
         for (n, table) in per_node.iter().enumerate() {
             if let Some(table) = table {
                 reroutes[n].push((at, table.clone()));
@@ -389,12 +401,75 @@ pub(crate) fn setup(
     Ok(Setup { plan, reroutes })
 }
 
-/// Every switch's route table with `links` and `nodes` failed (see the module doc); `None`
-/// for hosts.
+/// The nodes that forward frames for others: switches, and hosts the fabric's own routes pass
+/// through (rings, tori, multi-dimensional host fabrics). A host with several ports that the
+/// routes never cross (dual-homed NICs under switches) is not made a router by a failure.
+fn forwarders(g: &Graph, routes: &Routes) -> Vec<bool> {
+    let n = g.nodes().len();
+    let mut fwd: Vec<bool> = g
+        .nodes()
+        .iter()
+        .map(|node| node.kind == NodeKind::Switch)
+        .collect();
+    let multi: Vec<usize> = g.hosts().filter(|&h| g.ports(h).len() > 1).collect();
+    if multi.is_empty() {
+        return fwd;
+    }
+    for dst in g.hosts() {
+        for v in 0..n {
+            for &p in routes.next_hops(v, dst) {
+                if let Some(info) = g.ports(v).get(p) {
+                    if info.peer != dst && g.node(info.peer).kind == NodeKind::Host {
+                        fwd[info.peer] = true;
+                    }
+                }
+            }
+        }
+    }
+    fwd
+}
+
+/// Hops from every node to `dst` over live links and nodes, passing only through forwarders
+/// (`u32::MAX`: cut off). A breadth-first search from `dst`.
+fn surviving_distances(
+    g: &Graph,
+    dst: usize,
+    fwd: &[bool],
+    link_down: &[bool],
+    node_down: &[bool],
+) -> Vec<u32> {
+    let mut dist = vec![u32::MAX; g.nodes().len()];
+    if node_down.get(dst).copied().unwrap_or(true) {
+        return dist;
+    }
+    dist[dst] = 0;
+    let mut queue = std::collections::VecDeque::from([dst]);
+    while let Some(x) = queue.pop_front() {
+        for info in g.ports(x) {
+            let u = info.peer;
+            if link_down.get(info.link).copied().unwrap_or(false)
+                || node_down.get(u).copied().unwrap_or(true)
+                || dist[u] != u32::MAX
+            {
+                continue;
+            }
+            dist[u] = dist[x] + 1;
+            if fwd[u] {
+                queue.push_back(u);
+            }
+        }
+    }
+    dist
+}
+
+/// Every forwarding node's route table with `links` and `nodes` failed (see the module doc):
+/// switches, and hosts with several ports (a relaying host forwards by it, and every
+/// multi-port NIC picks its QPs' egress ports by it); `None` for the other hosts.
 fn failover_tables(
     g: &Graph,
     routes: &Routes,
     directory: &HostDirectory,
+    fwd: &[bool],
     links: &[usize],
     nodes: &[usize],
 ) -> Vec<Option<RouteTable>> {
@@ -414,7 +489,10 @@ fn failover_tables(
     let mut tables: Vec<Option<RouteTable>> = g
         .nodes()
         .iter()
-        .map(|node| (node.kind == NodeKind::Switch).then(RouteTable::new))
+        .enumerate()
+        .map(|(id, node)| {
+            (node.kind == NodeKind::Switch || g.ports(id).len() > 1).then(RouteTable::new)
+        })
         .collect();
     // reach[v]: 0 unknown, 1 being visited, 2 reaches the destination, 3 does not.
     let mut reach = vec![0u8; n];
@@ -427,9 +505,14 @@ fn failover_tables(
         else {
             continue;
         };
+        // The surviving graph's distances, computed only when some node needs them.
+        let mut dist: Option<Vec<u32>> = None;
         for v in 0..n {
+            if v == dst {
+                continue;
+            }
             if let Some(Some(table)) = tables.get_mut(v) {
-                let live: Vec<usize> = routes
+                let mut live: Vec<usize> = routes
                     .next_hops(v, dst)
                     .iter()
                     .copied()
@@ -437,6 +520,28 @@ fn failover_tables(
                         hop_alive(g, routes, v, p, dst, &link_down, &node_down, &mut reach)
                     })
                     .collect();
+                if live.is_empty() && !node_down[v] {
+                    // No equal-cost hop survives: a shortest path of the surviving graph, as
+                    // a link-state protocol would recompute it.
+                    let d = dist.get_or_insert_with(|| {
+                        surviving_distances(g, dst, fwd, &link_down, &node_down)
+                    });
+                    if d[v] != u32::MAX {
+                        live = g
+                            .ports(v)
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, info)| {
+                                let u = info.peer;
+                                !link_down.get(info.link).copied().unwrap_or(false)
+                                    && !node_down[u]
+                                    && d[u].saturating_add(1) == d[v]
+                                    && (u == dst || fwd[u])
+                            })
+                            .map(|(p, _)| p)
+                            .collect();
+                    }
+                }
                 if !live.is_empty() {
                     table.insert(addr, &live);
                 }
@@ -563,7 +668,7 @@ impl FaultsReport {
         if resolved.is_empty() {
             return None;
         }
-        let failover = src.scenario.failover;
+        let failover = src.scenario.failover();
         let down_now: Vec<String> = resolved
             .iter()
             .filter(|r| matches!(r.kind, FaultKind::Down) && r.window.until == Time::NEVER)

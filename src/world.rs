@@ -301,7 +301,7 @@ fn build_graph(src: &Source) -> Result<Graph, ScenarioError> {
 fn build_routes(src: &Source, g: &Graph) -> Result<Routes, ScenarioError> {
     let s = &src.scenario;
     let root = FieldPath::root();
-    let policy = match s.routing {
+    let policy = match s.routing.policy {
         Routing::Auto => Some(RoutingPolicy::for_graph(g)),
         Routing::ShortestPath => Some(RoutingPolicy::ShortestPath(RoutingOptions {
             // Host-to-host fabrics (rings, tori) need hosts to forward.
@@ -556,7 +556,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                 let app = apps
                     .next()
                     .ok_or_else(|| src.error_at(&FieldPath::root(), "host count changed"))?;
-                let host = Host::new(
+                let mut host = Host::new(
                     rank as u32,
                     directory.clone(),
                     shared_table.unwrap_or_else(|| Arc::new(table)),
@@ -575,6 +575,10 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                         format!("host `{}` has no address", node.name),
                     )
                 })?;
+                // A multi-port NIC routes around failures too (relaying, and its QPs' ports).
+                if let Some(r) = reroutes.get_mut(id).filter(|r| !r.is_empty()) {
+                    host.nic.schedule_routes(std::mem::take(r));
+                }
                 Node::Host(host)
             }
             NodeKind::Switch => {

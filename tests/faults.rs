@@ -310,6 +310,52 @@ fn bad_fault_entries_exit_2_located() {
 }
 
 #[test]
+fn the_failover_delay_is_routing_failover_and_bad_values_exit_2_located() {
+    let head = format!(
+        "mode: timing\n{}workload:\n  all_to_all: {{size: 4KiB}}\nfaults:\n  - {{link: [leaf0, spine0], down: true, at: 1us}}\n",
+        leaf_spine(2, 2)
+    );
+    let line = head.lines().count() + 1;
+    for (extra, expect) in [
+        ("routing: {failover: 50}", "routing.failover"),
+        ("routing: {failover: soon}", "routing.failover"),
+        (
+            "routing: {failover: 5us, after: 1us}",
+            "unknown field `after`",
+        ),
+        ("routing: {policy: sideways}", "routing.policy"),
+        (
+            "failover: 5us\nrouting: {failover: 5us}",
+            "give the failover delay once",
+        ),
+    ] {
+        let out = run_exit("bad-failover.yaml", &format!("{head}{extra}\n"), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra}: {err}");
+        assert!(err.contains(expect), "{extra}: {err}");
+        assert!(
+            err.contains(&format!(":{line}:")),
+            "{extra}: no line {line} in {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // The long form and the older top-level spelling both set it; the report says which
+    // delay was used and when the switches rerouted.
+    for (extra, failover) in [
+        ("", 50_000_000),
+        ("routing: {failover: 20us}", 20_000_000),
+        ("routing: {policy: shortest_path, failover: 7us}", 7_000_000),
+        ("routing: shortest_path", 50_000_000),
+        ("failover: 30us", 30_000_000),
+    ] {
+        let r = run_yaml(&format!("{head}{extra}\n"), 1);
+        let f = r.faults.as_ref().unwrap();
+        assert_eq!(f.failover_ps, failover, "{extra}");
+        assert_eq!(f.entries[0].rerouted_at_ps, Some(1_000_000 + failover));
+    }
+}
+
+#[test]
 fn fault_windows_are_shaded_on_the_time_series_plots() {
     // A flap every 800 us from 200 us, 200 us down each time: a band from each start before
     // the traffic ends (measured: ends at 2.18 ms, so 200, 1000 and 1800 us).

@@ -137,9 +137,10 @@ pub struct Scenario {
     /// A generated fabric instead of the explicit lists.
     #[serde(default)]
     pub topology: Option<TopologySpec>,
-    /// `shortest_path` (default) or `explicit`.
+    /// How routes are made and how fast they change after a failure: a policy name
+    /// (`routing: auto`) or `{policy, failover}` (see [`RoutingSpec`]).
     #[serde(default)]
-    pub routing: Routing,
+    pub routing: RoutingSpec,
     /// Routes, with `routing: explicit`.
     #[serde(default)]
     pub routes: Vec<RouteSpec>,
@@ -149,14 +150,76 @@ pub struct Scenario {
     /// (see [`FaultSpec`]).
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
-    /// How long after a link or node fails (or recovers) switches take the routes that avoid
-    /// it (failure detection plus route convergence).
-    #[serde(default = "default_failover")]
-    pub failover: Time,
+    /// The older spelling of `routing.failover`, kept as an alias (giving both is an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<Time>,
 }
 
-fn default_failover() -> Time {
-    Time::from_us(50)
+/// The failover delay when the scenario gives none.
+pub const DEFAULT_FAILOVER: Time = Time::from_us(50);
+
+impl Scenario {
+    /// How long after a link or node fails (or recovers) switches and relaying hosts take the
+    /// routes that avoid it (failure detection plus route convergence): `routing.failover`,
+    /// or the top-level `failover` alias, or 50 us.
+    pub fn failover(&self) -> Time {
+        self.routing
+            .failover
+            .or(self.failover)
+            .unwrap_or(DEFAULT_FAILOVER)
+    }
+}
+
+/// The `routing` key: a policy name (`routing: shortest_path`), or a mapping
+/// `{policy: shortest_path, failover: 50us}` where both keys are optional.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RoutingSpec {
+    /// How routes are made.
+    pub policy: Routing,
+    /// Detection plus convergence delay after a failure or recovery; [`DEFAULT_FAILOVER`]
+    /// when absent.
+    pub failover: Option<Time>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoutingLong {
+    #[serde(default)]
+    policy: Routing,
+    #[serde(default)]
+    failover: Option<Time>,
+}
+
+// By hand rather than `untagged`, so a mistake in the long form gets serde's own message.
+impl<'de> Deserialize<'de> for RoutingSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RoutingSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a routing policy name or a mapping with `policy` and `failover`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RoutingSpec, E> {
+                let policy = Routing::deserialize(serde::de::value::StrDeserializer::new(v))?;
+                Ok(RoutingSpec {
+                    policy,
+                    failover: None,
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RoutingSpec, A::Error> {
+                let l =
+                    RoutingLong::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RoutingSpec {
+                    policy: l.policy,
+                    failover: l.failover,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// One injected fault: a target (`link: [a, b]`, optionally one `direction: a->b`, or

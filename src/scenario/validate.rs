@@ -504,13 +504,20 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
         }
     }
 
-    match s.routing {
+    if s.failover.is_some() && s.routing.failover.is_some() {
+        return err(
+            root.key("failover"),
+            "give the failover delay once: `routing: {failover: ...}` (the top-level `failover` is its older spelling)".into(),
+        );
+    }
+
+    match s.routing.policy {
         Routing::Auto | Routing::ShortestPath | Routing::DimensionOrder if !s.routes.is_empty() => {
             return err(
                 root.key("routes"),
                 format!(
                     "routes are listed but `routing` is `{}`; set `routing: explicit`",
-                    match s.routing {
+                    match s.routing.policy {
                         Routing::Auto => "auto",
                         Routing::ShortestPath => "shortest_path",
                         Routing::DimensionOrder => "dimension_order",

@@ -58,6 +58,8 @@ pub(super) const NIC_RATE: u64 = 0;
 pub(super) const NIC_RESUME: u64 = 1;
 /// The receive buffer's head frame is drained (no argument).
 pub(super) const NIC_DRAIN: u64 = 2;
+/// A scheduled route change (failover; argument: its index in the NIC's schedule).
+pub(super) const NIC_REROUTE: u64 = 3;
 
 pub(super) fn nic_token(sub: u64, arg: u64) -> u64 {
     ((arg << NIC_SUB_BITS | sub) << TOKEN_KIND_BITS) | TOKEN_NIC

@@ -133,6 +133,9 @@ pub struct Nic {
     qp_cc: Vec<QpCc>,
     /// The receive buffer toward the host when the NIC generates PFC.
     rx: RxBuffer,
+    /// Route tables to take at given times (failover of a multi-port NIC; see
+    /// [`Nic::schedule_routes`]); empty without faults.
+    reroutes: Vec<(Time, Arc<RouteTable>)>,
     /// Counters.
     pub stats: HostStats,
 }
@@ -315,6 +318,7 @@ impl<A: Application> Host<A> {
                     latency: crate::histogram::LatencyHistogram::coarse(),
                     ..HostStats::default()
                 },
+                reroutes: Vec::new(),
             },
             app,
         })
@@ -338,6 +342,9 @@ impl<A: Application> Host<A> {
 
 impl<A: Application> Actor for Host<A> {
     fn start(&mut self, ctx: &mut Ctx<'_>) {
+        for (i, (t, _)) in self.nic.reroutes.iter().enumerate() {
+            ctx.set_timer(*t, nic_token(NIC_REROUTE, i as u64));
+        }
         let mut api = AppApi {
             nic: &mut self.nic,
             ctx,
@@ -377,6 +384,7 @@ impl<A: Application> Actor for Host<A> {
                                 self.nic.pump(arg as usize, ctx);
                             }
                             NIC_DRAIN => self.nic.on_drain(ctx),
+                            NIC_REROUTE => self.nic.on_reroute(arg as usize, ctx),
                             _ => {}
                         }
                     }
