@@ -564,6 +564,8 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                     NicConfig {
                         data_mode: s.mode == Mode::Data,
                         classes: classes.clone(),
+                        verify_icrc: s.mode == Mode::Data
+                            && s.faults.iter().any(|f| f.ber.is_some()),
                         ..s.nic.clone()
                     },
                     s.seed,

@@ -156,6 +156,22 @@ fn bit_errors_are_counted_and_never_accepted() {
     // The link's own counters carry the same number, split by direction.
     let l = r.links.iter().find(|l| l.a == "h0" || l.b == "h0").unwrap();
     assert_eq!(l.a_to_b.corrupted + l.b_to_a.corrupted, e.frames_corrupted);
+    // The damaged frames arrived (with a flipped bit) and their receivers discarded them:
+    // h0 by its ICRC check (data frames) or FCS (ACKs), leaf0 on its FCS check.
+    let (l_ab, l_ba) = if l.a == "h0" {
+        (l.a_to_b.corrupted, l.b_to_a.corrupted)
+    } else {
+        (l.b_to_a.corrupted, l.a_to_b.corrupted)
+    };
+    let h0 = r.nics.iter().find(|n| n.name == "h0").unwrap();
+    let leaf0 = r.switches.iter().find(|s| s.name == "leaf0").unwrap();
+    assert_eq!(leaf0.stats.fcs_dropped, l_ab);
+    assert_eq!(h0.stats.corrupted_discarded, l_ba);
+    assert!(
+        h0.stats.icrc_errors > 0 && h0.stats.icrc_errors <= l_ba,
+        "{:?}",
+        h0.stats
+    );
     // Every damaged frame was retransmitted, never accepted: the reduction is exact.
     assert!(r.totals.retransmitted_packets > 0);
 }

@@ -11,12 +11,22 @@
 //! the port, and advanced once per frame the port sends while a random rule is active: the
 //! frames a port sends are the same for any thread count, so the losses are too.
 //!
-//! A corrupted frame is one whose FCS no longer matches its bytes: the receiving MAC — a
-//! switch's or a NIC's — discards every such frame (Ethernet's frame check covers every bit of
-//! it, the RoCE ICRC a subset), so corrupted data is never accepted. The engine therefore does
-//! not deliver it at all; it counts it as corrupted on the link direction that damaged it.
+//! A frame hit by bit errors really carries flipped bits: the engine flips one seeded bit of it
+//! — in the payload's bytes when it has them (data mode; the sender's buffer is copied, never
+//! written), else in the header — counts it as corrupted on the link direction that damaged
+//! it, marks it [`Packet::fcs_bad`] and delivers it. One bit, because at the error rates of
+//! real links (1e-12 .. 1e-6 over a few thousand bytes) a frame with an error almost always has
+//! exactly one. The receivers decide: a switch discards it on its FCS check (the flag: the FCS
+//! its MAC computes over the damaged bytes differs from the one sent; the simulator does not
+//! carry FCS bytes, and computing a CRC32 per frame would cost every run); a NIC verifies, in
+//! data mode, the RoCE ICRC of frames with payload addressed to it over their real bytes and
+//! discards a mismatch, and discards every other damaged frame on the FCS. So corrupted data is
+//! never accepted, and the ICRC check is what proves it for payload bytes.
+
+use bytes::Bytes;
 
 use crate::link::Rate;
+use crate::packet::{Packet, Payload};
 use crate::route::mix;
 use crate::units::Time;
 
@@ -160,6 +170,29 @@ impl PortFaults {
         (self.rng >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// Flips one seeded bit of `pkt` (of its payload bytes when it has them, else of its
+    /// header) and marks its FCS bad: what a `Corrupted` fate does to the frame.
+    pub(crate) fn corrupt(&mut self, pkt: &mut Packet) {
+        self.rng = mix(self.rng);
+        let r = self.rng;
+        if let Payload::Data(d) = pkt.payload() {
+            if !d.is_empty() {
+                let mut bytes = d.to_vec();
+                let bit = (r % (bytes.len() as u64 * 8)) as usize;
+                bytes[bit / 8] ^= 1 << (bit % 8);
+                pkt.replace_payload(Payload::Data(Bytes::from(bytes)));
+                pkt.set_fcs_bad();
+                return;
+            }
+        }
+        let h = pkt.header_mut();
+        if !h.is_empty() {
+            let bit = (r % (h.len() as u64 * 8)) as usize;
+            h[bit / 8] ^= 1 << (bit % 8);
+        }
+        pkt.set_fcs_bad();
+    }
+
     /// Decides a frame's fate at `now` and the serialization time of its `wire` bytes (the
     /// channel's own, `ser`, unless a bandwidth fault is active).
     pub(crate) fn apply(&mut self, now: Time, wire: u64, ser: Time) -> (Time, Fate) {
@@ -251,5 +284,35 @@ mod tests {
         // Binomial(100000, 0.1): sd ~95; 5 sd either side.
         assert!((9_500..10_500).contains(&lost), "{lost}");
         assert_eq!(f.counts[0].lost, lost as u64);
+    }
+
+    #[test]
+    fn corruption_flips_one_bit_of_a_copy_and_marks_the_fcs() {
+        let mut f = PortFaults::new(Vec::new(), 4, 0, 0);
+        let ones = |a: &[u8], b: &[u8]| -> u32 {
+            a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+        };
+        // Data mode: one payload bit flips; the sender's buffer, shared, stays as it was.
+        let sent = Bytes::from(vec![0x5Au8; 4096]);
+        let mut pkt = Packet::new(&[1u8; 58], Payload::Data(sent.clone()), &[9; 4]).unwrap();
+        assert!(!pkt.fcs_bad());
+        f.corrupt(&mut pkt);
+        assert!(pkt.fcs_bad());
+        let Payload::Data(got) = pkt.payload() else {
+            panic!("payload kind changed")
+        };
+        assert_eq!(ones(got, &sent), 1);
+        assert!(sent.iter().all(|&b| b == 0x5A));
+        assert_eq!(pkt.header(), &[1u8; 58][..]);
+        assert_eq!(
+            (pkt.trailer(), pkt.frame_len()),
+            (&[9u8; 4][..], 58 + 4096 + 4)
+        );
+        // Timing mode: no payload bytes, so a header bit flips.
+        let mut pkt = Packet::new(&[0u8; 58], Payload::Timing(4096), &[]).unwrap();
+        f.corrupt(&mut pkt);
+        assert!(pkt.fcs_bad());
+        assert_eq!(ones(pkt.header(), &[0u8; 58]), 1);
+        assert_eq!(pkt.frame_len(), 58 + 4096);
     }
 }

@@ -52,12 +52,18 @@ pub struct PacketMeta {
     pub message_remaining: u32,
 }
 
+/// The top bit of `trailer_len`: the frame's bits were damaged on the wire, so the FCS the
+/// receiving MAC computes differs from the one sent (see [`Packet::fcs_bad`]).
+const FCS_BAD: u8 = 0x80;
+
 /// One Ethernet frame in flight.
 #[derive(Clone, Debug)]
 pub struct Packet {
     header: [u8; INLINE_HEADER_LEN],
     header_len: u8,
     trailer: [u8; 4],
+    /// The trailer's length in the low bits; [`FCS_BAD`] in the top bit (a flag rather than a
+    /// field, so that `Packet` does not grow).
     trailer_len: u8,
     payload: Payload,
     /// Cached bookkeeping (not part of the frame).
@@ -117,8 +123,32 @@ impl Packet {
             return Err(PacketError::TrailerTooLong(trailer.len()));
         }
         self.trailer[..trailer.len()].copy_from_slice(trailer);
-        self.trailer_len = trailer.len() as u8;
+        self.trailer_len = trailer.len() as u8 | (self.trailer_len & FCS_BAD);
         Ok(())
+    }
+
+    /// True when bit errors damaged the frame on the wire: the FCS the receiving MAC computes
+    /// over its bytes would differ from the one sent, and any MAC discards it. The simulator
+    /// does not model the FCS bytes; the fault that flips bits sets this (see
+    /// [`crate::fault`]), so checking it costs nothing without bit errors.
+    pub fn fcs_bad(&self) -> bool {
+        self.trailer_len & FCS_BAD != 0
+    }
+
+    /// Marks the frame as damaged on the wire (see [`Packet::fcs_bad`]).
+    pub fn set_fcs_bad(&mut self) {
+        self.trailer_len |= FCS_BAD;
+    }
+
+    /// Replaces the payload by one of the same kind and length: how bit errors reach the
+    /// payload's bytes (the old payload may be shared with the sender's buffer, so it is
+    /// never written in place). Returns false, changing nothing, if the length differs.
+    pub fn replace_payload(&mut self, payload: Payload) -> bool {
+        if payload.len() != self.payload.len() {
+            return false;
+        }
+        self.payload = payload;
+        true
     }
 
     /// The header bytes, starting at the Ethernet destination address.
@@ -160,11 +190,11 @@ impl Packet {
     }
     /// The trailer bytes (the ICRC for RoCEv2; empty otherwise).
     pub fn trailer(&self) -> &[u8] {
-        &self.trailer[..self.trailer_len as usize]
+        &self.trailer[..(self.trailer_len & !FCS_BAD) as usize]
     }
     /// Length of the frame without FCS: header + payload + trailer.
     pub fn frame_len(&self) -> usize {
-        self.header_len as usize + self.payload.len() + self.trailer_len as usize
+        self.header_len as usize + self.payload.len() + (self.trailer_len & !FCS_BAD) as usize
     }
 
     /// The whole frame as bytes (payload zeros in timing mode); for captures and tests, not the

@@ -119,6 +119,9 @@ pub struct SwitchStats {
     /// Frames dropped after a failover left no next hop toward their destination (a fault
     /// cut it off; see [`Switch::schedule_routes`]).
     pub blackholed: u64,
+    /// Frames discarded by the FCS check: damaged by bit errors on the way in (omitted when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fcs_dropped: u64,
     /// Data frames this switch appended an in-band telemetry record to (HPCC; omitted when 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub int_stamped: u64,
@@ -279,6 +282,11 @@ impl Switch {
 
     fn on_packet(&mut self, in_port: usize, mut pkt: Packet, ctx: &mut Ctx<'_>) {
         self.stats.received += 1;
+        // Damaged on the wire: the MAC's FCS check discards it (see `fabemu_fabric::fault`).
+        if pkt.fcs_bad() {
+            self.stats.fcs_dropped += 1;
+            return;
+        }
         let flow = match wire::peek_roce_flow(pkt.header()) {
             (FrameKind::RoceV2, Some(flow)) => flow,
             (FrameKind::PfcPause, _) => {

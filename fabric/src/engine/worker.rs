@@ -199,8 +199,14 @@ impl Sched {
         let wire = self.overhead.wire_bytes(frame as usize);
         let mut ser = ps.channel.rate.serialization_time(wire);
         let mut fate = Fate::Deliver;
+        let mut packet = packet;
         if let Some(f) = ps.fault.as_deref_mut() {
             (ser, fate) = f.apply(now, wire, ser);
+            if fate == Fate::Corrupted {
+                // Bit errors: the frame goes on with flipped bits; receivers discard it.
+                f.corrupt(&mut packet);
+                fate = Fate::Deliver;
+            }
         }
         let done = now.ps().saturating_add(ser.ps());
         let arrive = done.saturating_add(ps.channel.latency.ps());
@@ -238,8 +244,7 @@ impl Sched {
             self.ports[a + port].done_tie = k_done.tie;
         }
         if fate != Fate::Deliver {
-            // Lost on the wire, or corrupted and so discarded by the receiving MAC's frame
-            // check: the port was busy all the same, nothing arrives.
+            // Lost on the wire: the port was busy all the same, nothing arrives.
             if let Some(s) = &mut self.sampler {
                 s.add_busy(a + port, now.ps(), done, done);
             }

@@ -115,6 +115,11 @@ pub struct NicConfig {
     /// QPs of its own for (see [`ClassTable`]).
     #[serde(skip)]
     pub classes: ClassTable,
+    /// Set by the world when some fault flips bits (not a scenario field): in data mode the
+    /// NIC then recomputes the ICRC of every frame with payload addressed to it and discards a
+    /// mismatch. Off otherwise, so a run without bit errors pays no CRC per received frame.
+    #[serde(skip)]
+    pub verify_icrc: bool,
 }
 
 /// A NIC setting out of range (see [`NicConfig::validate`]).
@@ -162,6 +167,7 @@ impl Default for NicConfig {
             pfc: None,
             data_mode: false,
             classes: ClassTable::default(),
+            verify_icrc: false,
         }
     }
 }
@@ -218,6 +224,14 @@ pub struct HostStats {
     pub relay_dropped: u64,
     /// Frames dropped because they were malformed, unroutable or from an unknown host.
     pub dropped_invalid: u64,
+    /// Frames damaged by bit errors and discarded: by the ICRC check (data mode, payload
+    /// addressed here) or the MAC's FCS check; absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub corrupted_discarded: u64,
+    /// Of those, the ones the ICRC check caught (the recomputed ICRC differed from the
+    /// frame's); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub icrc_errors: u64,
     /// Messages whose received length differed from the announced one.
     pub length_mismatches: u64,
     /// QPs that exhausted their retries (`retry_limit` timeouts in a row) and stopped.
@@ -227,4 +241,8 @@ pub struct HostStats {
     pub latency_sum_ps: u64,
     /// One-way latency of the same packets (percentiles in the report).
     pub latency: crate::histogram::LatencyHistogram,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

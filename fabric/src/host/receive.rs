@@ -6,6 +6,10 @@ use super::*;
 impl Nic {
     /// Handles a frame that arrived on `port`.
     pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+        if (pkt.fcs_bad() || self.cfg.verify_icrc) && self.damaged(&pkt) {
+            self.stats.corrupted_discarded += 1;
+            return;
+        }
         match wire::frame_kind(pkt.header()) {
             FrameKind::RoceV2 => {}
             FrameKind::PfcPause => {
@@ -43,6 +47,27 @@ impl Nic {
             op if opcode::is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
             _ => self.stats.dropped_invalid += 1,
         }
+    }
+
+    /// Whether a frame was damaged on the wire and must be discarded (see [`crate::fault`]).
+    /// In data mode with `verify_icrc`, a frame with payload bytes addressed to this NIC is
+    /// judged by its ICRC, recomputed over the bytes that arrived (counted in `icrc_errors`);
+    /// every other frame by the MAC's FCS check ([`Packet::fcs_bad`]). HPCC's switches append
+    /// telemetry inside the ICRC's coverage, so with HPCC only the FCS judges.
+    fn damaged(&mut self, pkt: &Packet) -> bool {
+        if let Payload::Data(d) = pkt.payload() {
+            let h = pkt.header();
+            if self.cfg.verify_icrc
+                && !self.cfg.cc.wants_int()
+                && wire::frame_kind(h) == FrameKind::RoceV2
+                && wire::ipv4_dst(h) == Some(self.addr.ip)
+                && wire::icrc(h, d) != pkt.trailer()
+            {
+                self.stats.icrc_errors += 1;
+                return true;
+            }
+        }
+        pkt.fcs_bad()
     }
 
     /// An ACK or NAK from `src`; `int` is its header when HPCC looks for echoed telemetry.

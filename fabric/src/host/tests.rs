@@ -30,6 +30,8 @@ struct Marker {
     mark: bool,
     queues: [VecDeque<Packet>; 2],
     seen: Vec<Seen>,
+    /// Whole frames (header, payload, trailer) that came in on port 0, as they arrived.
+    frames: Vec<Vec<u8>>,
 }
 
 /// A link partner of one host: records every frame and sends the frames it is given at
@@ -83,6 +85,9 @@ impl Actor for Node {
                             port,
                             frame: packet.header().to_vec(),
                         });
+                        if port == 0 {
+                            m.frames.push(packet.to_frame_bytes());
+                        }
                         let out = 1 - port;
                         m.queues[out].push_back(packet);
                         out
@@ -492,4 +497,75 @@ fn qp_numbers_name_peer_and_class() {
             assert_eq!(n & ((1 << CLASS_QPN_SHIFT) - 1), QPN_BASE + peer);
         }
     }
+}
+
+#[test]
+fn bit_errors_arrive_as_flipped_bytes_and_the_icrc_check_rejects_them() {
+    use crate::fault::{FaultKind, FaultPlan, FaultWindow, PortFault};
+    // h0 -- marker -- h1, h0 sending 1 MiB in data mode; bit errors on h0's transmit port at
+    // 3e-6 per bit: a 4 KiB frame (~33 600 wire bits) is hit with probability ~10%.
+    let cfg = NicConfig {
+        data_mode: true,
+        verify_icrc: true,
+        ..NicConfig::default()
+    };
+    let nodes = vec![
+        host(0, 2, &cfg, vec![msg(0, 1, 1 << 20)]),
+        Node::Marker(Marker::default()),
+        host(1, 2, &cfg, vec![]),
+    ];
+    let mut w = Wiring {
+        ports: vec![Vec::new(); 3],
+    };
+    connect(&mut w, 0, 0, 1, 0, G100);
+    connect(&mut w, 1, 1, 2, 0, G100);
+    let rule = PortFault {
+        entry: 0,
+        window: FaultWindow {
+            from: Time::ZERO,
+            until: Time::NEVER,
+            period: None,
+        },
+        kind: FaultKind::Ber(3e-6),
+    };
+    let ecfg = EngineConfig {
+        until: Time::from_us(1_000_000),
+        faults: FaultPlan {
+            rules: vec![(0, 0, rule)],
+            entries: 1,
+            seed: 11,
+        },
+        ..EngineConfig::default()
+    };
+    let out = match run(nodes, &w, &ecfg, None) {
+        Ok(o) => o,
+        Err(e) => panic!("run failed: {e}"),
+    };
+    let corrupted = out.faults.entries[0].corrupted;
+    let (m, h1) = match (&out.actors[1], &out.actors[2]) {
+        (Node::Marker(m), h) => (m, as_host(h)),
+        _ => panic!("actors"),
+    };
+    // The bytes that went on toward h1 really differ from what h0 sent: the ICRC the frame
+    // carries (h0 computed it over the original bytes) no longer matches them.
+    let data: Vec<&Vec<u8>> = m
+        .frames
+        .iter()
+        .filter(|f| wire::bth_opcode(f).is_some_and(opcode::is_write))
+        .collect();
+    let bad = data.iter().filter(|f| wire::check_icrc(f).is_err()).count() as u64;
+    assert!(
+        bad > 0 && bad < data.len() as u64,
+        "{bad} of {}",
+        data.len()
+    );
+    // Every one of them is a frame the fault damaged (one flipped payload bit each) ...
+    assert_eq!(bad, corrupted);
+    // ... and h1's ICRC check is what discarded each: none reached the transport, the
+    // message arrived intact after retransmission.
+    assert_eq!(h1.nic.stats.icrc_errors, bad);
+    assert_eq!(h1.nic.stats.corrupted_discarded, bad);
+    assert_eq!(h1.app.received.len(), 1);
+    assert!(h1.app.received.iter().all(|r| r.data_ok == Some(true)));
+    assert!(as_host(&out.actors[0]).nic.stats.retransmitted_packets > 0);
 }
