@@ -645,14 +645,81 @@ pub struct FaultEntryReport {
     pub frames_lost: u64,
     /// Frames corrupted by bit errors (discarded by the receiver's frame check).
     pub frames_corrupted: u64,
-    /// Messages of the workload's `messages:` in flight during the fault's (first) window.
-    pub messages_in_flight: usize,
-    /// Of those, messages that finished only after the window closed (or never).
-    pub messages_delayed: usize,
-    /// For a failure: when switches had routed around it (`from + failover`), its recovery
-    /// time as far as routing goes.
+    /// Messages in flight during the fault's (first) window: every message posted to a NIC
+    /// (the workload's `messages:` and every message of a collective), posted before the window
+    /// ends and not acknowledged to its sender by its start.
+    pub messages_in_flight: u64,
+    /// Of those, messages acknowledged only at or after the window's end (or never).
+    pub messages_delayed: u64,
+    /// For a failure: when switches and relaying hosts had routed around it
+    /// (`from + routing.failover`), its recovery time as far as routing goes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerouted_at_ps: Option<u64>,
+    /// Queue pairs that lost a frame to the fault (a data frame of theirs, or an ACK/NAK
+    /// meant for them).
+    pub qps_hit: usize,
+    /// Measured time to recover: from the fault's start until the last queue pair that lost a
+    /// frame to it finished recovering from its last such loss — the first loss recovery of
+    /// that QP (from the NAK or timeout that detected a loss until everything it had sent by
+    /// then was acknowledged) to end after the frame was lost. A QP whose lost frame needed
+    /// no recovery (an ACK a later one covered) does not count. Absent when the fault lost no
+    /// frame, or when a QP never recovered (see `qps_unrecovered`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_recover_ps: Option<u64>,
+    /// Queue pairs that lost a frame to the fault and never finished the recovery (the run
+    /// ended first or the QP gave up); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub qps_unrecovered: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// What the NICs measured of the faults (see [`fabemu_fabric::host::FaultWatch`]).
+pub struct Measured<'a> {
+    /// Per fault entry, messages in flight during its window and delayed by it.
+    pub messages: &'a [(u64, u64)],
+    /// Every loss recovery, with the host (rank) whose QP made it.
+    pub recoveries: &'a [(u32, fabemu_fabric::host::Recovery)],
+}
+
+/// Per entry: QP pairs hit, when the last of them recovered (`None` inside: never), and how
+/// many never did (the rule in [`FaultEntryReport::time_to_recover_ps`]).
+fn recovery_times(
+    entries: usize,
+    hits: &[fabemu_fabric::fault::FaultHit],
+    recoveries: &[(u32, fabemu_fabric::host::Recovery)],
+    directory: &HostDirectory,
+) -> Vec<(usize, Option<Time>, usize)> {
+    let mut by_qp: HashMap<(u32, u32, u32), Vec<&fabemu_fabric::host::Recovery>> = HashMap::new();
+    for (owner, r) in recoveries {
+        by_qp
+            .entry((*owner, r.peer, u32::from(r.class)))
+            .or_default()
+            .push(r);
+    }
+    let mut out = vec![(0usize, None::<Time>, 0usize); entries];
+    for h in hits {
+        let (Some(owner), Some(peer), Some(slot)) = (
+            directory.index_of(h.owner),
+            directory.index_of(h.peer),
+            out.get_mut(h.entry as usize),
+        ) else {
+            continue;
+        };
+        slot.0 += 1;
+        let first = by_qp
+            .get(&(owner, peer, h.class))
+            .and_then(|rs| rs.iter().find(|r| r.end.is_none_or(|e| e > h.at)));
+        if let Some(r) = first {
+            match r.end {
+                Some(end) => slot.1 = Some(slot.1.map_or(end, |t| t.max(end))),
+                None => slot.2 += 1,
+            }
+        }
+    }
+    out
 }
 
 impl FaultsReport {
@@ -660,14 +727,17 @@ impl FaultsReport {
     pub fn build(
         src: &Source,
         g: &Graph,
-        counts: &[fabemu_fabric::fault::FaultCounts],
-        messages: &[crate::report::MessageResult],
+        out: &fabemu_fabric::engine::FaultOutput,
+        measured: &Measured<'_>,
         blackholed: &[(String, u64)],
     ) -> Option<FaultsReport> {
         let resolved = resolve(src, g).ok()?;
         if resolved.is_empty() {
             return None;
         }
+        let counts = &out.entries;
+        let directory = crate::world::directory(src, g).ok()?;
+        let recovered = recovery_times(resolved.len(), &out.hits, measured.recoveries, &directory);
         let failover = src.scenario.failover();
         let down_now: Vec<String> = resolved
             .iter()
@@ -680,17 +750,8 @@ impl FaultsReport {
             .map(|(i, r)| {
                 let c = counts.get(i).copied().unwrap_or_default();
                 let (from, until) = (r.window.from.ps(), r.window.until.ps());
-                let in_flight: Vec<&crate::report::MessageResult> = messages
-                    .iter()
-                    .filter(|m| {
-                        let end = m.delivered_ps.unwrap_or(u64::MAX);
-                        m.start_ps < until && end > from
-                    })
-                    .collect();
-                let delayed = in_flight
-                    .iter()
-                    .filter(|m| m.delivered_ps.is_none_or(|d| d >= until))
-                    .count();
+                let (in_flight, delayed) = measured.messages.get(i).copied().unwrap_or_default();
+                let (qps_hit, last, unrecovered) = recovered.get(i).copied().unwrap_or_default();
                 FaultEntryReport {
                     target: r.target.clone(),
                     effect: r.effect.clone(),
@@ -699,8 +760,13 @@ impl FaultsReport {
                     period_ps: r.window.period.map(Time::ps),
                     frames_lost: c.lost,
                     frames_corrupted: c.corrupted,
-                    messages_in_flight: in_flight.len(),
+                    messages_in_flight: in_flight,
                     messages_delayed: delayed,
+                    qps_hit,
+                    time_to_recover_ps: last
+                        .filter(|_| unrecovered == 0)
+                        .map(|t| t.ps().saturating_sub(from)),
+                    qps_unrecovered: unrecovered,
                     rerouted_at_ps: (!r.down_links.is_empty() || r.down_node.is_some())
                         .then(|| (r.window.from + failover).ps()),
                 }

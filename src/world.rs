@@ -496,6 +496,11 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         plan: faults,
         mut reroutes,
     } = crate::faults::setup(src, &g, &routes, &directory)?;
+    // Each fault entry's first window, for the NICs' measurements of it.
+    let fault_windows: Vec<(Time, Time)> = crate::faults::resolve(src, &g)?
+        .iter()
+        .map(|r| (r.window.from, r.window.until))
+        .collect();
     let mut actors = Vec::with_capacity(g.nodes().len());
     let mut wiring = Wiring::default();
     // A host with one port sends everything out of it: every such host whose routes lead to
@@ -577,6 +582,9 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
                         format!("host `{}` has no address", node.name),
                     )
                 })?;
+                if !s.faults.is_empty() {
+                    host.nic.watch_faults(fault_windows.clone());
+                }
                 // A multi-port NIC routes around failures too (relaying, and its QPs' ports).
                 if let Some(r) = reroutes.get_mut(id).filter(|r| !r.is_empty()) {
                     host.nic.schedule_routes(std::mem::take(r));

@@ -196,6 +196,40 @@ fn a_failed_spine_link_is_routed_around_and_the_all_reduce_completes() {
     assert!(e.frames_lost > 0 && e.frames_lost < 600, "{e:?}");
     assert_eq!(e.rerouted_at_ps, Some(350_000_000));
     assert!(r.totals.retransmitted_packets > 0);
+    // Collective messages count as in flight (the workload has no `messages:`; before, this
+    // was 0): the All-To-All's 56 transfers were all under way at 300 us (measured: 56). A
+    // failure for good delays only what never finishes: none.
+    assert!(e.messages_in_flight > 0, "{e:?}");
+    assert_eq!(e.messages_delayed, 0);
+    // Time to recover, measured (rule: FaultEntryReport::time_to_recover_ps): frames are lost
+    // until the switches reroute (50 us) and the queues on the dead link drain, so the last
+    // QP to recover cannot be done before 50 us; and every recovery ends with an ACK, so
+    // before the last message's ACK: the collective's end plus an ACK's trip back (a few
+    // hops of ~1 us; 20 us is ample). Measured: 18 QPs hit, 907.5 us (losses to the halved
+    // spine capacity that follow extend the recoveries).
+    assert!(e.qps_hit > 0 && e.qps_unrecovered == 0, "{e:?}");
+    let ttr = e.time_to_recover_ps.unwrap();
+    let end = r.collectives[0].end_ps.unwrap();
+    assert!(
+        ttr >= 50_000_000 && 300_000_000 + ttr <= end + 20_000_000,
+        "time to recover {ttr} ps, collective end {end} ps"
+    );
+    // A failure that ends at 500 us delays every message in flight past its end (measured:
+    // 56 of 56), and its recovery is measured the same way.
+    let brief = format!(
+        "{base}faults:\n  - {{link: [leaf0, spine0], down: true, from: 300us, until: 500us}}\n"
+    );
+    let rb = run_yaml(&brief, 1);
+    assert!(rb.invariants.ok, "{:?}", rb.invariants.violations);
+    let eb = &rb.faults.as_ref().unwrap().entries[0];
+    assert!(
+        eb.messages_delayed > 0 && eb.messages_delayed <= eb.messages_in_flight,
+        "{eb:?}"
+    );
+    assert!(
+        eb.time_to_recover_ps.is_some_and(|t| t >= 50_000_000),
+        "{eb:?}"
+    );
     // After the failover everything between the leaves crosses spine1: it carries more than
     // in the loss-free run, where ECMP split the traffic over both spines.
     let spine1 = |rep: &fabemu::Report| -> u64 {
@@ -206,7 +240,7 @@ fn a_failed_spine_link_is_routed_around_and_the_all_reduce_completes() {
             .sum()
     };
     assert!(spine1(&r) > spine1(&clean));
-    // Measured: 1.052 ms loss-free, 1.433 ms with the failure (half the spine capacity for
+    // Measured: 1.052 ms loss-free, 1.292 ms with the failure (half the spine capacity for
     // the second half of the run, plus the recovery of the lost frames).
     let (t0, t1) = (
         clean.collectives[0].end_ps.unwrap(),

@@ -130,6 +130,23 @@ pub struct FaultCounts {
     pub corrupted: u64,
 }
 
+/// A queue pair that lost a frame to a fault, for measuring the fault's recovery: the QP on
+/// host `owner` toward host `peer` in traffic class `class` (for a lost data frame its sender,
+/// for a lost ACK or NAK the data sender it was meant for), and when it last lost one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FaultHit {
+    /// The fault entry.
+    pub entry: u32,
+    /// Address of the host whose QP must recover.
+    pub owner: std::net::Ipv4Addr,
+    /// Address of its peer.
+    pub peer: std::net::Ipv4Addr,
+    /// The QP pair's class (from the QP number).
+    pub class: u32,
+    /// The last frame of that QP the fault lost or corrupted (its first bit's time).
+    pub at: Time,
+}
+
 /// What becomes of one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fate {
@@ -145,6 +162,11 @@ pub(crate) struct PortFaults {
     rng: u64,
     /// Per rule: frames it lost and corrupted.
     pub(crate) counts: Vec<FaultCounts>,
+    /// The rule that decided the last frame's fate, when it was not `Deliver`.
+    last_rule: usize,
+    /// Per (entry, owner, peer, class): the last time a RoCE frame of that QP pair was lost.
+    pub(crate) hits:
+        std::collections::BTreeMap<(u32, std::net::Ipv4Addr, std::net::Ipv4Addr, u32), Time>,
 }
 
 impl PortFaults {
@@ -154,6 +176,8 @@ impl PortFaults {
             rules,
             rng: mix(seed ^ mix(u64::from(actor) << 20 ^ port as u64 ^ 0xFA17)),
             counts,
+            last_rule: 0,
+            hits: std::collections::BTreeMap::new(),
         }
     }
 
@@ -168,6 +192,34 @@ impl PortFaults {
     fn draw(&mut self) -> f64 {
         self.rng = mix(self.rng);
         (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Notes which QP pair lost `pkt` (not delivered, or corrupted) at `now`: measurement only,
+    /// called on the loss path. Frames that are not RoCE (PFC) are not noted.
+    pub(crate) fn note_hit(&mut self, pkt: &Packet, now: Time) {
+        use crate::wire;
+        let h = pkt.header();
+        let (Some(src), Some(dst), Some(op), Some(qpn)) = (
+            wire::ipv4_src(h),
+            wire::ipv4_dst(h),
+            wire::bth_opcode(h),
+            wire::RoceRepr::parse(h).ok().map(|r| r.bth.dest_qp),
+        ) else {
+            return;
+        };
+        let Some(rule) = self.rules.get(self.last_rule) else {
+            return;
+        };
+        // A data frame's loss is its sender's to recover; an ACK's or NAK's (or a CNP's) the
+        // data sender's it was meant for.
+        let (owner, peer) = if wire::opcode::is_write(op) {
+            (src, dst)
+        } else {
+            (dst, src)
+        };
+        let class = crate::host::qpn_class(qpn);
+        self.hits
+            .insert((rule.entry, owner, peer, u32::from(class)), now);
     }
 
     /// Flips one seeded bit of `pkt` (of its payload bytes when it has them, else of its
@@ -209,12 +261,14 @@ impl PortFaults {
                     if fate == Fate::Deliver {
                         fate = Fate::Lost;
                         self.counts[i].lost += 1;
+                        self.last_rule = i;
                     }
                 }
                 FaultKind::Loss(p) => {
                     if self.draw() < p && fate == Fate::Deliver {
                         fate = Fate::Lost;
                         self.counts[i].lost += 1;
+                        self.last_rule = i;
                     }
                 }
                 FaultKind::Ber(ber) => {
@@ -224,6 +278,7 @@ impl PortFaults {
                     if u < p && fate == Fate::Deliver {
                         fate = Fate::Corrupted;
                         self.counts[i].corrupted += 1;
+                        self.last_rule = i;
                     }
                 }
             }

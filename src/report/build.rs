@@ -416,8 +416,34 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         .iter()
         .map(|s| (s.name.clone(), s.stats.blackholed))
         .collect();
-    let faults =
-        crate::faults::FaultsReport::build(src, g, &out.faults.entries, &messages, &blackholed);
+    // What the NICs measured of the faults: messages in flight and delayed per entry (summed),
+    // and every loss recovery with the host that made it.
+    let mut watched: Vec<(u64, u64)> = Vec::new();
+    let mut recoveries = Vec::new();
+    for (id, actor) in out.actors.iter().enumerate() {
+        if let (Node::Host(h), Some(rank)) = (actor, g.host_index(id)) {
+            if let Some(w) = h.nic.fault_watch() {
+                for (k, (a, b)) in w.message_counts().into_iter().enumerate() {
+                    if watched.len() <= k {
+                        watched.resize(k + 1, (0, 0));
+                    }
+                    watched[k].0 += a;
+                    watched[k].1 += b;
+                }
+                recoveries.extend(w.recoveries().into_iter().map(|r| (rank as u32, r)));
+            }
+        }
+    }
+    let faults = crate::faults::FaultsReport::build(
+        src,
+        g,
+        &out.faults,
+        &crate::faults::Measured {
+            messages: &watched,
+            recoveries: &recoveries,
+        },
+        &blackholed,
+    );
     Report {
         interrupted: out.cancelled,
         fabemu_version: env!("CARGO_PKG_VERSION"),

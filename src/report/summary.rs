@@ -124,7 +124,7 @@ pub fn summary(r: &Report) -> String {
             };
             let _ = writeln!(
                 s,
-                "Fault:  {} {} ({window}): {} frames lost, {} corrupted; {} of {} messages in flight delayed{}",
+                "Fault:  {} {} ({window}): {} frames lost, {} corrupted; {} of {} messages in flight delayed{}{}",
                 e.target,
                 e.effect,
                 e.frames_lost,
@@ -133,7 +133,12 @@ pub fn summary(r: &Report) -> String {
                 e.messages_in_flight,
                 e.rerouted_at_ps
                     .map(|t| format!("; routed around at {}", Time(t)))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                match (e.time_to_recover_ps, e.qps_unrecovered) {
+                    (_, n) if n > 0 => format!("; {n} of {} QPs hit never recovered", e.qps_hit),
+                    (Some(t), _) => format!("; {} QPs hit, recovered in {}", e.qps_hit, Time(t)),
+                    _ => String::new(),
+                }
             );
         }
         if f.blackholed_frames > 0 {

@@ -232,6 +232,9 @@ pub struct FaultOutput {
     pub entries: Vec<FaultCounts>,
     /// Per transmitting (actor, port) that had a fault rule, its counts.
     pub ports: Vec<((ActorId, usize), FaultCounts)>,
+    /// The QP pairs that lost frames to each entry and when they last did (one per entry and
+    /// QP pair, sorted; for measuring recovery).
+    pub hits: Vec<crate::fault::FaultHit>,
 }
 
 /// Why a run could not be done.
@@ -420,11 +423,23 @@ pub fn run<A: Actor>(
     let mut faults = FaultOutput {
         entries: vec![FaultCounts::default(); cfg.faults.entries],
         ports: Vec::new(),
+        hits: Vec::new(),
     };
     for p in &parts {
         p.sched.fault_counts(&mut faults);
     }
     faults.ports.sort_by_key(|&(k, _)| k);
+    // One pair can lose frames on several ports (both directions, several hops): keep the
+    // last, in an order independent of the partitioning.
+    faults.hits.sort_unstable();
+    faults.hits.dedup_by(|later, first| {
+        let same = (later.entry, later.owner, later.peer, later.class)
+            == (first.entry, first.owner, first.peer, first.class);
+        if same {
+            first.at = first.at.max(later.at);
+        }
+        same
+    });
     let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
     for p in parts {
         for (gid, actor, ports) in p.into_actors() {

@@ -140,6 +140,15 @@ impl Sched {
                     sum.corrupted += c.corrupted;
                 }
                 out.ports.push(((self.gids[me], port), sum));
+                for (&(entry, owner, peer, class), &at) in &f.hits {
+                    out.hits.push(crate::fault::FaultHit {
+                        entry,
+                        owner,
+                        peer,
+                        class,
+                        at,
+                    });
+                }
             }
         }
     }
@@ -202,6 +211,9 @@ impl Sched {
         let mut packet = packet;
         if let Some(f) = ps.fault.as_deref_mut() {
             (ser, fate) = f.apply(now, wire, ser);
+            if fate != Fate::Deliver {
+                f.note_hit(&packet, now);
+            }
             if fate == Fate::Corrupted {
                 // Bit errors: the frame goes on with flipped bits; receivers discard it.
                 f.corrupt(&mut packet);

@@ -25,6 +25,7 @@ mod relay;
 #[cfg(test)]
 mod tests;
 mod transmit;
+mod watch;
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -53,6 +54,7 @@ pub use self::dcqcn::{CongestionControl, DcqcnConfig, DcqcnConfigError, RateHist
 pub use self::pfc::{NicPfcConfig, NicPfcConfigError};
 use self::pfc::{PortPause, RxBuffer, CLASSES};
 use self::qp::{Qp, RxAction};
+pub use self::watch::{FaultWatch, Recovery};
 pub use crate::transport::{Application, ClassId, ClassTable, Completion, TrafficClass, Transport};
 
 /// First QP number used; host `i`'s QP toward peer `p` has number `QPN_BASE + p`.
@@ -136,6 +138,8 @@ pub struct Nic {
     /// Route tables to take at given times (failover of a multi-port NIC; see
     /// [`Nic::schedule_routes`]); empty without faults.
     reroutes: Vec<(Time, Arc<RouteTable>)>,
+    /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
+    watch: Option<Box<FaultWatch>>,
     /// Counters.
     pub stats: HostStats,
 }
@@ -232,6 +236,9 @@ impl Nic {
         let Some(i) = self.qp_entry(dst, class, ctx) else {
             return false;
         };
+        if let Some(w) = self.watch.as_deref_mut() {
+            w.posted(i, ctx.now());
+        }
         let qp = &mut self.qps[i];
         qp.post(tag, len, data, mtu);
         let port = qp.port;
@@ -319,6 +326,7 @@ impl<A: Application> Host<A> {
                     ..HostStats::default()
                 },
                 reroutes: Vec::new(),
+                watch: None,
             },
             app,
         })

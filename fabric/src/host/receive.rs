@@ -98,6 +98,9 @@ impl Nic {
         let mut rtt = None;
         if aeth.is_nak() {
             self.stats.naks_received += 1;
+            if let Some(w) = self.watch.as_deref_mut() {
+                w.loss(i, src, class, now, qp.snd_nxt());
+            }
             if qp
                 .on_nak(repr.bth.psn, &mut done, u64::from(self.cfg.restart_window))
                 .is_some()
@@ -130,6 +133,12 @@ impl Nic {
                 .map_or(0.0, |c| c.rate.bandwidth().bps() as f64);
             if cc.on_ack(&self.cfg.cc, line, &sig, now) {
                 self.stats.rate_decreases += 1;
+            }
+        }
+        if let Some(w) = self.watch.as_deref_mut() {
+            w.progress(i, qp.snd_una(), now);
+            for _ in &done {
+                w.acknowledged(i, now);
             }
         }
         for tag in done.drain(..) {

@@ -255,6 +255,9 @@ impl Nic {
             self.stats.qps_failed += 1;
             return;
         }
+        if let Some(w) = self.watch.as_deref_mut() {
+            w.loss(i, qp.peer, qpn_class(qp.remote_qpn), now, qp.snd_nxt());
+        }
         qp.on_timeout(u64::from(self.cfg.restart_window));
         // Back off exponentially while timeouts repeat (the retry count is reset by any
         // response): synchronized go-back-N retransmissions would otherwise refill the same
