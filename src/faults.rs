@@ -608,16 +608,18 @@ pub struct FaultsReport {
     pub failover_ps: u64,
     /// Per scenario entry, in order.
     pub entries: Vec<FaultEntryReport>,
-    /// Frames switches dropped for want of a surviving next hop, over the run.
+    /// Frames switches and relaying hosts dropped for want of a surviving next hop, over the
+    /// run.
     pub blackholed_frames: u64,
-    /// Where they were dropped: per switch, its count (switches with none left out).
+    /// Where they were dropped: per switch (then per relaying host), its count (nodes with
+    /// none left out).
     pub blackholed_at: Vec<BlackholedAt>,
 }
 
-/// Frames one switch blackholed.
+/// Frames one switch or relaying host blackholed.
 #[derive(Debug, serde::Serialize)]
 pub struct BlackholedAt {
-    /// The switch.
+    /// The switch or relaying host (the key keeps its first name).
     pub switch: String,
     /// Frames dropped without a next hop.
     pub frames: u64,

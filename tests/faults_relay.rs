@@ -118,3 +118,70 @@ workload:
     };
     assert!(link("h1", "h2") < link("h0", "h1"));
 }
+
+#[test]
+fn ring_failover_is_identical_for_1_2_and_4_threads() {
+    let yaml = format!(
+        "{RING}routing: {{failover: 20us}}\nfaults:\n  - {{link: [h3, h4], down: true, from: 100us, until: 400us}}\n  - {{link: [h6, h7], ber: 1e-6}}\n"
+    );
+    let path = temp_scenario("ring-failover-threads.yaml", &yaml);
+    let p = path.to_string_lossy().to_string();
+    let json = |threads: &str| {
+        let out = fabemu(&["run", &p, "--threads", threads, "--json", "-", "--quiet"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_object_mut().map(|o| o.remove("host"));
+        v
+    };
+    let one = json("1");
+    // The failure and its recovery (routes taken back at 420 us) both happened.
+    let e = &one["faults"]["entries"][0];
+    assert!(e["frames_lost"].as_u64().unwrap() > 0, "{e}");
+    assert!(e["time_to_recover_ps"].as_u64().is_some(), "{e}");
+    assert_eq!(json("2"), one);
+    assert_eq!(json("4"), one);
+}
+
+#[test]
+fn a_cut_ring_blackholes_at_the_relaying_host_and_names_the_cut() {
+    // Two links down from the start cut h4..h6 off h7..h3: h5's message to h0 has no path.
+    // h5 keeps sending toward h6 (its QP has no route left, so it keeps its port); h6, a
+    // relaying host without a route after the failover, blackholes what arrives.
+    let yaml = "\
+mode: timing
+seed: 3
+until: 5ms
+nic: {rto: 20us}
+topology:
+  ring: {hosts: 8, bandwidth: 100Gbps, latency: 1us}
+workload:
+  messages:
+    - {src: h5, dst: h0, size: 1MiB}
+faults:
+  - {link: [h3, h4], down: true}
+  - {link: [h6, h7], down: true}
+";
+    let r = run_yaml(yaml, 1);
+    assert!(!r.invariants.ok);
+    let f = r.faults.as_ref().unwrap();
+    assert!(f.blackholed_frames > 0);
+    assert_eq!(f.blackholed_at.len(), 1);
+    let b = &f.blackholed_at[0];
+    assert_eq!(b.switch, "h6");
+    assert_eq!(b.cut_off_by, vec!["link h3-h4", "link h6-h7"]);
+    // Before the failover the frames died on h6 -> h7; the QP never recovered.
+    let e = &f.entries[1];
+    assert!(e.frames_lost > 0 && e.qps_unrecovered == 1, "{e:?}");
+    assert_eq!(e.time_to_recover_ps, None);
+    let out = fabemu(&[
+        "run",
+        &temp_scenario("cut-ring.yaml", yaml).to_string_lossy(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+}

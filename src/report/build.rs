@@ -50,7 +50,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.retransmitted_packets += st.retransmitted_packets;
                 totals.retransmitted_bytes += st.retransmitted_bytes;
                 totals.timeouts += st.timeouts;
-                totals.drops += st.relay_dropped + st.rx_buffer_dropped;
+                totals.drops += st.relay_dropped + st.rx_buffer_dropped + st.blackholed;
                 totals.xoff_frames_sent += st.pause_frames_sent - st.xon_frames_sent;
                 totals.xon_frames_sent += st.xon_frames_sent;
                 totals.cnps_sent += st.cnps_sent;
@@ -415,6 +415,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
     let blackholed: Vec<(String, u64)> = switches
         .iter()
         .map(|s| (s.name.clone(), s.stats.blackholed))
+        .chain(nics.iter().map(|n| (n.name.clone(), n.stats.blackholed)))
         .collect();
     // What the NICs measured of the faults: messages in flight and delayed per entry (summed),
     // and every loss recovery with the host that made it.

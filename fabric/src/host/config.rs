@@ -228,6 +228,10 @@ pub struct HostStats {
     /// addressed here) or the MAC's FCS check; absent when none.
     #[serde(skip_serializing_if = "is_zero")]
     pub corrupted_discarded: u64,
+    /// Frames this host would have relayed but had no route for after a failover (a fault
+    /// cut every path to their destination); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub blackholed: u64,
     /// Of those, the ones the ICRC check caught (the recomputed ICRC differed from the
     /// frame's); absent when none.
     #[serde(skip_serializing_if = "is_zero")]

@@ -140,6 +140,8 @@ pub struct Nic {
     reroutes: Vec<(Time, Arc<RouteTable>)>,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
+    /// Whether a failover table was taken (a frame without a route is then blackholed).
+    failed_over: bool,
     /// Counters.
     pub stats: HostStats,
 }
@@ -327,6 +329,7 @@ impl<A: Application> Host<A> {
                 },
                 reroutes: Vec::new(),
                 watch: None,
+                failed_over: false,
             },
             app,
         })

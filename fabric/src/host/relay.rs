@@ -30,6 +30,7 @@ impl Nic {
             return;
         };
         self.routes = Arc::clone(table);
+        self.failed_over = true;
         if self.ports.len() < 2 {
             return;
         }
@@ -78,8 +79,10 @@ impl Nic {
             (Some(s), Some(p)) => flow_hash(s, dst, p, self.seed),
             _ => 0,
         };
+        // A frame is never sent back where it came from — except after a failover, where the
+        // way round a failure can start back the way a frame in flight came.
         match self.routes.select(dst, h) {
-            Some(out) if out != in_port || self.ports.len() == 1 => {
+            Some(out) if out != in_port || self.ports.len() == 1 || self.failed_over => {
                 let np = &mut self.ports[out];
                 let len = pkt.frame_len() as u64;
                 if np.transit_bytes + len > self.cfg.relay_buffer.bytes() {
@@ -91,6 +94,8 @@ impl Nic {
                 self.stats.forwarded += 1;
                 self.pump(out, ctx);
             }
+            // No route left after a failover: blackholed, as a switch counts it.
+            None if self.failed_over => self.stats.blackholed += 1,
             _ => self.stats.dropped_invalid += 1,
         }
     }
