@@ -77,11 +77,13 @@ use serde::{Deserialize, Serialize};
 use crate::chunk::ChunkRange;
 
 mod builder;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod validation;
 
 pub use self::builder::ProgramBuilder;
+pub use self::stream::{RingAllReduce, StepGen};
 pub use self::validation::{validate, ValidationError};
 
 /// A step's identifier: its index in its program's step list.
