@@ -63,7 +63,7 @@ impl RingAllReduce {
     }
 }
 
-/// A rank's steps computed on demand (see the [module docs](self)).
+/// A rank's steps computed on demand (see [`crate::program`], "Programs generated on demand").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepGen {
     /// A flat ring All-Reduce.
@@ -161,7 +161,7 @@ impl StepGen {
         }
     }
 
-    /// The step step `i` depends on, if any (a ring step has at most one).
+    /// The step that step `i` depends on, if any (a ring step has at most one).
     pub fn dep(&self, i: usize) -> Option<usize> {
         match self {
             StepGen::RingAllReduce(g) => {
