@@ -157,10 +157,7 @@ impl Nic {
             return;
         };
         let qp = &mut self.qps[i];
-        let data = match pkt.payload() {
-            Payload::Data(b) => Some(b),
-            Payload::Timing(_) => None,
-        };
+        let data = pkt.payload().bytes();
         let mut received = None;
         let action = qp.on_data(
             repr.bth.psn,
