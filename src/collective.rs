@@ -202,13 +202,30 @@ pub fn build_jobs(
                 ));
             }
             let count = (size / es) as usize;
+            // A flat ring All-Reduce's steps are generated on demand by each rank (O(window)
+            // memory, see `plan::stream`); other plans are compiled, here, for every rank.
+            let plan_of = |layout: &Layout| Plan {
+                op: c.op,
+                ranks,
+                count,
+                root: c.root,
+                layout: layout.clone(),
+                chunks: c.chunks,
+                chunks_in_flight: c.chunks_in_flight,
+            };
+            let streams = match (&msccl, &layout) {
+                (None, Some(layout)) if !synthesized => plan::stream(&plan_of(layout)),
+                _ => None,
+            };
             // Bound the programs before building them: no built-in algorithm takes more than
             // about 4 steps per peer per piece on a rank.
             let est = (ranks as u64)
                 .saturating_mul(ranks as u64)
                 .saturating_mul(4)
                 .saturating_mul(c.chunks as u64);
-            steps_total = steps_total.saturating_add(est);
+            if streams.is_none() {
+                steps_total = steps_total.saturating_add(est);
+            }
             if steps_total > MAX_STEPS {
                 return Err(err(
                     field,
@@ -219,6 +236,7 @@ pub fn build_jobs(
                 ));
             }
             let programs = match (&msccl, &layout) {
+                _ if streams.is_some() => streams.iter().flatten().map(|g| g.header()).collect(),
                 _ if synthesized => {
                     let fabric = synth_fabric
                         .as_ref()
@@ -233,16 +251,7 @@ pub fn build_jobs(
                     .compile(c.op, ranks, count)
                     .map_err(|e| msccl_error(file, e, || err(field, String::new())))?,
                 (None, Some(layout)) => {
-                    let p = Plan {
-                        op: c.op,
-                        ranks,
-                        count,
-                        root: c.root,
-                        layout: layout.clone(),
-                        chunks: c.chunks,
-                        chunks_in_flight: c.chunks_in_flight,
-                    };
-                    plan::compile(&p).map_err(|e| err("algorithm", e.to_string()))?
+                    plan::compile(&plan_of(layout)).map_err(|e| err("algorithm", e.to_string()))?
                 }
                 (None, None) => return Err(err("algorithm", "no algorithm".into())),
             };
@@ -295,6 +304,7 @@ pub fn build_jobs(
                         reduce_rate: None,
                         hosts: None,
                         class: Default::default(),
+                        stream: None,
                     });
                 }
             }
@@ -315,6 +325,7 @@ pub fn build_jobs(
                         reduce_rate: c.reduce_bandwidth,
                         hosts: member_hosts.clone(),
                         class,
+                        stream: streams.as_ref().and_then(|g| g.get(r).copied()),
                     });
                 }
             }

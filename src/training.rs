@@ -459,6 +459,7 @@ pub(crate) fn build(
                             class: 0,
                             reduce_rate: None,
                             hosts: None,
+                            stream: None,
                         });
                     }
                     list[j] = Job {
@@ -472,6 +473,7 @@ pub(crate) fn build(
                         class: 0,
                         reduce_rate: None,
                         hosts: Some(shared.clone()),
+                        stream: None,
                     };
                 }
                 slots.push(slot);

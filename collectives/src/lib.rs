@@ -52,6 +52,9 @@ pub use executor::{CollectiveRunner, ExecError, Job, JobRecord, JobStart};
 pub use interpret::{run_local, RunError};
 pub use op::Collective;
 pub use plan::{
-    algorithms_for, compile, Algorithm, DimPolicy, DimSpec, Layout, Plan, Scheme, MAX_TOTAL_STEPS,
+    algorithms_for, compile, stream, Algorithm, DimPolicy, DimSpec, Layout, Plan, Scheme,
+    MAX_TOTAL_STEPS,
 };
-pub use program::{validate, Program, ProgramBuilder, Step, StepId, StepKind, ValidationError};
+pub use program::{
+    validate, Program, ProgramBuilder, Step, StepGen, StepId, StepKind, ValidationError,
+};

@@ -83,7 +83,7 @@ use crate::hierarchical::{self, Grid, Kind, Orders};
 use crate::op::Collective;
 use crate::phases;
 pub use crate::phases::TREE_PIECES;
-use crate::program::Program;
+use crate::program::{Program, RingAllReduce, StepGen};
 use crate::segs::{single, split};
 
 /// A collective algorithm (see [`algorithms_for`] for which collective has which). ASTRA-sim's
@@ -270,6 +270,37 @@ pub fn compile(plan: &Plan) -> Result<Vec<Program>, AlgorithmError> {
             policy,
         } => hierarchical(plan, dims, *scheme, *policy),
     }
+}
+
+/// The plans whose programs can be generated on demand instead of compiled: one
+/// [`StepGen`] per rank, each an exact stand-in for what [`compile`] would build for that rank
+/// (see [`crate::program::StepGen`]). Today that is the flat ring All-Reduce of one chunk with
+/// at least one element per rank; `None` for every other plan (and for any plan [`compile`]
+/// would refuse), which is then compiled.
+pub fn stream(plan: &Plan) -> Option<Vec<StepGen>> {
+    let n = plan.ranks;
+    let ring = plan.layout == Layout::Flat(Algorithm::Ring);
+    if !ring
+        || plan.op != Collective::AllReduce
+        || plan.chunks != 1
+        || n < 2
+        || plan.root >= n
+        || plan.count < n
+    {
+        return None;
+    }
+    Some(
+        (0..n)
+            .map(|rank| {
+                StepGen::RingAllReduce(RingAllReduce {
+                    ranks: n,
+                    rank,
+                    count: plan.count,
+                    channel: 0,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// Steps per rank of one phase over a group of `p` (Reduce-Scatter or All-Gather; half a
@@ -525,6 +556,60 @@ mod tests {
                 bandwidth_bps: 1,
             })
             .collect()
+    }
+
+    #[test]
+    fn streamed_ring_is_the_compiled_ring() {
+        for n in 1..=9usize {
+            for count in [n.saturating_sub(1), n, n + 1, 2 * n + 3, 7 * n - 1, 100] {
+                for chunks in [1, 2] {
+                    let plan = Plan {
+                        op: Collective::AllReduce,
+                        ranks: n,
+                        count,
+                        root: 0,
+                        layout: Layout::Flat(Algorithm::Ring),
+                        chunks,
+                        chunks_in_flight: 0,
+                    };
+                    let Some(gens) = stream(&plan) else {
+                        assert!(n < 2 || count < n || chunks > 1, "{plan:?} not streamed");
+                        continue;
+                    };
+                    let built = compile(&plan).unwrap();
+                    assert_eq!(gens.len(), built.len());
+                    for (g, p) in gens.iter().zip(&built) {
+                        assert_eq!(&g.materialise(), p, "n {n} count {count}");
+                        assert_eq!(g.len(), p.steps.len());
+                        let mut chans: Vec<(usize, u32)> =
+                            p.steps.iter().filter_map(|s| s.kind.channel()).collect();
+                        chans.sort_unstable();
+                        chans.dedup();
+                        assert_eq!(g.channels(), chans);
+                        for s in &p.steps {
+                            for d in &s.deps {
+                                assert_eq!(g.dependent(d.0), Some(s.id.0));
+                            }
+                        }
+                        let with_dependents: usize =
+                            (0..g.len()).filter(|&i| g.dependent(i).is_some()).count();
+                        let deps: usize = p.steps.iter().map(|s| s.deps.len()).sum();
+                        assert_eq!(with_dependents, deps);
+                    }
+                    crate::program::validate(&built).unwrap();
+                }
+            }
+        }
+        let other = Plan {
+            op: Collective::AllReduce,
+            ranks: 4,
+            count: 8,
+            root: 0,
+            layout: Layout::Flat(Algorithm::Direct),
+            chunks: 1,
+            chunks_in_flight: 0,
+        };
+        assert!(stream(&other).is_none());
     }
 
     #[test]

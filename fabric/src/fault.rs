@@ -14,7 +14,7 @@
 //! A frame hit by bit errors really carries flipped bits: the engine flips one seeded bit of it
 //! — in the payload's bytes when it has them (data mode; the sender's buffer is copied, never
 //! written), else in the header — counts it as corrupted on the link direction that damaged
-//! it, marks it [`Packet::fcs_bad`] and delivers it. One bit, because at the error rates of
+//! it, marks it [`Packet::is_corrupted`] and delivers it. One bit, because at the error rates of
 //! real links (1e-12 .. 1e-6 over a few thousand bytes) a frame with an error almost always has
 //! exactly one. The receivers decide: a switch discards it on its FCS check (the flag: the FCS
 //! its MAC computes over the damaged bytes differs from the one sent; the simulator does not
@@ -232,8 +232,8 @@ impl PortFaults {
                 let mut bytes = d.to_vec();
                 let bit = (r % (bytes.len() as u64 * 8)) as usize;
                 bytes[bit / 8] ^= 1 << (bit % 8);
-                pkt.replace_payload(Payload::Data(Bytes::from(bytes)));
-                pkt.set_fcs_bad();
+                pkt.replace_payload(Payload::data(Bytes::from(bytes)));
+                pkt.set_corrupted(true);
                 return;
             }
         }
@@ -242,7 +242,7 @@ impl PortFaults {
             let bit = (r % (h.len() as u64 * 8)) as usize;
             h[bit / 8] ^= 1 << (bit % 8);
         }
-        pkt.set_fcs_bad();
+        pkt.set_corrupted(true);
     }
 
     /// Decides a frame's fate at `now` and the serialization time of its `wire` bytes (the
@@ -349,14 +349,14 @@ mod tests {
         };
         // Data mode: one payload bit flips; the sender's buffer, shared, stays as it was.
         let sent = Bytes::from(vec![0x5Au8; 4096]);
-        let mut pkt = Packet::new(&[1u8; 58], Payload::Data(sent.clone()), &[9; 4]).unwrap();
-        assert!(!pkt.fcs_bad());
+        let mut pkt = Packet::new(&[1u8; 58], Payload::data(sent.clone()), &[9; 4]).unwrap();
+        assert!(!pkt.is_corrupted());
         f.corrupt(&mut pkt);
-        assert!(pkt.fcs_bad());
+        assert!(pkt.is_corrupted());
         let Payload::Data(got) = pkt.payload() else {
             panic!("payload kind changed")
         };
-        assert_eq!(ones(got, &sent), 1);
+        assert_eq!(ones(&got[..], &sent), 1);
         assert!(sent.iter().all(|&b| b == 0x5A));
         assert_eq!(pkt.header(), &[1u8; 58][..]);
         assert_eq!(
@@ -366,7 +366,7 @@ mod tests {
         // Timing mode: no payload bytes, so a header bit flips.
         let mut pkt = Packet::new(&[0u8; 58], Payload::Timing(4096), &[]).unwrap();
         f.corrupt(&mut pkt);
-        assert!(pkt.fcs_bad());
+        assert!(pkt.is_corrupted());
         assert_eq!(ones(pkt.header(), &[0u8; 58]), 1);
         assert_eq!(pkt.frame_len(), 58 + 4096);
     }

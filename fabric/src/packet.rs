@@ -1,12 +1,19 @@
 //! A packet in flight: its real header bytes, its payload, and a few cached facts.
 //!
-//! The header bytes (Ethernet up to the last transport header) live inline in a fixed array so
-//! that building, forwarding and dropping a packet allocates nothing. Only a header longer than
-//! every RoCE stack (a frame carrying HPCC's in-band telemetry) moves to a boxed array of
-//! [`MAX_HEADER_LEN`]: the packet stays small for every run, and only telemetry pays. The payload is either real
-//! data, a zero-copy [`Bytes`] slice of the sender's buffer ("data mode"), or just a length
-//! ("timing mode"). The trailer holds the RoCEv2 ICRC. The bytes are the truth; [`PacketMeta`]
-//! only caches what the emulator itself needs for statistics and never changes forwarding.
+//! The header bytes (Ethernet up to the last transport header) and the trailer (the RoCEv2
+//! ICRC) live inline, back to back, in one fixed array so that building, forwarding and
+//! dropping a packet allocates nothing. Only a header longer than every RoCE stack (a frame
+//! carrying HPCC's in-band telemetry) moves, with its trailer, to a boxed array: the packet
+//! stays small for every run, and only telemetry pays. The payload is either just a length
+//! ("timing mode") or real data, a zero-copy [`Bytes`] slice of the sender's buffer ("data
+//! mode") held behind a box so that timing runs do not carry its 32 bytes in every packet. The
+//! bytes are the truth; [`PacketMeta`] only caches what the emulator itself needs for
+//! statistics and never changes forwarding.
+//!
+//! Why the size matters: a `Packet` is moved by value through queues and events at every hop.
+//! At 128 bytes or less those moves compile to a few vector loads and stores; at 136 bytes they
+//! became calls to `memcpy` (13.7% of all instructions on `benches/fabric64.yaml`), so the
+//! layout is held to 128 bytes by a test.
 
 use bytes::Bytes;
 
@@ -17,16 +24,40 @@ use crate::wire::MAX_HEADER_LEN;
 /// frames (60); longer headers (in-band telemetry) live in [`Packet`]'s boxed array.
 pub const INLINE_HEADER_LEN: usize = 74;
 
+/// Longest trailer (the 4-byte ICRC).
+pub const MAX_TRAILER_LEN: usize = 4;
+
+/// Inline storage: the longest inline header followed by the longest trailer.
+const INLINE_LEN: usize = INLINE_HEADER_LEN + MAX_TRAILER_LEN;
+
+/// Boxed storage for a long header and its trailer.
+type LongStorage = Box<[u8; MAX_HEADER_LEN + MAX_TRAILER_LEN]>;
+
+/// Flag bit: the frame took a bit error on a link (its FCS would not match).
+const FLAG_CORRUPTED: u8 = 1;
+
 /// The payload of a packet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Payload {
-    /// Real bytes, a slice of the sender's message buffer (data mode).
-    Data(Bytes),
+    /// Real bytes, a slice of the sender's message buffer (data mode), boxed so that the
+    /// payload of a timing-mode packet stays 16 bytes (see [`Payload::data`]).
+    Data(Box<Bytes>),
     /// Only the length is simulated (timing mode); the bytes would be zeros.
     Timing(u32),
 }
 
 impl Payload {
+    /// A data-mode payload holding `bytes`.
+    pub fn data(bytes: Bytes) -> Payload {
+        Payload::Data(Box::new(bytes))
+    }
+    /// The real bytes (data mode), or `None` in timing mode.
+    pub fn bytes(&self) -> Option<&Bytes> {
+        match self {
+            Payload::Data(b) => Some(b),
+            Payload::Timing(_) => None,
+        }
+    }
     /// Number of payload bytes on the wire.
     pub fn len(&self) -> usize {
         match self {
@@ -52,24 +83,25 @@ pub struct PacketMeta {
     pub message_remaining: u32,
 }
 
-/// The top bit of `trailer_len`: the frame's bits were damaged on the wire, so the FCS the
-/// receiving MAC computes differs from the one sent (see [`Packet::fcs_bad`]).
-const FCS_BAD: u8 = 0x80;
-
 /// One Ethernet frame in flight.
+///
+/// Layout (128 bytes): the inline header-and-trailer array, the header and trailer lengths, one
+/// byte of flags, the payload, the cached [`PacketMeta`] and the pointer to a long header.
 #[derive(Clone, Debug)]
 pub struct Packet {
-    header: [u8; INLINE_HEADER_LEN],
+    /// The header, then the trailer right after it (when the header is at most
+    /// [`INLINE_HEADER_LEN`] bytes; otherwise both are in `long`).
+    bytes: [u8; INLINE_LEN],
     header_len: u8,
-    trailer: [u8; 4],
-    /// The trailer's length in the low bits; [`FCS_BAD`] in the top bit (a flag rather than a
-    /// field, so that `Packet` does not grow).
     trailer_len: u8,
+    /// Per-frame facts that are not bytes on the wire (`FLAG_*`).
+    flags: u8,
     payload: Payload,
     /// Cached bookkeeping (not part of the frame).
     pub meta: PacketMeta,
-    /// The whole header when it is longer than [`INLINE_HEADER_LEN`] (then `header` is unused).
-    long_header: Option<Box<[u8; MAX_HEADER_LEN]>>,
+    /// The whole header and trailer when the header is longer than [`INLINE_HEADER_LEN`] (then
+    /// `bytes` is unused).
+    long: Option<LongStorage>,
 }
 
 /// Why a packet could not be assembled.
@@ -107,80 +139,75 @@ impl Packet {
             });
         }
         Ok(Packet {
-            header: [0; INLINE_HEADER_LEN],
+            bytes: [0; INLINE_LEN],
             header_len: len as u8,
-            trailer: [0; 4],
             trailer_len: 0,
+            flags: 0,
             payload,
             meta: PacketMeta::default(),
-            long_header: (len > INLINE_HEADER_LEN).then(|| Box::new([0; MAX_HEADER_LEN])),
+            long: (len > INLINE_HEADER_LEN)
+                .then(|| Box::new([0; MAX_HEADER_LEN + MAX_TRAILER_LEN])),
         })
+    }
+
+    /// The storage of header and trailer, whichever holds them.
+    fn storage(&self) -> &[u8] {
+        match &self.long {
+            Some(h) => &h[..],
+            None => &self.bytes[..],
+        }
+    }
+    /// The storage of header and trailer, writable.
+    fn storage_mut(&mut self) -> &mut [u8] {
+        match &mut self.long {
+            Some(h) => &mut h[..],
+            None => &mut self.bytes[..],
+        }
     }
 
     /// Sets the trailer bytes (ICRC).
     pub fn set_trailer(&mut self, trailer: &[u8]) -> Result<(), PacketError> {
-        if trailer.len() > 4 {
+        if trailer.len() > MAX_TRAILER_LEN {
             return Err(PacketError::TrailerTooLong(trailer.len()));
         }
-        self.trailer[..trailer.len()].copy_from_slice(trailer);
-        self.trailer_len = trailer.len() as u8 | (self.trailer_len & FCS_BAD);
+        let at = self.header_len as usize;
+        // The storage always has MAX_TRAILER_LEN bytes after the longest header it holds.
+        self.storage_mut()[at..at + trailer.len()].copy_from_slice(trailer);
+        self.trailer_len = trailer.len() as u8;
         Ok(())
-    }
-
-    /// True when bit errors damaged the frame on the wire: the FCS the receiving MAC computes
-    /// over its bytes would differ from the one sent, and any MAC discards it. The simulator
-    /// does not model the FCS bytes; the fault that flips bits sets this (see
-    /// [`crate::fault`]), so checking it costs nothing without bit errors.
-    pub fn fcs_bad(&self) -> bool {
-        self.trailer_len & FCS_BAD != 0
-    }
-
-    /// Marks the frame as damaged on the wire (see [`Packet::fcs_bad`]).
-    pub fn set_fcs_bad(&mut self) {
-        self.trailer_len |= FCS_BAD;
-    }
-
-    /// Replaces the payload by one of the same kind and length: how bit errors reach the
-    /// payload's bytes (the old payload may be shared with the sender's buffer, so it is
-    /// never written in place). Returns false, changing nothing, if the length differs.
-    pub fn replace_payload(&mut self, payload: Payload) -> bool {
-        if payload.len() != self.payload.len() {
-            return false;
-        }
-        self.payload = payload;
-        true
     }
 
     /// The header bytes, starting at the Ethernet destination address.
     pub fn header(&self) -> &[u8] {
         let len = self.header_len as usize;
-        match &self.long_header {
-            Some(h) => &h[..len],
-            None => &self.header[..len],
-        }
+        &self.storage()[..len]
     }
     /// The header bytes, writable (switches rewrite ECN this way).
     pub fn header_mut(&mut self) -> &mut [u8] {
         let len = self.header_len as usize;
-        match &mut self.long_header {
-            Some(h) => &mut h[..len],
-            None => &mut self.header[..len],
-        }
+        &mut self.storage_mut()[..len]
     }
     /// Grows the header by `n` zero bytes at its end (a switch appending in-band telemetry) and
-    /// returns the whole header, writable; `None` beyond [`MAX_HEADER_LEN`]. The first growth
-    /// past [`INLINE_HEADER_LEN`] moves the header into its boxed array.
+    /// returns the whole header, writable; `None` beyond [`MAX_HEADER_LEN`]. The trailer moves
+    /// behind the new bytes unchanged. The first growth past [`INLINE_HEADER_LEN`] moves header
+    /// and trailer into the boxed array.
     pub fn grow_header(&mut self, n: usize) -> Option<&mut [u8]> {
         let old = self.header_len as usize;
         let len = old + n;
         if len > MAX_HEADER_LEN {
             return None;
         }
-        if len > INLINE_HEADER_LEN && self.long_header.is_none() {
-            let mut h = Box::new([0; MAX_HEADER_LEN]);
-            h[..old].copy_from_slice(&self.header[..old]);
-            self.long_header = Some(h);
+        let tlen = self.trailer_len as usize;
+        let mut trailer = [0; MAX_TRAILER_LEN];
+        trailer[..tlen].copy_from_slice(&self.storage()[old..old + tlen]);
+        if len > INLINE_HEADER_LEN && self.long.is_none() {
+            let mut h = Box::new([0; MAX_HEADER_LEN + MAX_TRAILER_LEN]);
+            h[..old].copy_from_slice(&self.bytes[..old]);
+            self.long = Some(h);
         }
+        let s = self.storage_mut();
+        s[old..len].fill(0);
+        s[len..len + tlen].copy_from_slice(&trailer[..tlen]);
         self.header_len = len as u8;
         Some(self.header_mut())
     }
@@ -190,11 +217,37 @@ impl Packet {
     }
     /// The trailer bytes (the ICRC for RoCEv2; empty otherwise).
     pub fn trailer(&self) -> &[u8] {
-        &self.trailer[..(self.trailer_len & !FCS_BAD) as usize]
+        let at = self.header_len as usize;
+        &self.storage()[at..at + self.trailer_len as usize]
     }
     /// Length of the frame without FCS: header + payload + trailer.
     pub fn frame_len(&self) -> usize {
-        self.header_len as usize + self.payload.len() + (self.trailer_len & !FCS_BAD) as usize
+        self.header_len as usize + self.payload.len() + self.trailer_len as usize
+    }
+    /// True when the frame took a bit error on its way: the fault flipped bits of it (see
+    /// [`crate::fault`]) and the FCS the receiving MAC computes would not match the one sent,
+    /// so a receiver that checks the FCS drops it.
+    pub fn is_corrupted(&self) -> bool {
+        self.flags & FLAG_CORRUPTED != 0
+    }
+    /// Marks the frame as corrupted (or not).
+    pub fn set_corrupted(&mut self, corrupted: bool) {
+        if corrupted {
+            self.flags |= FLAG_CORRUPTED;
+        } else {
+            self.flags &= !FLAG_CORRUPTED;
+        }
+    }
+
+    /// Replaces the payload by one of the same length: how bit errors reach the payload's bytes
+    /// (the old payload may be shared with the sender's buffer, so it is never written in
+    /// place). Returns false, changing nothing, if the length differs.
+    pub fn replace_payload(&mut self, payload: Payload) -> bool {
+        if payload.len() != self.payload.len() {
+            return false;
+        }
+        self.payload = payload;
+        true
     }
 
     /// The whole frame as bytes (payload zeros in timing mode); for captures and tests, not the
@@ -220,16 +273,16 @@ mod tests {
         let p = Packet::new(&[1; 58], Payload::Timing(1000), &[9; 4]).unwrap();
         assert_eq!(p.frame_len(), 1062);
         assert_eq!(p.to_frame_bytes().len(), 1062);
-        let d = Packet::new(&[1; 10], Payload::Data(Bytes::from_static(b"abc")), &[]).unwrap();
+        let d = Packet::new(&[1; 10], Payload::data(Bytes::from_static(b"abc")), &[]).unwrap();
         assert_eq!(&d.to_frame_bytes()[10..], b"abc");
     }
 
     #[test]
     fn packet_stays_small_whatever_its_header() {
-        // 128 bytes of inline state plus the pointer to a long header: telemetry does not grow
-        // every packet (inline, it made them 184 bytes and every run ~13% slower).
+        // Telemetry does not grow every packet (inline, it made them 184 bytes and every run
+        // ~13% slower), and beyond 128 bytes every move of a packet became a memcpy call.
         assert!(
-            std::mem::size_of::<Packet>() <= 136,
+            std::mem::size_of::<Packet>() <= 128,
             "{}",
             std::mem::size_of::<Packet>()
         );
@@ -249,6 +302,31 @@ mod tests {
         assert!(p.grow_header(MAX_HEADER_LEN).is_none());
         let long = Packet::new(&[5; MAX_HEADER_LEN], Payload::Timing(0), &[]).unwrap();
         assert_eq!(long.header(), &[5; MAX_HEADER_LEN][..]);
+    }
+
+    #[test]
+    fn trailer_follows_the_header_as_it_grows() {
+        let mut p = Packet::new(&[7; 60], Payload::Timing(10), &[1, 2, 3, 4]).unwrap();
+        assert_eq!(p.trailer(), &[1, 2, 3, 4]);
+        p.grow_header(14).unwrap();
+        assert_eq!((p.header().len(), p.trailer()), (74, &[1, 2, 3, 4][..]));
+        assert!(p.header()[60..].iter().all(|&b| b == 0));
+        p.grow_header(4).unwrap();
+        assert_eq!((p.header().len(), p.trailer()), (78, &[1, 2, 3, 4][..]));
+        assert!(p.header()[..60].iter().all(|&b| b == 7));
+        p.set_trailer(&[9; 4]).unwrap();
+        let f = p.to_frame_bytes();
+        assert_eq!((f.len(), &f[88..]), (92, &[9; 4][..]));
+    }
+
+    #[test]
+    fn corrupted_flag_is_kept_by_clones() {
+        let mut p = Packet::new(&[0; 14], Payload::Timing(1), &[]).unwrap();
+        assert!(!p.is_corrupted());
+        p.set_corrupted(true);
+        assert!(p.clone().is_corrupted());
+        p.set_corrupted(false);
+        assert!(!p.is_corrupted());
     }
 
     #[test]

@@ -44,12 +44,16 @@ pub fn timelines(fin: &Finished) -> Vec<(String, Vec<RankSteps>)> {
                 .nth(j)
                 .map(|x| x.steps.iter().copied().collect())
                 .unwrap_or_default();
-            if let Some(p) = run.program(j) {
-                for (i, s) in p.steps.iter().enumerate() {
-                    if let StepKind::Send { peer, channel, .. } = s.kind {
-                        if let Some(&t) = times.get(&(i as u32)) {
-                            posted.entry((r, peer, channel)).or_default().push(t);
-                        }
+            // Ranks without step times (a streamed job's middle ranks) have nothing to show.
+            let steps = if times.is_empty() {
+                0
+            } else {
+                run.step_count(j)
+            };
+            for i in 0..steps {
+                if let Some(StepKind::Send { peer, channel, .. }) = run.step_kind(j, i) {
+                    if let Some(&t) = times.get(&(i as u32)) {
+                        posted.entry((r, peer, channel)).or_default().push(t);
                     }
                 }
             }
@@ -57,13 +61,13 @@ pub fn timelines(fin: &Finished) -> Vec<(String, Vec<RankSteps>)> {
         }
         let mut rows = Vec::new();
         for (r, &h) in info.hosts.iter().enumerate().take(MAX_RANKS) {
-            let Some(p) = runners.get(h).and_then(|run| run.program(j)) else {
+            let Some(run) = runners.get(h) else {
                 continue;
             };
             let mut seen: BTreeMap<(usize, u32), usize> = BTreeMap::new();
             let mut bars = Vec::new();
-            for (i, s) in p.steps.iter().enumerate() {
-                if let StepKind::Recv { peer, channel, .. } = s.kind {
+            for i in 0..run.step_count(j) {
+                if let Some(StepKind::Recv { peer, channel, .. }) = run.step_kind(j, i) {
                     let k = seen.entry((peer, channel)).or_insert(0);
                     let start = posted.get(&(peer, r, channel)).and_then(|v| v.get(*k));
                     *k += 1;

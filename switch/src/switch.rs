@@ -283,7 +283,7 @@ impl Switch {
     fn on_packet(&mut self, in_port: usize, mut pkt: Packet, ctx: &mut Ctx<'_>) {
         self.stats.received += 1;
         // Damaged on the wire: the MAC's FCS check discards it (see `fabemu_fabric::fault`).
-        if pkt.fcs_bad() {
+        if pkt.is_corrupted() {
             self.stats.fcs_dropped += 1;
             return;
         }

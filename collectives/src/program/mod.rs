@@ -1,7 +1,8 @@
 //! The program IR: what one rank does during a collective.
 //!
 //! This is **the seam for custom algorithms**. An algorithm — built in ([`crate::algorithms`])
-//! or written by hand, in Rust or as JSON/YAML — is a `Vec<Program>`, one per rank. Everything
+//! or written by hand, in Rust or as JSON/YAML — is a `Vec<Program>`, one per rank (or, for
+//! regular built-in ones at scale, a generator of the same steps: see below). Everything
 //! downstream (the reference interpreter, and later the hosts that run programs on their queue
 //! pairs) consumes only this IR.
 //!
@@ -65,10 +66,26 @@
 //! derives exactly those dependencies from the list order, so generators rarely write deps by
 //! hand.
 //!
+//! ## Programs generated on demand
+//!
+//! A listed program costs memory per step (about 100 bytes with its dependencies, and the
+//! executor's tables besides), and a ring All-Reduce has `4 (n - 1)` steps on each of `n`
+//! ranks: 4.2 M steps on 1024 ranks, 268 M on 8192. Algorithms with a regular structure are
+//! therefore also offered as a [`StepGen`]: step `i` of a rank (kind, dependency, dependent) as
+//! a closed form, which the executor pulls through a bounded window (see
+//! [`crate::executor`]), so a rank costs O(window) however long its list. A generator is the
+//! same IR, not a second one: [`StepGen::materialise`] gives the exact [`Program`] that
+//! [`crate::plan::compile`] builds for the same plan, and the unit tests check that they are
+//! equal for many rank counts and sizes, so [`validate`]'s checks (hazards, channel matching)
+//! carry over from the small instances to any `n`. [`crate::plan::stream`] says which plans
+//! are generated (today the flat ring All-Reduce of one chunk); everything else, and every
+//! custom (MSCCL, synthesized) program, stays listed.
+//!
 //! ## Files
 //!
 //! This file holds the IR itself; `builder.rs` the [`ProgramBuilder`], `validation.rs`
-//! [`validate`] and its [`ValidationError`]s, `tests.rs` their unit tests.
+//! [`validate`] and its [`ValidationError`]s, `stream.rs` the [`StepGen`]s, `tests.rs` their
+//! unit tests.
 
 use std::fmt;
 
@@ -77,11 +94,13 @@ use serde::{Deserialize, Serialize};
 use crate::chunk::ChunkRange;
 
 mod builder;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod validation;
 
 pub use self::builder::ProgramBuilder;
+pub use self::stream::{RingAllReduce, StepGen};
 pub use self::validation::{validate, ValidationError};
 
 /// A step's identifier: its index in its program's step list.

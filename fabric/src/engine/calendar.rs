@@ -7,9 +7,14 @@
 //! stretches be skipped in a few word operations. Only the bucket being drained is sorted; a
 //! push is an append.
 //!
-//! The sizes were tuned on the 64-host benchmark (benches/fabric64.yaml): 4 ns buckets over a
-//! 16.8 µs ring were ~15% slower than 65 ns buckets, whose sort of a few dozen entries costs less
-//! than touching thousands of sparsely filled buckets; widths from 33 ns to 262 ns measured alike.
+//! The sizes were first tuned on the 64-host benchmark (benches/fabric64.yaml) by wall time: 4 ns
+//! buckets over a 16.8 µs ring were ~15% slower than 65 ns buckets; widths from 33 ns to 262 ns
+//! measured alike. Counted since (cachegrind, `--LL=1048576,16,64`): a 65 ns bucket holds ~85
+//! events on fabric64 and ~1800 on benches/fat_tree1024.yaml, and sorting them was 10% of all
+//! instructions. 16 ns buckets (1024 of them, the same 16.8 µs ring) run 3.5% fewer
+//! instructions on fabric64 and 4.4% fewer on fat_tree1024 (100 µs), with 1% and 9% fewer L1
+//! data misses; misses of a 1 MiB cache +3.8% and −0.4%. 4 ns buckets cut instructions 7.5% and
+//! 9.5% but added 13% of those costlier misses on fabric64 (4096 sparsely filled vectors).
 //!
 //! Popping is in exact key order — (time, origin, sequence) — the same order a binary heap
 //! would give, so the choice of queue never changes results.
@@ -18,11 +23,12 @@ use std::collections::BinaryHeap;
 
 use super::queue::Entry;
 
-/// Bucket width: 2^16 ps ≈ 65.5 ns, a few dozen events per bucket on a loaded 100 Gb/s fabric.
-const WIDTH_BITS: u32 = 16;
-/// Buckets in the ring (a power of two, at least 64): 256 × 65.5 ns ≈ 16.8 µs of near future,
+/// Bucket width: 2^14 ps ≈ 16.4 ns, about 20 events per bucket on fabric64, 450 on the
+/// 1024-host fat-tree.
+const WIDTH_BITS: u32 = 14;
+/// Buckets in the ring (a power of two, at least 64): 1024 × 16.4 ns ≈ 16.8 µs of near future,
 /// beyond the latency of any datacenter link.
-const BUCKETS: usize = 256;
+const BUCKETS: usize = 1024;
 const WORDS: usize = BUCKETS / 64;
 
 /// The calendar queue.

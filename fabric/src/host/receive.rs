@@ -6,7 +6,7 @@ use super::*;
 impl Nic {
     /// Handles a frame that arrived on `port`.
     pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
-        if (pkt.fcs_bad() || self.cfg.verify_icrc) && self.damaged(&pkt) {
+        if (pkt.is_corrupted() || self.cfg.verify_icrc) && self.damaged(&pkt) {
             self.stats.corrupted_discarded += 1;
             return;
         }
@@ -52,7 +52,7 @@ impl Nic {
     /// Whether a frame was damaged on the wire and must be discarded (see [`crate::fault`]).
     /// In data mode with `verify_icrc`, a frame with payload bytes addressed to this NIC is
     /// judged by its ICRC, recomputed over the bytes that arrived (counted in `icrc_errors`);
-    /// every other frame by the MAC's FCS check ([`Packet::fcs_bad`]). HPCC's switches append
+    /// every other frame by the MAC's FCS check ([`Packet::is_corrupted`]). HPCC's switches append
     /// telemetry inside the ICRC's coverage, so with HPCC only the FCS judges.
     fn damaged(&mut self, pkt: &Packet) -> bool {
         if let Payload::Data(d) = pkt.payload() {
@@ -61,13 +61,13 @@ impl Nic {
                 && !self.cfg.cc.wants_int()
                 && wire::frame_kind(h) == FrameKind::RoceV2
                 && wire::ipv4_dst(h) == Some(self.addr.ip)
-                && wire::icrc(h, d) != pkt.trailer()
+                && wire::icrc(h, &d[..]) != pkt.trailer()
             {
                 self.stats.icrc_errors += 1;
                 return true;
             }
         }
-        pkt.fcs_bad()
+        pkt.is_corrupted()
     }
 
     /// An ACK or NAK from `src`; `int` is its header when HPCC looks for echoed telemetry.
@@ -191,10 +191,7 @@ impl Nic {
             return;
         };
         let qp = &mut self.qps[i];
-        let data = match pkt.payload() {
-            Payload::Data(b) => Some(b),
-            Payload::Timing(_) => None,
-        };
+        let data = pkt.payload().bytes();
         let mut received = None;
         let action = qp.on_data(
             repr.bth.psn,

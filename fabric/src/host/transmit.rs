@@ -174,7 +174,7 @@ impl Nic {
             payload_len: seg.payload_len as usize + int.len(),
         };
         let payload = match seg.data {
-            Some(d) => Payload::Data(d),
+            Some(d) => Payload::data(d),
             None => Payload::Timing(seg.payload_len),
         };
         let Some(mut pkt) = build(&repr, payload, int) else {
@@ -342,7 +342,7 @@ impl Nic {
         ctx: &mut Ctx<'_>,
     ) {
         let payload = if self.cfg.data_mode {
-            Payload::Data(Bytes::new())
+            Payload::data(Bytes::new())
         } else {
             Payload::Timing(0)
         };

@@ -271,7 +271,7 @@ mod tests {
         };
         let len = repr.header_len() + INT_HEADER_LEN;
         let mut pkt =
-            Packet::with_header_len(len, Payload::Data(Bytes::copy_from_slice(payload))).unwrap();
+            Packet::with_header_len(len, Payload::data(Bytes::copy_from_slice(payload))).unwrap();
         repr.emit(pkt.header_mut()).unwrap();
         let icrc = crate::wire::icrc(pkt.header(), payload);
         pkt.set_trailer(&icrc).unwrap();
