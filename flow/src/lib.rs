@@ -30,14 +30,16 @@
 //!   min-heap keyed by a lower bound of their level (levels only rise), re-checked when they come
 //!   out, so the heap holds one entry per link and a filling costs `O(E + P log L)` for `E`
 //!   (flow, link) pairs, `L` links and `P` pops, instead of a scan of all links per round.
-//! - **Incremental, by connected component** ([`network`]): the max-min rates of flows that share
-//!   no link direction, directly or through other flows, do not depend on each other. A start or a
-//!   finish only marks its links dirty; before the next query the network collects the connected
-//!   components that contain dirty links (a breadth-first search over "flow uses link") and fills
-//!   only those. The filling of a component is a pure function of its flows taken in a canonical
-//!   order (flows by [`FlowId`], links by [`LinkId`], heap ties broken by kind and index), so the
-//!   incremental rates are bit-identical to a recomputation of every component
-//!   ([`FlowNetwork::recompute_all`]).
+//! - **Incremental, above a threshold** ([`network`]): the max-min rates of flows that share
+//!   no link direction, directly or through other flows, do not depend on each other, and the
+//!   filling below the level at which a changed link saturates (before or after the change) is
+//!   the same as before it. A start or a finish only marks its links dirty; before the next query
+//!   the network takes each dirty link's threshold, collects the flows at or above it that are
+//!   connected to the link through such flows (a breadth-first search), and refills only those,
+//!   the flows below the threshold folded into their links' capacities. The filling is taken in
+//!   a canonical order (flows by [`FlowId`], links by [`LinkId`], heap ties broken by kind and
+//!   index), so runs are reproducible, and the incremental rates equal a recomputation of every
+//!   component ([`FlowNetwork::recompute_all`]) up to the order of float additions.
 //! - **Progress.** Every flow keeps its remaining payload bytes and the time of its last rate
 //!   change; its projected finish time is `last change + ceil(remaining / rate)` in picoseconds
 //!   (rounded up: a flow never finishes before its last byte is out). A heap of projected finish

@@ -22,10 +22,11 @@
 //! pop `O(log links)`.
 //!
 //! The [`Filler`] is the one implementation: [`max_min_rates`] runs it once over a whole network,
-//! and [`crate::FlowNetwork`] runs it per connected component on reused buffers. Its result is a
-//! pure function of its input in the order given (flows by index, each flow's links by index),
-//! with heap ties broken by (level, links before caps, index): this is what makes the incremental
-//! recomputation bit-identical to a full one.
+//! and [`crate::FlowNetwork`] runs it on the flows a change can move, on reused buffers
+//! ([`Filler::solve_from`]: the level starts at the threshold below which nothing moved). Its
+//! result is a pure function of its input in the order given (flows by index, each flow's links
+//! by index), with heap ties broken by (level, links before caps, index), so runs are
+//! reproducible.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -220,6 +221,14 @@ impl Filler {
 
     /// Runs the progressive filling.
     pub(crate) fn solve(&mut self) {
+        self.solve_from(0.0);
+    }
+
+    /// Runs the progressive filling with the level starting at `floor` instead of 0: for a
+    /// problem whose flows are known to freeze at `floor` or above (the flows above a
+    /// threshold, the others folded into the capacities), so that rounding in `C - F` cannot
+    /// freeze one below it.
+    pub(crate) fn solve_from(&mut self, floor: f64) {
         let m = self.link_cap.len();
         let n = self.flow_cap.len();
         if self.flow_start.is_empty() {
@@ -262,7 +271,7 @@ impl Filler {
         }
 
         // The level of the last saturation: every flow frozen so far has a rate <= x.
-        let mut x = 0.0f64;
+        let mut x = floor;
         while let Some(Reverse(e)) = self.heap.pop() {
             if e.kind() == KIND_LINK {
                 let l = e.idx() as usize;

@@ -1,5 +1,5 @@
 //! The flow network: flows that start, progress at max-min fair rates and finish, in virtual
-//! time, with rates recomputed incrementally per connected component.
+//! time, with rates recomputed incrementally: only for the flows a change can move.
 //!
 //! ## How a step works
 //!
@@ -10,12 +10,21 @@
 //!   [`RESERVATION_EPSILON`] from the rate its reservations were set at, they are updated and
 //!   their links marked dirty, and the refresh goes on in rounds until no reservation moves.
 //! - Every query ([`FlowNetwork::next_finish`], [`FlowNetwork::rate`], [`FlowNetwork::advance`])
-//!   first *refreshes*: from every dirty flow and dirty link it collects the connected component
-//!   (breadth-first over "flow uses link" and "link is used by flow"), sorts its flows by
-//!   [`FlowId`] and links by [`LinkId`], and runs the [`crate::maxmin`] filling on it. Flows whose
-//!   rate changed (bit for bit) settle their progress at the current time and get a new projected
-//!   finish; links whose load changed settle their carried bytes. Components without a dirty link
-//!   are not looked at.
+//!   first *refreshes*. The links a start, a finish or a reservation touched are *perturbed*;
+//!   each gets a *threshold*, a level below which the progressive filling of the new problem
+//!   freezes the same flows at the same rates as the last filling did (see
+//!   [`FlowNetwork::threshold`]: no perturbed link saturates below it, before or after). From
+//!   each perturbed link a search over "link is used by a flow at or above the threshold" and
+//!   "flow uses link" collects its *region*; the flows below the threshold on the region's
+//!   links stay as they are and only lower those links' capacities (their load, the link's
+//!   `base`). The region's flows, sorted by [`FlowId`], and links, sorted by [`LinkId`], are
+//!   filled by [`crate::maxmin`] from the threshold up. A finish usually removes a fast flow,
+//!   whose links saturate at its rate or higher, so the region is the few flows at the top
+//!   rather than the connected component (a million flows in an all-to-all). Flows whose rate
+//!   changed (bit for bit) settle their progress at the current time and get a new projected
+//!   finish; links whose load changed settle their carried bytes. The result equals a full
+//!   recomputation ([`FlowNetwork::recompute_all`], threshold 0: the connected components) up
+//!   to the order of float additions (checked to 1e-9 relative by a property test).
 //! - [`FlowNetwork::advance`] moves time forward finish by finish: it takes the earliest valid
 //!   entry of the finish heap, removes every flow finishing at that instant (in [`FlowId`] order),
 //!   refreshes, and repeats until the target time, so passing a time beyond
@@ -57,8 +66,19 @@ const MAX_RESERVATION_ROUNDS: u32 = 64;
 struct Link {
     cap: f64,
     /// Slots of the active flows that use this link, in no particular order (a flow knows its
-    /// position, for O(1) removal); the filling never reads this order.
+    /// position, for O(1) removal).
     flows: Vec<u32>,
+    /// `weights[k]`: the weight of flow `flows[k]` on this link (apart, so that the slots stay
+    /// dense for the searches that only read them).
+    weights: Vec<f64>,
+    /// The largest rate of a flow removed from this link since the last refresh (0: none).
+    removed_max: f64,
+    /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
+    new_cap: f64,
+    /// Scratch of a refresh: the load of this link's flows left out of the refilling.
+    base: f64,
+    /// Epoch of the last refresh round in which this link was perturbed.
+    pmark: u32,
     /// Current load `sum w * r` (bytes/s) of the flows that use it, as the last filling of its
     /// component computed it.
     load: f64,
@@ -111,6 +131,16 @@ pub struct FlowNetwork {
     /// that the component search, which checks every flow of every link it crosses, reads a
     /// dense array instead of a cache line of each flow.
     flow_mark: Vec<u32>,
+    /// Per flow slot: the rate of the flow as the last filling left it, `+inf` for a flow not
+    /// filled yet (so that every threshold takes it in); dense, like `flow_mark`, for the
+    /// threshold searches that read it for every flow of a link.
+    fill_rate: Vec<f64>,
+    /// Set by [`FlowNetwork::recompute_all`]: every threshold is 0.
+    full: bool,
+    /// Scratch of a refresh round: `(threshold, link)` of the perturbed links.
+    pert: Vec<(f64, u32)>,
+    /// Scratch of a threshold: `(rate, weight)` of a link's filled flows.
+    rates_scratch: Vec<(f64, f64)>,
     /// Free flow slots, reused last-freed first.
     free: Vec<u32>,
     active: usize,
@@ -123,7 +153,6 @@ pub struct FlowNetwork {
     // Scratch buffers of a refresh, kept to avoid allocating per event.
     comp_flows: Vec<u32>,
     comp_links: Vec<u32>,
-    queue: Vec<u32>,
     usage_scratch: Vec<(u32, f64)>,
     reserve_scratch: Vec<(u32, f64)>,
     /// Rounds of reservation updates in the refresh under way.
@@ -141,11 +170,16 @@ impl FlowNetwork {
                 .into_iter()
                 .map(|cap| Link {
                     cap,
+                    new_cap: f64::INFINITY,
                     ..Link::default()
                 })
                 .collect(),
             flows: Vec::new(),
             flow_mark: Vec::new(),
+            fill_rate: Vec::new(),
+            full: false,
+            pert: Vec::new(),
+            rates_scratch: Vec::new(),
             free: Vec::new(),
             active: 0,
             dirty_links: Vec::new(),
@@ -155,7 +189,6 @@ impl FlowNetwork {
             filler: Filler::default(),
             comp_flows: Vec::new(),
             comp_links: Vec::new(),
-            queue: Vec::new(),
             usage_scratch: Vec::new(),
             reserve_scratch: Vec::new(),
             rounds: 0,
@@ -250,6 +283,7 @@ impl FlowNetwork {
             None => {
                 self.flows.push(Flow::default());
                 self.flow_mark.push(0);
+                self.fill_rate.push(f64::INFINITY);
                 (self.flows.len() - 1) as u32
             }
         };
@@ -266,7 +300,9 @@ impl FlowNetwork {
             let link = &mut self.links[l as usize];
             flow.usage.push((l, w, link.flows.len() as u32));
             link.flows.push(slot);
+            link.weights.push(w);
         }
+        self.fill_rate[slot as usize] = f64::INFINITY;
         flow.reserve.clear();
         flow.reserve.extend_from_slice(&reserve);
         for &(l, _) in &reserve {
@@ -390,8 +426,8 @@ impl FlowNetwork {
         self.active
     }
 
-    /// Recomputes every component from scratch; the incremental updates must give the same
-    /// rates bit for bit (tests and diagnostics).
+    /// Recomputes every component from scratch (every threshold 0); the incremental updates
+    /// must give the same rates up to the order of float additions (tests and diagnostics).
     pub fn recompute_all(&mut self) {
         for slot in 0..self.flows.len() {
             let flow = &mut self.flows[slot];
@@ -400,7 +436,9 @@ impl FlowNetwork {
                 self.dirty_flows.push(slot as u32);
             }
         }
+        self.full = true;
         self.refresh();
+        self.full = false;
     }
 
     /// The earliest valid projected finish, dropping stale heap entries on the way.
@@ -418,9 +456,14 @@ impl FlowNetwork {
     /// Removes a finished flow from its links (marking them dirty) and frees its slot.
     fn remove(&mut self, slot: u32) {
         let mut usage = std::mem::take(&mut self.flows[slot as usize].usage);
+        let rate = self.fill_rate[slot as usize];
         for &(l, _, pos) in &usage {
             let link = &mut self.links[l as usize];
+            if rate < f64::INFINITY {
+                link.removed_max = link.removed_max.max(rate);
+            }
             link.flows.swap_remove(pos as usize);
+            link.weights.swap_remove(pos as usize);
             if let Some(&moved) = link.flows.get(pos as usize) {
                 // The flow moved into `pos` records its position on this link.
                 let mu = &mut self.flows[moved as usize].usage;
@@ -484,12 +527,24 @@ impl FlowNetwork {
         }
     }
 
-    /// One round of [`FlowNetwork::refresh`]: every component with a dirty flow or link, once.
+    /// One round of [`FlowNetwork::refresh`]: every region around a perturbed link, once.
+    ///
+    /// A link is *perturbed* when a flow started on it or left it, or its capacity moved (a
+    /// reservation). Each perturbed link gets a threshold ([`FlowNetwork::threshold`]) below
+    /// which the progressive filling of the new problem freezes the same flows at the same
+    /// levels as the last one; its region is what a search from it reaches through flows at or
+    /// above the threshold, and only those flows are refilled. Links are taken by rising
+    /// threshold: a region found at a lower threshold contains every region it touches at a
+    /// higher one (a flow at or above the higher threshold is at or above the lower), so a link
+    /// already reached is done.
     fn refresh_round(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             // After 2^32 refreshes: clear the marks so an old mark cannot look current.
-            self.links.iter_mut().for_each(|l| l.mark = 0);
+            self.links.iter_mut().for_each(|l| {
+                l.mark = 0;
+                l.pmark = 0;
+            });
             self.flow_mark.iter_mut().for_each(|m| *m = 0);
             self.epoch = 1;
         }
@@ -504,32 +559,73 @@ impl FlowNetwork {
         for &l in &dirty_links {
             self.links[l as usize].dirty = false;
         }
+        let mut pert = std::mem::take(&mut self.pert);
+        pert.clear();
         for &slot in &dirty_flows {
             let flow = &self.flows[slot as usize];
-            if flow.active && self.flow_mark[slot as usize] != epoch {
-                self.collect_from_flow(slot);
-                self.fill_component();
+            if !flow.active || self.flow_mark[slot as usize] == epoch {
+                continue;
+            }
+            if flow.usage.is_empty() {
+                // Only its cap bounds it: a region of its own.
+                self.set_rate(slot, flow.cap);
+                continue;
+            }
+            if self.fill_alone(slot) {
+                continue;
+            }
+            let flow = &self.flows[slot as usize];
+            for &(l, _, _) in &flow.usage {
+                let link = &mut self.links[l as usize];
+                link.new_cap = link.new_cap.min(flow.cap);
+                if link.pmark != epoch {
+                    link.pmark = epoch;
+                    pert.push((0.0, l));
+                }
             }
         }
         for &l in &dirty_links {
             let link = &mut self.links[l as usize];
-            if link.mark == epoch {
+            if link.pmark == epoch || link.mark == epoch {
                 continue;
             }
-            if link.flows.is_empty() {
-                // Its last flow finished (or only its reservations changed): it carries no
-                // flow's data from now on.
-                link.mark = epoch;
-                if link.load != 0.0 {
-                    settle_link(link, self.now);
-                    link.load = 0.0;
+            match link.flows.len() {
+                0 => {
+                    // Its last flow finished (or only its reservations changed): it carries no
+                    // flow's data from now on.
+                    link.mark = epoch;
+                    link.removed_max = 0.0;
+                    if link.load != 0.0 {
+                        settle_link(link, self.now);
+                        link.load = 0.0;
+                    }
+                    continue;
                 }
+                1 => {
+                    let g = link.flows[0];
+                    if self.flow_mark[g as usize] == epoch || self.fill_alone(g) {
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            let link = &mut self.links[l as usize];
+            link.pmark = epoch;
+            pert.push((0.0, l));
+        }
+        for p in pert.iter_mut() {
+            p.0 = self.threshold(p.1);
+        }
+        // Thresholds are >= 0 (or +inf): their bits order like their values.
+        pert.sort_unstable_by_key(|&(t, l)| (t.to_bits(), l));
+        for &(theta, l) in &pert {
+            if self.links[l as usize].mark == epoch {
                 continue;
             }
-            let first = link.flows[0];
-            self.collect_from_flow(first);
-            self.fill_component();
+            self.collect_region(l, theta);
+            self.fill_region(if theta < f64::INFINITY { theta } else { 0.0 });
         }
+        self.pert = pert;
         // Keep the larger buffers; the lists of the next round (if any) are in `self`.
         dirty_flows.clear();
         dirty_links.clear();
@@ -541,97 +637,222 @@ impl FlowNetwork {
         }
     }
 
-    /// Collects the connected component of flow `start` into `comp_flows` and `comp_links`
-    /// (breadth-first), marking what it reaches with the current epoch.
-    fn collect_from_flow(&mut self, start: u32) {
+    /// Fills flow `slot` at once if it is a connected component of its own (each of its links
+    /// carries it alone: a ring's flows, once ACKs reserve instead of sharing), marking it and
+    /// its links as done; false (nothing done) otherwise. Alone, its filling needs no threshold:
+    /// nothing else can move.
+    fn fill_alone(&mut self, slot: u32) -> bool {
+        let epoch = self.epoch;
+        let flow = &self.flows[slot as usize];
+        if flow
+            .usage
+            .iter()
+            .any(|&(l, _, _)| self.links[l as usize].flows.len() != 1)
+        {
+            return false;
+        }
+        self.flow_mark[slot as usize] = epoch;
+        for &(l, _, _) in &flow.usage {
+            let link = &mut self.links[l as usize];
+            link.mark = epoch;
+            link.base = 0.0;
+            link.removed_max = 0.0;
+            link.new_cap = f64::INFINITY;
+        }
+        self.comp_flows.clear();
+        self.comp_flows.push(slot);
+        self.fill_single(0.0);
+        self.compact_finishes();
+        true
+    }
+
+    /// The threshold of perturbed link `l`: a level below which the filling of the new problem
+    /// (flows, weights and capacities as they are now) freezes exactly the flows the last
+    /// filling froze there, at the same rates; resets the link's per-refresh scratch.
+    ///
+    /// Progressive filling is a process in the level `x`: below a level at which no perturbed
+    /// link saturates, in the last problem or in the new one, the same links saturate in the
+    /// same order and freeze the same flows. In the last filling, `l` saturated (if it did) at
+    /// the largest rate of its flows, the removed ones included: at least `old_max`. In the new
+    /// one, with the flows below the threshold at their last rates and the new flows unfrozen,
+    /// its load at level `y` is `sum w min(r, y) + W_new y`, which rises with `y`: it saturates
+    /// where that reaches its capacity. The threshold is the smaller of the two (and of the
+    /// caps of new flows, which freeze a flow by themselves), 0 for a full recomputation.
+    fn threshold(&mut self, l: u32) -> f64 {
+        let link = &mut self.links[l as usize];
+        let mut old_max = link.removed_max;
+        let new_cap = link.new_cap;
+        link.removed_max = 0.0;
+        link.new_cap = f64::INFINITY;
+        if self.full {
+            return 0.0;
+        }
+        let link = &self.links[l as usize];
+        let c = link.data_capacity();
+        let mut w_new = 0.0;
+        self.rates_scratch.clear();
+        for (k, &g) in link.flows.iter().enumerate() {
+            let w = link.weights[k];
+            let r = self.fill_rate[g as usize];
+            if r < f64::INFINITY {
+                old_max = old_max.max(r);
+                self.rates_scratch.push((r, w));
+            } else {
+                w_new += w;
+            }
+        }
+        let theta = if old_max > 0.0 {
+            old_max
+        } else {
+            f64::INFINITY
+        }
+        .min(new_cap);
+        if theta < f64::INFINITY {
+            let mut load = w_new * theta;
+            for &(r, w) in &self.rates_scratch {
+                load += w * r.min(theta);
+            }
+            if load <= c {
+                return theta;
+            }
+        } else if w_new == 0.0 {
+            return theta;
+        }
+        // Where the new load reaches the capacity: walk the rates upwards, the flows below
+        // the candidate level at their rates, the others (and the new ones) at the level.
+        self.rates_scratch
+            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        let mut low = 0.0;
+        let mut high = w_new;
+        for &(_, w) in &self.rates_scratch {
+            high += w;
+        }
+        let mut y = f64::INFINITY;
+        for &(r, w) in &self.rates_scratch {
+            let at = (c - low) / high;
+            if at <= r {
+                y = at;
+                break;
+            }
+            low += w * r;
+            high -= w;
+        }
+        if y == f64::INFINITY && w_new > 0.0 {
+            y = (c - low) / w_new;
+        }
+        // `max` also turns a NaN (a weight sum worn down to nothing) into 0: a full region.
+        theta.min(y).max(0.0)
+    }
+
+    /// Collects into `comp_flows` and `comp_links` the region of link `start` at threshold
+    /// `theta`: the flows at or above it (and the new ones) reachable from `start` through
+    /// links and such flows, and their links; each link's `base` is the load of its flows
+    /// below the threshold (summed in the link's order, which is deterministic).
+    fn collect_region(&mut self, start: u32, theta: f64) {
         let epoch = self.epoch;
         self.comp_flows.clear();
         self.comp_links.clear();
-        self.queue.clear();
-        self.flow_mark[start as usize] = epoch;
-        self.comp_flows.push(start);
-        let mut next_flow = 0;
-        let mut next_link = 0;
-        loop {
-            if next_flow < self.comp_flows.len() {
-                let f = self.comp_flows[next_flow] as usize;
-                next_flow += 1;
-                for &(l, _, _) in &self.flows[f].usage {
-                    let link = &mut self.links[l as usize];
+        self.links[start as usize].mark = epoch;
+        self.comp_links.push(start);
+        let mut next = 0;
+        while next < self.comp_links.len() {
+            let l = self.comp_links[next] as usize;
+            next += 1;
+            let mut base = 0.0;
+            for k in 0..self.links[l].flows.len() {
+                let g = self.links[l].flows[k];
+                let r = self.fill_rate[g as usize];
+                if r < theta {
+                    base += self.links[l].weights[k] * r;
+                    continue;
+                }
+                let mark = &mut self.flow_mark[g as usize];
+                if *mark == epoch {
+                    continue;
+                }
+                *mark = epoch;
+                self.comp_flows.push(g);
+                for &(l2, _, _) in &self.flows[g as usize].usage {
+                    let link = &mut self.links[l2 as usize];
                     if link.mark != epoch {
                         link.mark = epoch;
-                        self.comp_links.push(l);
+                        self.comp_links.push(l2);
                     }
                 }
-            } else if next_link < self.comp_links.len() {
-                let l = self.comp_links[next_link] as usize;
-                next_link += 1;
-                for &g in &self.links[l].flows {
-                    let mark = &mut self.flow_mark[g as usize];
-                    if *mark != epoch {
-                        *mark = epoch;
-                        self.comp_flows.push(g);
-                    }
-                }
-            } else {
-                break;
             }
+            self.links[l].base = base;
         }
     }
 
-    /// Fills the collected component in canonical order and applies the rates and loads that
-    /// changed.
-    fn fill_component(&mut self) {
-        if self.comp_flows.len() == 1 {
-            self.fill_single();
-            return;
-        }
-        self.comp_flows.sort_unstable();
-        self.comp_links.sort_unstable();
-        let filler = &mut self.filler;
-        filler.clear();
-        for (i, &l) in self.comp_links.iter().enumerate() {
-            let link = &mut self.links[l as usize];
-            link.local = i as u32;
-            filler.add_link(link.data_capacity());
-        }
-        for &f in &self.comp_flows {
-            let flow = &self.flows[f as usize];
-            for &(l, w, _) in &flow.usage {
-                // Usage is sorted by link id, and local ids preserve that order.
-                filler.push_use(self.links[l as usize].local, w);
+    /// Fills the collected region in canonical order (flows by slot, links by index), each
+    /// link offering its data capacity less its `base`, the level starting at `floor` (the
+    /// region's threshold), and applies the rates and loads that changed.
+    fn fill_region(&mut self, floor: f64) {
+        match self.comp_flows.len() {
+            0 => {
+                for i in 0..self.comp_links.len() {
+                    let l = self.comp_links[i];
+                    self.set_load(l, self.links[l as usize].base);
+                }
             }
-            filler.end_flow(flow.cap);
-        }
-        filler.solve();
-
-        for i in 0..self.comp_flows.len() {
-            self.set_rate(self.comp_flows[i], self.filler.rate(i));
-        }
-        for i in 0..self.comp_links.len() {
-            let load = self.filler.load(i);
-            self.set_load(self.comp_links[i], load);
+            1 => self.fill_single(floor),
+            _ => {
+                self.comp_flows.sort_unstable();
+                self.comp_links.sort_unstable();
+                let filler = &mut self.filler;
+                filler.clear();
+                for (i, &l) in self.comp_links.iter().enumerate() {
+                    let link = &mut self.links[l as usize];
+                    link.local = i as u32;
+                    filler.add_link(link.data_capacity() - link.base);
+                }
+                for &f in &self.comp_flows {
+                    let flow = &self.flows[f as usize];
+                    for &(l, w, _) in &flow.usage {
+                        // Usage is sorted by link id, and local ids preserve that order.
+                        filler.push_use(self.links[l as usize].local, w);
+                    }
+                    filler.end_flow(flow.cap);
+                }
+                filler.solve_from(floor);
+                for i in 0..self.comp_flows.len() {
+                    self.set_rate(self.comp_flows[i], self.filler.rate(i));
+                }
+                for i in 0..self.comp_links.len() {
+                    let l = self.comp_links[i];
+                    let load = self.links[l as usize].base + self.filler.load(i);
+                    self.set_load(l, load);
+                }
+            }
         }
         self.compact_finishes();
     }
 
-    /// [`FlowNetwork::fill_component`] of a component of one flow (a ring's flows, once ACKs
+    /// [`FlowNetwork::fill_region`] of a region of one flow (a ring's flows, once ACKs
     /// reserve instead of sharing): the filling's result without its heap. Alone, the flow
-    /// freezes at the smallest of its links' levels `C_l / w_l` (each computed as the filling
-    /// does, `(C_l - 0) / (0 + w_l)`, which is exactly `C_l / w_l`) and its cap, and loads each
-    /// link with `0 + w_l * rate`: bit for bit what [`Filler::solve`] gives.
-    fn fill_single(&mut self) {
+    /// freezes at the smallest of its links' levels `(C_l - base_l) / w_l` (computed as the
+    /// filling does, its load starting at 0) and its cap, never below `floor`, and loads each
+    /// link with `base_l + w_l * rate`: bit for bit what [`Filler::solve_from`] gives.
+    fn fill_single(&mut self, floor: f64) {
         let f = self.comp_flows[0] as usize;
         let mut rate = self.flows[f].cap;
         for &(l, w, _) in &self.flows[f].usage {
-            rate = rate.min(self.links[l as usize].data_capacity() / w);
+            let link = &self.links[l as usize];
+            let level = (link.data_capacity() - link.base) / w;
+            // `<` skips a NaN level, as the filling turns it into the floor.
+            if level < rate {
+                rate = level;
+            }
+        }
+        if rate.is_nan() || rate < floor {
+            rate = floor;
         }
         self.set_rate(f as u32, rate);
         for k in 0..self.flows[f].usage.len() {
             let (l, w, _) = self.flows[f].usage[k];
-            self.set_load(l, w * rate);
+            let load = self.links[l as usize].base + w * rate;
+            self.set_load(l, load);
         }
-        self.compact_finishes();
     }
 
     /// Sets link `l`'s load from a filling, settling its carried bytes if it changed.
@@ -647,6 +868,7 @@ impl FlowNetwork {
     /// updates its reservations when the rate moved beyond [`RESERVATION_EPSILON`].
     fn set_rate(&mut self, f: u32, rate: f64) {
         let now = self.now;
+        self.fill_rate[f as usize] = rate;
         let flow = &mut self.flows[f as usize];
         if rate.to_bits() == flow.rate.to_bits() {
             return;

@@ -230,7 +230,7 @@ fn scenario() -> impl Strategy<Value = (Vec<f64>, Vec<Op>)> {
 type Trace = (Vec<(u64, FlowId, u64)>, Vec<u64>);
 
 /// Runs `ops`; with `check`, checks after every step that the incremental rates equal a full
-/// recomputation bit for bit and the naive filling within 1e-9 relative.
+/// recomputation and the naive filling within 1e-9 relative.
 fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
     let mut net = FlowNetwork::new(caps.to_vec()).unwrap();
     // Per live flow: its shared usage and cap, and its ACK reservations.
@@ -293,7 +293,21 @@ fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
             .iter()
             .map(|&f| net.rate(f).unwrap().to_bits())
             .collect();
-        prop_assert_eq!(&incremental, &full, "incremental != full after step {}", k);
+        // The incremental refilling folds the flows below its threshold into the capacities
+        // (`C - sum w r`), a full one adds their loads as it freezes them: the same levels, summed
+        // in another order, so the rates agree to rounding (~1e-16 relative per operation; 1e-9
+        // is far above it and far below any modelling difference).
+        for (i, (&a, &b)) in incremental.iter().zip(&full).enumerate() {
+            let (a, b) = (f64::from_bits(a), f64::from_bits(b));
+            prop_assert!(
+                (a - b).abs() <= 1e-9 * b,
+                "flow {:?}: incremental {} != full {} after step {}",
+                ids[i],
+                a,
+                b,
+                k
+            );
+        }
         // Reservations: each link's is the ACK load at the flows' rates to within the epsilon
         // (plus rounding of the running sums), and the filling shares what they leave.
         let mut acked = vec![0.0; caps.len()];
