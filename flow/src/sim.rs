@@ -629,23 +629,25 @@ pub fn run<A: Application>(
             Ev::Deliver { qp, msg } => {
                 let q = &core.qps[qp as usize];
                 let (src, dst) = (q.src, q.dst);
-                let mut back = Time::ZERO;
-                for h in &q.hops[q.split..] {
-                    back = back
-                        + h.latency
-                        + Rate::new(h.bandwidth).serialization_time(msg.wire.ack_wire);
+                let tag = msg.tag;
+                // The way back is only walked for a sender that wants to know (collectives
+                // do not): the path is a cache miss per message otherwise.
+                if apps
+                    .get(src as usize)
+                    .is_some_and(|a| a.wants_send_done(tag))
+                {
+                    let mut back = Time::ZERO;
+                    for h in &q.hops[q.split..] {
+                        back = back
+                            + h.latency
+                            + Rate::new(h.bandwidth).serialization_time(msg.wire.ack_wire);
+                    }
+                    core.schedule(t + back, Ev::SendDone { qp, tag });
                 }
                 let hc = &mut core.hosts[dst as usize];
                 hc.messages_received += 1;
                 hc.data_packets_received += msg.wire.packets;
                 hc.acks_sent += msg.wire.acks;
-                let tag = msg.tag;
-                if apps
-                    .get(src as usize)
-                    .is_some_and(|a| a.wants_send_done(tag))
-                {
-                    core.schedule(t + back, Ev::SendDone { qp, tag });
-                }
                 if let Some(app) = apps.get_mut(dst as usize) {
                     let c = Completion::Received {
                         src,

@@ -6,10 +6,14 @@
 //! downlink to that host" or "all uplinks", so the pool stays tiny while the table is 4 bytes
 //! per entry.
 //!
+//! A node whose every route is the same set (a host with one NIC port: "port 0" to every other
+//! host) keeps that one id instead of a row: on an 8192-host fat-tree the hosts' rows were 268
+//! of the table's 310 MB. A row is laid out on the first write that differs from its set.
+//!
 //! A table is bound to the graph it was made for: it keeps a copy of the graph's shape (names,
 //! ports and their peers) so that hand-written routes can be checked and errors can name nodes.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt;
 
 use crate::error::TopologyError;
@@ -17,6 +21,8 @@ use crate::graph::{Graph, NodeId, PortId};
 
 /// Set id of the empty port set: no route (or already at the destination).
 const EMPTY: u32 = 0;
+/// In `Routes::row`: the node has no row of its own (see `Routes::uniform`).
+const NO_ROW: usize = usize::MAX;
 
 /// Next hops for every (node, destination host): the egress ports a packet may leave by, sorted
 /// ascending and without repeats. More than one port means equal-cost multi-path (ECMP).
@@ -27,13 +33,17 @@ const EMPTY: u32 = 0;
 pub struct Routes {
     nodes: usize,
     hosts: usize,
-    /// Set id per (node, host rank), at `node * hosts + rank`.
+    /// Set id per (node, host rank) of the nodes that have a row: at `row[node] * hosts + rank`.
     entries: Vec<u32>,
+    /// Per node: its row in `entries`, or [`NO_ROW`]: then every route of the node is the set
+    /// `uniform[node]` (except toward itself, which is always empty).
+    row: Vec<usize>,
+    uniform: Vec<u32>,
     /// Set `k` is `pool[set_start[k]..set_start[k + 1]]`; set 0 is the empty set.
     set_start: Vec<usize>,
     pool: Vec<PortId>,
     /// Finds the id of a set already stored, so equal sets share storage.
-    interned: HashMap<Vec<PortId>, u32>,
+    interned: FxHashMap<Vec<PortId>, u32>,
     /// Id of the one-port set `{p}` at index `p` (0 = not stored yet): most entries are a
     /// single port, and this spares hashing them.
     single: Vec<u32>,
@@ -53,7 +63,7 @@ impl Routes {
     pub fn empty(g: &Graph) -> Result<Self, TopologyError> {
         let nodes = g.nodes().len();
         let hosts = g.host_count();
-        let len = nodes.checked_mul(hosts).ok_or(TopologyError::TooLarge {
+        nodes.checked_mul(hosts).ok_or(TopologyError::TooLarge {
             what: "route table (nodes × hosts)",
         })?;
         let mut port_start = Vec::with_capacity(nodes + 1);
@@ -66,10 +76,12 @@ impl Routes {
         Ok(Self {
             nodes,
             hosts,
-            entries: vec![EMPTY; len],
+            entries: Vec::new(),
+            row: vec![NO_ROW; nodes],
+            uniform: vec![EMPTY; nodes],
             set_start: vec![0, 0],
             pool: Vec::new(),
-            interned: HashMap::from([(Vec::new(), EMPTY)]),
+            interned: FxHashMap::from_iter([(Vec::new(), EMPTY)]),
             single: Vec::new(),
             names: g.nodes().iter().map(|n| n.name.clone()).collect(),
             host_index: (0..nodes).map(|n| g.host_index(n)).collect(),
@@ -120,7 +132,7 @@ impl Routes {
         set.sort_unstable();
         set.dedup();
         let id = self.intern(&set)?;
-        self.entries[node * self.hosts + rank] = id;
+        self.store(node, rank, id);
         Ok(())
     }
 
@@ -128,7 +140,14 @@ impl Routes {
     /// the destination, when there is no route, or for ids that are not a node / not a host.
     pub fn next_hops(&self, node: NodeId, dst_host: NodeId) -> &[PortId] {
         match (node < self.nodes, self.host_index.get(dst_host)) {
-            (true, Some(&Some(rank))) => self.set_ports(self.entries[node * self.hosts + rank]),
+            (true, Some(&Some(rank))) => {
+                let id = match self.row[node] {
+                    NO_ROW if node == dst_host => EMPTY,
+                    NO_ROW => self.uniform[node],
+                    r => self.entries[r * self.hosts + rank],
+                };
+                self.set_ports(id)
+            }
             _ => &[],
         }
     }
@@ -199,8 +218,41 @@ impl Routes {
         ports: &[PortId],
     ) -> Result<(), TopologyError> {
         let id = self.intern(ports)?;
-        self.entries[node * self.hosts + rank] = id;
+        self.store(node, rank, id);
         Ok(())
+    }
+
+    /// Makes `ports` (already sorted, distinct and valid) the next hops of `node` toward every
+    /// host but itself, replacing its whole row.
+    pub(crate) fn set_row_checked(
+        &mut self,
+        node: NodeId,
+        ports: &[PortId],
+    ) -> Result<(), TopologyError> {
+        let id = self.intern(ports)?;
+        self.row[node] = NO_ROW;
+        self.uniform[node] = id;
+        Ok(())
+    }
+
+    /// Stores set `id` as the route of `node` toward the host of rank `rank`, laying out the
+    /// node's row if it had none and `id` differs from its uniform set.
+    fn store(&mut self, node: NodeId, rank: usize, id: u32) {
+        if self.row[node] == NO_ROW {
+            // Toward itself a node's route is always empty (`set` refuses anything else).
+            if id == self.uniform[node] || self.host_index[node] == Some(rank) {
+                return;
+            }
+            let r = self.entries.len().checked_div(self.hosts).unwrap_or(0);
+            self.entries
+                .resize(self.entries.len() + self.hosts, self.uniform[node]);
+            if let Some(own) = self.host_index[node] {
+                self.entries[r * self.hosts + own] = EMPTY;
+            }
+            self.row[node] = r;
+        }
+        let r = self.row[node];
+        self.entries[r * self.hosts + rank] = id;
     }
 
     /// How many different next-hop sets the table stores (the empty set included).
@@ -311,6 +363,25 @@ mod tests {
             r.set(5, h1, &[0]),
             Err(TopologyError::UnknownNode { id: 5, nodes: 3 })
         );
+    }
+
+    #[test]
+    fn a_uniform_row_reads_as_a_row_and_gives_way_to_one() {
+        let (g, h0, h1, s) = tiny();
+        let mut r = Routes::empty(&g).unwrap();
+        r.set_row_checked(h0, &[0]).unwrap();
+        assert_eq!(r.next_hops(h0, h1), &[0]);
+        assert_eq!(r.next_hops(h0, h0), &[] as &[PortId]);
+        assert!(r.entries.is_empty());
+        // The same set again keeps it a uniform row; another set lays the row out.
+        r.set(h0, h1, &[0]).unwrap();
+        assert!(r.entries.is_empty());
+        r.set(s, h1, &[1, 2]).unwrap();
+        r.set(h0, h1, &[]).unwrap();
+        assert_eq!(r.next_hops(h0, h1), &[] as &[PortId]);
+        assert_eq!(r.next_hops(h0, h0), &[] as &[PortId]);
+        assert_eq!(r.next_hops(s, h1), &[1, 2]);
+        assert_eq!(r.next_hops(s, h0), &[] as &[PortId]);
     }
 
     #[test]

@@ -38,6 +38,12 @@ pub fn shortest_paths(g: &Graph, opts: &RoutingOptions) -> Result<Routes, Topolo
     let mut dist = vec![UNREACHED; n];
     let mut queue = Vec::with_capacity(n);
     let mut hops: Vec<PortId> = Vec::new();
+    // A host with one port that does not relay reaches every other host by that port (it is
+    // reached, if at all, from its one neighbour): one set for its whole row, not a row.
+    let single = |node: usize| !relays(node) && g.ports(node).len() == 1;
+    for h in g.hosts().filter(|&h| single(h)) {
+        routes.set_row_checked(h, &[0])?;
+    }
 
     for (rank, dst) in g.hosts().enumerate() {
         dist.fill(UNREACHED);
@@ -69,7 +75,7 @@ pub fn shortest_paths(g: &Graph, opts: &RoutingOptions) -> Result<Routes, Topolo
 
         // Every reached node but the destination was reached from a relaying neighbour one hop
         // closer, so its set is never empty.
-        for &v in &queue[1..] {
+        for &v in queue[1..].iter().filter(|&&v| !single(v)) {
             hops.clear();
             hops.extend(g.ports(v).iter().enumerate().filter_map(|(p, info)| {
                 let w = info.peer;
