@@ -1,8 +1,9 @@
 //! The event queue of one partition: small entries ordered by [`EventKey`] in a calendar
 //! queue.
 //!
-//! Entries stay 32 bytes so sorting and moving them is cheap; packets wait in a slab beside the
-//! heap and entries carry the slab index. The slab's free list makes steady-state operation
+//! Entries are 24 bytes (the key and two 32-bit words) so sorting and moving them is cheap and a
+//! packet in flight costs little beside itself; packets wait in a slab beside the calendar and
+//! entries carry the slab index. The slab's free list makes steady-state operation
 //! allocation-free.
 
 use std::cmp::Ordering;
