@@ -15,9 +15,6 @@
 //! instructions on fabric64 and 4.4% fewer on fat_tree1024 (100 µs), with 1% and 9% fewer L1
 //! data misses; misses of a 1 MiB cache +3.8% and −0.4%. 4 ns buckets cut instructions 7.5% and
 //! 9.5% but added 13% of those costlier misses on fabric64 (4096 sparsely filled vectors).
-//! With 24-byte entries, 8 ns buckets (2048) run 2.0% fewer instructions per packet-hop than
-//! 16 ns on fabric64 and 3.5% fewer on fat_tree1024, with 3.9% and 0.2% more misses of a 1 MiB
-//! cache (and 3.3% fewer L1 data misses on fat_tree1024), so 8 ns it is.
 //!
 //! Popping is in exact key order — (time, origin, sequence) — the same order a binary heap
 //! would give, so the choice of queue never changes results.
@@ -26,12 +23,12 @@ use std::collections::BinaryHeap;
 
 use super::queue::Entry;
 
-/// Bucket width: 2^13 ps ≈ 8.2 ns, about 10 events per bucket on fabric64, 225 on the
+/// Bucket width: 2^14 ps ≈ 16.4 ns, about 20 events per bucket on fabric64, 450 on the
 /// 1024-host fat-tree.
-const WIDTH_BITS: u32 = 13;
-/// Buckets in the ring (a power of two, at least 64): 2048 × 8.2 ns ≈ 16.8 µs of near future,
+const WIDTH_BITS: u32 = 14;
+/// Buckets in the ring (a power of two, at least 64): 1024 × 16.4 ns ≈ 16.8 µs of near future,
 /// beyond the latency of any datacenter link.
-const BUCKETS: usize = 2048;
+const BUCKETS: usize = 1024;
 const WORDS: usize = BUCKETS / 64;
 
 /// The calendar queue.
