@@ -196,13 +196,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn entry(time: u64, origin: u32, seq: u64) -> Entry {
-        Entry {
-            key: EventKey::new(time, origin, seq),
-            dst: 0,
-            port: 0,
-            kind: Kind::Timer,
-            data: 0,
-        }
+        Entry::new(EventKey::new(time, origin, seq), 0, Kind::Timer, 0)
     }
 
     proptest! {

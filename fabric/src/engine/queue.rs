@@ -1,8 +1,9 @@
 //! The event queue of one partition: small entries ordered by [`EventKey`] in a calendar
 //! queue.
 //!
-//! Entries stay 32 bytes so sorting and moving them is cheap; packets wait in a slab beside the
-//! heap and entries carry the slab index. The slab's free list makes steady-state operation
+//! Entries are 24 bytes (the key and two 32-bit words) so sorting and moving them is cheap and a
+//! packet in flight costs little beside itself; packets wait in a slab beside the calendar and
+//! entries carry the slab index. The slab's free list makes steady-state operation
 //! allocation-free.
 
 use std::cmp::Ordering;
@@ -37,28 +38,70 @@ impl EventKey {
     }
 }
 
-/// What an entry stands for.
+/// What an entry stands for (the top two bits of [`Entry`]'s tag word).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// A packet arrival; `data` is the slab index.
+    /// A packet arrival; the data word is the slab slot (the arrival port waits beside it).
     Packet,
-    /// A transmit completion.
+    /// A transmit completion; the data word is the port.
     TxDone,
-    /// A timer; `data` is the token.
+    /// A timer whose token fits 32 bits; the data word is the token.
     Timer,
+    /// A timer with a wider token; the data word is its slot in the token slab.
+    LongTimer,
 }
 
-/// One queued event.
+/// Bits of the tag word that hold the destination actor; the two above hold the [`Kind`].
+/// Local actor indices are below 2^[`ACTOR_BITS`] (the engine refuses larger worlds).
+const DST_BITS: u32 = 30;
+const DST_MASK: u32 = (1 << DST_BITS) - 1;
+
+/// One queued event: 24 bytes (the key, then two words), so that an event in flight costs 24
+/// bytes beside its packet and sorting a bucket moves little.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
     pub(crate) key: EventKey,
-    pub(crate) dst: u32,
-    pub(crate) port: u16,
-    pub(crate) kind: Kind,
-    pub(crate) data: u64,
+    /// `kind << 30 | destination actor` (local index).
+    tag: u32,
+    /// What the [`Kind`] says.
+    data: u32,
 }
 
 impl Entry {
+    /// An entry of `kind` for local actor `dst` (below 2^[`ACTOR_BITS`]).
+    #[inline]
+    pub(crate) fn new(key: EventKey, dst: u32, kind: Kind, data: u32) -> Entry {
+        debug_assert!(dst <= DST_MASK);
+        Entry {
+            key,
+            tag: (kind as u32) << DST_BITS | (dst & DST_MASK),
+            data,
+        }
+    }
+
+    /// The destination actor (local index).
+    #[inline]
+    pub(crate) fn dst(&self) -> u32 {
+        self.tag & DST_MASK
+    }
+
+    /// What the entry stands for.
+    #[inline]
+    pub(crate) fn kind(&self) -> Kind {
+        match self.tag >> DST_BITS {
+            0 => Kind::Packet,
+            1 => Kind::TxDone,
+            2 => Kind::Timer,
+            _ => Kind::LongTimer,
+        }
+    }
+
+    /// The data word (see [`Kind`]).
+    #[inline]
+    pub(crate) fn data(&self) -> u32 {
+        self.data
+    }
+
     /// The key as one integer, so that ordering is a single 128-bit comparison.
     #[inline]
     pub(crate) fn rank(&self) -> u128 {
@@ -85,17 +128,49 @@ impl Ord for Entry {
     }
 }
 
-/// The event order (a calendar queue) plus the packet slab.
+/// The event order (a calendar queue) plus the packet slab and the wide-token slab.
+///
+/// A packet in flight costs its slab slot (a `Packet`, 128 bytes), its arrival port (2 bytes in
+/// a vector beside the slab, so a slot has no padding) and its 24-byte entry.
 #[derive(Default)]
 pub(crate) struct EventQueue {
     heap: Calendar,
     slab: Vec<Option<Packet>>,
+    /// The arrival port of the packet in the same slab slot.
+    slab_port: Vec<u16>,
     free: Vec<u32>,
+    /// Tokens wider than 32 bits of queued timers (switch timers; NIC timers fit the entry).
+    tokens: Vec<u64>,
+    free_tokens: Vec<u32>,
 }
 
 impl EventQueue {
+    /// Queues the completion of a transmit on `port` of local actor `dst`.
     #[inline]
-    pub(crate) fn push(&mut self, e: Entry) {
+    pub(crate) fn push_tx_done(&mut self, key: EventKey, dst: u32, port: u16) {
+        self.heap
+            .push(Entry::new(key, dst, Kind::TxDone, u32::from(port)));
+    }
+
+    /// Queues a timer with `token` for local actor `dst`.
+    #[inline]
+    pub(crate) fn push_timer(&mut self, key: EventKey, dst: u32, token: u64) {
+        let e = match u32::try_from(token) {
+            Ok(t) => Entry::new(key, dst, Kind::Timer, t),
+            Err(_) => {
+                let idx = match self.free_tokens.pop() {
+                    Some(i) => {
+                        self.tokens[i as usize] = token;
+                        i
+                    }
+                    None => {
+                        self.tokens.push(token);
+                        (self.tokens.len() - 1) as u32
+                    }
+                };
+                Entry::new(key, dst, Kind::LongTimer, idx)
+            }
+        };
         self.heap.push(e);
     }
 
@@ -111,20 +186,16 @@ impl EventQueue {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slab[i as usize] = Some(packet);
+                self.slab_port[i as usize] = port;
                 i
             }
             None => {
                 self.slab.push(Some(packet));
+                self.slab_port.push(port);
                 (self.slab.len() - 1) as u32
             }
         };
-        self.heap.push(Entry {
-            key,
-            dst,
-            port,
-            kind: Kind::Packet,
-            data: idx as u64,
-        });
+        self.heap.push(Entry::new(key, dst, Kind::Packet, idx));
         idx
     }
 
@@ -144,14 +215,20 @@ impl EventQueue {
         self.heap.pop_before(end)
     }
 
-    /// Takes the packet of a `Kind::Packet` entry out of the slab.
+    /// Takes the packet of a [`Kind::Packet`] entry out of the slab, with its arrival port.
     #[inline]
-    pub(crate) fn take_packet(&mut self, idx: u64) -> Option<Packet> {
-        let p = self.slab.get_mut(idx as usize)?.take();
-        if p.is_some() {
-            self.free.push(idx as u32);
-        }
-        p
+    pub(crate) fn take_packet(&mut self, idx: u32) -> Option<(u16, Packet)> {
+        let p = self.slab.get_mut(idx as usize)?.take()?;
+        self.free.push(idx);
+        Some((self.slab_port[idx as usize], p))
+    }
+
+    /// Takes the token of a [`Kind::LongTimer`] entry out of the token slab.
+    #[inline]
+    pub(crate) fn take_token(&mut self, idx: u32) -> Option<u64> {
+        let t = *self.tokens.get(idx as usize)?;
+        self.free_tokens.push(idx);
+        Some(t)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -175,18 +252,29 @@ mod tests {
             EventKey::new(1, 9, 0),
         ];
         for (i, k) in keys.iter().enumerate() {
-            q.push(Entry {
-                key: *k,
-                dst: 0,
-                port: 0,
-                kind: Kind::Timer,
-                data: i as u64,
-            });
+            q.push_timer(*k, 0, i as u64);
         }
-        let order: Vec<u64> = std::iter::from_fn(|| q.pop_before(u64::MAX))
-            .map(|e| e.data)
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_before(u64::MAX))
+            .map(|e| e.data())
             .collect();
         assert_eq!(order, vec![4, 1, 2, 0, 3]);
+    }
+
+    #[test]
+    fn entries_are_24_bytes_and_keep_kind_dst_and_tokens() {
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
+        let mut q = EventQueue::default();
+        let dst = (1 << ACTOR_BITS) - 1;
+        q.push_timer(EventKey::new(1, 0, 0), dst, u64::MAX - 5);
+        q.push_timer(EventKey::new(2, 0, 1), dst, 7);
+        q.push_tx_done(EventKey::new(3, 0, 2), dst, u16::MAX);
+        let e = q.pop_before(10).unwrap();
+        assert_eq!((e.kind(), e.dst()), (Kind::LongTimer, dst));
+        assert_eq!(q.take_token(e.data()), Some(u64::MAX - 5));
+        let e = q.pop_before(10).unwrap();
+        assert_eq!((e.kind(), e.dst(), e.data()), (Kind::Timer, dst, 7));
+        let e = q.pop_before(10).unwrap();
+        assert_eq!((e.kind(), e.dst(), e.data()), (Kind::TxDone, dst, 65535));
     }
 
     #[test]
@@ -195,7 +283,8 @@ mod tests {
         let p = Packet::new(&[0; 14], Payload::Timing(10), &[]).unwrap();
         q.push_packet(EventKey::new(1, 0, 0), 0, 0, p.clone());
         let e = q.pop_before(10).unwrap();
-        assert!(q.take_packet(e.data).is_some());
+        assert_eq!(e.kind(), Kind::Packet);
+        assert_eq!(q.take_packet(e.data()).map(|(port, _)| port), Some(0));
         q.push_packet(EventKey::new(2, 0, 1), 0, 0, p);
         assert_eq!(q.slab.len(), 1);
         assert!(q.pop_before(2).is_none());

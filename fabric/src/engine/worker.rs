@@ -10,7 +10,7 @@ use crossbeam::utils::CachePadded;
 use super::barrier::Gate;
 use super::capture::{CaptureBuf, CaptureDirection};
 use super::partition::Plan;
-use super::queue::{Entry, EventKey, EventQueue, Kind};
+use super::queue::{EventKey, EventQueue, Kind};
 use super::sample::Sampler;
 use super::{
     Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress, TransmitError,
@@ -245,13 +245,7 @@ impl Sched {
         );
         if notify {
             self.ports[a + port].done_tie = NO_TX_DONE;
-            self.queue.push(Entry {
-                key: k_done,
-                dst: me,
-                port: port as u16,
-                kind: Kind::TxDone,
-                data: 0,
-            });
+            self.queue.push_tx_done(k_done, me, port as u16);
         } else {
             self.ports[a + port].done_tie = k_done.tie;
         }
@@ -307,13 +301,7 @@ impl Sched {
             tie: ps.done_tie,
         };
         ps.done_tie = NO_TX_DONE;
-        self.queue.push(Entry {
-            key,
-            dst: me,
-            port: port as u16,
-            kind: Kind::TxDone,
-            data: 0,
-        });
+        self.queue.push_tx_done(key, me, port as u16);
     }
 
     /// Feeds a transmit to the sampler and the capture taps. `times` = [start, done, arrive];
@@ -371,13 +359,7 @@ impl Sched {
     #[inline]
     pub(crate) fn timer(&mut self, me: u32, at: Time, token: u64) {
         let key = self.next_key(me, at.ps());
-        self.queue.push(Entry {
-            key,
-            dst: me,
-            port: 0,
-            kind: Kind::Timer,
-            data: token,
-        });
+        self.queue.push_timer(key, me, token);
     }
 }
 
@@ -569,28 +551,40 @@ impl<A: Actor> Partition<A> {
             let now = Time(e.key.time);
             self.sched.last_time = now;
             self.sched.events += 1;
-            let event = match e.kind {
-                Kind::Packet => match self.sched.queue.take_packet(e.data) {
-                    Some(packet) => Event::Packet {
-                        port: e.port as usize,
+            let event = match e.kind() {
+                Kind::Packet => match self.sched.queue.take_packet(e.data()) {
+                    Some((port, packet)) => Event::Packet {
+                        port: port as usize,
                         packet,
                     },
                     None => {
                         return Err(EngineError::Failure(format!(
                             "packet slot {} empty",
-                            e.data
+                            e.data()
                         )))
                     }
                 },
                 Kind::TxDone => Event::TxDone {
-                    port: e.port as usize,
+                    port: e.data() as usize,
                 },
-                Kind::Timer => Event::Timer { token: e.data },
+                Kind::Timer => Event::Timer {
+                    token: u64::from(e.data()),
+                },
+                Kind::LongTimer => match self.sched.queue.take_token(e.data()) {
+                    Some(token) => Event::Timer { token },
+                    None => {
+                        return Err(EngineError::Failure(format!(
+                            "timer slot {} empty",
+                            e.data()
+                        )))
+                    }
+                },
             };
-            let actor = &mut self.actors[e.dst as usize];
+            let dst = e.dst();
+            let actor = &mut self.actors[dst as usize];
             let mut ctx = Ctx {
                 now,
-                me: e.dst,
+                me: dst,
                 sched: &mut self.sched,
             };
             actor.handle(event, &mut ctx);
