@@ -915,8 +915,11 @@ impl FlowNetwork {
             // A miss of the other sign than the last one and not at least halved is such an
             // overshoot: from then on only half as large a share `s` of each miss is applied.
             // The miss then shrinks by `1 - s (1 + g)` per round, and `s` is halved until that
-            // is below 1/2 in size. With g small (the usual ACK ratio), nothing is damped and the
-            // updates are the plain ones.
+            // is below 1/2 in size. A miss of the same sign and not at least halved is a crawl
+            // (a loop gain near +1, or damped too much once coupled flows moved): `s` doubles
+            // back towards 1, as the plain update converges there. With g small (the usual ACK
+            // ratio), every miss is far below half the last one and the updates are the plain
+            // ones, bit for bit.
             let mut target = rate;
             if update {
                 if flow.res_refresh != self.refreshes {
@@ -924,8 +927,13 @@ impl FlowNetwork {
                     flow.res_miss = 0.0;
                     flow.res_gain = 1.0;
                 }
-                if miss * flow.res_miss < 0.0 && miss.abs() > 0.5 * flow.res_miss.abs() {
-                    flow.res_gain *= 0.5;
+                if miss.abs() > 0.5 * flow.res_miss.abs() {
+                    if miss * flow.res_miss < 0.0 {
+                        flow.res_gain *= 0.5;
+                    } else if flow.res_gain < 1.0 {
+                        // Crawling the same way: damped too much (or no longer needed).
+                        flow.res_gain = (flow.res_gain * 2.0).min(1.0);
+                    }
                 }
                 flow.res_miss = miss;
                 if flow.res_gain < 1.0 {
