@@ -125,6 +125,55 @@ fn invalid_input_is_a_typed_error() {
     assert_eq!(net.active(), 0);
 }
 
+/// A reservation whose feedback on its own flow has a gain above 1 must still settle at the fixed
+/// point where it equals the flow's ACK load (found by the property test: the reservation used to
+/// swing between two rates for ever and stayed far off after the round limit).
+///
+/// Links L0 = 100, L1 = 4.75, L2 = 13 B/s. F uses L0 and reserves 1/16 of its rate on L1 (its
+/// ACKs); H uses L1 (weight 1) and L2 (weight 8); G uses L0 (weight 1) and L2 (weight 1/8).
+/// With F reserving `R = rho / 16`, by hand: H alone on L1 freezes at `4.75 - R`; L2 leaves
+/// `13 - 8 H` for G, which freezes at `8 (13 - 8 H) = 4 rho - 200` (below L0's level 50); F takes
+/// the rest of L0, `300 - 4 rho`. A rate 1 higher in the reservation makes F 4 lower: set at
+/// each new rate, the reservation swings between the two ends (F at 98.4 and at 50). The fixed
+/// point `rho = 300 - 4 rho` is rho = 60: F = 60, G = 40, H = 1, R = 3.75 (check: L0
+/// 60 + 40 = 100, L1 1 + 3.75 = 4.75, L2 8 + 40/8 = 13, all full; H's L1 level 1 is below L2's
+/// 13 / 8.125 = 1.6, so H is bottlenecked on L1 as assumed).
+///
+/// Tolerances: updates stop once F's rate is within `RESERVATION_EPSILON` (1e-3) of `rho`, i.e.
+/// `|300 - 5 rho| <= 1e-3 rho`, so `|rho - 60| <= 0.012`: R within 0.00075 of 3.75, H within
+/// 0.00075 of 1, F and G within 4 x 0.012 = 0.048 of 60 and 40.
+#[test]
+fn reservation_with_loop_gain_above_one_settles() {
+    let mut net = FlowNetwork::new(vec![100.0, 4.75, 13.0]).unwrap();
+    let t = Time::ZERO;
+    let big = 1 << 40;
+    let f = net
+        .start_with_acks(t, &[(LinkId(0), 1.0)], &[(LinkId(1), 0.0625)], big, None, 0)
+        .unwrap();
+    let h = net
+        .start(t, &[(LinkId(1), 1.0), (LinkId(2), 8.0)], big, None, 1)
+        .unwrap();
+    let g = net
+        .start(t, &[(LinkId(0), 1.0), (LinkId(2), 0.125)], big, None, 2)
+        .unwrap();
+    let (rf, rh, rg) = (
+        net.rate(f).unwrap(),
+        net.rate(h).unwrap(),
+        net.rate(g).unwrap(),
+    );
+    let reserved = net.link_reserved(LinkId(1));
+    assert!((reserved - 3.75).abs() <= 1e-3, "reserved {reserved}");
+    assert!((rh - 1.0).abs() <= 1e-3, "H {rh}");
+    assert!((rf - 60.0).abs() <= 0.05, "F {rf}");
+    assert!((rg - 40.0).abs() <= 0.05, "G {rg}");
+    // And the reservation is F's ACK load to within the epsilon.
+    assert!((reserved - 0.0625 * rf).abs() <= RESERVATION_EPSILON * reserved);
+    // A full recomputation keeps them (the fixed point is one).
+    net.recompute_all();
+    assert_eq!(net.link_reserved(LinkId(1)), reserved);
+    assert_eq!(net.rate(f), Some(rf));
+}
+
 /// A naive global progressive filling from the definition: every round recomputes every link's
 /// level from scratch, and freezes the flows of every link (and every cap) at the smallest level
 /// (within a relative 1e-12, to treat rounding ties as ties).
