@@ -21,9 +21,9 @@
 //! warm in cache however many flows the links carry; a freeze costs `O(links of the flow)` and a
 //! pop `O(log links)`.
 //!
-//! The [`Filler`] is the one implementation: [`max_min_rates`] runs it once over a whole network,
+//! The `Filler` is the one implementation: [`max_min_rates`] runs it once over a whole network,
 //! and [`crate::FlowNetwork`] runs it on the flows a change can move, on reused buffers
-//! ([`Filler::solve_from`]: the level starts at the threshold below which nothing moved). Its
+//! (`Filler::solve_from`: the level starts at the threshold below which nothing moved). Its
 //! result is a pure function of its input in the order given (flows by index, each flow's links
 //! by index), with heap ties broken by (level, links before caps, index), so runs are
 //! reproducible.
