@@ -294,18 +294,7 @@ fn faults_keep_results_identical_for_1_2_and_4_threads() {
     );
     let path = temp_scenario("faults-determinism.yaml", &yaml);
     let p = path.to_string_lossy().to_string();
-    let json = |threads: &str| {
-        let out = fabemu(&["run", &p, "--threads", threads, "--json", "-", "--quiet"]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_object_mut().map(|o| o.remove("host"));
-        v
-    };
+    let json = |threads: &str| report_json(&p, threads);
     let one = json("1");
     let f = &one["faults"]["entries"];
     assert!(f[0]["frames_lost"].as_u64().unwrap() > 0);

@@ -40,6 +40,26 @@ pub fn fabemu(args: &[&str]) -> Output {
     }
 }
 
+/// The JSON report of the scenario file at `path` run on `threads` threads (which must exit
+/// 0), without its `host` object (wall clock, thread count): what determinism tests compare.
+pub fn report_json(path: &str, threads: &str) -> serde_json::Value {
+    let out = fabemu(&["run", path, "--threads", threads, "--json", "-", "--quiet"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+        Ok(v) => v,
+        Err(e) => panic!("the JSON report does not parse: {e}"),
+    };
+    if let Some(o) = v.as_object_mut() {
+        o.remove("host");
+    }
+    v
+}
+
 /// Picoseconds per byte at 100 Gb/s.
 pub const PS_PER_BYTE_100G: u64 = 80;
 
