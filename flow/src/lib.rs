@@ -20,7 +20,8 @@
 //!   refilled at every start and finish. A reservation is updated when the flow's rate has
 //!   moved by more than [`network::RESERVATION_EPSILON`] since it was set, which bounds how far
 //!   a change propagates (each round smaller by the ACK-to-data ratio) and the error it makes
-//!   (the ACK load to within 1e-3: about 2e-5 of a link).
+//!   (the ACK load to within 1e-3: about 2e-5 of a link); a link applies their sum when it has
+//!   moved by more than [`network::LINK_RESERVATION_SLACK`] (1e-4 of its capacity).
 //! - **Weighted max-min fairness by progressive filling** ([`maxmin`]): constraints
 //!   `sum_f w_fl * r_f <= C_l` per link direction and `r_f <= cap_f` per flow. All flows that are
 //!   not frozen share one rising level `x`. A link saturates at

@@ -9,6 +9,10 @@
 //!   links offer to their flows; when a filling moves a rate by more than
 //!   [`RESERVATION_EPSILON`] from the rate its reservations were set at, they are updated and
 //!   their links marked dirty, and the refresh goes on in rounds until no reservation moves.
+//!   A link applies the sum of its flows' reservations only when it has moved by more than
+//!   [`LINK_RESERVATION_SLACK`] of the link's capacity since it last did (and then refills), so
+//!   that the many small updates of the flows a finish speeds up do not each refill a tight
+//!   reverse link (and with it most of an all-to-all's component).
 //!   Where a reservation's feedback on its own flow overshoots (the rate swings to the other side
 //!   of it), later updates apply only a shrinking share of the miss, so that the rounds settle
 //!   at the fixed point instead of swinging between two rates (see `FlowNetwork::set_rate`).
@@ -59,6 +63,15 @@ const PS_PER_S_F: f64 = PS_PER_S as f64;
 /// most 1e-3 x that, about 2e-5 of the link for one ACK per 4 KiB packet.
 pub const RESERVATION_EPSILON: f64 = 1e-3;
 
+/// How far a link's reservation as the filling applies it may lag its exact sum (relative to the
+/// link's capacity) before the filling follows and the link is refilled. Why: the flows a finish
+/// speeds up move their reservations by a little each, on reverse links that are usually tight;
+/// refilling each such link at every finish refills most of an all-to-all's component. With the
+/// slack, a 100 Gb/s link offers its flows a capacity off by at most 1e-4 of it (12.5 MB/s), far
+/// below what the flow model is checked to (1% of the packet level), and the per-flow
+/// updates pile up until together they move the link by that much.
+pub const LINK_RESERVATION_SLACK: f64 = 1e-4;
+
 /// Below this share of its capacity, a link's capacity left for data is not lowered further by
 /// reservations: only a link whose ACKs alone would exceed it (data at about 50x its capacity
 /// acknowledged over it) gets there, and its flows must still progress.
@@ -92,6 +105,10 @@ struct Link {
     load: f64,
     /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
     reserved: f64,
+    /// The reservation the filling takes off the capacity: `reserved` as it was when it last
+    /// moved by more than [`LINK_RESERVATION_SLACK`] of `cap` from this (see
+    /// `FlowNetwork::reservation_moved`).
+    applied: f64,
     /// Load of those ACKs at the flows' current rates, `sum a * r` (bytes/s), for carried bytes.
     ack_load: f64,
     /// Flows that reserve on this link.
@@ -247,7 +264,9 @@ impl FlowNetwork {
     /// weights amplify it beyond the update itself, the updates are damped). The capacity a filling
     /// sees is thus off by at most `RESERVATION_EPSILON` of the ACK load: 2e-5 of a link at one
     /// ACK per 4 KiB packet, far below what the flow model is checked to (1% of the packet
-    /// level). The carried bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
+    /// level). A link applies the sum of its reservations only when it has moved by more than
+    /// [`LINK_RESERVATION_SLACK`] of its capacity (1e-4) since it last did, so that the small
+    /// updates of many flows perturb it once rather than each. The carried bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
     /// A link whose reservations would leave less than 1/64 of its capacity keeps that 1/64 for
     /// its flows (only ACKs of data at about 50x its capacity get there).
     pub fn start_with_acks(
@@ -430,11 +449,12 @@ impl FlowNetwork {
     }
 
     /// Capacity of link direction `l` reserved by ACKs (see [`FlowNetwork::start_with_acks`]),
-    /// bytes/s, as last updated; 0 for an unknown link.
+    /// bytes/s, as the filling applies it (within [`LINK_RESERVATION_SLACK`] of the capacity of
+    /// the flows' reservations); 0 for an unknown link.
     pub fn link_reserved(&self, l: LinkId) -> f64 {
         self.links
             .get(l.0 as usize)
-            .map_or(0.0, |link| link.reserved)
+            .map_or(0.0, |link| link.applied)
     }
 
     /// Number of link directions.
@@ -513,7 +533,7 @@ impl FlowNetwork {
                 link.reserved -= a * flow.reserved_rate;
                 link.ack_load -= a * flow.rate;
             }
-            if !link.dirty {
+            if reservation_moved(link) && !link.dirty {
                 link.dirty = true;
                 self.dirty_links.push(l);
             }
@@ -953,7 +973,7 @@ impl FlowNetwork {
                 }
                 if update {
                     link.reserved += a * (target - rho);
-                    if !link.dirty {
+                    if reservation_moved(link) && !link.dirty {
                         link.dirty = true;
                         self.dirty_links.push(l);
                     }
@@ -994,8 +1014,21 @@ impl Link {
     /// The capacity the filling shares among the link's flows: what reservations leave, but
     /// never less than [`MIN_DATA_SHARE`] of it.
     fn data_capacity(&self) -> f64 {
-        (self.cap - self.reserved).max(self.cap * MIN_DATA_SHARE)
+        (self.cap - self.applied).max(self.cap * MIN_DATA_SHARE)
     }
+}
+
+/// After `link.reserved` changed: lets the applied reservation follow it when it lags by more
+/// than [`LINK_RESERVATION_SLACK`] of the capacity, or when the link's last reserver left (an
+/// idle reverse link offers its whole capacity again); true when it moved, so that the link
+/// must be refilled.
+fn reservation_moved(link: &mut Link) -> bool {
+    let lag = (link.reserved - link.applied).abs();
+    let follow = lag > LINK_RESERVATION_SLACK * link.cap || (link.reservers == 0 && lag > 0.0);
+    if follow {
+        link.applied = link.reserved;
+    }
+    follow
 }
 
 /// Adds the bytes `link` carried since it was last settled, at its current load.
