@@ -44,6 +44,13 @@ pub struct FaultWindow {
 }
 
 impl FaultWindow {
+    /// Active from time zero for good (a fault without `from`/`until`).
+    pub const ALWAYS: FaultWindow = FaultWindow {
+        from: Time::ZERO,
+        until: Time::NEVER,
+        period: None,
+    };
+
     /// True when the fault is active at `t`.
     pub fn active(&self, t: Time) -> bool {
         if t < self.from {
@@ -312,11 +319,7 @@ mod tests {
                 (Time::from_us(23), false),
             ]
         );
-        let forever = FaultWindow {
-            from: Time::ZERO,
-            until: Time::NEVER,
-            period: None,
-        };
+        let forever = FaultWindow::ALWAYS;
         assert!(forever.active(Time::from_us(1_000_000)));
         assert_eq!(forever.changes(Time::from_us(5)), vec![(Time::ZERO, true)]);
     }
@@ -325,11 +328,7 @@ mod tests {
     fn loss_rate_matches_its_probability() {
         let rule = PortFault {
             entry: 0,
-            window: FaultWindow {
-                from: Time::ZERO,
-                until: Time::NEVER,
-                period: None,
-            },
+            window: FaultWindow::ALWAYS,
             kind: FaultKind::Loss(0.1),
         };
         let mut f = PortFaults::new(vec![rule], 1, 2, 3);

@@ -186,10 +186,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             Some(end) => totals.completion_time_ps = totals.completion_time_ps.max(end),
             None => {
                 let why = if out.stats.stopped_at_limit {
-                    format!(
-                        " (the run reached `until` = {} with work pending)",
-                        src.scenario.until
-                    )
+                    reached_until(src)
                 } else {
                     String::new()
                 };
@@ -290,10 +287,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         } else if out.stats.halted_at.is_some() {
             " (the run was stopped by a PFC deadlock)".to_string()
         } else if out.stats.stopped_at_limit {
-            format!(
-                " (the run reached `until` = {} with work pending)",
-                src.scenario.until
-            )
+            reached_until(src)
         } else {
             String::new()
         };
@@ -483,4 +477,12 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             packet_hops_per_second: out.stats.packet_hops as f64 / secs,
         },
     }
+}
+
+/// Why work is pending when the run stopped at its time limit (appended to a violation).
+fn reached_until(src: &Source) -> String {
+    format!(
+        " (the run reached `until` = {} with work pending)",
+        src.scenario.until
+    )
 }

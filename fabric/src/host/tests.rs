@@ -521,11 +521,7 @@ fn bit_errors_arrive_as_flipped_bytes_and_the_icrc_check_rejects_them() {
     connect(&mut w, 1, 1, 2, 0, G100);
     let rule = PortFault {
         entry: 0,
-        window: FaultWindow {
-            from: Time::ZERO,
-            until: Time::NEVER,
-            period: None,
-        },
+        window: FaultWindow::ALWAYS,
         kind: FaultKind::Ber(3e-6),
     };
     let ecfg = EngineConfig {
