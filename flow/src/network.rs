@@ -12,7 +12,12 @@
 //!   A link applies the sum of its flows' reservations only when it has moved by more than
 //!   [`LINK_RESERVATION_SLACK`] of the link's capacity since it last did (and then refills), so
 //!   that the many small updates of the flows a finish speeds up do not each refill a tight
-//!   reverse link (and with it most of an all-to-all's component).
+//!   reverse link (and with it most of an all-to-all's component); the links are checked once
+//!   per round, after all of its updates. The ACK capacity a *finished* flow leaves on its
+//!   reverse links is given back when such a link is refilled anyway (a flow starts on it or
+//!   leaves it: its applied reservation is then made exact), when a rate change moves its
+//!   reservations, or at once when it is more than [`RELEASE_SHARE`] of the applied
+//!   reservation; see that constant for why and what it costs.
 //!   Where a reservation's feedback on its own flow overshoots (the rate swings to the other side
 //!   of it), later updates apply only a shrinking share of the miss, so that the rounds settle
 //!   at the fixed point instead of swinging between two rates (see `FlowNetwork::set_rate`).
@@ -72,6 +77,19 @@ pub const RESERVATION_EPSILON: f64 = 1e-3;
 /// updates pile up until together they move the link by that much.
 pub const LINK_RESERVATION_SLACK: f64 = 1e-4;
 
+/// How much of a link's applied reservation may be released (ACKs of flows that finished or
+/// slowed down) before the link gives it back to its flows at once; a smaller release is given
+/// back when a flow starts on the link or leaves it, which refills the link anyway. Why: when a
+/// finish releases ACK capacity on a *reverse* link, that link is usually tight for flows of
+/// its own, and giving the capacity back refills them and every flow above their level that
+/// they reach: in an all-to-all, most of a million flows, at every one of thousands of finish
+/// instants. Held back, the release costs nothing: the link's own flows, alike, usually finish
+/// together, and their finish refills it at no cost. The capacity a filling offers a link is
+/// then short by at most this share of its ACK load (up to half of it: about 1% of a link at one
+/// ACK per 4 KiB packet), and only until its own flows change; it never exceeds what the link
+/// has (a growing reservation is applied at once, within [`LINK_RESERVATION_SLACK`]).
+pub const RELEASE_SHARE: f64 = 0.5;
+
 /// Below this share of its capacity, a link's capacity left for data is not lowered further by
 /// reservations: only a link whose ACKs alone would exceed it (data at about 50x its capacity
 /// acknowledged over it) gets there, and its flows must still progress.
@@ -117,6 +135,11 @@ struct Link {
     bytes: f64,
     settled_at: u64,
     dirty: bool,
+    /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
+    res_touched: bool,
+    /// A flow started on it or left it since the last refresh, which refills it anyway: its
+    /// applied reservation then becomes exact (`sync_reservation`).
+    own_change: bool,
     /// Epoch of the last refresh that reached this link, and its local index then.
     mark: u32,
     local: u32,
@@ -178,6 +201,8 @@ pub struct FlowNetwork {
     active: usize,
     dirty_links: Vec<u32>,
     dirty_flows: Vec<u32>,
+    /// Links whose `reserved` changed since their applied reservation was last checked.
+    res_touched: Vec<u32>,
     /// `(finish time, slot, version)`: the earliest valid entry is the next finish.
     finishes: BinaryHeap<Reverse<(u64, u32, u32)>>,
     epoch: u32,
@@ -218,6 +243,7 @@ impl FlowNetwork {
             active: 0,
             dirty_links: Vec::new(),
             dirty_flows: Vec::new(),
+            res_touched: Vec::new(),
             finishes: BinaryHeap::new(),
             epoch: 0,
             filler: Filler::default(),
@@ -266,7 +292,9 @@ impl FlowNetwork {
     /// ACK per 4 KiB packet, far below what the flow model is checked to (1% of the packet
     /// level). A link applies the sum of its reservations only when it has moved by more than
     /// [`LINK_RESERVATION_SLACK`] of its capacity (1e-4) since it last did, so that the small
-    /// updates of many flows perturb it once rather than each. The carried bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
+    /// updates of many flows perturb it once rather than each; what a finished flow reserved is
+    /// given back with the link's next refilling or once it exceeds [`RELEASE_SHARE`] of the
+    /// link's reservation (a filling may offer less than the link has, never more). The carried bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
     /// A link whose reservations would leave less than 1/64 of its capacity keeps that 1/64 for
     /// its flows (only ACKs of data at about 50x its capacity get there).
     pub fn start_with_acks(
@@ -339,6 +367,7 @@ impl FlowNetwork {
         for &(l, w) in &scratch {
             let link = &mut self.links[l as usize];
             flow.usage.push((l, w, link.flows.len() as u32));
+            link.own_change = true;
             link.flows.push(slot);
             link.weights.push(w);
         }
@@ -449,8 +478,9 @@ impl FlowNetwork {
     }
 
     /// Capacity of link direction `l` reserved by ACKs (see [`FlowNetwork::start_with_acks`]),
-    /// bytes/s, as the filling applies it (within [`LINK_RESERVATION_SLACK`] of the capacity of
-    /// the flows' reservations); 0 for an unknown link.
+    /// bytes/s, as the filling applies it (at most [`LINK_RESERVATION_SLACK`] of the capacity
+    /// below the flows' reservations, and above them by at most that or [`RELEASE_SHARE`] of
+    /// it, the ACK capacity of finished flows not yet given back); 0 for an unknown link.
     pub fn link_reserved(&self, l: LinkId) -> f64 {
         self.links
             .get(l.0 as usize)
@@ -503,6 +533,7 @@ impl FlowNetwork {
             if rate < f64::INFINITY {
                 link.removed_max = link.removed_max.max(rate);
             }
+            link.own_change = true;
             link.flows.swap_remove(pos as usize);
             link.weights.swap_remove(pos as usize);
             if let Some(&moved) = link.flows.get(pos as usize) {
@@ -533,9 +564,10 @@ impl FlowNetwork {
                 link.reserved -= a * flow.reserved_rate;
                 link.ack_load -= a * flow.rate;
             }
-            if reservation_moved(link) && !link.dirty {
-                link.dirty = true;
-                self.dirty_links.push(l);
+            // A release waits for the link's next own change unless it is large (see
+            // `RELEASE_SHARE`), or a rate change touches the link's reservations first.
+            if link.applied - link.reserved > RELEASE_SHARE * link.applied {
+                touch_reservation(link, l, &mut self.res_touched);
             }
         }
         flow.active = false;
@@ -563,10 +595,34 @@ impl FlowNetwork {
     fn refresh(&mut self) {
         self.rounds = 0;
         self.refreshes = self.refreshes.wrapping_add(1);
-        while !(self.dirty_flows.is_empty() && self.dirty_links.is_empty()) {
+        loop {
+            self.apply_reservations();
+            if self.dirty_flows.is_empty() && self.dirty_links.is_empty() {
+                break;
+            }
             self.refresh_round();
             self.rounds += 1;
         }
+    }
+
+    /// Lets every link whose reservations changed since the last call apply their sum where
+    /// `reservation_moved` says so, marking it dirty then. Checked once per round, after all of
+    /// its updates (and once after a batch of finishes), not after each flow's: checked per
+    /// update, a link would apply whichever partial sum first crossed the slack, which depends on
+    /// the order its flows were filled in, so that links alike in every way would offer
+    /// capacities apart by up to the slack.
+    fn apply_reservations(&mut self) {
+        let mut touched = std::mem::take(&mut self.res_touched);
+        for &l in &touched {
+            let link = &mut self.links[l as usize];
+            link.res_touched = false;
+            if reservation_moved(link) && !link.dirty {
+                link.dirty = true;
+                self.dirty_links.push(l);
+            }
+        }
+        touched.clear();
+        self.res_touched = touched;
     }
 
     /// One round of [`FlowNetwork::refresh`]: every region around a perturbed link, once.
@@ -599,7 +655,17 @@ impl FlowNetwork {
             self.flows[slot as usize].dirty = false;
         }
         for &l in &dirty_links {
-            self.links[l as usize].dirty = false;
+            let link = &mut self.links[l as usize];
+            link.dirty = false;
+            sync_reservation(link);
+        }
+        // Every link a start touched is synced before anything is filled: a filling must see
+        // the capacities of this round only.
+        for &slot in &dirty_flows {
+            let flow = &self.flows[slot as usize];
+            for &(l, _, _) in &flow.usage {
+                sync_reservation(&mut self.links[l as usize]);
+            }
         }
         let mut pert = std::mem::take(&mut self.pert);
         pert.clear();
@@ -973,10 +1039,7 @@ impl FlowNetwork {
                 }
                 if update {
                     link.reserved += a * (target - rho);
-                    if reservation_moved(link) && !link.dirty {
-                        link.dirty = true;
-                        self.dirty_links.push(l);
-                    }
+                    touch_reservation(link, l, &mut self.res_touched);
                 }
             }
             if update {
@@ -1018,17 +1081,31 @@ impl Link {
     }
 }
 
+/// Lists link `l` (once) for the next `FlowNetwork::apply_reservations`.
+fn touch_reservation(link: &mut Link, l: u32, touched: &mut Vec<u32>) {
+    if !link.res_touched {
+        link.res_touched = true;
+        touched.push(l);
+    }
+}
+
 /// After `link.reserved` changed: lets the applied reservation follow it when it lags by more
-/// than [`LINK_RESERVATION_SLACK`] of the capacity, or when the link's last reserver left (an
-/// idle reverse link offers its whole capacity again); true when it moved, so that the link
-/// must be refilled.
+/// than [`LINK_RESERVATION_SLACK`] of the capacity; true when it moved, so that the link must
+/// be refilled.
 fn reservation_moved(link: &mut Link) -> bool {
-    let lag = (link.reserved - link.applied).abs();
-    let follow = lag > LINK_RESERVATION_SLACK * link.cap || (link.reservers == 0 && lag > 0.0);
+    let follow = (link.reserved - link.applied).abs() > LINK_RESERVATION_SLACK * link.cap;
     if follow {
         link.applied = link.reserved;
     }
     follow
+}
+
+/// A link that a start or a finish refills anyway: its applied reservation becomes exact.
+fn sync_reservation(link: &mut Link) {
+    if link.own_change {
+        link.own_change = false;
+        link.applied = link.reserved;
+    }
 }
 
 /// Adds the bytes `link` carried since it was last settled, at its current load.
