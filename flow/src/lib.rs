@@ -22,8 +22,8 @@
 //!   a change propagates (each round smaller by the ACK-to-data ratio) and the error it makes
 //!   (the ACK load to within 1e-3: about 2e-5 of a link); a link applies their sum when it has
 //!   moved by more than [`network::LINK_RESERVATION_SLACK`] (1e-4 of its capacity). What a
-//!   finished flow reserved is given back when the link is refilled anyway (a flow starts on it
-//!   or leaves it) or when it exceeds [`network::RELEASE_SHARE`] of the link's reservation.
+//!   finished flow reserved is held until the link is refilled anyway (a flow starts on it or
+//!   leaves it) or a rate change moves its reservations (see [`network`]).
 //! - **Weighted max-min fairness by progressive filling** ([`maxmin`]): constraints
 //!   `sum_f w_fl * r_f <= C_l` per link direction and `r_f <= cap_f` per flow. All flows that are
 //!   not frozen share one rising level `x`. A link saturates at

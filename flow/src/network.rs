@@ -13,11 +13,7 @@
 //!   [`LINK_RESERVATION_SLACK`] of the link's capacity since it last did (and then refills), so
 //!   that the many small updates of the flows a finish speeds up do not each refill a tight
 //!   reverse link (and with it most of an all-to-all's component); the links are checked once
-//!   per round, after all of its updates. The ACK capacity a *finished* flow leaves on its
-//!   reverse links is given back when such a link is refilled anyway (a flow starts on it or
-//!   leaves it: its applied reservation is then made exact), when a rate change moves its
-//!   reservations, or at once when it is more than [`RELEASE_SHARE`] of the applied
-//!   reservation; see that constant for why and what it costs.
+//!   per round, after all of its updates.
 //!   Where a reservation's feedback on its own flow overshoots (the rate swings to the other side
 //!   of it), later updates apply only a shrinking share of the miss, so that the rounds settle
 //!   at the fixed point instead of swinging between two rates (see `FlowNetwork::set_rate`).
@@ -26,6 +22,22 @@
 //!   one-packet messages beside bulk ones), the fixed point need not be unique, and an
 //!   incremental refresh and a full recomputation can settle at different ones; the property test
 //!   found one such case in 150 000 random scenarios (recorded in the session notes of issue 11).
+//! - *Held releases.* The ACK capacity a *finished* flow reserved on its reverse links is given
+//!   back at its finish (within the slack) only on links that carry few flows
+//!   ([`HOLD_RELEASES_ABOVE`]). On the others it is held until the link is refilled for a
+//!   reason of its own (a flow starts on it or leaves it, which makes its applied reservation
+//!   exact) or a rate change moves its reservations (the exact sum is applied when it is beyond
+//!   the slack). Given back at the finish, a release raises the capacity of a link that is
+//!   usually tight for flows of its own, and refills them and every flow above their level that
+//!   they reach: in an all-to-all, most of a million flows at each of thousands of finish
+//!   instants; and the rates it moves (by about the ACK share) part flows that would otherwise
+//!   finish together, so that every later finish moves rates again. Held, it usually waits for
+//!   the link's own flows, which finish together and whose finish refills it at no cost. The
+//!   price: such a link may offer its flows less than it has, by the ACK load of the flows that
+//!   finished since its own flows last changed (at most its whole ACK load, a few percent of the
+//!   link at one ACK per 4 KiB packet), never more (a growing reservation is applied at once,
+//!   within the slack). In a collective, whose every step starts flows on its links, it is given
+//!   back at the next step.
 //! - Every query ([`FlowNetwork::next_finish`], [`FlowNetwork::rate`], [`FlowNetwork::advance`])
 //!   first *refreshes*. The links a start, a finish or a reservation touched are *perturbed*;
 //!   each gets a *threshold*, a level below which the progressive filling of the new problem
@@ -77,18 +89,13 @@ pub const RESERVATION_EPSILON: f64 = 1e-3;
 /// updates pile up until together they move the link by that much.
 pub const LINK_RESERVATION_SLACK: f64 = 1e-4;
 
-/// How much of a link's applied reservation may be released (ACKs of flows that finished or
-/// slowed down) before the link gives it back to its flows at once; a smaller release is given
-/// back when a flow starts on the link or leaves it, which refills the link anyway. Why: when a
-/// finish releases ACK capacity on a *reverse* link, that link is usually tight for flows of
-/// its own, and giving the capacity back refills them and every flow above their level that
-/// they reach: in an all-to-all, most of a million flows, at every one of thousands of finish
-/// instants. Held back, the release costs nothing: the link's own flows, alike, usually finish
-/// together, and their finish refills it at no cost. The capacity a filling offers a link is
-/// then short by at most this share of its ACK load (up to half of it: about 1% of a link at one
-/// ACK per 4 KiB packet), and only until its own flows change; it never exceeds what the link
-/// has (a growing reservation is applied at once, within [`LINK_RESERVATION_SLACK`]).
-pub const RELEASE_SHARE: f64 = 0.5;
+/// A link that carries more flows than this holds the ACK capacity finished flows reserved on
+/// it until its own flows change (see "Held releases" in the module documentation); one that
+/// carries fewer gives it back at once (within the slack). Giving back refills the link's
+/// flows and every flow above their level that they reach: few on a link shared by few flows
+/// (a ring's, a permutation's), most of an all-to-all's million on its host links, shared by a
+/// thousand each.
+pub const HOLD_RELEASES_ABOVE: usize = 64;
 
 /// Below this share of its capacity, a link's capacity left for data is not lowered further by
 /// reservations: only a link whose ACKs alone would exceed it (data at about 50x its capacity
@@ -216,6 +223,8 @@ pub struct FlowNetwork {
     rounds: u32,
     /// Refreshes so far (wrapping): a flow's damping state from an older refresh is stale.
     refreshes: u32,
+    /// Links that carry more flows than this hold released ACK capacity.
+    hold_above: usize,
 }
 
 impl FlowNetwork {
@@ -253,7 +262,15 @@ impl FlowNetwork {
             reserve_scratch: Vec::new(),
             rounds: 0,
             refreshes: 0,
+            hold_above: HOLD_RELEASES_ABOVE,
         })
+    }
+
+    /// Sets how many flows a link must carry to hold the ACK capacity finished flows leave on it
+    /// ([`HOLD_RELEASES_ABOVE`] unless set): 0 holds on every link that carries a flow,
+    /// `usize::MAX` on none. For tests and experiments; scenarios use the default.
+    pub fn set_hold_releases_above(&mut self, flows: usize) {
+        self.hold_above = flows;
     }
 
     /// Starts a flow at `now` that must move `bytes` payload bytes.
@@ -293,8 +310,8 @@ impl FlowNetwork {
     /// level). A link applies the sum of its reservations only when it has moved by more than
     /// [`LINK_RESERVATION_SLACK`] of its capacity (1e-4) since it last did, so that the small
     /// updates of many flows perturb it once rather than each; what a finished flow reserved is
-    /// given back with the link's next refilling or once it exceeds [`RELEASE_SHARE`] of the
-    /// link's reservation (a filling may offer less than the link has, never more). The carried bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
+    /// held until the link is next refilled for its own flows' sake (see the module
+    /// documentation: a filling may offer less than the link has, never more). The carried bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
     /// A link whose reservations would leave less than 1/64 of its capacity keeps that 1/64 for
     /// its flows (only ACKs of data at about 50x its capacity get there).
     pub fn start_with_acks(
@@ -479,8 +496,8 @@ impl FlowNetwork {
 
     /// Capacity of link direction `l` reserved by ACKs (see [`FlowNetwork::start_with_acks`]),
     /// bytes/s, as the filling applies it (at most [`LINK_RESERVATION_SLACK`] of the capacity
-    /// below the flows' reservations, and above them by at most that or [`RELEASE_SHARE`] of
-    /// it, the ACK capacity of finished flows not yet given back); 0 for an unknown link.
+    /// below the flows' reservations, and above them by at most that plus the held reservations
+    /// of finished flows); 0 for an unknown link.
     pub fn link_reserved(&self, l: LinkId) -> f64 {
         self.links
             .get(l.0 as usize)
@@ -564,9 +581,8 @@ impl FlowNetwork {
                 link.reserved -= a * flow.reserved_rate;
                 link.ack_load -= a * flow.rate;
             }
-            // A release waits for the link's next own change unless it is large (see
-            // `RELEASE_SHARE`), or a rate change touches the link's reservations first.
-            if link.applied - link.reserved > RELEASE_SHARE * link.applied {
+            // On a link shared by many flows the release is held (module documentation).
+            if link.flows.len() <= self.hold_above {
                 touch_reservation(link, l, &mut self.res_touched);
             }
         }
