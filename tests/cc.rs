@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{fabemu, run_yaml, temp_scenario};
+use common::{fabemu, run_yaml, temp_dir, temp_scenario};
 use fabemu::observe::ObserveOptions;
 use fabemu::{load_str, run_observed, Report};
 use fabemu_fabric::wire::{self, int};
@@ -172,8 +172,7 @@ fn hpcc_telemetry_is_real_bytes_with_a_good_icrc_and_parses_back() {
         "<test>",
     )
     .unwrap();
-    let dir = std::env::temp_dir().join(format!("fabemu-cc-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    let dir = temp_dir("cc");
     let opts = ObserveOptions {
         pcap: Some(dir.join("int.pcap")),
         capture: Some("h0".into()),

@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Output;
 
-use common::{fabemu, temp_scenario};
+use common::{fabemu, temp_scenario, TempPath};
 
 /// A small, fast run: one 64 KiB message over one link.
 const TINY: &str = "
@@ -28,14 +27,9 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A fresh, empty temporary directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabemu-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    if let Err(e) = std::fs::create_dir_all(&d) {
-        panic!("cannot create {}: {e}", d.display());
-    }
-    d
+/// A fresh, empty temporary directory for one test, deleted when dropped.
+fn temp_dir(name: &str) -> TempPath {
+    common::temp_dir(&format!("cli-{name}"))
 }
 
 #[test]
@@ -509,7 +503,8 @@ workload:
     - {src: "a,1", dst: "b \"2\"", size: 64KiB}
 "#;
     let s = temp_scenario("cli-csv.yaml", y);
-    let dir = temp_dir("csv").join("out");
+    let tmp = temp_dir("csv");
+    let dir = tmp.join("out");
     let out = fabemu(&[
         "run",
         &s.to_string_lossy(),
@@ -584,7 +579,8 @@ fn topo_takes_overrides_too() {
 #[test]
 fn explicit_fabrics_plot_their_busiest_links() {
     let s = temp_scenario("cli-busiest.yaml", TINY);
-    let dir = temp_dir("busiest").join("out");
+    let tmp = temp_dir("busiest");
+    let dir = tmp.join("out");
     let out = fabemu(&[
         "run",
         &s.to_string_lossy(),
@@ -608,7 +604,8 @@ fn explicit_fabrics_plot_their_busiest_links() {
 
 #[test]
 fn dcqcn_rates_are_plotted() {
-    let dir = temp_dir("dcqcn-plot").join("out");
+    let tmp = temp_dir("dcqcn-plot");
+    let dir = tmp.join("out");
     let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/dcqcn.yaml");
     let out = fabemu(&["run", ex, "--quiet", "--out", &dir.to_string_lossy()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

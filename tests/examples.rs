@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::fabemu;
+use common::{fabemu, temp_path};
 
 fn report(example: &str) -> serde_json::Value {
     report_with(example, &[])
@@ -390,8 +390,7 @@ fn torus_hosts_have_six_links_and_the_farthest_host_is_six_hops_away() {
 
 #[test]
 fn training_runs_one_iteration_on_16_ranks_and_writes_a_trace() {
-    let dir = std::env::temp_dir().join(format!("fabemu-examples-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("examples", "out");
     let d = dir.to_string_lossy().to_string();
     let r = report_with("training.yaml", &["--out", &d]);
     assert_clean(&r, "training");
@@ -407,7 +406,6 @@ fn training_runs_one_iteration_on_16_ranks_and_writes_a_trace() {
     // "also writes out/trace.json (Perfetto)".
     let trace = std::fs::read_to_string(dir.join("trace.json")).unwrap_or_default();
     assert!(trace.contains("traceEvents"), "no Perfetto trace");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

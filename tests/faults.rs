@@ -402,8 +402,7 @@ fn fault_windows_are_shaded_on_the_time_series_plots() {
         "mode: timing\nseed: 3\nnic: {{rto: 100us}}\n{}workload:\n  collectives:\n    - {{op: all_to_all, size: 16MiB}}\nfaults:\n  - {{link: [leaf0, spine0], down: true, from: 200us, until: 400us, period: 800us}}\n",
         leaf_spine(2, 4)
     );
-    let dir = std::env::temp_dir().join(format!("fabemu-fault-plot-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("fault-plot", "out");
     let out = run_exit("fault_plot.yaml", &yaml, &["--out", dir.to_str().unwrap()]);
     assert!(
         out.status.success(),
@@ -430,5 +429,4 @@ fn fault_windows_are_shaded_on_the_time_series_plots() {
     assert!(plain.status.success());
     let svg = std::fs::read_to_string(dir.join("none").join("link_utilization.svg")).unwrap();
     assert_eq!(svg.matches("opacity=\"0.12\" fill=\"#FF0000\"").count(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

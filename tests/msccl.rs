@@ -80,7 +80,8 @@ fn run_bad(name: &str, xml: &str, ranks: usize) -> (Option<i32>, String, String)
         &format!("{{msccl: {name}.xml}}"),
         "1MiB",
     );
-    let path = temp_scenario(&format!("{name}.yaml"), &yaml);
+    // Beside the XML: the scenario names it relative to itself.
+    let path = xml_path.write_beside(&format!("{name}.yaml"), &yaml);
     let out = fabemu(&["run", &path.display().to_string()]);
     (
         out.status.code(),

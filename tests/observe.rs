@@ -7,10 +7,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::{fabemu, message_wire_bytes, temp_scenario, ETH_OVERHEAD, PS_PER_BYTE_100G};
+use common::{
+    fabemu, message_wire_bytes, temp_path, temp_scenario, TempPath, ETH_OVERHEAD, PS_PER_BYTE_100G,
+};
 use fabemu::observe::{pcap, ObserveOptions};
 use fabemu::{load_str, run_observed};
 use fabemu_fabric::engine::{CaptureDirection, CapturedFrame};
@@ -46,10 +48,10 @@ workload:
   all_to_all: {size: 64KiB}
 ";
 
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fabemu-observe-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A directory `name` that does not exist yet, in a fresh temporary directory deleted when the
+/// result is dropped.
+fn out_dir(name: &str) -> TempPath {
+    temp_path("observe", name)
 }
 
 /// Runs tshark on `pcap` printing `fields` per frame (tab-separated), IPv4 checksum

@@ -179,7 +179,7 @@ fn astra_sim_shapes_build_as_astra_sim_defines_them() {
 
 #[test]
 fn dot_output_is_written() {
-    let dot = std::env::temp_dir().join(format!("fabemu-dot-{}.dot", std::process::id()));
+    let dot = temp_path("dot", "torus.dot");
     let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/torus.yaml");
     let out = fabemu(&["topo", ex, "--dot", &dot.to_string_lossy()]);
     assert_eq!(out.status.code(), Some(0));

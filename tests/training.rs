@@ -13,7 +13,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{fabemu, run_yaml, temp_scenario};
+use common::{fabemu, run_yaml, temp_path, temp_scenario, TempPath};
 use fabemu::Report;
 use fabemu_workload::chakra::{encode_stream, AttributeProto, GlobalMetadata, Node, NodeType};
 
@@ -74,10 +74,11 @@ fn p2p(id: u64, send: bool, peer: i64, bytes: i64, tag: i64, deps: &[u64]) -> No
     }
 }
 
-/// Writes one trace per rank under a fresh folder; returns the prefix.
-fn write_traces(name: &str, ranks: &[Vec<Node>]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fabemu-train-{}-{name}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+/// Writes one trace per rank under a fresh folder; returns the prefix, which deletes the folder
+/// when dropped.
+fn write_traces(name: &str, ranks: &[Vec<Node>]) -> TempPath {
+    let prefix = temp_path("train", name);
+    let dir = prefix.dir();
     let meta = GlobalMetadata {
         version: "0.0.4".into(),
         attr: Vec::new(),
@@ -86,7 +87,7 @@ fn write_traces(name: &str, ranks: &[Vec<Node>]) -> PathBuf {
         let path = dir.join(format!("{name}.{r}.et"));
         std::fs::write(&path, encode_stream(&meta, nodes)).expect("write a trace");
     }
-    dir.join(name)
+    prefix
 }
 
 fn star(n: usize) -> String {
@@ -294,21 +295,16 @@ fn a_dependency_chain_across_send_and_recv_adds_up() {
 
 /// Runs the binary on a chakra scenario over `traces` (as written) and returns its exit code
 /// and stderr.
-fn run_bad(name: &str, n: usize, files: &[(usize, Vec<u8>)]) -> (Option<i32>, String, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("fabemu-bad-{}-{name}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+fn run_bad(name: &str, n: usize, files: &[(usize, Vec<u8>)]) -> (Option<i32>, String) {
+    let prefix = temp_path("bad", name);
     for (r, bytes) in files {
-        std::fs::write(dir.join(format!("{name}.{r}.et")), bytes).expect("write");
+        std::fs::write(prefix.dir().join(format!("{name}.{r}.et")), bytes).expect("write");
     }
-    let scenario = temp_scenario(
-        &format!("bad-{name}.yaml"),
-        &chakra_yaml(n, &dir.join(name)),
-    );
+    let scenario = temp_scenario(&format!("bad-{name}.yaml"), &chakra_yaml(n, &prefix));
     let out = fabemu(&["run", scenario.to_str().expect("utf-8 path")]);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
-        dir,
     )
 }
 
@@ -387,7 +383,7 @@ fn bad_traces_exit_2_naming_the_file_and_the_node() {
         ),
     ];
     for (name, files, want) in cases {
-        let (code, err, _) = run_bad(name, 2, &files);
+        let (code, err) = run_bad(name, 2, &files);
         assert_eq!(code, Some(2), "{name}: {err}");
         assert!(err.contains(&want), "{name}: expected `{want}` in:\n{err}");
         assert!(err.contains("workload.chakra"), "{name}: {err}");
@@ -405,7 +401,7 @@ fn a_send_without_a_matching_recv_is_a_deadlock_naming_the_waiting_nodes() {
             encoded(&[p2p(6, false, 0, 4096, 2, &[]), comp(7, 1, &[6])]),
         ),
     ];
-    let (code, err, _) = run_bad("deadlock", 2, &files);
+    let (code, err) = run_bad("deadlock", 2, &files);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("did not finish (deadlock)"), "{err}");
     assert!(
@@ -418,7 +414,7 @@ fn a_send_without_a_matching_recv_is_a_deadlock_naming_the_waiting_nodes() {
     );
 }
 
-fn mixed_trace(n: usize) -> PathBuf {
+fn mixed_trace(n: usize) -> TempPath {
     // Compute, an All-Reduce overlapping an independent compute, a ring of sends and
     // receives, an All-Gather at the end.
     let ranks: Vec<Vec<Node>> = (0..n as i64)
@@ -441,7 +437,8 @@ fn mixed_trace(n: usize) -> PathBuf {
 
 #[test]
 fn json_is_identical_for_1_2_and_4_threads() {
-    let yaml = chakra_yaml(8, &mixed_trace(8));
+    let prefix = mixed_trace(8);
+    let yaml = chakra_yaml(8, &prefix);
     let json = |threads| {
         let mut v = serde_json::to_value(run_yaml(&yaml, threads)).expect("json");
         if let Some(o) = v.as_object_mut() {
@@ -474,7 +471,7 @@ fn the_same_trace_runs_at_flow_fidelity() {
 fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
     let prefix = mixed_trace(4);
     let scenario = temp_scenario("perfetto.yaml", &chakra_yaml(4, &prefix));
-    let dir = std::env::temp_dir().join(format!("fabemu-perfetto-{}", std::process::id()));
+    let dir = temp_path("perfetto", "out");
     let out = fabemu(&[
         "run",
         scenario.to_str().expect("utf-8 path"),
@@ -611,7 +608,7 @@ fn ranks_that_disagree_on_a_collective_are_refused_naming_the_node() {
         (0, encoded(&[coll(3, 0, 4096, &[])])),
         (1, encoded(&[coll(9, 0, 8192, &[])])),
     ];
-    let (code, err, _) = run_bad("disagree", 2, &files);
+    let (code, err) = run_bad("disagree", 2, &files);
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("disagree.1.et: node 9: collective #0 of rank 1 on group all is all_reduce of 8192 B, rank 0's (node 3) is all_reduce of 4096 B"),

@@ -394,8 +394,12 @@ mod tests {
 
     #[test]
     fn charts_are_written_as_png_and_svg() {
-        let dir = std::env::temp_dir().join(format!("fabemu-plot-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
+        // Deleted with what the test wrote when dropped, also when the test fails.
+        let tmp = match tempfile::Builder::new().prefix("fabemu-plot-").tempdir() {
+            Ok(t) => t,
+            Err(e) => panic!("cannot create a temporary directory: {e}"),
+        };
+        let dir = tmp.path();
         let t = Table {
             times_ps: (0..50).map(|k| k * 1_000_000).collect(),
             columns: vec![

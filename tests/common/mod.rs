@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use fabemu::{load_str, run_source, Report};
@@ -18,15 +18,83 @@ pub fn run_yaml(yaml: &str, threads: usize) -> Report {
     }
 }
 
-/// Writes `yaml` to a fresh temporary file and returns its path.
-pub fn temp_scenario(name: &str, yaml: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fabemu-test-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join(name);
-    if let Err(e) = std::fs::write(&path, yaml) {
-        panic!("cannot write {}: {e}", path.display());
+/// A path inside a fresh temporary directory of its own, which is deleted with everything in
+/// it when this is dropped (also when the test panics), so tests leave nothing behind in the
+/// system temp dir. Hold it until the end of the test: the binary reads and writes the path
+/// while it runs. Derefs to the path.
+pub struct TempPath {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl TempPath {
+    /// The temporary directory that holds the path (and is deleted with it).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
-    path
+
+    /// Writes `text` to the file `name` beside the path (in the same directory, so a scenario
+    /// can name it relative to itself) and returns its path, deleted with this one.
+    pub fn write_beside(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir().join(name);
+        if let Err(e) = std::fs::write(&path, text) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+        path
+    }
+}
+
+impl std::ops::Deref for TempPath {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TempPath {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// So it goes straight into `Command::arg`, as a `PathBuf` would.
+impl AsRef<std::ffi::OsStr> for TempPath {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+/// A fresh, empty temporary directory named `fabemu-{prefix}-XXXXXX`; the path is the
+/// directory itself.
+pub fn temp_dir(prefix: &str) -> TempPath {
+    let dir = match tempfile::Builder::new()
+        .prefix(&format!("fabemu-{prefix}-"))
+        .tempdir()
+    {
+        Ok(d) => d,
+        Err(e) => panic!("cannot create a temporary directory: {e}"),
+    };
+    let path = dir.path().to_path_buf();
+    TempPath { dir, path }
+}
+
+/// The path `name` inside a fresh temporary directory `fabemu-{prefix}-XXXXXX`; nothing is
+/// created at the path itself (e.g. an `--out` directory the binary must create).
+pub fn temp_path(prefix: &str, name: &str) -> TempPath {
+    let mut t = temp_dir(prefix);
+    t.path = t.path.join(name);
+    t
+}
+
+/// Writes `yaml` to the file `name` in a fresh temporary directory; the file and directory are
+/// deleted when the returned path is dropped.
+pub fn temp_scenario(name: &str, yaml: &str) -> TempPath {
+    let t = temp_path("test", name);
+    if let Err(e) = std::fs::write(&t.path, yaml) {
+        panic!("cannot write {}: {e}", t.path.display());
+    }
+    t
 }
 
 /// Runs the `fabemu` binary with `args`.
