@@ -112,6 +112,8 @@ pub struct RoceFlow {
     pub dst: Ipv4Addr,
     /// UDP source port (the flow's ECMP entropy).
     pub udp_src_port: u16,
+    /// DSCP (what a switch maps to a priority), read in the same pass.
+    pub dscp: u8,
 }
 
 /// Classifies a frame and, for RoCEv2, returns its flow in the same pass — the switch's per-frame
@@ -130,6 +132,7 @@ pub fn peek_roce_flow(frame: &[u8]) -> (FrameKind, Option<RoceFlow>) {
                         src: addr(ip, field::ipv4::SRC),
                         dst: addr(ip, field::ipv4::DST),
                         udp_src_port: be16(udp, field::udp::SRC_PORT),
+                        dscp: ip[field::ipv4::TOS] >> 2,
                     }),
                 ),
                 _ => (FrameKind::Other, None),
@@ -383,8 +386,11 @@ mod tests {
             let (kind, flow) = peek_roce_flow(&f);
             proptest::prop_assert_eq!(kind == FrameKind::RoceV2, roce);
             proptest::prop_assert_eq!(flow.is_some(), roce);
-            if let (Some(flow), Some((src, dst, _, _)), Some(port)) = (flow, ip, udp) {
-                proptest::prop_assert_eq!((flow.src, flow.dst, flow.udp_src_port), (src, dst, port));
+            if let (Some(flow), Some((src, dst, dscp, _)), Some(port)) = (flow, ip, udp) {
+                proptest::prop_assert_eq!(
+                    (flow.src, flow.dst, flow.udp_src_port, flow.dscp),
+                    (src, dst, port, dscp)
+                );
             }
             proptest::prop_assert_eq!(ipv4_src(&f), ip.map(|i| i.0));
             proptest::prop_assert_eq!(ipv4_dst(&f), ip.map(|i| i.1));
