@@ -87,7 +87,7 @@ fn bucket_of(e: &Entry) -> u64 {
 /// first split by a counting sort on the time's next `SUB_BITS` bits (one pass to count, one to
 /// scatter into `scratch`), so the comparison sort only orders each sub-bucket's few entries.
 /// The sub-bucket is a non-decreasing function of the time, so the result is the same order.
-fn sort_bucket(v: &mut Vec<Entry>, scratch: &mut Vec<Entry>, b: u64) {
+fn sort_bucket(v: &mut [Entry], scratch: &mut Vec<Entry>, b: u64) {
     let n = v.len();
     if n < COUNT_SORT_MIN {
         v.sort_unstable_by_key(Entry::rank);
