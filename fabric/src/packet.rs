@@ -59,6 +59,7 @@ impl Payload {
         }
     }
     /// Number of payload bytes on the wire.
+    #[inline]
     pub fn len(&self) -> usize {
         match self {
             Payload::Data(b) => b.len(),
@@ -151,6 +152,7 @@ impl Packet {
     }
 
     /// The storage of header and trailer, whichever holds them.
+    #[inline]
     fn storage(&self) -> &[u8] {
         match &self.long {
             Some(h) => &h[..],
@@ -158,6 +160,7 @@ impl Packet {
         }
     }
     /// The storage of header and trailer, writable.
+    #[inline]
     fn storage_mut(&mut self) -> &mut [u8] {
         match &mut self.long {
             Some(h) => &mut h[..],
@@ -178,11 +181,13 @@ impl Packet {
     }
 
     /// The header bytes, starting at the Ethernet destination address.
+    #[inline]
     pub fn header(&self) -> &[u8] {
         let len = self.header_len as usize;
         &self.storage()[..len]
     }
     /// The header bytes, writable (switches rewrite ECN this way).
+    #[inline]
     pub fn header_mut(&mut self) -> &mut [u8] {
         let len = self.header_len as usize;
         &mut self.storage_mut()[..len]
@@ -212,21 +217,25 @@ impl Packet {
         Some(self.header_mut())
     }
     /// The payload.
+    #[inline]
     pub fn payload(&self) -> &Payload {
         &self.payload
     }
     /// The trailer bytes (the ICRC for RoCEv2; empty otherwise).
+    #[inline]
     pub fn trailer(&self) -> &[u8] {
         let at = self.header_len as usize;
         &self.storage()[at..at + self.trailer_len as usize]
     }
     /// Length of the frame without FCS: header + payload + trailer.
+    #[inline]
     pub fn frame_len(&self) -> usize {
         self.header_len as usize + self.payload.len() + self.trailer_len as usize
     }
     /// True when the frame took a bit error on its way: the fault flipped bits of it (see
     /// [`crate::fault`]) and the FCS the receiving MAC computes would not match the one sent,
     /// so a receiver that checks the FCS drops it.
+    #[inline]
     pub fn is_corrupted(&self) -> bool {
         self.flags & FLAG_CORRUPTED != 0
     }

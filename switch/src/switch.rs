@@ -322,7 +322,8 @@ impl Switch {
                 return;
             }
         }
-        let prio = self.priority_of(&pkt);
+        // The DSCP as read with the flow (a TTL rewrite does not touch it).
+        let prio = self.cfg.dscp_priority.priority(flow.dscp);
         let len = pkt.frame_len() as u64;
         let now = ctx.now();
         if self.mmu.admit(in_port, prio, out, len).is_err() {
@@ -381,14 +382,6 @@ impl Switch {
             }
         }
         self.start_tx(out, ctx);
-    }
-
-    /// The frame's priority by the DSCP map (0 for a frame without IPv4).
-    #[inline]
-    fn priority_of(&self, pkt: &Packet) -> u8 {
-        self.cfg
-            .dscp_priority
-            .priority(wire::dscp(pkt.header()).unwrap_or(0))
     }
 
     fn count_drop(&mut self, out: usize, prio: u8, len: u64) {

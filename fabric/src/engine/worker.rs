@@ -192,7 +192,7 @@ impl Sched {
         &mut self,
         me: u32,
         port: usize,
-        packet: Packet,
+        mut packet: Packet,
         now: Time,
         notify: bool,
     ) -> Result<(), TransmitError> {
@@ -208,7 +208,6 @@ impl Sched {
         let wire = self.overhead.wire_bytes(frame as usize);
         let mut ser = ps.channel.rate.serialization_time(wire);
         let mut fate = Fate::Deliver;
-        let mut packet = packet;
         if let Some(f) = ps.fault.as_deref_mut() {
             (ser, fate) = f.apply(now, wire, ser);
             if fate != Fate::Deliver {

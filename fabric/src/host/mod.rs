@@ -39,7 +39,8 @@ use crate::packet::{Packet, Payload};
 use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
 use crate::wire::{
-    self, opcode, AethRepr, BthRepr, Ecn, FrameKind, PfcPauseRepr, RethRepr, RoceRepr,
+    self, opcode, AethRepr, BthRepr, Ecn, FrameKind, HeaderTemplate, PacketFields, PfcPauseRepr,
+    RethRepr, RoceRepr,
 };
 
 pub use self::api::AppApi;
@@ -133,6 +134,9 @@ pub struct Nic {
     completions: VecDeque<Completion>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
+    /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
+    /// they cannot be emitted, and then neither can a frame.
+    header: Option<HeaderTemplate>,
     /// The receive buffer toward the host when the NIC generates PFC.
     rx: RxBuffer,
     /// Route tables to take at given times (failover of a multi-port NIC; see
@@ -273,6 +277,26 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
     let std_len = repr.header_len();
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     repr.emit(pkt.header_mut()).ok()?;
+    finish(pkt, std_len, int)
+}
+
+/// [`build`] from the NIC's header template and the frame's own fields (`f.payload_len`
+/// counts `int`): the same bytes for a fraction of the work.
+fn build_from(
+    t: Option<&HeaderTemplate>,
+    f: &PacketFields,
+    payload: Payload,
+    int: &[u8],
+) -> Option<Packet> {
+    let std_len = HeaderTemplate::header_len(f);
+    let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
+    t?.emit(f, pkt.header_mut()).ok()?;
+    finish(pkt, std_len, int)
+}
+
+/// Copies `int` behind the `std_len` bytes of standard headers and sets the ICRC.
+#[inline]
+fn finish(mut pkt: Packet, std_len: usize, int: &[u8]) -> Option<Packet> {
     pkt.header_mut().get_mut(std_len..)?.copy_from_slice(int);
     let icrc = match pkt.payload() {
         Payload::Data(d) => wire::icrc(pkt.header(), d),
@@ -280,6 +304,31 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
     };
     pkt.set_trailer(&icrc).ok()?;
     Some(pkt)
+}
+
+/// The header template of a NIC at `addr` (see [`HeaderTemplate`]): its frames carry TTL 64
+/// and the default P_Key 0xFFFF.
+fn sender_template(addr: HostAddr) -> Option<HeaderTemplate> {
+    let repr = RoceRepr {
+        src_mac: addr.mac,
+        dst_mac: [0; 6],
+        src_ip: addr.ip,
+        dst_ip: Ipv4Addr::UNSPECIFIED,
+        dscp: 0,
+        ecn: Ecn::NotEct,
+        ttl: 64,
+        ip_id: 0,
+        udp_src_port: 0,
+        bth: BthRepr {
+            pkey: 0xFFFF,
+            ..BthRepr::default()
+        },
+        reth: None,
+        aeth: None,
+        immdt: None,
+        payload_len: 0,
+    };
+    HeaderTemplate::new(&repr).ok()
 }
 
 /// A host: a NIC plus the application above it.
@@ -317,6 +366,7 @@ impl<A: Application> Host<A> {
                 done_scratch: Vec::new(),
                 completions: VecDeque::new(),
                 qp_cc: Vec::new(),
+                header: sender_template(addr),
                 rx: RxBuffer {
                     xoff_sent: vec![[None; CLASSES]; ports.max(1)],
                     ..RxBuffer::default()

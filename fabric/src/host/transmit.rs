@@ -128,7 +128,7 @@ impl Nic {
         let Some(qp) = self.qps.get_mut(i) else {
             return;
         };
-        let Some(paddr) = self.dir.get(qp.peer).copied() else {
+        let Some(paddr) = self.dir.get(qp.peer) else {
             return;
         };
         let was_outstanding = qp.outstanding();
@@ -142,10 +142,8 @@ impl Nic {
             qp.active = false;
             return;
         };
-        let repr = RoceRepr {
-            src_mac: self.addr.mac,
+        let fields = PacketFields {
             dst_mac: paddr.mac,
-            src_ip: self.addr.ip,
             dst_ip: paddr.ip,
             dscp: qp.dscp,
             ecn: if self.cfg.ecn_capable || self.cfg.cc.wants_ecn() {
@@ -153,17 +151,13 @@ impl Nic {
             } else {
                 Ecn::NotEct
             },
-            ttl: 64,
-            ip_id: seg.psn as u16,
             udp_src_port: qp.udp_src_port,
-            bth: BthRepr {
-                opcode: seg.opcode,
-                pkey: 0xFFFF,
-                dest_qp: qp.remote_qpn,
-                ack_req: seg.ack_req,
-                psn: (seg.psn & qp::PSN_MASK) as u32,
-                ..BthRepr::default()
-            },
+            dest_qp: qp.remote_qpn,
+            opcode: seg.opcode,
+            psn: (seg.psn & qp::PSN_MASK) as u32,
+            ack_req: seg.ack_req,
+            becn: false,
+            ip_id: seg.psn as u16,
             reth: seg.dma_len.map(|len| RethRepr {
                 va: 0,
                 rkey: 0,
@@ -177,7 +171,7 @@ impl Nic {
             Some(d) => Payload::data(d),
             None => Payload::Timing(seg.payload_len),
         };
-        let Some(mut pkt) = build(&repr, payload, int) else {
+        let Some(mut pkt) = build_from(self.header.as_ref(), &fields, payload, int) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -299,37 +293,32 @@ impl Nic {
         let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
-        let (port, udp, dest_qp) = (qp.port, qp.udp_src_port, qp.remote_qpn);
+        let (port, dest_qp) = (qp.port, qp.remote_qpn);
         let dscp = self
             .cfg
             .classes
             .get(qpn_class(dest_qp))
             .dscp
             .unwrap_or(self.cfg.control_dscp);
-        let repr = RoceRepr {
-            src_mac: self.addr.mac,
+        let fields = PacketFields {
             dst_mac: paddr.mac,
-            src_ip: self.addr.ip,
             dst_ip: paddr.ip,
             dscp,
             ecn: Ecn::NotEct,
-            ttl: 64,
+            udp_src_port: qp.udp_src_port,
+            dest_qp,
+            opcode: opcode::ACK,
+            psn,
+            ack_req: false,
+            becn,
             ip_id: psn as u16,
-            udp_src_port: udp,
-            bth: BthRepr {
-                opcode: opcode::ACK,
-                pkey: 0xFFFF,
-                becn,
-                dest_qp,
-                psn,
-                ..BthRepr::default()
-            },
             reth: None,
             aeth: Some(aeth),
             immdt: None,
             payload_len: int.len(),
         };
-        self.queue_control(port, &repr, int, ctx);
+        let pkt = build_from(self.header.as_ref(), &fields, self.control_payload(), int);
+        self.queue_control_frame(port, pkt, ctx);
     }
 
     /// Builds a header-only control frame and queues it on `port`'s control queue.
@@ -341,12 +330,23 @@ impl Nic {
         int: &[u8],
         ctx: &mut Ctx<'_>,
     ) {
-        let payload = if self.cfg.data_mode {
+        let pkt = build(repr, self.control_payload(), int);
+        self.queue_control_frame(port, pkt, ctx);
+    }
+
+    /// A control frame's payload: none (an empty data payload in data mode, so receivers
+    /// check its ICRC).
+    fn control_payload(&self) -> Payload {
+        if self.cfg.data_mode {
             Payload::data(Bytes::new())
         } else {
             Payload::Timing(0)
-        };
-        let Some(mut pkt) = build(repr, payload, int) else {
+        }
+    }
+
+    /// Queues a built control frame on `port`'s control queue (`None`: it could not be built).
+    fn queue_control_frame(&mut self, port: usize, pkt: Option<Packet>, ctx: &mut Ctx<'_>) {
+        let Some(mut pkt) = pkt else {
             self.stats.dropped_invalid += 1;
             return;
         };

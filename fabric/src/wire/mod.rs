@@ -29,6 +29,7 @@ pub mod int;
 mod peek;
 mod pfc;
 mod roce;
+mod template;
 mod ttl;
 
 pub use ib::{
@@ -42,6 +43,7 @@ pub use peek::{
 };
 pub use pfc::{pause_quanta_to_ps, MutablePfcPacket, PfcPacket, PfcPauseRepr};
 pub use roce::{RoceRepr, CNP_DSCP};
+pub use template::{HeaderTemplate, PacketFields};
 pub use ttl::decrement_ttl;
 
 /// UDP destination port that marks a datagram as RoCEv2 (IANA-assigned).
@@ -107,10 +109,23 @@ const _: () = assert!(field::BTH_END + RETH_LEN + IMMDT_LEN <= MAX_HEADER_LEN);
 const _: () = assert!(field::BTH_END + CNP_RESERVED_LEN <= MAX_HEADER_LEN);
 const _: () = assert!(PFC_FRAME_LEN <= MAX_HEADER_LEN);
 
-/// Where each layer starts in a frame (IPv4 without options), and the few IPv4/UDP bytes that
-/// are touched directly rather than through `pnet_packet` (ICRC masking).
+/// Where each layer starts in a frame (IPv4 without options), and the bytes that are read or
+/// patched directly rather than through `pnet_packet`'s views: ICRC masking, and the per-frame
+/// paths (`RoceRepr::parse`, the header templates, the switch's peeks), where pnet's
+/// out-of-line accessors cost more than the work itself.
 pub(crate) mod field {
     use super::{BTH_LEN, ETH_HEADER_LEN, IPV4_HEADER_LEN, UDP_HEADER_LEN};
+
+    /// Offsets inside the Ethernet II header.
+    pub(crate) mod eth {
+        use core::ops::Range;
+        /// Destination MAC address.
+        pub(crate) const DST: Range<usize> = 0..6;
+        /// Source MAC address.
+        pub(crate) const SRC: Range<usize> = 6..12;
+        /// Ethertype.
+        pub(crate) const ETHERTYPE: Range<usize> = 12..14;
+    }
 
     /// First byte of the IPv4 header.
     pub(crate) const IPV4: usize = ETH_HEADER_LEN;
@@ -124,19 +139,58 @@ pub(crate) mod field {
     /// Offsets inside the IPv4 header.
     pub(crate) mod ipv4 {
         use core::ops::Range;
+        /// Version (high nibble) and IHL in 32-bit words (low nibble).
+        pub(crate) const VER_IHL: usize = 0;
         /// Type of service: DSCP (6 bits) and ECN (2 bits).
         pub(crate) const TOS: usize = 1;
+        /// Total length: everything after the Ethernet header.
+        pub(crate) const TOTAL_LEN: Range<usize> = 2..4;
+        /// Identification.
+        pub(crate) const IDENT: Range<usize> = 4..6;
+        /// Flags (top 3 bits) and fragment offset (13 bits).
+        pub(crate) const FLAGS_FRAG: Range<usize> = 6..8;
         /// Time to live.
         pub(crate) const TTL: usize = 8;
+        /// Protocol of the payload.
+        pub(crate) const PROTOCOL: usize = 9;
         /// Header checksum.
         pub(crate) const CHECKSUM: Range<usize> = 10..12;
+        /// Source address.
+        pub(crate) const SRC: Range<usize> = 12..16;
+        /// Destination address.
+        pub(crate) const DST: Range<usize> = 16..20;
     }
 
     /// Offsets inside the UDP header.
     pub(crate) mod udp {
         use core::ops::Range;
+        /// Source port.
+        pub(crate) const SRC_PORT: Range<usize> = 0..2;
+        /// Destination port.
+        pub(crate) const DST_PORT: Range<usize> = 2..4;
+        /// Length: UDP header and payload.
+        pub(crate) const LENGTH: Range<usize> = 4..6;
         /// UDP checksum.
         pub(crate) const CHECKSUM: Range<usize> = 6..8;
+    }
+
+    /// Offsets inside the BTH (bit layout as in `ib.rs`'s `#[packet] Bth`).
+    pub(crate) mod bth {
+        use core::ops::Range;
+        /// Opcode.
+        pub(crate) const OPCODE: usize = 0;
+        /// SE (bit 7), MigReq (bit 6), PadCnt (bits 5-4), TVer (bits 3-0).
+        pub(crate) const FLAGS: usize = 1;
+        /// Partition key.
+        pub(crate) const PKEY: Range<usize> = 2..4;
+        /// FECN (bit 7), BECN (bit 6), 6 reserved bits.
+        pub(crate) const FECN_BECN: usize = 4;
+        /// Destination QP (24 bits).
+        pub(crate) const DEST_QP: Range<usize> = 5..8;
+        /// AckReq (bit 7), 7 reserved bits.
+        pub(crate) const ACK_REQ: usize = 8;
+        /// PSN (24 bits).
+        pub(crate) const PSN: Range<usize> = 9..12;
     }
 }
 

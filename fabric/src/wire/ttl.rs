@@ -6,6 +6,7 @@ use super::{field, WireError, ETHERTYPE_IPV4, ETH_HEADER_LEN, IPV4_HEADER_LEN};
 /// Decrements the IPv4 TTL in place and patches the header checksum incrementally
 /// (RFC 1624: HC' = ~(~HC + ~m + m')). Returns the new TTL; a frame that arrives with TTL 0
 /// is left unchanged and reports 0, so the caller drops it either way.
+#[inline]
 pub fn decrement_ttl(frame: &mut [u8]) -> Result<u8, WireError> {
     let got = frame.len();
     let need = field::IPV4 + IPV4_HEADER_LEN;
