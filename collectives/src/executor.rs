@@ -50,6 +50,7 @@ use bytes::Bytes;
 use fabemu_fabric::link::Rate;
 use fabemu_fabric::transport::{AppId, Application, ClassId, Completion, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
+use smallvec::SmallVec;
 
 use crate::data::{self, DataType, ReduceOp};
 use crate::program::{Program, StepGen, StepKind};
@@ -327,7 +328,8 @@ struct JobState {
     /// How many steps the window holds (it grows past this only to find the receive step of
     /// an arriving message); `usize::MAX` for listed programs, which are held whole.
     window: usize,
-    chans: Vec<Chan>,
+    /// Held inline up to two (a ring's): one pointer less to chase per message.
+    chans: SmallVec<[Chan; 2]>,
     /// `(peer host, channel)` -> index into `chans`, sorted by key: looked up at every arriving
     /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
     /// each with a thousand ranks' runners interleaved).
@@ -600,7 +602,9 @@ impl JobState {
 /// Runs a rank's collective jobs on its host (see the module doc).
 pub struct CollectiveRunner {
     rank: u32,
-    jobs: Vec<JobState>,
+    /// Held inline when there is one: with thousands of runners interleaved, each pointer
+    /// chased per message is a cache miss.
+    jobs: SmallVec<[JobState; 1]>,
     /// Steps ready to run, of the job being advanced.
     work: Vec<u32>,
     /// Problems met; non-empty means the run is invalid.

@@ -195,11 +195,42 @@ pub struct SimOutput<A> {
     pub stats: SimStats,
 }
 
+/// A message in a queue pair or on its way: kept small (24 bytes), since tens of thousands
+/// wait in the agenda's queues at once. Its [`MessageWire`] is a function of its length,
+/// memoized by the queue pair; the payload (data mode only) is boxed.
 struct Msg {
     tag: u64,
     len: u64,
-    data: Option<Bytes>,
-    wire: MessageWire,
+    data: Option<Box<Bytes>>,
+}
+
+/// A queue pair's messages, the head held inline: a queue pair rarely has more than one (a
+/// ring's rank posts its next message after the last has left), and a separate buffer was a
+/// cache miss per message.
+#[derive(Default)]
+struct MsgQueue {
+    head: Option<Msg>,
+    rest: VecDeque<Msg>,
+}
+
+impl MsgQueue {
+    fn front(&self) -> Option<&Msg> {
+        self.head.as_ref()
+    }
+
+    fn push_back(&mut self, m: Msg) {
+        if self.head.is_none() {
+            self.head = Some(m);
+        } else {
+            self.rest.push_back(m);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Msg> {
+        let m = self.head.take();
+        self.head = self.rest.pop_front();
+        m
+    }
 }
 
 /// A queue pair: its path and its messages. What a message needs of the path is kept here in
@@ -231,9 +262,24 @@ struct Qp {
     delivered: u64,
     delivered_packets: u64,
     delivered_acks: u64,
+    /// [`MessageWire::of`] a message of `wire_len` bytes (memo: a queue pair's messages are
+    /// usually of one length).
+    wire_len: u64,
+    wire: MessageWire,
     /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
     hops: Box<[Hop]>,
-    queue: VecDeque<Msg>,
+    queue: MsgQueue,
+}
+
+impl Qp {
+    /// What a message of `len` bytes is on the wire.
+    fn wire(&mut self, len: u64, cfg: &SimConfig) -> MessageWire {
+        if self.wire_len != len {
+            self.wire = MessageWire::of(len, cfg);
+            self.wire_len = len;
+        }
+        self.wire
+    }
 }
 
 /// The pending events in the order they run: by time, then in the order they were scheduled.
@@ -365,8 +411,10 @@ impl Core<'_> {
             delivered: 0,
             delivered_packets: 0,
             delivered_acks: 0,
+            wire_len: u64::MAX,
+            wire: MessageWire::of(0, &self.cfg),
             hops: self.scratch.as_slice().into(),
-            queue: VecDeque::new(),
+            queue: MsgQueue::default(),
         });
         self.qp_index.insert((src, dst), q);
         if let Some(l) = self.last_qp.get_mut(src as usize) {
@@ -379,13 +427,12 @@ impl Core<'_> {
         let Some(q) = self.qp(src, dst) else {
             return false;
         };
-        let wire = MessageWire::of(len, &self.cfg);
         let qp = &mut self.qps[q as usize];
+        let wire = qp.wire(len, &self.cfg);
         qp.queue.push_back(Msg {
             tag,
             len,
-            data,
-            wire,
+            data: data.map(Box::new),
         });
         qp.posted += 1;
         qp.posted_packets += wire.packets;
@@ -399,18 +446,18 @@ impl Core<'_> {
     /// Puts queue pair `q`'s head message on the wire.
     fn start_head(&mut self, q: u32) {
         let qp = &mut self.qps[q as usize];
-        let Some(msg) = qp.queue.front() else {
+        let Some(len) = qp.queue.front().map(|m| m.len) else {
             qp.busy = false;
             return;
         };
         qp.busy = true;
-        let w = msg.wire;
+        let w = qp.wire(len, &self.cfg);
         let (fwd, rev) = qp.links.split_at(qp.split as usize);
         qp.frames += w.packets;
         qp.ack_frames += w.acks;
         self.stats.packet_hops += w.packets * fwd.len() as u64 + w.acks * rev.len() as u64;
         self.stats.flows += 1;
-        if msg.len == 0 {
+        if len == 0 {
             // No payload to share a link with: one minimum frame, at the first hop's rate.
             for l in fwd {
                 self.links[l.0 as usize].wire_bytes += w.wire_bytes;
@@ -440,7 +487,7 @@ impl Core<'_> {
             self.stats.peak_flows = self.stats.peak_flows.max(qnet.active() as u64);
             return;
         }
-        let m = msg.len as f64;
+        let m = len as f64;
         let data_w = w.wire_bytes as f64 / m;
         let ack_w = (w.acks * w.ack_wire) as f64 / m;
         self.usage.clear();
@@ -451,14 +498,10 @@ impl Core<'_> {
         // ACKs reserve their share of the reverse path instead of sharing it: see
         // `FlowNetwork::start_with_acks` (the rates are the same to 2e-5; the components stay
         // as small as the data paths make them).
-        if let Err(e) = self.net.start_with_acks(
-            self.now,
-            &self.usage,
-            &self.acks,
-            msg.len,
-            cap,
-            u64::from(q),
-        ) {
+        if let Err(e) =
+            self.net
+                .start_with_acks(self.now, &self.usage, &self.acks, len, cap, u64::from(q))
+        {
             self.error.get_or_insert(e);
         }
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
@@ -499,7 +542,7 @@ impl Core<'_> {
     /// queue): it is delivered once its last packet has crossed the rest of the path.
     fn deliver_after_tail(&mut self, q: u32, msg: Msg) {
         let qp = &mut self.qps[q as usize];
-        let last = msg.wire.last_packet_wire;
+        let last = qp.wire(msg.len, &self.cfg).last_packet_wire;
         if qp.tail_wire != last {
             let mut tail = Time::ZERO;
             for (i, h) in qp.hops[..qp.split as usize].iter().enumerate() {
@@ -700,15 +743,16 @@ pub fn run<A: Application>(
                     core.schedule(t + back, Ev::SendDone { qp, tag });
                 }
                 let q = &mut core.qps[qp as usize];
+                let w = q.wire(msg.len, &core.cfg);
                 q.delivered += 1;
-                q.delivered_packets += msg.wire.packets;
-                q.delivered_acks += msg.wire.acks;
+                q.delivered_packets += w.packets;
+                q.delivered_acks += w.acks;
                 if let Some(app) = apps.get_mut(dst as usize) {
                     let c = Completion::Received {
                         src,
                         imm: tag as u32,
                         len: msg.len,
-                        data: msg.data,
+                        data: msg.data.map(|b| *b),
                     };
                     app.on_completion(
                         c,
