@@ -304,6 +304,59 @@ struct StepRt {
     done: bool,
 }
 
+/// Window records held inline: twice a ring's window (8 steps), so that the records a message
+/// reads sit beside the runner instead of behind one more pointer, and the completed front is
+/// reclaimed every 8 steps.
+const INLINE_WINDOW: usize = 16;
+
+/// A job's window of step records, oldest first: a queue kept in one vector, inline up to
+/// [`INLINE_WINDOW`], whose completed front is dropped by moving an index and reclaimed when
+/// the vector is full (moving the few live records to the start).
+#[derive(Default)]
+struct Window {
+    recs: SmallVec<[StepRt; INLINE_WINDOW]>,
+    /// Records before this one have left the window.
+    head: usize,
+}
+
+impl Window {
+    fn len(&self) -> usize {
+        self.recs.len() - self.head
+    }
+
+    fn get(&self, at: usize) -> Option<&StepRt> {
+        self.recs.get(self.head.checked_add(at)?)
+    }
+
+    fn front(&self) -> Option<&StepRt> {
+        self.get(0)
+    }
+
+    fn push_back(&mut self, r: StepRt) {
+        if self.recs.len() == self.recs.capacity() && self.head > 0 {
+            let live = self.recs.len() - self.head;
+            self.recs.copy_within(self.head.., 0);
+            self.recs.truncate(live);
+            self.head = 0;
+        }
+        self.recs.push(r);
+    }
+
+    fn pop_front(&mut self) {
+        if self.head < self.recs.len() {
+            self.head += 1;
+        }
+        if self.head == self.recs.len() {
+            self.recs.clear();
+            self.head = 0;
+        }
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, StepRt> {
+        self.recs[self.head..].iter()
+    }
+}
+
 /// Where a job's steps come from.
 enum Steps {
     /// The job's program lists them; the dependents of step `i` are
@@ -323,7 +376,7 @@ struct JobState {
     total: usize,
     /// The window: the run-time state of steps `lo .. lo + rt.len()`. Every step before `lo`
     /// has completed; steps after the window have not been looked at yet.
-    rt: VecDeque<StepRt>,
+    rt: Window,
     lo: usize,
     /// How many steps the window holds (it grows past this only to find the receive step of
     /// an arriving message); `usize::MAX` for listed programs, which are held whole.
@@ -421,7 +474,7 @@ impl JobState {
         let mut js = JobState {
             steps,
             total,
-            rt: VecDeque::new(),
+            rt: Window::default(),
             lo: 0,
             window,
             chans,
@@ -451,7 +504,7 @@ impl JobState {
     /// The run-time state of step `i`, which must be in the window.
     fn rt(&mut self, i: u32) -> &mut StepRt {
         let at = (i as usize).wrapping_sub(self.lo);
-        &mut self.rt[at]
+        &mut self.rt.recs[self.rt.head.saturating_add(at)]
     }
 
     /// Whether step `i` is in the window and has not completed.
