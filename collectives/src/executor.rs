@@ -814,9 +814,9 @@ impl CollectiveRunner {
             let ch = &js.chans[c];
             let (host, imm) = (ch.host, imm_for(j, ch.channel));
             let len = step.len;
-            let kind = js.kind(s as usize);
+            // The step's kind (a generator computes it) only for data and errors.
             let payload = js.buffer.as_ref().and_then(|b| {
-                let Some(StepKind::Send { chunk, .. }) = kind else {
+                let Some(StepKind::Send { chunk, .. }) = js.kind(s as usize) else {
                     return None;
                 };
                 let es = js.job.elem_bytes as usize;
@@ -825,6 +825,7 @@ impl CollectiveRunner {
                 ))
             });
             js.record.bytes_sent += len;
+            let class = js.job.class;
             // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
             let mut off = 0u64;
             loop {
@@ -832,7 +833,8 @@ impl CollectiveRunner {
                 let data = payload
                     .as_ref()
                     .map(|b| b.slice(off as usize..(off + piece) as usize));
-                if !api.post_send_in(host, imm as u64, piece, data, js.job.class) {
+                if !api.post_send_in(host, imm as u64, piece, data, class) {
+                    let kind = self.jobs[j].kind(s as usize);
                     let peer = kind.and_then(|k| k.peer()).unwrap_or(0);
                     self.errors.push(ExecError::NoRoute {
                         rank: self.rank,
@@ -862,8 +864,8 @@ impl CollectiveRunner {
             };
             js.pop_step(c, true);
             let expected = step.len;
-            let kind = js.kind(s as usize);
             if len != expected {
+                let kind = js.kind(s as usize);
                 self.errors.push(ExecError::LengthMismatch {
                     rank: self.rank,
                     job: j,
@@ -872,10 +874,11 @@ impl CollectiveRunner {
                     got: len,
                     expected,
                 });
-            } else if let (Some(buf), Some(d), Some(bytes)) =
-                (js.buffer.as_mut(), js.job.data, payload)
+            } else if let (true, Some(d), Some(bytes)) = (js.buffer.is_some(), js.job.data, payload)
             {
-                if let Some(StepKind::Recv { chunk, .. }) = kind {
+                let kind = js.kind(s as usize);
+                if let (Some(StepKind::Recv { chunk, .. }), Some(buf)) = (kind, js.buffer.as_mut())
+                {
                     let es = js.job.elem_bytes as usize;
                     let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
                     if bytes.len() == dst.len() {
