@@ -50,6 +50,7 @@ use bytes::Bytes;
 use fabemu_fabric::link::Rate;
 use fabemu_fabric::transport::{AppId, Application, ClassId, Completion, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
+use smallvec::SmallVec;
 
 use crate::data::{self, DataType, ReduceOp};
 use crate::program::{Program, StepGen, StepKind};
@@ -206,14 +207,80 @@ struct Chan {
     host: u32,
     channel: u32,
     /// Send steps of the window not yet posted, in list order (the front is the next one).
-    sends: VecDeque<u32>,
+    sends: StepList,
     /// Receive steps of the window not yet applied, in list order.
-    recvs: VecDeque<u32>,
+    recvs: StepList,
     /// Messages that arrived before their receive step was ready.
-    arrived: VecDeque<(u64, Option<Bytes>)>,
+    arrived: Arrivals,
     /// Bytes and pieces of a message still arriving in several writes (see [`MAX_WRITE`]).
     partial_len: u64,
     partial: Vec<Bytes>,
+}
+
+/// No step (the end of a [`StepList`]).
+const NO_STEP: u32 = u32::MAX;
+
+/// A queue of window steps (a channel's pending sends or receives), linked through their
+/// [`StepRt::next`]: with thousands of ranks' runners interleaved, a queue's own buffer was
+/// one more cache miss per message, while the steps' records are read anyway. A queued step
+/// has not completed, so it stays in the window as long as it is queued.
+#[derive(Clone, Copy, Debug)]
+struct StepList {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl Default for StepList {
+    fn default() -> StepList {
+        StepList {
+            head: NO_STEP,
+            tail: NO_STEP,
+            len: 0,
+        }
+    }
+}
+
+impl StepList {
+    fn front(&self) -> Option<u32> {
+        (self.len > 0).then_some(self.head)
+    }
+}
+
+/// A message that arrived: its length and payload (data mode).
+type Arrival = (u64, Option<Bytes>);
+
+/// A channel's messages waiting for their receive step, the first held inline: a message
+/// usually finds its step ready and is taken at once, so most channels never need the
+/// queue's buffer (a cache miss per message with thousands of runners).
+#[derive(Debug, Default)]
+struct Arrivals {
+    first: Option<Arrival>,
+    rest: VecDeque<Arrival>,
+}
+
+impl Arrivals {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    fn push_back(&mut self, a: Arrival) {
+        if self.first.is_none() {
+            self.first = Some(a);
+        } else {
+            self.rest.push_back(a);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Arrival> {
+        let a = self.first.take();
+        self.first = self.rest.pop_front();
+        a
+    }
 }
 
 /// What the executor reads and writes of a step while it runs, in one record: with a thousand
@@ -227,12 +294,67 @@ struct StepRt {
     pending: u32,
     /// Index into `chans` of a send or receive; `u32::MAX` for a copy.
     chan: u32,
+    /// The next step in its channel's queue ([`StepList`]), or [`NO_STEP`].
+    next: u32,
     /// Its dependencies are done (a send or receive then waits for its turn on the channel).
     ready: bool,
     /// A receive that reduces.
     reduce: bool,
     /// It has completed.
     done: bool,
+}
+
+/// Window records held inline: twice a ring's window (8 steps), so that the records a message
+/// reads sit beside the runner instead of behind one more pointer, and the completed front is
+/// reclaimed every 8 steps.
+const INLINE_WINDOW: usize = 16;
+
+/// A job's window of step records, oldest first: a queue kept in one vector, inline up to
+/// [`INLINE_WINDOW`], whose completed front is dropped by moving an index and reclaimed when
+/// the vector is full (moving the few live records to the start).
+#[derive(Default)]
+struct Window {
+    recs: SmallVec<[StepRt; INLINE_WINDOW]>,
+    /// Records before this one have left the window.
+    head: usize,
+}
+
+impl Window {
+    fn len(&self) -> usize {
+        self.recs.len() - self.head
+    }
+
+    fn get(&self, at: usize) -> Option<&StepRt> {
+        self.recs.get(self.head.checked_add(at)?)
+    }
+
+    fn front(&self) -> Option<&StepRt> {
+        self.get(0)
+    }
+
+    fn push_back(&mut self, r: StepRt) {
+        if self.recs.len() == self.recs.capacity() && self.head > 0 {
+            let live = self.recs.len() - self.head;
+            self.recs.copy_within(self.head.., 0);
+            self.recs.truncate(live);
+            self.head = 0;
+        }
+        self.recs.push(r);
+    }
+
+    fn pop_front(&mut self) {
+        if self.head < self.recs.len() {
+            self.head += 1;
+        }
+        if self.head == self.recs.len() {
+            self.recs.clear();
+            self.head = 0;
+        }
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, StepRt> {
+        self.recs[self.head..].iter()
+    }
 }
 
 /// Where a job's steps come from.
@@ -254,12 +376,13 @@ struct JobState {
     total: usize,
     /// The window: the run-time state of steps `lo .. lo + rt.len()`. Every step before `lo`
     /// has completed; steps after the window have not been looked at yet.
-    rt: VecDeque<StepRt>,
+    rt: Window,
     lo: usize,
     /// How many steps the window holds (it grows past this only to find the receive step of
     /// an arriving message); `usize::MAX` for listed programs, which are held whole.
     window: usize,
-    chans: Vec<Chan>,
+    /// Held inline up to two (a ring's): one pointer less to chase per message.
+    chans: SmallVec<[Chan; 2]>,
     /// `(peer host, channel)` -> index into `chans`, sorted by key: looked up at every arriving
     /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
     /// each with a thousand ranks' runners interleaved).
@@ -351,7 +474,7 @@ impl JobState {
         let mut js = JobState {
             steps,
             total,
-            rt: VecDeque::new(),
+            rt: Window::default(),
             lo: 0,
             window,
             chans,
@@ -381,7 +504,7 @@ impl JobState {
     /// The run-time state of step `i`, which must be in the window.
     fn rt(&mut self, i: u32) -> &mut StepRt {
         let at = (i as usize).wrapping_sub(self.lo);
-        &mut self.rt[at]
+        &mut self.rt.recs[self.rt.head.saturating_add(at)]
     }
 
     /// Whether step `i` is in the window and has not completed.
@@ -389,6 +512,58 @@ impl JobState {
         i.checked_sub(self.lo)
             .and_then(|at| self.rt.get(at))
             .is_some_and(|r| !r.done)
+    }
+
+    /// Channel `c`'s queue of receives (`recv`) or sends.
+    fn list(&mut self, c: usize, recv: bool) -> &mut StepList {
+        let ch = &mut self.chans[c];
+        if recv {
+            &mut ch.recvs
+        } else {
+            &mut ch.sends
+        }
+    }
+
+    /// Appends window step `i` to channel `c`'s receives or sends.
+    fn push_step(&mut self, c: usize, recv: bool, i: u32) {
+        let l = *self.list(c, recv);
+        if l.len > 0 {
+            self.rt(l.tail).next = i;
+        }
+        self.rt(i).next = NO_STEP;
+        let l = self.list(c, recv);
+        if l.len == 0 {
+            l.head = i;
+        }
+        l.tail = i;
+        l.len += 1;
+    }
+
+    /// Takes the first step of channel `c`'s receives or sends.
+    fn pop_step(&mut self, c: usize, recv: bool) -> Option<u32> {
+        let l = *self.list(c, recv);
+        let s = l.front()?;
+        let next = self.rt(s).next;
+        let l = self.list(c, recv);
+        l.head = next;
+        l.len -= 1;
+        if l.len == 0 {
+            l.tail = NO_STEP;
+        }
+        Some(s)
+    }
+
+    /// The `n`th step (from 0) of channel `c`'s receives.
+    fn nth_recv(&mut self, c: usize, n: usize) -> Option<u32> {
+        let l = self.chans[c].recvs;
+        if n >= l.len as usize {
+            return None;
+        }
+        let mut s = l.head;
+        for _ in 0..n {
+            s = self.rt(s).next;
+        }
+        Some(s)
     }
 
     fn index_of(&self, key: (u32, u32)) -> Option<u32> {
@@ -424,28 +599,33 @@ impl JobState {
         let mut rt = StepRt {
             pending,
             chan: u32::MAX,
+            next: NO_STEP,
             ..StepRt::default()
         };
+        // The channel queue this step joins, once its record is in the window.
+        let mut queue = None;
         if let Some((peer, channel)) = kind.channel() {
             let c = self.index_of((self.job.host_of(peer), channel));
             if let Some(c) = c {
                 rt.chan = c;
-                let ch = &mut self.chans[c as usize];
                 match kind {
                     StepKind::Send { chunk, .. } => {
                         rt.len = chunk.len as u64 * self.job.elem_bytes;
-                        ch.sends.push_back(i as u32);
+                        queue = Some((c as usize, false));
                     }
                     StepKind::Recv { chunk, reduce, .. } => {
                         rt.len = chunk.len as u64 * self.job.elem_bytes;
                         rt.reduce = reduce;
-                        ch.recvs.push_back(i as u32);
+                        queue = Some((c as usize, true));
                     }
                     StepKind::Copy { .. } => {}
                 }
             }
         }
         self.rt.push_back(rt);
+        if let Some((c, recv)) = queue {
+            self.push_step(c, recv, i as u32);
+        }
         if pending == 0 && self.started {
             work.push(i as u32);
         }
@@ -475,7 +655,9 @@ impl JobState {
 /// Runs a rank's collective jobs on its host (see the module doc).
 pub struct CollectiveRunner {
     rank: u32,
-    jobs: Vec<JobState>,
+    /// Held inline when there is one: with thousands of runners interleaved, each pointer
+    /// chased per message is a cache miss.
+    jobs: SmallVec<[JobState; 1]>,
     /// Steps ready to run, of the job being advanced.
     work: Vec<u32>,
     /// Problems met; non-empty means the run is invalid.
@@ -621,20 +803,20 @@ impl CollectiveRunner {
     fn pump(&mut self, j: usize, c: usize, api: &mut dyn Transport) {
         loop {
             let js = &mut self.jobs[j];
-            let Some(&s) = js.chans[c].sends.front() else {
+            let Some(s) = js.chans[c].sends.front() else {
                 break;
             };
             let step = *js.rt(s);
             if !step.ready {
                 break;
             }
-            let ch = &mut js.chans[c];
-            ch.sends.pop_front();
+            js.pop_step(c, false);
+            let ch = &js.chans[c];
             let (host, imm) = (ch.host, imm_for(j, ch.channel));
             let len = step.len;
-            let kind = js.kind(s as usize);
+            // The step's kind (a generator computes it) only for data and errors.
             let payload = js.buffer.as_ref().and_then(|b| {
-                let Some(StepKind::Send { chunk, .. }) = kind else {
+                let Some(StepKind::Send { chunk, .. }) = js.kind(s as usize) else {
                     return None;
                 };
                 let es = js.job.elem_bytes as usize;
@@ -643,6 +825,7 @@ impl CollectiveRunner {
                 ))
             });
             js.record.bytes_sent += len;
+            let class = js.job.class;
             // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
             let mut off = 0u64;
             loop {
@@ -650,7 +833,8 @@ impl CollectiveRunner {
                 let data = payload
                     .as_ref()
                     .map(|b| b.slice(off as usize..(off + piece) as usize));
-                if !api.post_send_in(host, imm as u64, piece, data, js.job.class) {
+                if !api.post_send_in(host, imm as u64, piece, data, class) {
+                    let kind = self.jobs[j].kind(s as usize);
                     let peer = kind.and_then(|k| k.peer()).unwrap_or(0);
                     self.errors.push(ExecError::NoRoute {
                         rank: self.rank,
@@ -668,7 +852,7 @@ impl CollectiveRunner {
         }
         loop {
             let js = &mut self.jobs[j];
-            let Some(&s) = js.chans[c].recvs.front() else {
+            let Some(s) = js.chans[c].recvs.front() else {
                 break;
             };
             let step = *js.rt(s);
@@ -678,10 +862,10 @@ impl CollectiveRunner {
             let Some((len, payload)) = js.chans[c].arrived.pop_front() else {
                 break;
             };
-            js.chans[c].recvs.pop_front();
+            js.pop_step(c, true);
             let expected = step.len;
-            let kind = js.kind(s as usize);
             if len != expected {
+                let kind = js.kind(s as usize);
                 self.errors.push(ExecError::LengthMismatch {
                     rank: self.rank,
                     job: j,
@@ -690,10 +874,11 @@ impl CollectiveRunner {
                     got: len,
                     expected,
                 });
-            } else if let (Some(buf), Some(d), Some(bytes)) =
-                (js.buffer.as_mut(), js.job.data, payload)
+            } else if let (true, Some(d), Some(bytes)) = (js.buffer.is_some(), js.job.data, payload)
             {
-                if let Some(StepKind::Recv { chunk, .. }) = kind {
+                let kind = js.kind(s as usize);
+                if let (Some(StepKind::Recv { chunk, .. }), Some(buf)) = (kind, js.buffer.as_mut())
+                {
                     let es = js.job.elem_bytes as usize;
                     let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
                     if bytes.len() == dst.len() {
@@ -781,10 +966,10 @@ impl CollectiveRunner {
         // steps in until that receive is there (or the list ends).
         let c = c as usize;
         let next = js.chans[c].arrived.len();
-        while js.chans[c].recvs.len() <= next && js.lo + js.rt.len() < js.total {
+        while js.chans[c].recvs.len as usize <= next && js.lo + js.rt.len() < js.total {
             js.enter(&mut self.work);
         }
-        let expected = js.chans[c].recvs.get(next).copied().map(|r| js.rt(r).len);
+        let expected = js.nth_recv(c, next).map(|r| js.rt(r).len);
         let ch = &mut js.chans[c];
         ch.partial_len += len;
         if let Some(p) = payload {
@@ -984,7 +1169,7 @@ mod tests {
     /// for arriving messages).
     #[test]
     fn a_streamed_ring_runs_exactly_like_the_listed_one() {
-        // 40 and 100 ranks: 156 and 396 steps per rank, well past the window of 64.
+        // 40 and 100 ranks: 156 and 396 steps per rank, well past the ring's window of 8.
         for n in [2usize, 3, 7, 16, 40, 100] {
             for reduce_rate in [None, Some(Bandwidth::from_gbps(1))] {
                 let plan = Plan {

@@ -31,8 +31,7 @@
 //! Events at one instant run in a fixed order (flow finishes, then events by the order they
 //! were scheduled), so a run is deterministic.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use std::sync::atomic::Ordering;
 
@@ -196,22 +195,127 @@ pub struct SimOutput<A> {
     pub stats: SimStats,
 }
 
+/// A message in a queue pair or on its way: kept small (24 bytes), since tens of thousands
+/// wait in the agenda's queues at once. Its [`MessageWire`] is a function of its length,
+/// memoized by the queue pair; the payload (data mode only) is boxed.
 struct Msg {
     tag: u64,
     len: u64,
-    data: Option<Bytes>,
-    wire: MessageWire,
+    data: Option<Box<Bytes>>,
 }
 
+/// A queue pair's messages, the head held inline: a queue pair rarely has more than one (a
+/// ring's rank posts its next message after the last has left), and a separate buffer was a
+/// cache miss per message.
+#[derive(Default)]
+struct MsgQueue {
+    head: Option<Msg>,
+    rest: VecDeque<Msg>,
+}
+
+impl MsgQueue {
+    fn front(&self) -> Option<&Msg> {
+        self.head.as_ref()
+    }
+
+    fn push_back(&mut self, m: Msg) {
+        if self.head.is_none() {
+            self.head = Some(m);
+        } else {
+            self.rest.push_back(m);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Msg> {
+        let m = self.head.take();
+        self.head = self.rest.pop_front();
+        m
+    }
+}
+
+/// A queue pair: its path and its messages. What a message needs of the path is kept here in
+/// a few words (the link directions, the pipeline tail, the way back), and the counters it
+/// moves are summed here too (they go to hosts and links at the end of the run), so that a
+/// message touches its queue pair and not its hops, two hosts' counters and every link's.
 struct Qp {
     src: u32,
     dst: u32,
-    /// `fwd[..split]` is the path to `dst`, `fwd[split..]` the way back (ACKs).
-    hops: Vec<Hop>,
-    split: usize,
-    queue: VecDeque<Msg>,
+    /// `links[..split]` is the path to `dst`, `links[split..]` the way back (ACKs).
+    split: u32,
     /// The head message is on the wire.
     busy: bool,
+    links: Box<[LinkId]>,
+    /// The pipeline tail (see `Core::deliver_after_tail`) of a last packet of `tail_wire` wire
+    /// bytes: a queue pair's messages usually all end alike.
+    tail_wire: u64,
+    tail: Time,
+    /// What an ACK takes on the way back: each hop's latency and serialization.
+    back: Time,
+    /// Data frames started on each link of the path, ACK frames on each of the way back.
+    frames: u64,
+    ack_frames: u64,
+    /// The source's counters of the messages posted here, and the destination's of those
+    /// delivered (see [`HostCounters`]).
+    posted: u64,
+    posted_packets: u64,
+    posted_bytes: u64,
+    delivered: u64,
+    delivered_packets: u64,
+    delivered_acks: u64,
+    /// [`MessageWire::of`] a message of `wire_len` bytes (memo: a queue pair's messages are
+    /// usually of one length).
+    wire_len: u64,
+    wire: MessageWire,
+    /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
+    hops: Box<[Hop]>,
+    queue: MsgQueue,
+}
+
+impl Qp {
+    /// What a message of `len` bytes is on the wire.
+    fn wire(&mut self, len: u64, cfg: &SimConfig) -> MessageWire {
+        if self.wire_len != len {
+            self.wire = MessageWire::of(len, cfg);
+            self.wire_len = len;
+        }
+        self.wire
+    }
+}
+
+/// The pending events in the order they run: by time, then in the order they were scheduled.
+/// A ring's thousands of messages end at a handful of instants, so the events are kept in one
+/// FIFO per instant (a map of few keys) instead of a heap of all of them: popping is a look at
+/// the first key and a read from a contiguous queue, not a sift through a heap whose entries
+/// point into a slab.
+#[derive(Default)]
+struct Agenda {
+    at: BTreeMap<Time, VecDeque<Ev>>,
+    /// Emptied queues kept for reuse (no allocation per instant).
+    spare: Vec<VecDeque<Ev>>,
+}
+
+impl Agenda {
+    fn push(&mut self, at: Time, ev: Ev) {
+        self.at
+            .entry(at)
+            .or_insert_with(|| self.spare.pop().unwrap_or_default())
+            .push_back(ev);
+    }
+
+    /// The time of the next event.
+    fn peek(&self) -> Option<Time> {
+        self.at.first_key_value().map(|(t, _)| *t)
+    }
+
+    fn pop(&mut self) -> Option<(Time, Ev)> {
+        let mut first = self.at.first_entry()?;
+        let t = *first.key();
+        let ev = first.get_mut().pop_front();
+        if first.get().is_empty() {
+            self.spare.push(first.remove());
+        }
+        ev.map(|ev| (t, ev))
+    }
 }
 
 enum Ev {
@@ -248,11 +352,9 @@ struct Core<'p> {
     qevents: Vec<QueueEvent>,
     qps: Vec<Qp>,
     qp_index: FxHashMap<(u32, u32), u32>,
-    queue: BinaryHeap<Reverse<(Time, u64, u32)>>,
-    slots: Vec<Option<Ev>>,
-    free: Vec<u32>,
-    seq: u64,
-    hosts: Vec<HostCounters>,
+    /// Per source host, the queue pair it posted to last (a host sends to few peers).
+    last_qp: Vec<u32>,
+    agenda: Agenda,
     links: Vec<LinkCounters>,
     stats: SimStats,
     usage: Vec<(LinkId, f64)>,
@@ -264,22 +366,18 @@ struct Core<'p> {
 
 impl Core<'_> {
     fn schedule(&mut self, at: Time, ev: Ev) {
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(ev);
-                s
-            }
-            None => {
-                self.slots.push(Some(ev));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.seq += 1;
-        self.queue.push(Reverse((at.max(self.now), self.seq, slot)));
+        self.agenda.push(at.max(self.now), ev);
     }
 
     fn qp(&mut self, src: u32, dst: u32) -> Option<u32> {
+        let last = self.last_qp.get(src as usize).copied().unwrap_or(u32::MAX);
+        if self.qps.get(last as usize).is_some_and(|q| q.dst == dst) {
+            return Some(last);
+        }
         if let Some(&q) = self.qp_index.get(&(src, dst)) {
+            if let Some(l) = self.last_qp.get_mut(src as usize) {
+                *l = q;
+            }
             return Some(q);
         }
         self.scratch.clear();
@@ -291,15 +389,37 @@ impl Core<'_> {
             return None;
         }
         let q = self.qps.len() as u32;
+        let ack_wire = self.cfg.overhead.wire_bytes(ACK_FRAME_LEN);
+        let mut back = Time::ZERO;
+        for h in &self.scratch[split..] {
+            back = back + h.latency + Rate::new(h.bandwidth).serialization_time(ack_wire);
+        }
         self.qps.push(Qp {
             src,
             dst,
-            hops: self.scratch.clone(),
-            split,
-            queue: VecDeque::new(),
+            split: split as u32,
             busy: false,
+            links: self.scratch.iter().map(|h| h.link).collect(),
+            tail_wire: u64::MAX,
+            tail: Time::ZERO,
+            back,
+            frames: 0,
+            ack_frames: 0,
+            posted: 0,
+            posted_packets: 0,
+            posted_bytes: 0,
+            delivered: 0,
+            delivered_packets: 0,
+            delivered_acks: 0,
+            wire_len: u64::MAX,
+            wire: MessageWire::of(0, &self.cfg),
+            hops: self.scratch.as_slice().into(),
+            queue: MsgQueue::default(),
         });
         self.qp_index.insert((src, dst), q);
+        if let Some(l) = self.last_qp.get_mut(src as usize) {
+            *l = q;
+        }
         Some(q)
     }
 
@@ -307,18 +427,16 @@ impl Core<'_> {
         let Some(q) = self.qp(src, dst) else {
             return false;
         };
-        let wire = MessageWire::of(len, &self.cfg);
         let qp = &mut self.qps[q as usize];
+        let wire = qp.wire(len, &self.cfg);
         qp.queue.push_back(Msg {
             tag,
             len,
-            data,
-            wire,
+            data: data.map(Box::new),
         });
-        let h = &mut self.hosts[src as usize];
-        h.messages_sent += 1;
-        h.data_packets_sent += wire.packets;
-        h.data_bytes_sent += len;
+        qp.posted += 1;
+        qp.posted_packets += wire.packets;
+        qp.posted_bytes += len;
         if !qp.busy {
             self.start_head(q);
         }
@@ -328,32 +446,26 @@ impl Core<'_> {
     /// Puts queue pair `q`'s head message on the wire.
     fn start_head(&mut self, q: u32) {
         let qp = &mut self.qps[q as usize];
-        let Some(msg) = qp.queue.front() else {
+        let Some(len) = qp.queue.front().map(|m| m.len) else {
             qp.busy = false;
             return;
         };
         qp.busy = true;
-        let w = msg.wire;
-        let (fwd, rev) = qp.hops.split_at(qp.split);
-        for h in fwd {
-            let c = &mut self.links[h.link.0 as usize];
-            c.frames += w.packets;
-        }
-        for h in rev {
-            let c = &mut self.links[h.link.0 as usize];
-            c.frames += w.acks;
-        }
+        let w = qp.wire(len, &self.cfg);
+        let (fwd, rev) = qp.links.split_at(qp.split as usize);
+        qp.frames += w.packets;
+        qp.ack_frames += w.acks;
         self.stats.packet_hops += w.packets * fwd.len() as u64 + w.acks * rev.len() as u64;
         self.stats.flows += 1;
-        if msg.len == 0 {
+        if len == 0 {
             // No payload to share a link with: one minimum frame, at the first hop's rate.
-            for h in fwd {
-                self.links[h.link.0 as usize].wire_bytes += w.wire_bytes;
+            for l in fwd {
+                self.links[l.0 as usize].wire_bytes += w.wire_bytes;
             }
-            for h in rev {
-                self.links[h.link.0 as usize].wire_bytes += w.acks * w.ack_wire;
+            for l in rev {
+                self.links[l.0 as usize].wire_bytes += w.acks * w.ack_wire;
             }
-            let t = self.now + Rate::new(fwd[0].bandwidth).serialization_time(w.wire_bytes);
+            let t = self.now + Rate::new(qp.hops[0].bandwidth).serialization_time(w.wire_bytes);
             self.schedule(t, Ev::TxDone { qp: q });
             return;
         }
@@ -361,12 +473,10 @@ impl Core<'_> {
             let token = self.next_token;
             self.next_token += 1;
             self.sending.insert(token, q);
-            let f: Vec<LinkId> = fwd.iter().map(|h| h.link).collect();
-            let r: Vec<LinkId> = rev.iter().map(|h| h.link).collect();
             let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0);
             if let Err(e) = qnet.start(
-                &f,
-                &r,
+                fwd,
+                rev,
                 w.wire_bytes as f64,
                 (w.acks * w.ack_wire) as f64,
                 cap,
@@ -377,25 +487,21 @@ impl Core<'_> {
             self.stats.peak_flows = self.stats.peak_flows.max(qnet.active() as u64);
             return;
         }
-        let m = msg.len as f64;
+        let m = len as f64;
         let data_w = w.wire_bytes as f64 / m;
         let ack_w = (w.acks * w.ack_wire) as f64 / m;
         self.usage.clear();
-        self.usage.extend(fwd.iter().map(|h| (h.link, data_w)));
+        self.usage.extend(fwd.iter().map(|&l| (l, data_w)));
         self.acks.clear();
-        self.acks.extend(rev.iter().map(|h| (h.link, ack_w)));
+        self.acks.extend(rev.iter().map(|&l| (l, ack_w)));
         let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / data_w);
         // ACKs reserve their share of the reverse path instead of sharing it: see
         // `FlowNetwork::start_with_acks` (the rates are the same to 2e-5; the components stay
         // as small as the data paths make them).
-        if let Err(e) = self.net.start_with_acks(
-            self.now,
-            &self.usage,
-            &self.acks,
-            msg.len,
-            cap,
-            u64::from(q),
-        ) {
+        if let Err(e) =
+            self.net
+                .start_with_acks(self.now, &self.usage, &self.acks, len, cap, u64::from(q))
+        {
             self.error.get_or_insert(e);
         }
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
@@ -435,16 +541,20 @@ impl Core<'_> {
     /// Message `msg` of queue pair `q` has left the first hop (or, with queues, the last
     /// queue): it is delivered once its last packet has crossed the rest of the path.
     fn deliver_after_tail(&mut self, q: u32, msg: Msg) {
-        let qp = &self.qps[q as usize];
-        let fwd = &qp.hops[..qp.split];
-        let mut tail = Time::ZERO;
-        for (i, h) in fwd.iter().enumerate() {
-            tail = tail + h.latency;
-            if i > 0 {
-                tail = tail + Rate::new(h.bandwidth).serialization_time(msg.wire.last_packet_wire);
+        let qp = &mut self.qps[q as usize];
+        let last = qp.wire(msg.len, &self.cfg).last_packet_wire;
+        if qp.tail_wire != last {
+            let mut tail = Time::ZERO;
+            for (i, h) in qp.hops[..qp.split as usize].iter().enumerate() {
+                tail = tail + h.latency;
+                if i > 0 {
+                    tail = tail + Rate::new(h.bandwidth).serialization_time(last);
+                }
             }
+            qp.tail_wire = last;
+            qp.tail = tail;
         }
-        let at = self.now + tail;
+        let at = self.now + qp.tail;
         self.schedule(at, Ev::Deliver { qp: q, msg });
     }
 }
@@ -521,11 +631,8 @@ pub fn run<A: Application>(
         net: FlowNetwork::new(capacities)?,
         qps: Vec::new(),
         qp_index: FxHashMap::default(),
-        queue: BinaryHeap::new(),
-        slots: Vec::new(),
-        free: Vec::new(),
-        seq: 0,
-        hosts: vec![HostCounters::default(); apps.len()],
+        last_qp: vec![u32::MAX; apps.len()],
+        agenda: Agenda::default(),
         links: vec![LinkCounters::default(); n_links],
         stats: SimStats::default(),
         usage: Vec::new(),
@@ -555,7 +662,7 @@ pub fn run<A: Application>(
                 p.events.store(core.stats.events, Ordering::Relaxed);
             }
         }
-        let ev_t = core.queue.peek().map(|Reverse((t, _, _))| *t);
+        let ev_t = core.agenda.peek();
         // Events of the current instant run before the network is asked anything: asking
         // refills the components that starts and finishes touched, so all of an instant's
         // starts (a million posts at time zero) share one refilling. No flow can finish at
@@ -588,7 +695,7 @@ pub fn run<A: Application>(
             }
             continue;
         }
-        let Some(Reverse((t, _, slot))) = core.queue.pop() else {
+        let Some((t, ev)) = core.agenda.pop() else {
             break;
         };
         core.now = t;
@@ -609,10 +716,6 @@ pub fn run<A: Application>(
             core.stats.events += 1;
             core.tx_done(token as u32);
         }
-        let Some(ev) = core.slots[slot as usize].take() else {
-            continue;
-        };
-        core.free.push(slot);
         match ev {
             Ev::Timer { host, token } => {
                 if let Some(app) = apps.get_mut(host as usize) {
@@ -632,28 +735,24 @@ pub fn run<A: Application>(
                 let tag = msg.tag;
                 // The way back is only walked for a sender that wants to know (collectives
                 // do not): the path is a cache miss per message otherwise.
+                let back = q.back;
                 if apps
                     .get(src as usize)
                     .is_some_and(|a| a.wants_send_done(tag))
                 {
-                    let mut back = Time::ZERO;
-                    for h in &q.hops[q.split..] {
-                        back = back
-                            + h.latency
-                            + Rate::new(h.bandwidth).serialization_time(msg.wire.ack_wire);
-                    }
                     core.schedule(t + back, Ev::SendDone { qp, tag });
                 }
-                let hc = &mut core.hosts[dst as usize];
-                hc.messages_received += 1;
-                hc.data_packets_received += msg.wire.packets;
-                hc.acks_sent += msg.wire.acks;
+                let q = &mut core.qps[qp as usize];
+                let w = q.wire(msg.len, &core.cfg);
+                q.delivered += 1;
+                q.delivered_packets += w.packets;
+                q.delivered_acks += w.acks;
                 if let Some(app) = apps.get_mut(dst as usize) {
                     let c = Completion::Received {
                         src,
                         imm: tag as u32,
                         len: msg.len,
-                        data: msg.data,
+                        data: msg.data.map(|b| *b),
                     };
                     app.on_completion(
                         c,
@@ -680,6 +779,26 @@ pub fn run<A: Application>(
         }
     }
     let mut links = core.links;
+    let mut hosts = vec![HostCounters::default(); apps.len()];
+    for q in &core.qps {
+        let (fwd, rev) = q.links.split_at(q.split as usize);
+        for l in fwd {
+            links[l.0 as usize].frames += q.frames;
+        }
+        for l in rev {
+            links[l.0 as usize].frames += q.ack_frames;
+        }
+        if let Some(h) = hosts.get_mut(q.src as usize) {
+            h.messages_sent += q.posted;
+            h.data_packets_sent += q.posted_packets;
+            h.data_bytes_sent += q.posted_bytes;
+        }
+        if let Some(h) = hosts.get_mut(q.dst as usize) {
+            h.messages_received += q.delivered;
+            h.data_packets_received += q.delivered_packets;
+            h.acks_sent += q.delivered_acks;
+        }
+    }
     for (l, c) in links.iter_mut().enumerate() {
         let l = LinkId(l as u32);
         c.wire_bytes += match &core.qnet {
@@ -693,7 +812,7 @@ pub fn run<A: Application>(
     }
     Ok(SimOutput {
         apps,
-        hosts: core.hosts,
+        hosts,
         links,
         stats: core.stats,
     })

@@ -18,8 +18,11 @@ use super::*;
 /// How many steps past the oldest incomplete one the executor keeps of a ring: a rank's
 /// completed steps are always a prefix of its list up to the two or three steps in progress
 /// (each send waits for the previous receive, receives complete in channel order), so
-/// anything beyond a few steps is not runnable yet; 64 leaves a wide margin.
-const RING_WINDOW: usize = 64;
+/// anything beyond a few steps is not runnable yet; 8 leaves a margin (a message from a peer
+/// that ran ahead brings further steps in anyway). Not more: the window's records are what a
+/// message touches, and with 8192 ranks' runners interleaved a window of 64 (1.5 KiB of
+/// records per rank, 12 MiB in all) no longer stayed in the cache.
+const RING_WINDOW: usize = 8;
 
 /// One rank of a flat ring All-Reduce of a single chunk over `ranks` ranks (member `i` is
 /// rank `i`), every block non-empty (`count >= ranks`), on one channel.
