@@ -66,6 +66,10 @@ pub(crate) fn fold_checksum(mut sum: u32) -> u16 {
     !(sum as u16)
 }
 
+/// What [`RoceRepr::parse_extensions`] reads after the BTH: RETH, AETH, ImmDt and the payload
+/// length.
+type Extensions = (Option<RethRepr>, Option<AethRepr>, Option<u32>, usize);
+
 /// One RoCEv2 packet's headers: Ethernet II / IPv4 / UDP(dst 4791) / BTH / \[RETH\] /
 /// \[AETH\] / \[ImmDt\] (/ 16 reserved bytes for a CNP).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -382,6 +386,40 @@ impl RoceRepr {
 
         // Extension headers (rarer: RETH and ImmDt once per message, AETH per ACK) through
         // their views.
+        let (reth, aeth, immdt, payload_len) = Self::parse_extensions(frame, op, ip_total)?;
+
+        let mac = |r: std::ops::Range<usize>| {
+            let mut m = [0; 6];
+            m.copy_from_slice(&h[r]);
+            m
+        };
+        let addr = |at: usize| Ipv4Addr::new(h[at], h[at + 1], h[at + 2], h[at + 3]);
+        let tos = h[ip + i::TOS];
+        Ok(RoceRepr {
+            src_mac: mac(e::SRC),
+            dst_mac: mac(e::DST),
+            src_ip: addr(ip + i::SRC.start),
+            dst_ip: addr(ip + i::DST.start),
+            dscp: tos >> 2,
+            ecn: Ecn::from_bits(tos),
+            ttl: h[ip + i::TTL],
+            ip_id: be16(ip + i::IDENT.start..ip + i::IDENT.end),
+            udp_src_port: be16(udp + u::SRC_PORT.start..udp + u::SRC_PORT.end),
+            bth,
+            reth,
+            aeth,
+            immdt,
+            payload_len,
+        })
+    }
+
+    /// The extension headers after the BTH that opcode `op` carries (RETH, AETH, ImmDt, a
+    /// CNP's reserved bytes), read through their views, and the payload length that
+    /// `ip_total` (the IPv4 total length) leaves: the part of parsing that both
+    /// [`RoceRepr::parse`] and the view-based reference parser of the tests share.
+    fn parse_extensions(frame: &[u8], op: u8, ip_total: usize) -> Result<Extensions, WireError> {
+        let got = frame.len();
+        let truncated = |layer, need| WireError::Truncated { layer, need, got };
         let mut offset = field::BTH_END;
         let reth = if opcode::has_reth(op) {
             let need = offset + RETH_LEN;
@@ -423,30 +461,7 @@ impl RoceRepr {
             .ok_or(WireError::BadLength(
                 "IPv4 total length shorter than the headers plus ICRC",
             ))?;
-
-        let mac = |r: std::ops::Range<usize>| {
-            let mut m = [0; 6];
-            m.copy_from_slice(&h[r]);
-            m
-        };
-        let addr = |at: usize| Ipv4Addr::new(h[at], h[at + 1], h[at + 2], h[at + 3]);
-        let tos = h[ip + i::TOS];
-        Ok(RoceRepr {
-            src_mac: mac(e::SRC),
-            dst_mac: mac(e::DST),
-            src_ip: addr(ip + i::SRC.start),
-            dst_ip: addr(ip + i::DST.start),
-            dscp: tos >> 2,
-            ecn: Ecn::from_bits(tos),
-            ttl: h[ip + i::TTL],
-            ip_id: be16(ip + i::IDENT.start..ip + i::IDENT.end),
-            udp_src_port: be16(udp + u::SRC_PORT.start..udp + u::SRC_PORT.end),
-            bth,
-            reth,
-            aeth,
-            immdt,
-            payload_len,
-        })
+        Ok((reth, aeth, immdt, payload_len))
     }
 
     /// A CNP telling the sender of `dest_qp` to slow down: BTH opcode 0x81, BECN set, P_Key
@@ -917,47 +932,7 @@ pub(crate) mod tests {
             return Err(WireError::UnsupportedOpcode(op));
         }
 
-        let mut offset = field::BTH_END;
-        let reth = if opcode::has_reth(op) {
-            let need = offset + RETH_LEN;
-            let bytes = frame.get(offset..).ok_or(truncated("RETH", need))?;
-            let view = RethPacket::new(bytes).ok_or(truncated("RETH", need))?;
-            offset = need;
-            Some(RethRepr::parse(&view))
-        } else {
-            None
-        };
-        let aeth = if opcode::has_aeth(op) {
-            let need = offset + AETH_LEN;
-            let bytes = frame.get(offset..).ok_or(truncated("AETH", need))?;
-            let view = AethPacket::new(bytes).ok_or(truncated("AETH", need))?;
-            offset = need;
-            Some(AethRepr::parse(&view))
-        } else {
-            None
-        };
-        let immdt = if opcode::has_immdt(op) {
-            let need = offset + IMMDT_LEN;
-            let bytes = frame.get(offset..).ok_or(truncated("ImmDt", need))?;
-            let view = ImmDtPacket::new(bytes).ok_or(truncated("ImmDt", need))?;
-            offset = need;
-            Some(view.get_imm())
-        } else {
-            None
-        };
-        if op == opcode::CNP {
-            offset += CNP_RESERVED_LEN;
-            if got < offset {
-                return Err(truncated("CNP reserved", offset));
-            }
-        }
-        let header_len = offset;
-
-        let payload_len = (ip_total + ETH_HEADER_LEN)
-            .checked_sub(header_len + ICRC_LEN)
-            .ok_or(WireError::BadLength(
-                "IPv4 total length shorter than the headers plus ICRC",
-            ))?;
+        let (reth, aeth, immdt, payload_len) = RoceRepr::parse_extensions(frame, op, ip_total)?;
 
         Ok(RoceRepr {
             src_mac: eth.get_source().into(),
