@@ -6,7 +6,7 @@
 //! device model's roofline time (`workload.device`); a point-to-point node names its peer
 //! rank, mapped to that rank's host; a collective becomes a job of the collective executor,
 //! compiled by the same algorithm library as `workload.collectives`
-//! ([`crate::collective::compile_one`]).
+//! (`crate::collective::compile_one`).
 //!
 //! Matching collectives across ranks: the ranks of a communicator (the node's `pg_name` group
 //! of the `comm_groups` file, or every rank) must issue the same sequence of collectives on
@@ -42,7 +42,7 @@ pub struct TrainingInfo {
     /// The trace's collectives, in the order they were matched (group by group).
     pub collectives: Vec<CollectiveInfo>,
     /// Each collective's job number on its members' runners, after `job_base`: collectives
-    /// that share no host share numbers (see [`build`]).
+    /// that share no host share numbers (see `build`).
     pub slots: Vec<usize>,
     /// The group each collective ran on (`all` or the `pg_name`).
     pub groups: Vec<String>,

@@ -167,7 +167,7 @@ pub fn write<W: Write>(
     w.flush()
 }
 
-/// Writes `frames` to the file `path` (see [`write`]).
+/// Writes `frames` to the file `path` (see [`write`](fn@write)).
 pub fn write_file(
     path: &Path,
     interfaces: &[Interface],

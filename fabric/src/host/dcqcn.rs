@@ -1,9 +1,9 @@
 //! DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015):
 //! the NIC's two roles, as pure state machines the [`super::Nic`] drives.
 //!
-//! - **Notification point** ([`Np`], the receiver): on a CE-marked data packet it asks for a CNP
+//! - **Notification point** (`Np`, the receiver): on a CE-marked data packet it asks for a CNP
 //!   to the sender's QP, at most once per QP per `cnp_interval`.
-//! - **Reaction point** ([`Rp`], the sender): on a CNP, `Rt = Rc; Rc = Rc (1 - alpha/2);
+//! - **Reaction point** (`Rp`, the sender): on a CNP, `Rt = Rc; Rc = Rc (1 - alpha/2);
 //!   alpha = (1 - g) alpha + g`, and the timer and byte counters restart. Every `K` without a CNP
 //!   alpha decays by `(1 - g)`. Rate increase events come from a timer (every `T`) and a byte
 //!   counter (every `B` bytes sent); with `T_c` and `B_c` their counts since the last cut:

@@ -1,15 +1,15 @@
 //! PFC (IEEE 802.1Qbb) at the NIC: honouring pause frames from the link partner, and
 //! optionally generating them when the host cannot take data as fast as the wire brings it.
 //!
-//! **Honouring** ([`PortPause`]): a pause frame stops transmission of the enabled priority
+//! **Honouring** (`PortPause`): a pause frame stops transmission of the enabled priority
 //! classes on the port it arrived on for `quanta x 512` bit times at the port's speed; a later
 //! frame for the same class replaces the timer (a shorter one shortens the pause), and quanta 0
-//! (XON) resumes at once. The NIC consults [`PortPause::is_paused`] before sending a frame of
+//! (XON) resumes at once. The NIC consults `PortPause::is_paused` before sending a frame of
 //! that class (priority = DSCP >> 3); MAC-control frames themselves are never paused. Paused time
 //! is accounted as each frame changes the schedule, so the total is exact as soon as every pause
 //! has run out (a run cut off by `until` mid-pause counts the pause to its scheduled end).
 //!
-//! **Generating** ([`NicPfcConfig`], [`RxBuffer`]): the host side (PCIe, host memory) is modelled
+//! **Generating** ([`NicPfcConfig`], `RxBuffer`): the host side (PCIe, host memory) is modelled
 //! as a receive buffer drained at `rx_rate`. Data frames for this host enter it; the transport
 //! sees a frame (acknowledges it, delivers a message's completion) only when it has been drained.
 //! Above `xoff` bytes the NIC sends an XOFF of the frame's priority for `pause_quanta` on the

@@ -181,7 +181,8 @@ struct Slot {
 }
 
 /// A bounded PIFO for integer ranks: a calendar of FIFO buckets with a find-first-set bitmap
-/// hierarchy, exact out of window through two overflow heaps (see the [module docs](self)).
+/// hierarchy, exact out of window through two overflow heaps (see the docs of the private
+/// `pifo::bucket` module, in the source).
 ///
 /// Push and pop are O(1) within the window (a few bit operations and list links) and
 /// O(log n) for ranks outside it. At most `u32::MAX - 1` elements (capacity is clamped).

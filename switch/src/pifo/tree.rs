@@ -227,7 +227,7 @@ pub struct NodeStats {
     /// Elements this node's shaping transaction held back (release time in the future).
     pub shaped: u64,
     /// Pops from this node's PIFO of an element with a rank strictly greater than the smallest
-    /// rank then waiting in it (see the [module docs](self)).
+    /// rank then waiting in it (see the docs of the private `pifo::tree` module, in the source).
     pub priority_inversions: u64,
 }
 
@@ -483,8 +483,8 @@ impl PifoTreeBuilder {
     }
 }
 
-/// A PIFO tree over items of type `T` (the switch queues `Packet`s): see the
-/// [module docs](self) for enqueue, shaping, PFC-aware dequeue and the counters.
+/// A PIFO tree over items of type `T` (the switch queues `Packet`s): see the docs of the private
+/// `pifo::tree` module (in the source) for enqueue, shaping, PFC-aware dequeue and the counters.
 ///
 /// Storage (item slab, node PIFOs, scratch space) is reused, so once the tree has reached its
 /// working size, enqueue and dequeue allocate nothing (transactions keyed by flow may, for a

@@ -3,10 +3,11 @@
 //! A scheme has up to three parts, and this module is where the NIC meets all of them:
 //!
 //! - **Reaction point** (the sender, per QP): before a data packet goes, may the QP send now
-//!   ([`QpCc::window`]: bytes in flight allowed) and how fast ([`QpCc::rate`]: the pacing rate,
-//!   `None` at line rate); after it went ([`QpCc::on_sent`]); on an acknowledgement with what
-//!   it carries back ([`AckSignal`]: bytes newly acknowledged, the ECN echo, a round-trip
-//!   sample, the hop count) ([`QpCc::on_ack`]); on a CNP and on its own timer (DCQCN only).
+//!   (`QpCc::window`: bytes in flight allowed) and how fast (`QpCc::rate`: the pacing rate,
+//!   `None` at line rate); after it went (`dcqcn::Rp::on_sent`, DCQCN only); on an
+//!   acknowledgement with what it carries back (`AckSignal`: bytes newly acknowledged, the ECN
+//!   echo, a round-trip sample, the hop count) (`QpCc::on_ack`); on a CNP and on its own timer
+//!   (DCQCN only).
 //! - **Notification point** (the receiver, per QP): on a data frame, whether to send a CNP
 //!   (DCQCN) or to echo the CE mark in the next ACK (DCTCP: the BTH's BECN bit, which
 //!   InfiniBand defines for exactly this, so dissectors show it by name).
@@ -15,7 +16,7 @@
 //!   at every egress ([`CongestionControl::wants_int`], HPCC; see [`crate::wire::int`]). The
 //!   delay-based schemes (TIMELY, Swift) need nothing from the switch.
 //!
-//! **Dispatch.** Per QP the state is one enum ([`QpCc`]); a `match` per call, no boxing, no
+//! **Dispatch.** Per QP the state is one enum (`QpCc`); a `match` per call, no boxing, no
 //! allocation on the per-packet path (the rate history allocates only when a rate changes, in
 //! bounded memory). One scheme runs at every NIC of a run, so the branch always goes the same
 //! way and predicts perfectly; a trait object would add an indirect call and a heap object per

@@ -4,7 +4,7 @@ use super::*;
 
 /// A [`Classifier`] made of the leaves' `match` predicates: the first leaf (depth-first, in
 /// file order) whose predicate holds, else the default leaf, else none (the tree then refuses
-/// the packet with [`EnqueueError::NoLeaf`](super::EnqueueError::NoLeaf)).
+/// the packet with [`EnqueueError::NoLeaf`](crate::pifo::EnqueueError::NoLeaf)).
 ///
 /// Made by [`TreeConfig::classifier`]; its [`NodeId`]s are those [`TreeConfig::build`] gives.
 #[derive(Clone, Debug, PartialEq, Eq)]
