@@ -24,20 +24,20 @@
 //!   found one such case in 150 000 random scenarios (recorded in the session notes of issue 11).
 //! - *Held releases.* The ACK capacity a *finished* flow reserved on its reverse links is given
 //!   back at its finish (within the slack) only on links that carry few flows
-//!   ([`HOLD_RELEASES_ABOVE`]). On the others it is held until the link is refilled for a
-//!   reason of its own (a flow starts on it or leaves it, which makes its applied reservation
-//!   exact) or a rate change moves its reservations (the exact sum is applied when it is beyond
-//!   the slack). Given back at the finish, a release raises the capacity of a link that is
-//!   usually tight for flows of its own, and refills them and every flow above their level that
-//!   they reach: in an all-to-all, most of a million flows at each of thousands of finish
-//!   instants; and the rates it moves (by about the ACK share) part flows that would otherwise
-//!   finish together, so that every later finish moves rates again. Held, it usually waits for
-//!   the link's own flows, which finish together and whose finish refills it at no cost. The
-//!   price: such a link may offer its flows less than it has, by the ACK load of the flows that
-//!   finished since its own flows last changed (at most its whole ACK load, a few percent of the
-//!   link at one ACK per 4 KiB packet), never more (a growing reservation is applied at once,
-//!   within the slack). In a collective, whose every step starts flows on its links, it is given
-//!   back at the next step.
+//!   ([`HOLD_RELEASES_ABOVE`]). On the others it is held until the link is refilled for a reason of
+//!   its own (a flow starts on it or leaves it, which makes its applied reservation exact), a rate
+//!   change moves its reservations (the exact sum is applied when it is beyond the slack), or its
+//!   last reserving flow leaves (all of its ACK load is gone then). Given back at the finish, a
+//!   release raises the capacity of a link that is usually tight for flows of its own, and refills
+//!   them and every flow above their level that they reach: in an all-to-all, most of a million
+//!   flows at each of thousands of finish instants; and the rates it moves (by about the ACK share)
+//!   part flows that would otherwise finish together, so that every later finish moves rates again.
+//!   Held, it usually waits for the link's own flows, which finish together and whose finish
+//!   refills it at no cost. The price: such a link may offer its flows less than it has, by the ACK
+//!   load of the flows that finished since its own flows last changed while others still reserve
+//!   there (at most its whole ACK load, a few percent of the link at one ACK per 4 KiB packet),
+//!   never more (a growing reservation is applied at once, within the slack). In a collective,
+//!   whose every step starts flows on its links, it is given back at the next step.
 //! - Every query ([`FlowNetwork::next_finish`], [`FlowNetwork::rate`], [`FlowNetwork::advance`])
 //!   first *refreshes*. The links a start, a finish or a reservation touched are *perturbed*;
 //!   each gets a *threshold*, a level below which the progressive filling of the new problem
@@ -311,7 +311,8 @@ impl FlowNetwork {
     /// [`LINK_RESERVATION_SLACK`] of its capacity (1e-4) since it last did, so that the small
     /// updates of many flows perturb it once rather than each; what a finished flow reserved is
     /// held until the link is next refilled for its own flows' sake (see the module
-    /// documentation: a filling may offer less than the link has, never more). The carried bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
+    /// documentation: a filling may offer less than the link has, never more). The carried
+    /// bytes ([`FlowNetwork::link_bytes`]) count the ACKs at the exact rates.
     /// A link whose reservations would leave less than 1/64 of its capacity keeps that 1/64 for
     /// its flows (only ACKs of data at about 50x its capacity get there).
     pub fn start_with_acks(
@@ -581,8 +582,9 @@ impl FlowNetwork {
                 link.reserved -= a * flow.reserved_rate;
                 link.ack_load -= a * flow.rate;
             }
-            // On a link shared by many flows the release is held (module documentation).
-            if link.flows.len() <= self.hold_above {
+            // On a link shared by many flows the release is held (module documentation),
+            // unless this was its last reserving flow: then all of its ACK load is gone.
+            if link.flows.len() <= self.hold_above || link.reservers == 0 {
                 touch_reservation(link, l, &mut self.res_touched);
             }
         }
