@@ -37,7 +37,7 @@ pub use view::MutableRethPacket;
 pub use view::RethPacket;
 
 /// Largest value of a 24-bit field (QPN, PSN, MSN).
-const MAX_24: u32 = 0x00FF_FFFF;
+pub(crate) const MAX_24: u32 = 0x00FF_FFFF;
 
 /// Offset in the BTH of the reserved byte that RoCEv2 uses for FECN (bit 7) and BECN (bit 6);
 /// the ICRC masks it.
@@ -119,7 +119,7 @@ mod view {
     }
 }
 
-fn check_24(field: &'static str, value: u32) -> Result<(), WireError> {
+pub(crate) fn check_24(field: &'static str, value: u32) -> Result<(), WireError> {
     if value > MAX_24 {
         return Err(WireError::FieldOutOfRange {
             field,

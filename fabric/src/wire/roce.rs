@@ -104,23 +104,91 @@ pub struct RoceRepr {
     pub payload_len: usize,
 }
 
+/// Bytes before the payload of a frame with opcode `op` and the extension headers present (a
+/// CNP's 16 reserved bytes count as header): shared by [`RoceRepr::header_len`] and the header
+/// templates.
+pub(crate) fn stack_len(op: u8, reth: bool, aeth: bool, immdt: bool) -> usize {
+    let mut len = field::BTH_END;
+    if reth {
+        len += RETH_LEN;
+    }
+    if aeth {
+        len += AETH_LEN;
+    }
+    if immdt {
+        len += IMMDT_LEN;
+    }
+    if op == opcode::CNP {
+        len += CNP_RESERVED_LEN;
+    }
+    len
+}
+
+/// The checks of the fields that vary per frame before the BTH's own (supported opcode,
+/// extension headers matching it, DSCP width), in the order [`RoceRepr::check`] makes them:
+/// shared with the header templates, so that both refuse the same frames with the same error.
+pub(crate) fn check_opcode_fields(
+    op: u8,
+    reth: bool,
+    aeth: bool,
+    immdt: bool,
+    dscp: u8,
+) -> Result<(), WireError> {
+    if !opcode::is_supported(op) {
+        return Err(WireError::UnsupportedOpcode(op));
+    }
+    let mismatch = |what| Err(WireError::ExtensionMismatch { opcode: op, what });
+    if reth != opcode::has_reth(op) {
+        return mismatch(if reth {
+            "RETH present but the opcode has none"
+        } else {
+            "RETH missing"
+        });
+    }
+    if aeth != opcode::has_aeth(op) {
+        return mismatch(if aeth {
+            "AETH present but the opcode has none"
+        } else {
+            "AETH missing"
+        });
+    }
+    if immdt != opcode::has_immdt(op) {
+        return mismatch(if immdt {
+            "ImmDt present but the opcode has none"
+        } else {
+            "ImmDt missing"
+        });
+    }
+    if dscp > MAX_DSCP {
+        return Err(WireError::FieldOutOfRange {
+            field: "DSCP",
+            value: dscp.into(),
+            max: MAX_DSCP.into(),
+        });
+    }
+    Ok(())
+}
+
+/// The IPv4 total length of a frame of `header_len` header bytes and `payload_len` payload:
+/// everything after the Ethernet header, ICRC included, if it fits 16 bits.
+pub(crate) fn ip_total_len(header_len: usize, payload_len: usize) -> Result<u16, WireError> {
+    let len = header_len + payload_len + ICRC_LEN - ETH_HEADER_LEN;
+    u16::try_from(len).map_err(|_| WireError::FieldOutOfRange {
+        field: "IPv4 total length (payload too long)",
+        value: len as u64,
+        max: u16::MAX.into(),
+    })
+}
+
 impl RoceRepr {
     /// All bytes before the payload (a CNP's 16 reserved bytes count as header).
     pub fn header_len(&self) -> usize {
-        let mut len = field::BTH_END;
-        if self.reth.is_some() {
-            len += RETH_LEN;
-        }
-        if self.aeth.is_some() {
-            len += AETH_LEN;
-        }
-        if self.immdt.is_some() {
-            len += IMMDT_LEN;
-        }
-        if self.bth.opcode == opcode::CNP {
-            len += CNP_RESERVED_LEN;
-        }
-        len
+        stack_len(
+            self.bth.opcode,
+            self.reth.is_some(),
+            self.aeth.is_some(),
+            self.immdt.is_some(),
+        )
     }
 
     /// The frame without FCS: headers, payload and ICRC.
@@ -130,39 +198,13 @@ impl RoceRepr {
 
     /// Checks the fields fit their wire widths and the extension headers match the opcode.
     pub fn check(&self) -> Result<(), WireError> {
-        let op = self.bth.opcode;
-        if !opcode::is_supported(op) {
-            return Err(WireError::UnsupportedOpcode(op));
-        }
-        let mismatch = |what| Err(WireError::ExtensionMismatch { opcode: op, what });
-        if self.reth.is_some() != opcode::has_reth(op) {
-            return mismatch(if self.reth.is_some() {
-                "RETH present but the opcode has none"
-            } else {
-                "RETH missing"
-            });
-        }
-        if self.aeth.is_some() != opcode::has_aeth(op) {
-            return mismatch(if self.aeth.is_some() {
-                "AETH present but the opcode has none"
-            } else {
-                "AETH missing"
-            });
-        }
-        if self.immdt.is_some() != opcode::has_immdt(op) {
-            return mismatch(if self.immdt.is_some() {
-                "ImmDt present but the opcode has none"
-            } else {
-                "ImmDt missing"
-            });
-        }
-        if self.dscp > MAX_DSCP {
-            return Err(WireError::FieldOutOfRange {
-                field: "DSCP",
-                value: self.dscp.into(),
-                max: MAX_DSCP.into(),
-            });
-        }
+        check_opcode_fields(
+            self.bth.opcode,
+            self.reth.is_some(),
+            self.aeth.is_some(),
+            self.immdt.is_some(),
+            self.dscp,
+        )?;
         self.bth.check()?;
         self.ip_total_len()?;
         Ok(())
@@ -170,12 +212,7 @@ impl RoceRepr {
 
     /// The IPv4 total length: everything after the Ethernet header, ICRC included.
     fn ip_total_len(&self) -> Result<u16, WireError> {
-        let len = self.frame_len() - ETH_HEADER_LEN;
-        u16::try_from(len).map_err(|_| WireError::FieldOutOfRange {
-            field: "IPv4 total length (payload too long)",
-            value: len as u64,
-            max: u16::MAX.into(),
-        })
+        ip_total_len(self.header_len(), self.payload_len)
     }
 
     /// Writes [`header_len`](Self::header_len) bytes into `buf[..]`: IPv4 total length and UDP

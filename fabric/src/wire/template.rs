@@ -17,19 +17,15 @@
 //! for the same fields, and refuses exactly what it refuses (a proptest below compares them);
 //! frames, pcaps and tshark decodes are unchanged.
 
+use super::ib::check_24;
 use super::ib::{MutableAethPacket, MutableImmDtPacket, MutableRethPacket};
-use super::roce::fold_checksum;
+use super::roce::{check_opcode_fields, fold_checksum, ip_total_len, stack_len};
 use std::net::Ipv4Addr;
 
 use super::{
-    field, opcode, AethRepr, Ecn, MacAddr, RethRepr, RoceRepr, WireError, AETH_LEN,
-    CNP_RESERVED_LEN, ETH_HEADER_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN,
+    field, opcode, AethRepr, Ecn, MacAddr, RethRepr, RoceRepr, WireError, AETH_LEN, IMMDT_LEN,
+    IPV4_HEADER_LEN, RETH_LEN,
 };
-
-/// Largest value of a 24-bit field (destination QP, PSN).
-const MAX_24: u32 = 0x00FF_FFFF;
-/// Largest DSCP (6 bits).
-const MAX_DSCP: u8 = 63;
 
 /// A frame's fields beyond its sender's (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,16 +120,12 @@ impl HeaderTemplate {
 
     /// Header bytes of a frame with `f`'s opcode (the fixed stack plus its extension headers).
     pub fn header_len(f: &PacketFields) -> usize {
-        let op = f.opcode;
-        field::BTH_END
-            + if f.reth.is_some() { RETH_LEN } else { 0 }
-            + if f.aeth.is_some() { AETH_LEN } else { 0 }
-            + if f.immdt.is_some() { IMMDT_LEN } else { 0 }
-            + if op == opcode::CNP {
-                CNP_RESERVED_LEN
-            } else {
-                0
-            }
+        stack_len(
+            f.opcode,
+            f.reth.is_some(),
+            f.aeth.is_some(),
+            f.immdt.is_some(),
+        )
     }
 
     /// Writes the header of the frame with fields `f` into `buf` (what [`RoceRepr::emit`] would
@@ -141,54 +133,17 @@ impl HeaderTemplate {
     pub fn emit(&self, f: &PacketFields, buf: &mut [u8]) -> Result<usize, WireError> {
         let op = f.opcode;
         // The checks of `RoceRepr::check`, in its order, for the fields that vary.
-        if !opcode::is_supported(op) {
-            return Err(WireError::UnsupportedOpcode(op));
-        }
-        let mismatch = |what| Err(WireError::ExtensionMismatch { opcode: op, what });
-        if f.reth.is_some() != opcode::has_reth(op) {
-            return mismatch(if f.reth.is_some() {
-                "RETH present but the opcode has none"
-            } else {
-                "RETH missing"
-            });
-        }
-        if f.aeth.is_some() != opcode::has_aeth(op) {
-            return mismatch(if f.aeth.is_some() {
-                "AETH present but the opcode has none"
-            } else {
-                "AETH missing"
-            });
-        }
-        if f.immdt.is_some() != opcode::has_immdt(op) {
-            return mismatch(if f.immdt.is_some() {
-                "ImmDt present but the opcode has none"
-            } else {
-                "ImmDt missing"
-            });
-        }
-        if f.dscp > MAX_DSCP {
-            return Err(WireError::FieldOutOfRange {
-                field: "DSCP",
-                value: f.dscp.into(),
-                max: MAX_DSCP.into(),
-            });
-        }
-        for (name, value) in [("BTH destination QP", f.dest_qp), ("BTH PSN", f.psn)] {
-            if value > MAX_24 {
-                return Err(WireError::FieldOutOfRange {
-                    field: name,
-                    value: value.into(),
-                    max: MAX_24.into(),
-                });
-            }
-        }
+        check_opcode_fields(
+            op,
+            f.reth.is_some(),
+            f.aeth.is_some(),
+            f.immdt.is_some(),
+            f.dscp,
+        )?;
+        check_24("BTH destination QP", f.dest_qp)?;
+        check_24("BTH PSN", f.psn)?;
         let header_len = Self::header_len(f);
-        let ip_len = header_len + f.payload_len + ICRC_LEN - ETH_HEADER_LEN;
-        let ip_total = u16::try_from(ip_len).map_err(|_| WireError::FieldOutOfRange {
-            field: "IPv4 total length (payload too long)",
-            value: ip_len as u64,
-            max: u16::MAX.into(),
-        })?;
+        let ip_total = ip_total_len(header_len, f.payload_len)?;
         let got = buf.len();
         let short = WireError::BufferTooShort {
             need: header_len,
@@ -267,6 +222,7 @@ impl HeaderTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ib::MAX_24;
     use crate::wire::{BthRepr, MAX_HEADER_LEN};
     use proptest::prelude::*;
 
