@@ -43,10 +43,10 @@
 //! channel in bits 0..20; hence at most [`MAX_JOBS`] jobs and [`MAX_CHANNELS`] channels. The
 //! runner's timer tokens are [`AppId::Collectives`] tokens too.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use fabemu_fabric::deque::HeadDeque;
 use fabemu_fabric::link::Rate;
 use fabemu_fabric::transport::{AppId, Application, ClassId, Completion, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
@@ -253,35 +253,7 @@ type Arrival = (u64, Option<Bytes>);
 /// A channel's messages waiting for their receive step, the first held inline: a message
 /// usually finds its step ready and is taken at once, so most channels never need the
 /// queue's buffer (a cache miss per message with thousands of runners).
-#[derive(Debug, Default)]
-struct Arrivals {
-    first: Option<Arrival>,
-    rest: VecDeque<Arrival>,
-}
-
-impl Arrivals {
-    fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    fn push_back(&mut self, a: Arrival) {
-        if self.first.is_none() {
-            self.first = Some(a);
-        } else {
-            self.rest.push_back(a);
-        }
-    }
-
-    fn pop_front(&mut self) -> Option<Arrival> {
-        let a = self.first.take();
-        self.first = self.rest.pop_front();
-        a
-    }
-}
+type Arrivals = HeadDeque<Arrival>;
 
 /// What the executor reads and writes of a step while it runs, in one record: with a thousand
 /// ranks' runners interleaved, every separate per-step array was a cache miss per message.

@@ -7,6 +7,7 @@
 //! messages.
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod deque;
 pub mod engine;
 pub mod fault;
 pub mod histogram;

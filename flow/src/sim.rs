@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use fabemu_fabric::deque::HeadDeque;
 use fabemu_fabric::engine::Progress;
 use fabemu_fabric::link::{EthernetOverhead, Rate};
 use fabemu_fabric::transport::{Application, Completion, Transport};
@@ -204,35 +205,6 @@ struct Msg {
     data: Option<Box<Bytes>>,
 }
 
-/// A queue pair's messages, the head held inline: a queue pair rarely has more than one (a
-/// ring's rank posts its next message after the last has left), and a separate buffer was a
-/// cache miss per message.
-#[derive(Default)]
-struct MsgQueue {
-    head: Option<Msg>,
-    rest: VecDeque<Msg>,
-}
-
-impl MsgQueue {
-    fn front(&self) -> Option<&Msg> {
-        self.head.as_ref()
-    }
-
-    fn push_back(&mut self, m: Msg) {
-        if self.head.is_none() {
-            self.head = Some(m);
-        } else {
-            self.rest.push_back(m);
-        }
-    }
-
-    fn pop_front(&mut self) -> Option<Msg> {
-        let m = self.head.take();
-        self.head = self.rest.pop_front();
-        m
-    }
-}
-
 /// A queue pair: its path and its messages. What a message needs of the path is kept here in
 /// a few words (the link directions, the pipeline tail, the way back), and the counters it
 /// moves are summed here too (they go to hosts and links at the end of the run), so that a
@@ -268,7 +240,9 @@ struct Qp {
     wire: MessageWire,
     /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
     hops: Box<[Hop]>,
-    queue: MsgQueue,
+    /// Its messages, the head inline: a queue pair rarely has more than one (a ring's rank
+    /// posts its next message after the last has left).
+    queue: HeadDeque<Msg>,
 }
 
 impl Qp {
@@ -414,7 +388,7 @@ impl Core<'_> {
             wire_len: u64::MAX,
             wire: MessageWire::of(0, &self.cfg),
             hops: self.scratch.as_slice().into(),
-            queue: MsgQueue::default(),
+            queue: HeadDeque::default(),
         });
         self.qp_index.insert((src, dst), q);
         if let Some(l) = self.last_qp.get_mut(src as usize) {
