@@ -807,16 +807,30 @@ impl FlowNetwork {
             return false;
         }
         self.flow_mark[slot as usize] = epoch;
-        for &(l, _, _) in &flow.usage {
+        // `fill_single` at floor 0, its first loop merged with the marking (one pass over the
+        // links instead of two: this is every filling of a ring), computed the same way.
+        let mut rate = flow.cap;
+        for &(l, w, _) in &flow.usage {
             let link = &mut self.links[l as usize];
             link.mark = epoch;
             link.base = 0.0;
             link.removed_max = 0.0;
             link.new_cap = f64::INFINITY;
+            let level = (link.data_capacity() - link.base) / w;
+            // `<` skips a NaN level, as the filling turns it into the floor.
+            if level < rate {
+                rate = level;
+            }
         }
-        self.comp_flows.clear();
-        self.comp_flows.push(slot);
-        self.fill_single(0.0);
+        if rate.is_nan() || rate < 0.0 {
+            rate = 0.0;
+        }
+        self.set_rate(slot, rate);
+        for k in 0..self.flows[slot as usize].usage.len() {
+            let (l, w, _) = self.flows[slot as usize].usage[k];
+            let load = self.links[l as usize].base + w * rate;
+            self.set_load(l, load);
+        }
         self.compact_finishes();
         true
     }
