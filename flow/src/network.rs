@@ -152,6 +152,23 @@ struct Link {
     local: u32,
 }
 
+/// A finish-heap entry `(finish time, slot, version)` packed into one integer that orders like
+/// the tuple: the heap's pops compare entries a dozen times each, and one `u128` compares in
+/// two instructions where the tuple takes three branches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Finish(u128);
+
+impl Finish {
+    fn new(time: u64, slot: u32, version: u32) -> Finish {
+        Finish(u128::from(time) << 64 | u128::from(slot) << 32 | u128::from(version))
+    }
+
+    /// `(finish time, slot, version)`.
+    fn parts(self) -> (u64, u32, u32) {
+        ((self.0 >> 64) as u64, (self.0 >> 32) as u32, self.0 as u32)
+    }
+}
+
 /// One flow slot; slots are reused after a flow finished.
 #[derive(Debug, Default)]
 struct Flow {
@@ -176,10 +193,10 @@ struct Flow {
     last_change: u64,
     /// Current rate (bytes/s); 0 until the first refresh after the start.
     rate: f64,
-    /// Bumped at every rate change and at removal; finish-heap entries carry it.
-    version: u32,
     token: u64,
     dirty: bool,
+    /// Listed in `FlowNetwork::projecting`: its rate changed in the refresh under way.
+    projecting: bool,
 }
 
 /// A fluid network of flows over link directions with weighted max-min fair rates (see the
@@ -197,6 +214,11 @@ pub struct FlowNetwork {
     /// filled yet (so that every threshold takes it in); dense, like `flow_mark`, for the
     /// threshold searches that read it for every flow of a link.
     fill_rate: Vec<f64>,
+    /// Per flow slot: bumped at every rate change of its flow and at its removal; finish-heap
+    /// entries carry it, and only the entry with the current version is valid (a removed flow's
+    /// version moved on, so no entry of it is). Dense, so that checking a heap entry, stale
+    /// ones included, reads no flow.
+    version: Vec<u32>,
     /// Set by [`FlowNetwork::recompute_all`]: every threshold is 0.
     full: bool,
     /// Scratch of a refresh round: `(threshold, link)` of the perturbed links.
@@ -210,8 +232,10 @@ pub struct FlowNetwork {
     dirty_flows: Vec<u32>,
     /// Links whose `reserved` changed since their applied reservation was last checked.
     res_touched: Vec<u32>,
+    /// Flows whose rate changed in the refresh under way, for `FlowNetwork::project_finishes`.
+    projecting: Vec<u32>,
     /// `(finish time, slot, version)`: the earliest valid entry is the next finish.
-    finishes: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    finishes: BinaryHeap<Reverse<Finish>>,
     epoch: u32,
     filler: Filler,
     // Scratch buffers of a refresh, kept to avoid allocating per event.
@@ -245,6 +269,7 @@ impl FlowNetwork {
             flows: Vec::new(),
             flow_mark: Vec::new(),
             fill_rate: Vec::new(),
+            version: Vec::new(),
             full: false,
             pert: Vec::new(),
             rates_scratch: Vec::new(),
@@ -253,6 +278,7 @@ impl FlowNetwork {
             dirty_links: Vec::new(),
             dirty_flows: Vec::new(),
             res_touched: Vec::new(),
+            projecting: Vec::new(),
             finishes: BinaryHeap::new(),
             epoch: 0,
             filler: Filler::default(),
@@ -368,6 +394,7 @@ impl FlowNetwork {
                 self.flows.push(Flow::default());
                 self.flow_mark.push(0);
                 self.fill_rate.push(f64::INFINITY);
+                self.version.push(0);
                 (self.flows.len() - 1) as u32
             }
         };
@@ -435,14 +462,14 @@ impl FlowNetwork {
                 _ => break,
             };
             self.now = at.max(self.now);
-            while let Some(&Reverse((ft, slot, version))) = self.finishes.peek() {
+            while let Some(&Reverse(entry)) = self.finishes.peek() {
+                let (ft, slot, version) = entry.parts();
                 if ft != at {
                     break;
                 }
                 self.finishes.pop();
-                let flow = &self.flows[slot as usize];
-                if flow.active && flow.version == version {
-                    finished.push((FlowId(slot), flow.token));
+                if self.version[slot as usize] == version {
+                    finished.push((FlowId(slot), self.flows[slot as usize].token));
                     self.remove(slot);
                 }
             }
@@ -532,9 +559,9 @@ impl FlowNetwork {
 
     /// The earliest valid projected finish, dropping stale heap entries on the way.
     fn peek_finish(&mut self) -> Option<u64> {
-        while let Some(&Reverse((ft, slot, version))) = self.finishes.peek() {
-            let flow = &self.flows[slot as usize];
-            if flow.active && flow.version == version {
+        while let Some(&Reverse(entry)) = self.finishes.peek() {
+            let (ft, slot, version) = entry.parts();
+            if self.version[slot as usize] == version {
                 return Some(ft);
             }
             self.finishes.pop();
@@ -589,7 +616,8 @@ impl FlowNetwork {
             }
         }
         flow.active = false;
-        flow.version = flow.version.wrapping_add(1);
+        let v = &mut self.version[slot as usize];
+        *v = v.wrapping_add(1);
         self.active -= 1;
         self.free.push(slot);
         self.compact_finishes();
@@ -601,10 +629,10 @@ impl FlowNetwork {
         if self.finishes.len() <= 2 * self.active + 1024 {
             return;
         }
-        let flows = &self.flows;
-        self.finishes.retain(|&Reverse((_, slot, version))| {
-            let f = &flows[slot as usize];
-            f.active && f.version == version
+        let current = &self.version;
+        self.finishes.retain(|&Reverse(entry)| {
+            let (_, slot, version) = entry.parts();
+            current[slot as usize] == version
         });
     }
 
@@ -621,6 +649,7 @@ impl FlowNetwork {
             self.refresh_round();
             self.rounds += 1;
         }
+        self.project_finishes();
     }
 
     /// Lets every link whose reservations changed since the last call apply their sum where
@@ -778,16 +807,30 @@ impl FlowNetwork {
             return false;
         }
         self.flow_mark[slot as usize] = epoch;
-        for &(l, _, _) in &flow.usage {
+        // `fill_single` at floor 0, its first loop merged with the marking (one pass over the
+        // links instead of two: this is every filling of a ring), computed the same way.
+        let mut rate = flow.cap;
+        for &(l, w, _) in &flow.usage {
             let link = &mut self.links[l as usize];
             link.mark = epoch;
             link.base = 0.0;
             link.removed_max = 0.0;
             link.new_cap = f64::INFINITY;
+            let level = (link.data_capacity() - link.base) / w;
+            // `<` skips a NaN level, as the filling turns it into the floor.
+            if level < rate {
+                rate = level;
+            }
         }
-        self.comp_flows.clear();
-        self.comp_flows.push(slot);
-        self.fill_single(0.0);
+        if rate.is_nan() || rate < 0.0 {
+            rate = 0.0;
+        }
+        self.set_rate(slot, rate);
+        for k in 0..self.flows[slot as usize].usage.len() {
+            let (l, w, _) = self.flows[slot as usize].usage[k];
+            let load = self.links[l as usize].base + w * rate;
+            self.set_load(l, load);
+        }
         self.compact_finishes();
         true
     }
@@ -1013,6 +1056,12 @@ impl FlowNetwork {
             let miss = rate - rho;
             let update =
                 self.rounds < MAX_RESERVATION_ROUNDS && miss.abs() > RESERVATION_EPSILON * rho;
+            if !changed && !update {
+                // Neither the rate nor its reservations move: nothing below has work to do
+                // (a quarter of the fillings on a ring, whose neighbours' refills often give the
+                // same rate again).
+                return;
+            }
             // The rate the reservations move to: the new rate, unless the updates of this
             // refresh overshoot. A reservation feeds back on its own flow's rate through the
             // flows on its link, and the gain `g` of that loop (the flow's rate falls by `g` per
@@ -1073,16 +1122,41 @@ impl FlowNetwork {
         if !changed {
             return;
         }
+        let v = &mut self.version[f as usize];
+        *v = v.wrapping_add(1);
         let flow = &mut self.flows[f as usize];
-        flow.version = flow.version.wrapping_add(1);
-        if rate > 0.0 {
-            let ps = (flow.remaining * PS_PER_S_F / rate).ceil();
-            // A finish beyond u64 picoseconds is never.
-            if ps < u64::MAX as f64 {
-                self.finishes
-                    .push(Reverse((now.saturating_add(ps as u64), f, flow.version)));
+        if !flow.projecting {
+            flow.projecting = true;
+            self.projecting.push(f);
+        }
+    }
+
+    /// Pushes the projected finish of every flow whose rate changed in the refresh that ends,
+    /// once per flow at its last rate. Why at the end: the rounds of one refresh often move a
+    /// rate twice or more (a start's first filling, then its reservations' feedback, and a
+    /// release and a new reservation at one finish instant move its neighbours' back), and each
+    /// push would leave a stale entry for a later pop. Time stands still within a refresh, so the
+    /// progress settled at the last change and the finish projected from it are the same as when
+    /// every change pushed.
+    fn project_finishes(&mut self) {
+        let now = self.now;
+        for &f in &self.projecting {
+            let flow = &mut self.flows[f as usize];
+            flow.projecting = false;
+            let rate = flow.rate;
+            if flow.active && rate > 0.0 {
+                let ps = (flow.remaining * PS_PER_S_F / rate).ceil();
+                // A finish beyond u64 picoseconds is never.
+                if ps < u64::MAX as f64 {
+                    self.finishes.push(Reverse(Finish::new(
+                        now.saturating_add(ps as u64),
+                        f,
+                        self.version[f as usize],
+                    )));
+                }
             }
         }
+        self.projecting.clear();
     }
 }
 
