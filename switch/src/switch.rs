@@ -14,7 +14,7 @@
 //! with the frame ([`crate::egress::Dequeued`]), so the MMU releases exactly what it charged
 //! without parsing the frame again.
 
-use fabemu_fabric::engine::{Actor, Ctx, Event};
+use fabemu_fabric::engine::{Actor, Ctx, Event, Frame};
 use fabemu_fabric::histogram::LatencyHistogram;
 use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
@@ -23,7 +23,7 @@ use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, PFC_FRAME_LEN};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler};
+use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::PRIORITIES;
@@ -145,6 +145,23 @@ fn token(kind: u64, port: usize, priority: u8) -> u64 {
 
 fn untoken(t: u64) -> (u64, usize, u8) {
     (t >> 56, (t & 0xFFFF_FFFF) as usize, (t >> 48) as u8 & 7)
+}
+
+/// What the switch does with an arriving frame, read from its bytes.
+enum Verdict {
+    /// Forward it by egress port `out` at priority `prio`; it is `len` bytes long.
+    Forward {
+        /// The egress port.
+        out: usize,
+        /// The priority (from the DSCP map).
+        prio: u8,
+        /// Frame length without FCS.
+        len: u64,
+    },
+    /// A PFC frame for this switch (`None`: it did not parse).
+    Pause(Option<PfcPauseRepr>),
+    /// Drop it (the reason is counted).
+    Discard,
 }
 
 /// A switch: forwarding table, MMU, PFC, ECN marking, one egress scheduler per port.
@@ -280,22 +297,22 @@ impl Switch {
         self.stats.deadlock_detected_at
     }
 
-    fn on_packet(&mut self, in_port: usize, mut pkt: Packet, ctx: &mut Ctx<'_>) {
-        self.stats.received += 1;
+    /// Reads what the switch needs from an arriving frame's bytes and rewrites its TTL: the
+    /// egress port, priority and length of a frame to forward, or why not (counted here).
+    fn classify(&mut self, in_port: usize, pkt: &mut Packet) -> Verdict {
         // Damaged on the wire: the MAC's FCS check discards it (see `fabemu_fabric::fault`).
         if pkt.is_corrupted() {
             self.stats.fcs_dropped += 1;
-            return;
+            return Verdict::Discard;
         }
         let flow = match wire::peek_roce_flow(pkt.header()) {
             (FrameKind::RoceV2, Some(flow)) => flow,
             (FrameKind::PfcPause, _) => {
-                self.on_pause(in_port, &pkt, ctx);
-                return;
+                return Verdict::Pause(PfcPauseRepr::parse(pkt.header()).ok())
             }
             _ => {
                 self.stats.malformed += 1;
-                return;
+                return Verdict::Discard;
             }
         };
         let hash = flow_hash(flow.src, flow.dst, flow.udp_src_port, self.seed);
@@ -305,28 +322,57 @@ impl Switch {
             } else {
                 self.stats.no_route += 1;
             }
-            return;
+            return Verdict::Discard;
         };
         if in_port >= self.queues.len() || out >= self.queues.len() {
             self.stats.no_route += 1;
-            return;
+            return Verdict::Discard;
         }
         match wire::decrement_ttl(pkt.header_mut()) {
             Ok(0) => {
                 self.stats.ttl_expired += 1;
-                return;
+                return Verdict::Discard;
             }
             Ok(_) => {}
             Err(_) => {
                 self.stats.malformed += 1;
-                return;
+                return Verdict::Discard;
             }
         }
-        // The DSCP as read with the flow (a TTL rewrite does not touch it).
-        let prio = self.cfg.dscp_priority.priority(flow.dscp);
-        let len = pkt.frame_len() as u64;
+        Verdict::Forward {
+            out,
+            // The DSCP as read with the flow (a TTL rewrite does not touch it).
+            prio: self.cfg.dscp_priority.priority(flow.dscp),
+            len: pkt.frame_len() as u64,
+        }
+    }
+
+    /// A frame arrived on `in_port`: forward it (admission, queueing, departure) or consume
+    /// it (a PFC frame) or drop it. It stays in the engine's slab throughout.
+    fn on_packet(&mut self, in_port: usize, frame: Frame, ctx: &mut Ctx<'_>) {
+        self.stats.received += 1;
+        let verdict = match ctx.frame_mut(&frame) {
+            Some(pkt) => self.classify(in_port, pkt),
+            None => {
+                self.stats.malformed += 1;
+                Verdict::Discard
+            }
+        };
+        let (out, prio, len) = match verdict {
+            Verdict::Forward { out, prio, len } => (out, prio, len),
+            Verdict::Pause(repr) => {
+                ctx.drop_frame(frame);
+                self.on_pause(in_port, repr, ctx);
+                return;
+            }
+            Verdict::Discard => {
+                ctx.drop_frame(frame);
+                return;
+            }
+        };
         let now = ctx.now();
         if self.mmu.admit(in_port, prio, out, len).is_err() {
+            ctx.drop_frame(frame);
             self.count_drop(out, prio, len);
             // A lossless ingress that could not take a frame must stop its neighbour — if it
             // holds bytes, whose departure will bring the XON (pausing an empty one would
@@ -348,15 +394,17 @@ impl Switch {
         // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
         let mut held = None;
         match &mut self.queues[out] {
-            Egress::Fifo(f) if f.is_empty() => held = Some(pkt),
-            Egress::Fifo(f) => f.push(pkt, now, prio, in_port),
+            Egress::Fifo(f) if f.is_empty() => held = Some(frame),
+            Egress::Fifo(f) => f.push(frame, now, prio, in_port),
             Egress::Custom(c) => {
                 let at = Arrival {
                     now,
                     priority: prio,
                     ingress: in_port,
                 };
-                if let Some(dropped) = c.enqueue(pkt, at) {
+                // A custom scheduler owns its packets (its classifiers read them). The frame
+                // is in the slab (it was read above), so the packet is always there.
+                if let Some(dropped) = ctx.take_frame(frame).and_then(|p| c.enqueue(p, at)) {
                     self.scheduler_drop(out, &dropped, ctx);
                 }
             }
@@ -367,18 +415,20 @@ impl Switch {
         if self.pfc[out].paused & (1 << prio) != 0 && self.mmu.egress_bytes(out, prio) > 0 {
             self.block(out, prio, now, ctx);
         }
-        if let Some(pkt) = held {
+        if let Some(frame) = held {
             // The cut-through of the queue: exactly what queueing it and `start_tx` popping
-            // it would do (it is the only frame queued), without the two 144-byte copies and
-            // the queue's cache lines. Skipped when the port is busy, owes a PFC frame or has
-            // this priority paused: then it waits in the queue as any frame would.
+            // it would do (it is the only frame queued), without touching the queue's cache
+            // lines. Skipped when the port is busy, owes a PFC frame or has this priority
+            // paused: then it waits in the queue as any frame would.
             let pfc = &self.pfc[out];
             if pfc.pending == 0 && pfc.paused & (1 << prio) == 0 && ctx.port_idle(out) {
-                self.depart(out, pkt, now, prio, in_port, ctx);
+                self.depart(out, frame, now, prio, in_port, ctx);
                 return;
             }
             if let Egress::Fifo(f) = &mut self.queues[out] {
-                f.push(pkt, now, prio, in_port);
+                f.push(frame, now, prio, in_port);
+            } else {
+                ctx.drop_frame(frame);
             }
         }
         self.start_tx(out, ctx);
@@ -436,9 +486,10 @@ impl Switch {
         }
     }
 
-    fn on_pause(&mut self, port: usize, pkt: &Packet, ctx: &mut Ctx<'_>) {
+    /// A PFC frame arrived on `port` (`None`: one that did not parse).
+    fn on_pause(&mut self, port: usize, repr: Option<PfcPauseRepr>, ctx: &mut Ctx<'_>) {
         self.stats.pause_frames_received += 1;
-        let Ok(repr) = PfcPauseRepr::parse(pkt.header()) else {
+        let Some(repr) = repr else {
             self.stats.malformed += 1;
             return;
         };
@@ -581,7 +632,13 @@ impl Switch {
                 None => return,
             },
             Egress::Custom(c) => match c.dequeue(now, paused) {
-                Some(d) => d,
+                // Back into the slab: `depart` sends every frame from there.
+                Some(d) => Popped {
+                    item: ctx.hold(d.packet),
+                    enqueued_at: d.enqueued_at,
+                    priority: d.priority,
+                    ingress: d.ingress,
+                },
                 None => {
                     // Frames held by a shaper: wake up when the first becomes eligible.
                     if let Some(t) = c.next_release(now) {
@@ -595,22 +652,31 @@ impl Switch {
                 }
             },
         };
-        self.depart(port, d.packet, d.enqueued_at, d.priority, d.ingress, ctx);
+        self.depart(port, d.item, d.enqueued_at, d.priority, d.ingress, ctx);
     }
 
-    /// Sends `pkt` (queued at `enqueued_at` for egress (`port`, `prio`), charged to `ingress`)
-    /// on the idle `port`: frees its buffer, counts it, marks it by RED, then resumes the
-    /// ingress if it fell below XON.
+    /// Sends `frame` (queued at `enqueued_at` for egress (`port`, `prio`), charged to
+    /// `ingress`) on the idle `port`: frees its buffer, counts it, marks it by RED, then
+    /// resumes the ingress if it fell below XON. The frame leaves from its slab slot.
     fn depart(
         &mut self,
         port: usize,
-        mut pkt: Packet,
+        frame: Frame,
         enqueued_at: Time,
         prio: u8,
         ingress: usize,
         ctx: &mut Ctx<'_>,
     ) {
         let now = ctx.now();
+        // Read before the frame is borrowed from the context (HPCC only).
+        let bw = match self.int_tx {
+            Some(_) => ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps()),
+            None => 0,
+        };
+        let Some(pkt) = ctx.frame_mut(&frame) else {
+            self.stats.tx_refused += 1;
+            return;
+        };
         self.mmu
             .release(ingress, prio, port, pkt.frame_len() as u64);
         let ps = &mut self.port_stats[port];
@@ -631,16 +697,15 @@ impl Switch {
         if let Some(tx) = self.int_tx.as_mut().and_then(|t| t.get_mut(port)) {
             // HPCC's congestion point: the port's state as this frame leaves (queue behind it,
             // bytes sent before it, the link's rate), appended to data frames that carry a stack.
-            let bw = ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps());
             let qlen = self.mmu.egress_bytes(port, prio);
             let hop = wire::int::IntHop::new(bw, qlen, now.ps(), *tx);
-            if wire::int::stamp(&mut pkt, &hop).is_ok() {
+            if wire::int::stamp(pkt, &hop).is_ok() {
                 self.stats.int_stamped += 1;
             }
             *tx += pkt.frame_len() as u64;
         }
         let more = self.has_more(port);
-        if ctx.transmit_then(port, pkt, more).is_err() {
+        if ctx.transmit_frame(port, frame, more).is_err() {
             self.stats.tx_refused += 1;
         }
         // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
@@ -754,6 +819,11 @@ impl Actor for Switch {
         }
     }
 
+    /// Frames arrive as held [`Frame`]s: a forwarded frame never leaves the engine's slab.
+    fn holds_frames(&self) -> bool {
+        true
+    }
+
     /// Queue depth for time series: per egress port, the bytes queued (all priorities).
     fn sample(&self, out: &mut Vec<u64>) {
         out.extend((0..self.queues.len()).map(|p| self.mmu.queue_bytes(p)));
@@ -761,7 +831,11 @@ impl Actor for Switch {
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
-            Event::Packet { port, packet } => self.on_packet(port, packet, ctx),
+            Event::Packet { port, packet } => {
+                let frame = ctx.hold(packet);
+                self.on_packet(port, frame, ctx);
+            }
+            Event::Frame { port, frame } => self.on_packet(port, frame, ctx),
             Event::TxDone { port } => self.start_tx(port, ctx),
             Event::Timer { token } => self.on_timer(token, ctx),
         }

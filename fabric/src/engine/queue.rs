@@ -5,6 +5,10 @@
 //! packet in flight costs little beside itself; packets wait in a slab beside the calendar and
 //! entries carry the slab index. The slab's free list makes steady-state operation
 //! allocation-free.
+//!
+//! The slab also holds the frames that actors keep (a switch's queued frames, see
+//! [`super::Frame`]): such a frame stays in one slot from its arrival to its departure, and
+//! its next arrival event reuses the slot, so a switch hop moves no packet bytes.
 
 use std::cmp::Ordering;
 
@@ -199,9 +203,53 @@ impl EventQueue {
         idx
     }
 
+    /// Puts `packet` in a free slab slot without queueing an event (a frame an actor holds);
+    /// returns the slot.
+    #[inline]
+    pub(crate) fn hold(&mut self, packet: Packet) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = Some(packet);
+                i
+            }
+            None => {
+                self.slab.push(Some(packet));
+                self.slab_port.push(0);
+                (self.slab.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Queues the arrival of the frame already in slab slot `idx` (an actor transmits a frame
+    /// it held): the bytes stay where they are.
+    #[inline]
+    pub(crate) fn push_held(&mut self, key: EventKey, dst: u32, port: u16, idx: u32) {
+        if let Some(p) = self.slab_port.get_mut(idx as usize) {
+            *p = port;
+        }
+        self.heap.push(Entry::new(key, dst, Kind::Packet, idx));
+    }
+
     /// The packet waiting in slab slot `idx`.
+    #[inline]
     pub(crate) fn packet(&self, idx: u32) -> Option<&Packet> {
         self.slab.get(idx as usize)?.as_ref()
+    }
+
+    /// The packet waiting in slab slot `idx`, writable.
+    #[inline]
+    pub(crate) fn packet_mut(&mut self, idx: u32) -> Option<&mut Packet> {
+        self.slab.get_mut(idx as usize)?.as_mut()
+    }
+
+    /// The arrival port of the frame in slab slot `idx` (`None` when the slot is empty): for a
+    /// [`Kind::Packet`] entry whose frame stays in the slab.
+    #[inline]
+    pub(crate) fn arrival_port(&self, idx: u32) -> Option<u16> {
+        match self.slab.get(idx as usize) {
+            Some(Some(_)) => self.slab_port.get(idx as usize).copied(),
+            _ => None,
+        }
     }
 
     /// Time of the earliest entry, or `u64::MAX`.
@@ -221,6 +269,18 @@ impl EventQueue {
         let p = self.slab.get_mut(idx as usize)?.take()?;
         self.free.push(idx);
         Some((self.slab_port[idx as usize], p))
+    }
+
+    /// Empties slab slot `idx` (a held frame discarded); true when it held a frame.
+    #[inline]
+    pub(crate) fn free_slot(&mut self, idx: u32) -> bool {
+        match self.slab.get_mut(idx as usize).and_then(Option::take) {
+            Some(_) => {
+                self.free.push(idx);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Takes the token of a [`Kind::LongTimer`] entry out of the token slab.
