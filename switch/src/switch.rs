@@ -147,6 +147,16 @@ fn untoken(t: u64) -> (u64, usize, u8) {
     (t >> 56, (t & 0xFFFF_FFFF) as usize, (t >> 48) as u8 & 7)
 }
 
+/// The PFC bits of a port that every frame reads ([`Switch`] keeps them apart from the rest of
+/// the port's PFC state).
+#[derive(Clone, Copy, Debug, Default)]
+struct PortFlags {
+    /// Classes the neighbour has paused on this port.
+    paused: u8,
+    /// Classes owed a PFC frame (XOFF, refresh or XON) at the next idle moment.
+    pending: u8,
+}
+
 /// What the switch does with an arriving frame, read from its bytes.
 enum Verdict {
     /// Forward it by egress port `out` at priority `prio`; it is `len` bytes long.
@@ -172,6 +182,9 @@ pub struct Switch {
     mmu: Mmu,
     queues: Vec<Egress>,
     pfc: Vec<PortPfc>,
+    /// Per port, the PFC bits every frame reads (split from `pfc`, whose per-port state spans
+    /// cache lines: a whole switch's flags share one line).
+    flags: Vec<PortFlags>,
     watch: Vec<PortWatch>,
     red: Option<Red>,
     /// Per port, a pending shaping wake-up timer.
@@ -207,6 +220,7 @@ impl Switch {
             mmu: Mmu::new(&b, ports),
             queues: (0..ports).map(|_| Egress::default()).collect(),
             pfc: vec![PortPfc::new(); ports],
+            flags: vec![PortFlags::default(); ports],
             watch: vec![PortWatch::default(); ports],
             red: b.ecn.map(|r| Red::new(&r, seed)),
             wake_at: vec![None; ports],
@@ -260,7 +274,7 @@ impl Switch {
 
     /// The priorities the neighbour on `port` has paused (bit p = priority p).
     pub fn paused(&self, port: usize) -> u8 {
-        self.pfc.get(port).map_or(0, |p| p.paused)
+        self.flags.get(port).map_or(0, |p| p.paused)
     }
 
     /// The priorities this switch holds in XOFF toward the neighbour on `port`.
@@ -412,7 +426,7 @@ impl Switch {
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
             self.enter_xoff(in_port, prio, ctx);
         }
-        if self.pfc[out].paused & (1 << prio) != 0 && self.mmu.egress_bytes(out, prio) > 0 {
+        if self.flags[out].paused & (1 << prio) != 0 && self.mmu.egress_bytes(out, prio) > 0 {
             self.block(out, prio, now, ctx);
         }
         if let Some(frame) = held {
@@ -420,8 +434,8 @@ impl Switch {
             // it would do (it is the only frame queued), without touching the queue's cache
             // lines. Skipped when the port is busy, owes a PFC frame or has this priority
             // paused: then it waits in the queue as any frame would.
-            let pfc = &self.pfc[out];
-            if pfc.pending == 0 && pfc.paused & (1 << prio) == 0 && ctx.port_idle(out) {
+            let f = self.flags[out];
+            if f.pending == 0 && f.paused & (1 << prio) == 0 && ctx.port_idle(out) {
                 self.depart(out, frame, now, prio, in_port, ctx);
                 return;
             }
@@ -466,7 +480,7 @@ impl Switch {
             return;
         }
         st.xoff |= bit;
-        st.pending |= bit;
+        self.flags[port].pending |= bit;
         if st.refresh_at.is_none() {
             let t = ctx.now().add(Time((st.pause_time(quanta).ps() / 2).max(1)));
             st.refresh_at = Some(t);
@@ -479,9 +493,8 @@ impl Switch {
     fn check_xon(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
         let bit = 1 << prio;
         if self.pfc[port].xoff & bit != 0 && self.mmu.should_xon(port, prio) {
-            let st = &mut self.pfc[port];
-            st.xoff &= !bit;
-            st.pending |= bit;
+            self.pfc[port].xoff &= !bit;
+            self.flags[port].pending |= bit;
             self.start_tx(port, ctx);
         }
     }
@@ -529,8 +542,9 @@ impl Switch {
         let st = &mut self.pfc[port];
         let until = now.add(st.pause_time(quanta));
         let bit = 1 << c;
-        let was_paused = st.paused & bit != 0;
-        st.paused |= bit;
+        let flags = &mut self.flags[port];
+        let was_paused = flags.paused & bit != 0;
+        flags.paused |= bit;
         st.paused_until[usize::from(c)] = until;
         ctx.set_timer(until, token(TIMER_RESUME, port, c));
         if !was_paused {
@@ -543,13 +557,13 @@ impl Switch {
 
     /// Ends the pause of (`port`, `c`); true when it was paused.
     fn resume(&mut self, port: usize, c: u8, now: Time) -> bool {
-        let st = &mut self.pfc[port];
         let bit = 1 << c;
-        if st.paused & bit == 0 {
+        let flags = &mut self.flags[port];
+        if flags.paused & bit == 0 {
             return false;
         }
-        st.paused &= !bit;
-        let since = st.paused_since[usize::from(c)];
+        flags.paused &= !bit;
+        let since = self.pfc[port].paused_since[usize::from(c)];
         self.port_stats[port].priorities[usize::from(c)].paused_time_ps +=
             now.saturating_sub(since).ps();
         self.watch[port].unblock(c);
@@ -566,7 +580,8 @@ impl Switch {
 
     /// Sends the PFC frame owed on `port`, if any; true when the port is now busy with it.
     fn send_control(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
-        let Some(repr) = self.pfc[port].take_frame(self.cfg.pfc.quanta) else {
+        let pending = std::mem::take(&mut self.flags[port].pending);
+        let Some(repr) = self.pfc[port].take_frame(pending, self.cfg.pfc.quanta) else {
             return false;
         };
         let mut buf = [0u8; PFC_FRAME_LEN];
@@ -608,7 +623,7 @@ impl Switch {
             Egress::Fifo(f) => !f.is_empty(),
             Egress::Custom(c) => !c.is_empty(),
         };
-        queued || self.pfc[port].pending != 0
+        queued || self.flags[port].pending != 0
     }
 
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
@@ -621,11 +636,11 @@ impl Switch {
             ctx.want_tx_done(port);
             return;
         }
-        if self.pfc[port].pending != 0 && self.send_control(port, ctx) {
+        if self.flags[port].pending != 0 && self.send_control(port, ctx) {
             return;
         }
         let now = ctx.now();
-        let paused = self.pfc[port].paused;
+        let paused = self.flags[port].paused;
         let d = match &mut self.queues[port] {
             Egress::Fifo(f) => match f.pop(paused) {
                 Some(d) => d,
@@ -734,10 +749,9 @@ impl Switch {
                 self.start_tx(port, ctx);
             }
             TIMER_RESUME => {
-                let st = &self.pfc[port];
                 // A stale timer of a pause since reloaded or ended: ignore.
-                if st.paused & (1 << prio) != 0
-                    && st.paused_until[usize::from(prio)] == now
+                if self.flags[port].paused & (1 << prio) != 0
+                    && self.pfc[port].paused_until[usize::from(prio)] == now
                     && self.resume(port, prio, now)
                 {
                     self.start_tx(port, ctx);
@@ -751,7 +765,7 @@ impl Switch {
                 let st = &mut self.pfc[port];
                 st.refresh_at = None;
                 if st.xoff != 0 {
-                    st.pending |= st.xoff;
+                    self.flags[port].pending |= st.xoff;
                     let t = now.add(Time((st.pause_time(quanta).ps() / 2).max(1)));
                     st.refresh_at = Some(t);
                     ctx.set_timer(t, token(TIMER_REFRESH, port, 0));
