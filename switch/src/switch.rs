@@ -147,14 +147,19 @@ fn untoken(t: u64) -> (u64, usize, u8) {
     (t >> 56, (t & 0xFFFF_FFFF) as usize, (t >> 48) as u8 & 7)
 }
 
-/// The PFC bits of a port that every frame reads ([`Switch`] keeps them apart from the rest of
-/// the port's PFC state).
+/// What every frame reads of its egress port: the PFC bits ([`Switch`] keeps them apart from
+/// the rest of the port's PFC state) and the FIFO's length. 8 bytes, eight ports per line.
 #[derive(Clone, Copy, Debug, Default)]
 struct PortFlags {
     /// Classes the neighbour has paused on this port.
     paused: u8,
     /// Classes owed a PFC frame (XOFF, refresh or XON) at the next idle moment.
     pending: u8,
+    /// The port runs a custom scheduler (`fifo_len` is then unused).
+    custom: bool,
+    /// Frames in the port's FIFO: whether a frame can leave at once, and whether a
+    /// completion is needed, are told here without reading the FIFO's lines.
+    fifo_len: u32,
 }
 
 /// What the switch does with an arriving frame, read from its bytes.
@@ -182,8 +187,8 @@ pub struct Switch {
     mmu: Mmu,
     queues: Vec<Egress>,
     pfc: Vec<PortPfc>,
-    /// Per port, the PFC bits every frame reads (split from `pfc`, whose per-port state spans
-    /// cache lines: a whole switch's flags share one line).
+    /// Per port, the PFC bits and FIFO length every frame reads (split from `pfc` and
+    /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
     flags: Vec<PortFlags>,
     watch: Vec<PortWatch>,
     red: Option<Red>,
@@ -247,8 +252,9 @@ impl Switch {
 
     /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
     pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
-        if let Some(q) = self.queues.get_mut(port) {
+        if let (Some(q), Some(f)) = (self.queues.get_mut(port), self.flags.get_mut(port)) {
             *q = Egress::Custom(sched);
+            f.custom = true;
         }
     }
 
@@ -407,9 +413,14 @@ impl Switch {
         // A frame for an empty FIFO may leave at once; it is held here (not queued) until
         // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
         let mut held = None;
+        let fl = &mut self.flags[out];
         match &mut self.queues[out] {
-            Egress::Fifo(f) if f.is_empty() => held = Some(frame),
-            Egress::Fifo(f) => f.push(frame, now, prio, in_port),
+            // Told by the port's flags, without reading the queue's own lines.
+            _ if !fl.custom && fl.fifo_len == 0 => held = Some(frame),
+            Egress::Fifo(f) => {
+                f.push(frame, now, prio, in_port);
+                fl.fifo_len += 1;
+            }
             Egress::Custom(c) => {
                 let at = Arrival {
                     now,
@@ -441,6 +452,7 @@ impl Switch {
             }
             if let Egress::Fifo(f) = &mut self.queues[out] {
                 f.push(frame, now, prio, in_port);
+                self.flags[out].fifo_len += 1;
             } else {
                 ctx.drop_frame(frame);
             }
@@ -619,11 +631,13 @@ impl Switch {
     /// [`Switch::start_tx`].
     #[inline]
     fn has_more(&self, port: usize) -> bool {
+        let fl = self.flags[port];
         let queued = match &self.queues[port] {
+            _ if !fl.custom => fl.fifo_len != 0,
             Egress::Fifo(f) => !f.is_empty(),
             Egress::Custom(c) => !c.is_empty(),
         };
-        queued || self.flags[port].pending != 0
+        queued || fl.pending != 0
     }
 
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
@@ -640,10 +654,17 @@ impl Switch {
             return;
         }
         let now = ctx.now();
-        let paused = self.flags[port].paused;
+        let fl = &mut self.flags[port];
+        if !fl.custom && fl.fifo_len == 0 {
+            return;
+        }
+        let paused = fl.paused;
         let d = match &mut self.queues[port] {
             Egress::Fifo(f) => match f.pop(paused) {
-                Some(d) => d,
+                Some(d) => {
+                    fl.fifo_len -= 1;
+                    d
+                }
                 None => return,
             },
             Egress::Custom(c) => match c.dequeue(now, paused) {
