@@ -65,7 +65,12 @@ pub struct PriorityStats {
 }
 
 /// Per port counters.
+///
+/// Laid out in declaration order from a cache line's start (`repr(C, align(64))`): the
+/// counters every frame updates (`enqueued`, `max_queue_bytes`, `queueing_delay_sum_ps`,
+/// `dequeued`) and the histogram's zero count all lie in the first 64 bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[repr(C, align(64))]
 pub struct SwitchPortStats {
     /// Frames admitted to this port's queue.
     pub enqueued: u64,
@@ -125,6 +130,19 @@ pub struct SwitchStats {
     /// Data frames this switch appended an in-band telemetry record to (HPCC; omitted when 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub int_stamped: u64,
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::SwitchPortStats;
+
+    #[test]
+    fn per_frame_port_counters_share_a_cache_line() {
+        assert_eq!(std::mem::align_of::<SwitchPortStats>(), 64);
+        // The histogram's zero count and minimum follow the six counters.
+        assert!(std::mem::offset_of!(SwitchPortStats, queueing_delay) + 16 <= 64);
+        assert!(std::mem::offset_of!(SwitchPortStats, dequeued) + 8 <= 64);
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
