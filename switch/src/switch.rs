@@ -787,14 +787,13 @@ impl Switch {
                 self.wake_at[port] = None;
                 self.start_tx(port, ctx);
             }
-            TIMER_RESUME => {
-                // A stale timer of a pause since reloaded or ended: ignore.
+            // A stale timer of a pause since reloaded or ended: ignored.
+            TIMER_RESUME
                 if self.flags[port].paused & (1 << prio) != 0
                     && self.pfc[port].paused_until[usize::from(prio)] == now
-                    && self.resume(port, prio, now)
-                {
-                    self.start_tx(port, ctx);
-                }
+                    && self.resume(port, prio, now) =>
+            {
+                self.start_tx(port, ctx);
             }
             TIMER_REFRESH => {
                 if self.pfc[port].refresh_at != Some(now) {
