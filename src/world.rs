@@ -181,6 +181,13 @@ impl Actor for Node {
             s.sample(out);
         }
     }
+    /// As the actor inside: switches keep frames in the engine's slab, hosts take them.
+    fn holds_frames(&self) -> bool {
+        match self {
+            Node::Host(h) => h.holds_frames(),
+            Node::Switch(s) => s.holds_frames(),
+        }
+    }
 }
 
 /// A world ready to run.

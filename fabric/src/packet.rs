@@ -86,22 +86,28 @@ pub struct PacketMeta {
 
 /// One Ethernet frame in flight.
 ///
-/// Layout (128 bytes): the inline header-and-trailer array, the header and trailer lengths, one
-/// byte of flags, the payload, the cached [`PacketMeta`] and the pointer to a long header.
+/// Layout (128 bytes, in this order): the payload, the header and trailer lengths, one byte of
+/// flags, the inline header-and-trailer array, the cached [`PacketMeta`] and the pointer to a
+/// long header. The order is fixed (`repr(C)`) so that everything a switch reads or rewrites
+/// per hop — the lengths (frame length), the flags (corruption), the payload's length and the
+/// header's first 45 bytes (Ethernet, IPv4 with DSCP, ECN, TTL and checksum, the UDP ports) —
+/// lies in the first 64-byte cache line; whether the header is inline is told by its length, so
+/// the pointer to a long one, at the end, is read only for such a header.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Packet {
-    /// The header, then the trailer right after it (when the header is at most
-    /// [`INLINE_HEADER_LEN`] bytes; otherwise both are in `long`).
-    bytes: [u8; INLINE_LEN],
+    payload: Payload,
     header_len: u8,
     trailer_len: u8,
     /// Per-frame facts that are not bytes on the wire (`FLAG_*`).
     flags: u8,
-    payload: Payload,
+    /// The header, then the trailer right after it (when the header is at most
+    /// [`INLINE_HEADER_LEN`] bytes; otherwise both are in `long`).
+    bytes: [u8; INLINE_LEN],
     /// Cached bookkeeping (not part of the frame).
     pub meta: PacketMeta,
     /// The whole header and trailer when the header is longer than [`INLINE_HEADER_LEN`] (then
-    /// `bytes` is unused).
+    /// `bytes` is unused); `Some` exactly when it is.
     long: Option<LongStorage>,
 }
 
@@ -151,9 +157,13 @@ impl Packet {
         })
     }
 
-    /// The storage of header and trailer, whichever holds them.
+    /// The storage of header and trailer, whichever holds them (told by the header's length,
+    /// so that an inline header never reads the pointer's cache line).
     #[inline]
     fn storage(&self) -> &[u8] {
+        if usize::from(self.header_len) <= INLINE_HEADER_LEN {
+            return &self.bytes[..];
+        }
         match &self.long {
             Some(h) => &h[..],
             None => &self.bytes[..],
@@ -162,6 +172,9 @@ impl Packet {
     /// The storage of header and trailer, writable.
     #[inline]
     fn storage_mut(&mut self) -> &mut [u8] {
+        if usize::from(self.header_len) <= INLINE_HEADER_LEN {
+            return &mut self.bytes[..];
+        }
         match &mut self.long {
             Some(h) => &mut h[..],
             None => &mut self.bytes[..],
@@ -210,10 +223,11 @@ impl Packet {
             h[..old].copy_from_slice(&self.bytes[..old]);
             self.long = Some(h);
         }
+        // The new length first: it says which storage holds the header.
+        self.header_len = len as u8;
         let s = self.storage_mut();
         s[old..len].fill(0);
         s[len..len + tlen].copy_from_slice(&trailer[..tlen]);
-        self.header_len = len as u8;
         Some(self.header_mut())
     }
     /// The payload.
@@ -284,6 +298,16 @@ mod tests {
         assert_eq!(p.to_frame_bytes().len(), 1062);
         let d = Packet::new(&[1; 10], Payload::data(Bytes::from_static(b"abc")), &[]).unwrap();
         assert_eq!(&d.to_frame_bytes()[10..], b"abc");
+    }
+
+    #[test]
+    fn what_a_switch_reads_is_in_the_first_cache_line() {
+        // Lengths, flags, payload and the header up to the UDP ports (byte 38).
+        assert!(std::mem::offset_of!(Packet, bytes) + 38 <= 64);
+        assert!(std::mem::offset_of!(Packet, flags) < 64);
+        assert!(std::mem::offset_of!(Packet, payload) + 16 <= 64);
+        // The slab's `Option<Packet>` costs nothing over the packet.
+        assert_eq!(std::mem::size_of::<Option<Packet>>(), 128);
     }
 
     #[test]

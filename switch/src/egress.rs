@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 
+use fabemu_fabric::engine::Frame;
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::units::Time;
 
@@ -96,30 +97,56 @@ pub trait EgressScheduler: Send {
 ///
 /// The switch queues with [`Fifo::push`] (it knows the priority from its DSCP map and the
 /// ingress port its MMU charged) and takes frames back with [`Fifo::pop`], the same as the
-/// [`EgressScheduler`] trait without the indirection.
-#[derive(Debug, Default)]
-pub struct Fifo {
-    q: [VecDeque<Queued>; PRIORITIES],
+/// [`EgressScheduler`] trait without the indirection. What it queues is `T`: the switch's own
+/// ports queue a [`Frame`] (4 bytes: the frame stays in the engine's packet slab, so a queued
+/// frame costs a 16-byte entry here instead of a 144-byte one); as an [`EgressScheduler`], a
+/// `Fifo<Packet>` queues packets.
+#[derive(Debug)]
+pub struct Fifo<T = Packet> {
+    q: [VecDeque<Queued<T>>; PRIORITIES],
     /// Bit p set: priority p has frames.
     nonempty: u8,
     len: usize,
 }
 
+impl<T> Default for Fifo<T> {
+    fn default() -> Self {
+        Fifo {
+            q: Default::default(),
+            nonempty: 0,
+            len: 0,
+        }
+    }
+}
+
 /// A frame waiting in a [`Fifo`].
 #[derive(Debug)]
-struct Queued {
-    packet: Packet,
+struct Queued<T> {
+    item: T,
     at: Time,
     ingress: u32,
 }
 
-impl Fifo {
-    /// Queues `packet` at the tail of `priority` (0..=7; higher bits ignored).
+/// A frame leaving a [`Fifo`]: what [`Dequeued`] says, for any queued item.
+#[derive(Debug)]
+pub struct Popped<T> {
+    /// The frame.
+    pub item: T,
+    /// When it was queued.
+    pub enqueued_at: Time,
+    /// Its priority.
+    pub priority: u8,
+    /// The ingress port given at `push`.
+    pub ingress: usize,
+}
+
+impl<T> Fifo<T> {
+    /// Queues `item` at the tail of `priority` (0..=7; higher bits ignored).
     #[inline]
-    pub fn push(&mut self, packet: Packet, now: Time, priority: u8, ingress: usize) {
+    pub fn push(&mut self, item: T, now: Time, priority: u8, ingress: usize) {
         let p = priority & 7;
         self.q[usize::from(p)].push_back(Queued {
-            packet,
+            item,
             at: now,
             ingress: ingress as u32,
         });
@@ -129,7 +156,7 @@ impl Fifo {
 
     /// The head of the highest non-empty priority whose bit is clear in `paused`.
     #[inline]
-    pub fn pop(&mut self, paused: u8) -> Option<Dequeued> {
+    pub fn pop(&mut self, paused: u8) -> Option<Popped<T>> {
         let ready = self.nonempty & !paused;
         if ready == 0 {
             return None;
@@ -141,16 +168,28 @@ impl Fifo {
             self.nonempty &= !(1 << p);
         }
         self.len -= 1;
-        Some(Dequeued {
-            packet: e.packet,
+        Some(Popped {
+            item: e.item,
             enqueued_at: e.at,
             priority: p,
             ingress: e.ingress as usize,
         })
     }
+
+    /// Frames waiting.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no frame waits.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
-impl EgressScheduler for Fifo {
+impl EgressScheduler for Fifo<Packet> {
     #[inline]
     fn enqueue(&mut self, packet: Packet, at: Arrival) -> Option<Dequeued> {
         self.push(packet, at.now, at.priority, at.ingress);
@@ -158,20 +197,25 @@ impl EgressScheduler for Fifo {
     }
     #[inline]
     fn dequeue(&mut self, _now: Time, paused: u8) -> Option<Dequeued> {
-        self.pop(paused)
+        self.pop(paused).map(|p| Dequeued {
+            packet: p.item,
+            enqueued_at: p.enqueued_at,
+            priority: p.priority,
+            ingress: p.ingress,
+        })
     }
     fn len(&self) -> usize {
         self.len
     }
 }
 
-/// A port's scheduler: the FIFO inline (no indirection on the common path), or any other
-/// discipline behind a trait object.
-// One per port: the inline FIFO's 272 bytes cost nothing, the indirection would on every frame.
+/// A port's scheduler: the FIFO of held frames inline (no indirection on the common path), or
+/// any other discipline behind a trait object (which owns its packets: classifiers read them).
+// One per port: the inline FIFO's 216 bytes cost nothing, the indirection would on every frame.
 #[allow(clippy::large_enum_variant)]
 pub enum Egress {
-    /// First in, first out.
-    Fifo(Fifo),
+    /// First in, first out, by priority; the frames stay in the engine's slab.
+    Fifo(Fifo<Frame>),
     /// Any other scheduler.
     Custom(Box<dyn EgressScheduler>),
 }
@@ -182,40 +226,30 @@ impl Default for Egress {
     }
 }
 
-impl EgressScheduler for Egress {
-    #[inline]
-    fn enqueue(&mut self, packet: Packet, at: Arrival) -> Option<Dequeued> {
-        match self {
-            Egress::Fifo(f) => f.enqueue(packet, at),
-            Egress::Custom(c) => c.enqueue(packet, at),
-        }
-    }
-    #[inline]
-    fn dequeue(&mut self, now: Time, paused: u8) -> Option<Dequeued> {
-        match self {
-            Egress::Fifo(f) => f.dequeue(now, paused),
-            Egress::Custom(c) => c.dequeue(now, paused),
-        }
-    }
-    fn next_release(&self, now: Time) -> Option<Time> {
-        match self {
-            Egress::Fifo(_) => None,
-            Egress::Custom(c) => c.next_release(now),
-        }
-    }
-    fn len(&self) -> usize {
+impl Egress {
+    /// Frames waiting.
+    pub fn len(&self) -> usize {
         match self {
             Egress::Fifo(f) => f.len(),
             Egress::Custom(c) => c.len(),
         }
     }
-    fn classes(&self) -> Vec<ClassReport> {
+    /// True when no frame waits.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Egress::Fifo(f) => f.is_empty(),
+            Egress::Custom(c) => c.is_empty(),
+        }
+    }
+    /// Per-class counters, for reports (empty for FIFO ports).
+    pub fn classes(&self) -> Vec<ClassReport> {
         match self {
             Egress::Fifo(_) => Vec::new(),
             Egress::Custom(c) => c.classes(),
         }
     }
-    fn priority_inversions(&self) -> u64 {
+    /// Priority inversions counted by the scheduler (0 for FIFO ports).
+    pub fn priority_inversions(&self) -> u64 {
         match self {
             Egress::Fifo(_) => 0,
             Egress::Custom(c) => c.priority_inversions(),
@@ -230,7 +264,7 @@ mod tests {
 
     #[test]
     fn fifo_keeps_arrival_order() {
-        let mut f = Fifo::default();
+        let mut f = Fifo::<Packet>::default();
         for n in 1..=3u32 {
             f.enqueue(
                 Packet::new(&[0; 14], Payload::Timing(n), &[]).unwrap(),
@@ -246,14 +280,14 @@ mod tests {
 
     #[test]
     fn strict_priority_skips_paused() {
-        let mut f = Fifo::default();
+        let mut f = Fifo::<Packet>::default();
         for (n, prio) in [(1u32, 0u8), (2, 3), (3, 0), (4, 5), (5, 3)] {
             let pkt = Packet::new(&[0; 14], Payload::Timing(n), &[]).unwrap();
             f.push(pkt, Time::ZERO, prio, usize::from(prio) + 10);
         }
         let mut pop = |paused| {
             f.pop(paused)
-                .map(|p| (p.packet.payload().len(), p.priority, p.ingress))
+                .map(|p| (p.item.payload().len(), p.priority, p.ingress))
         };
         assert_eq!(pop(1 << 5), Some((2, 3, 13)), "5 paused: 3 goes first");
         assert_eq!(pop(0), Some((4, 5, 15)));

@@ -78,10 +78,18 @@ pub struct Mmu {
     used: u64,
     peak: u64,
     headroom: Vec<u64>,
-    ingress: Vec<[IngressUse; PRIORITIES]>,
-    egress: Vec<[u64; PRIORITIES]>,
-    egress_total: Vec<u64>,
+    /// Per port, its 8 ingress (port, priority) counters: 32 bytes each in a line-aligned
+    /// block, so the one a frame touches is one cache line (unaligned, one in two straddled).
+    ingress: Vec<Line<[IngressUse; PRIORITIES]>>,
+    /// Per port, the bytes queued per priority, in one cache line; the port's total is their
+    /// sum (read from the same line), not a counter in a second array.
+    egress: Vec<Line<[u64; PRIORITIES]>>,
 }
+
+/// A value aligned to a cache line (per-port MMU counters: one line each).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(align(64))]
+struct Line<T>(T);
 
 impl Mmu {
     /// An MMU for `ports` ports, with no headroom set yet ([`Mmu::set_headroom`]).
@@ -100,9 +108,8 @@ impl Mmu {
             used: 0,
             peak: 0,
             headroom: vec![0; ports],
-            ingress: vec![[IngressUse::default(); PRIORITIES]; ports],
-            egress: vec![[0; PRIORITIES]; ports],
-            egress_total: vec![0; ports],
+            ingress: vec![Line([IngressUse::default(); PRIORITIES]); ports],
+            egress: vec![Line([0; PRIORITIES]); ports],
         };
         m.recompute_pool();
         m
@@ -167,12 +174,12 @@ impl Mmu {
     ) -> Result<Region, Refusal> {
         let pi = usize::from(p & 7);
         let lossless = self.is_lossless(p);
-        if !lossless && self.egress_total[egress] + len > self.per_queue {
+        if !lossless && self.queue_bytes(egress) + len > self.per_queue {
             return Err(Refusal::QueueFull);
         }
         let free = self.shared_pool.saturating_sub(self.shared_used);
         let threshold = self.threshold(lossless);
-        let u = &mut self.ingress[ingress][pi];
+        let u = &mut self.ingress[ingress].0[pi];
         let region = if u.reserved + len <= self.reserved {
             u.reserved += len;
             Region::Reserved
@@ -190,8 +197,7 @@ impl Mmu {
         } else {
             return Err(Refusal::ThresholdExceeded);
         };
-        self.egress[egress][pi] += len;
-        self.egress_total[egress] += len;
+        self.egress[egress].0[pi] += len;
         self.used += len;
         self.peak = self.peak.max(self.used);
         Ok(region)
@@ -201,7 +207,11 @@ impl Mmu {
     /// peak then.
     #[inline]
     pub fn note_peak(&mut self, ingress: usize, p: u8) -> Option<u64> {
-        let u = self.ingress.get_mut(ingress)?.get_mut(usize::from(p & 7))?;
+        let u = self
+            .ingress
+            .get_mut(ingress)?
+            .0
+            .get_mut(usize::from(p & 7))?;
         let held = u.reserved + u.shared + u.headroom;
         (held > u.peak).then(|| {
             u.peak = held;
@@ -213,47 +223,47 @@ impl Mmu {
     #[inline]
     pub fn release(&mut self, ingress: usize, p: u8, egress: usize, len: u64) {
         let pi = usize::from(p & 7);
-        let u = &mut self.ingress[ingress][pi];
+        let u = &mut self.ingress[ingress].0[pi];
         let from_h = u.headroom.min(len);
         u.headroom -= from_h;
         let from_s = u.shared.min(len - from_h);
         u.shared -= from_s;
         self.shared_used = self.shared_used.saturating_sub(from_s);
         u.reserved = u.reserved.saturating_sub(len - from_h - from_s);
-        let e = &mut self.egress[egress][pi];
+        let e = &mut self.egress[egress].0[pi];
         *e = e.saturating_sub(len);
-        self.egress_total[egress] = self.egress_total[egress].saturating_sub(len);
         self.used = self.used.saturating_sub(len);
     }
 
     /// Whether (`ingress`, `p`) should be paused (module doc).
     #[inline]
     pub fn should_xoff(&self, ingress: usize, p: u8) -> bool {
-        let u = &self.ingress[ingress][usize::from(p & 7)];
+        let u = &self.ingress[ingress].0[usize::from(p & 7)];
         u.headroom > 0 || (u.shared > 0 && u.shared >= self.threshold(true))
     }
 
     /// Whether a paused (`ingress`, `p`) may resume (module doc).
     #[inline]
     pub fn should_xon(&self, ingress: usize, p: u8) -> bool {
-        let u = &self.ingress[ingress][usize::from(p & 7)];
+        let u = &self.ingress[ingress].0[usize::from(p & 7)];
         u.headroom == 0 && (u.shared == 0 || u.shared + self.xon_offset <= self.threshold(true))
     }
 
     /// What (`ingress`, `p`) holds.
     pub fn ingress_use(&self, ingress: usize, p: u8) -> IngressUse {
-        self.ingress[ingress][usize::from(p & 7)]
+        self.ingress[ingress].0[usize::from(p & 7)]
     }
 
     /// Bytes queued for egress (`port`, `p`).
     #[inline]
     pub fn egress_bytes(&self, port: usize, p: u8) -> u64 {
-        self.egress[port][usize::from(p & 7)]
+        self.egress[port].0[usize::from(p & 7)]
     }
 
     /// Bytes queued for egress `port`, all priorities.
+    #[inline]
     pub fn queue_bytes(&self, port: usize) -> u64 {
-        self.egress_total[port]
+        self.egress.get(port).map_or(0, |e| e.0.iter().sum())
     }
 
     /// Bytes held in all.

@@ -138,12 +138,8 @@ pub(crate) struct PortPfc {
     pub(crate) xoff: u8,
     /// Classes whose last frame sent said XOFF (so an XON is owed when they recover).
     pub(crate) announced: u8,
-    /// Classes owed a frame (XOFF, refresh or XON) at the next idle moment.
-    pub(crate) pending: u8,
     /// When the armed refresh timer fires.
     pub(crate) refresh_at: Option<Time>,
-    /// Classes the neighbour has paused on this port.
-    pub(crate) paused: u8,
     /// Per class, when the neighbour's pause ends unless refreshed.
     pub(crate) paused_until: [Time; PRIORITIES],
     /// Per class, when the current continuous pause began.
@@ -157,9 +153,7 @@ impl PortPfc {
             rate_bps: 0,
             xoff: 0,
             announced: 0,
-            pending: 0,
             refresh_at: None,
-            paused: 0,
             paused_until: [Time::ZERO; PRIORITIES],
             paused_since: [Time::ZERO; PRIORITIES],
         }
@@ -170,11 +164,10 @@ impl PortPfc {
         Time(pause_quanta_to_ps(quanta, self.rate_bps))
     }
 
-    /// The frame owed now, if any, and the classes it answers for; clears what it covers.
-    pub(crate) fn take_frame(&mut self, quanta: u16) -> Option<PfcPauseRepr> {
+    /// The frame owed now for the classes `pending` (the caller then clears them), if any.
+    pub(crate) fn take_frame(&mut self, pending: u8, quanta: u16) -> Option<PfcPauseRepr> {
         // An XON is owed only to a neighbour told XOFF.
-        let classes = self.pending & (self.xoff | self.announced);
-        self.pending = 0;
+        let classes = pending & (self.xoff | self.announced);
         if classes == 0 {
             return None;
         }
@@ -226,15 +219,12 @@ mod tests {
         p.rate_bps = 100_000_000_000;
         assert_eq!(p.pause_time(0xFFFF), Time(65_535 * 5_120));
         // XON without a prior XOFF: nothing to say.
-        p.pending = 1 << 3;
-        assert_eq!(p.take_frame(100), None);
+        assert_eq!(p.take_frame(1 << 3, 100), None);
         p.xoff = 1 << 3;
-        p.pending = 1 << 3;
-        let f = p.take_frame(100).unwrap();
+        let f = p.take_frame(1 << 3, 100).unwrap();
         assert_eq!((f.class_enable, f.quanta[3]), (0x08, 100));
         p.xoff = 0;
-        p.pending = 1 << 3;
-        let f = p.take_frame(100).unwrap();
+        let f = p.take_frame(1 << 3, 100).unwrap();
         assert_eq!((f.class_enable, f.quanta), (0x08, [0; 8]));
         assert_eq!(p.announced, 0);
     }

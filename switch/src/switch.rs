@@ -14,7 +14,7 @@
 //! with the frame ([`crate::egress::Dequeued`]), so the MMU releases exactly what it charged
 //! without parsing the frame again.
 
-use fabemu_fabric::engine::{Actor, Ctx, Event};
+use fabemu_fabric::engine::{Actor, Ctx, Event, Frame};
 use fabemu_fabric::histogram::LatencyHistogram;
 use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
@@ -23,7 +23,7 @@ use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, PFC_FRAME_LEN};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler};
+use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::PRIORITIES;
@@ -65,7 +65,12 @@ pub struct PriorityStats {
 }
 
 /// Per port counters.
+///
+/// Laid out in declaration order from a cache line's start (`repr(C, align(64))`): the
+/// counters every frame updates (`enqueued`, `max_queue_bytes`, `queueing_delay_sum_ps`,
+/// `dequeued`) and the histogram's zero count all lie in the first 64 bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[repr(C, align(64))]
 pub struct SwitchPortStats {
     /// Frames admitted to this port's queue.
     pub enqueued: u64,
@@ -131,6 +136,19 @@ pub struct SwitchStats {
     pub int_stamped: u64,
 }
 
+#[cfg(test)]
+mod layout_tests {
+    use super::SwitchPortStats;
+
+    #[test]
+    fn per_frame_port_counters_share_a_cache_line() {
+        assert_eq!(std::mem::align_of::<SwitchPortStats>(), 64);
+        // The histogram's zero count and minimum follow the six counters.
+        assert!(std::mem::offset_of!(SwitchPortStats, queueing_delay) + 16 <= 64);
+        assert!(std::mem::offset_of!(SwitchPortStats, dequeued) + 8 <= 64);
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -156,6 +174,38 @@ fn untoken(t: u64) -> (u64, usize, u8) {
     (t >> 56, (t & 0xFFFF_FFFF) as usize, (t >> 48) as u8 & 7)
 }
 
+/// What every frame reads of its egress port: the PFC bits ([`Switch`] keeps them apart from
+/// the rest of the port's PFC state) and the FIFO's length. 8 bytes, eight ports per line.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortFlags {
+    /// Classes the neighbour has paused on this port.
+    paused: u8,
+    /// Classes owed a PFC frame (XOFF, refresh or XON) at the next idle moment.
+    pending: u8,
+    /// The port runs a custom scheduler (`fifo_len` is then unused).
+    custom: bool,
+    /// Frames in the port's FIFO: whether a frame can leave at once, and whether a
+    /// completion is needed, are told here without reading the FIFO's lines.
+    fifo_len: u32,
+}
+
+/// What the switch does with an arriving frame, read from its bytes.
+enum Verdict {
+    /// Forward it by egress port `out` at priority `prio`; it is `len` bytes long.
+    Forward {
+        /// The egress port.
+        out: usize,
+        /// The priority (from the DSCP map).
+        prio: u8,
+        /// Frame length without FCS.
+        len: u64,
+    },
+    /// A PFC frame for this switch (`None`: it did not parse).
+    Pause(Option<PfcPauseRepr>),
+    /// Drop it (the reason is counted).
+    Discard,
+}
+
 /// A switch: forwarding table, MMU, PFC, ECN marking, one egress scheduler per port.
 pub struct Switch {
     routes: RouteTable,
@@ -164,6 +214,9 @@ pub struct Switch {
     mmu: Mmu,
     queues: Vec<Egress>,
     pfc: Vec<PortPfc>,
+    /// Per port, the PFC bits and FIFO length every frame reads (split from `pfc` and
+    /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
+    flags: Vec<PortFlags>,
     watch: Vec<PortWatch>,
     red: Option<Red>,
     /// Per port, a pending shaping wake-up timer.
@@ -199,6 +252,7 @@ impl Switch {
             mmu: Mmu::new(&b, ports),
             queues: (0..ports).map(|_| Egress::default()).collect(),
             pfc: vec![PortPfc::new(); ports],
+            flags: vec![PortFlags::default(); ports],
             watch: vec![PortWatch::default(); ports],
             red: b.ecn.map(|r| Red::new(&r, seed)),
             wake_at: vec![None; ports],
@@ -225,8 +279,9 @@ impl Switch {
 
     /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
     pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
-        if let Some(q) = self.queues.get_mut(port) {
+        if let (Some(q), Some(f)) = (self.queues.get_mut(port), self.flags.get_mut(port)) {
             *q = Egress::Custom(sched);
+            f.custom = true;
         }
     }
 
@@ -252,7 +307,7 @@ impl Switch {
 
     /// The priorities the neighbour on `port` has paused (bit p = priority p).
     pub fn paused(&self, port: usize) -> u8 {
-        self.pfc.get(port).map_or(0, |p| p.paused)
+        self.flags.get(port).map_or(0, |p| p.paused)
     }
 
     /// The priorities this switch holds in XOFF toward the neighbour on `port`.
@@ -289,22 +344,22 @@ impl Switch {
         self.stats.deadlock_detected_at
     }
 
-    fn on_packet(&mut self, in_port: usize, mut pkt: Packet, ctx: &mut Ctx<'_>) {
-        self.stats.received += 1;
+    /// Reads what the switch needs from an arriving frame's bytes and rewrites its TTL: the
+    /// egress port, priority and length of a frame to forward, or why not (counted here).
+    fn classify(&mut self, in_port: usize, pkt: &mut Packet) -> Verdict {
         // Damaged on the wire: the MAC's FCS check discards it (see `fabemu_fabric::fault`).
         if pkt.is_corrupted() {
             self.stats.fcs_dropped += 1;
-            return;
+            return Verdict::Discard;
         }
         let flow = match wire::peek_roce_flow(pkt.header()) {
             (FrameKind::RoceV2, Some(flow)) => flow,
             (FrameKind::PfcPause, _) => {
-                self.on_pause(in_port, &pkt, ctx);
-                return;
+                return Verdict::Pause(PfcPauseRepr::parse(pkt.header()).ok())
             }
             _ => {
                 self.stats.malformed += 1;
-                return;
+                return Verdict::Discard;
             }
         };
         let hash = flow_hash(flow.src, flow.dst, flow.udp_src_port, self.seed);
@@ -314,28 +369,57 @@ impl Switch {
             } else {
                 self.stats.no_route += 1;
             }
-            return;
+            return Verdict::Discard;
         };
         if in_port >= self.queues.len() || out >= self.queues.len() {
             self.stats.no_route += 1;
-            return;
+            return Verdict::Discard;
         }
         match wire::decrement_ttl(pkt.header_mut()) {
             Ok(0) => {
                 self.stats.ttl_expired += 1;
-                return;
+                return Verdict::Discard;
             }
             Ok(_) => {}
             Err(_) => {
                 self.stats.malformed += 1;
-                return;
+                return Verdict::Discard;
             }
         }
-        // The DSCP as read with the flow (a TTL rewrite does not touch it).
-        let prio = self.cfg.dscp_priority.priority(flow.dscp);
-        let len = pkt.frame_len() as u64;
+        Verdict::Forward {
+            out,
+            // The DSCP as read with the flow (a TTL rewrite does not touch it).
+            prio: self.cfg.dscp_priority.priority(flow.dscp),
+            len: pkt.frame_len() as u64,
+        }
+    }
+
+    /// A frame arrived on `in_port`: forward it (admission, queueing, departure) or consume
+    /// it (a PFC frame) or drop it. It stays in the engine's slab throughout.
+    fn on_packet(&mut self, in_port: usize, frame: Frame, ctx: &mut Ctx<'_>) {
+        self.stats.received += 1;
+        let verdict = match ctx.frame_mut(&frame) {
+            Some(pkt) => self.classify(in_port, pkt),
+            None => {
+                self.stats.malformed += 1;
+                Verdict::Discard
+            }
+        };
+        let (out, prio, len) = match verdict {
+            Verdict::Forward { out, prio, len } => (out, prio, len),
+            Verdict::Pause(repr) => {
+                ctx.drop_frame(frame);
+                self.on_pause(in_port, repr, ctx);
+                return;
+            }
+            Verdict::Discard => {
+                ctx.drop_frame(frame);
+                return;
+            }
+        };
         let now = ctx.now();
         if self.mmu.admit(in_port, prio, out, len).is_err() {
+            ctx.drop_frame(frame);
             self.count_drop(out, prio, len);
             // A lossless ingress that could not take a frame must stop its neighbour — if it
             // holds bytes, whose departure will bring the XON (pausing an empty one would
@@ -356,16 +440,23 @@ impl Switch {
         // A frame for an empty FIFO may leave at once; it is held here (not queued) until
         // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
         let mut held = None;
+        let fl = &mut self.flags[out];
         match &mut self.queues[out] {
-            Egress::Fifo(f) if f.is_empty() => held = Some(pkt),
-            Egress::Fifo(f) => f.push(pkt, now, prio, in_port),
+            // Told by the port's flags, without reading the queue's own lines.
+            _ if !fl.custom && fl.fifo_len == 0 => held = Some(frame),
+            Egress::Fifo(f) => {
+                f.push(frame, now, prio, in_port);
+                fl.fifo_len += 1;
+            }
             Egress::Custom(c) => {
                 let at = Arrival {
                     now,
                     priority: prio,
                     ingress: in_port,
                 };
-                if let Some(dropped) = c.enqueue(pkt, at) {
+                // A custom scheduler owns its packets (its classifiers read them). The frame
+                // is in the slab (it was read above), so the packet is always there.
+                if let Some(dropped) = ctx.take_frame(frame).and_then(|p| c.enqueue(p, at)) {
                     self.scheduler_drop(out, &dropped, ctx);
                 }
             }
@@ -373,21 +464,24 @@ impl Switch {
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
             self.enter_xoff(in_port, prio, ctx);
         }
-        if self.pfc[out].paused & (1 << prio) != 0 && self.mmu.egress_bytes(out, prio) > 0 {
+        if self.flags[out].paused & (1 << prio) != 0 && self.mmu.egress_bytes(out, prio) > 0 {
             self.block(out, prio, now, ctx);
         }
-        if let Some(pkt) = held {
+        if let Some(frame) = held {
             // The cut-through of the queue: exactly what queueing it and `start_tx` popping
-            // it would do (it is the only frame queued), without the two 144-byte copies and
-            // the queue's cache lines. Skipped when the port is busy, owes a PFC frame or has
-            // this priority paused: then it waits in the queue as any frame would.
-            let pfc = &self.pfc[out];
-            if pfc.pending == 0 && pfc.paused & (1 << prio) == 0 && ctx.port_idle(out) {
-                self.depart(out, pkt, now, prio, in_port, ctx);
+            // it would do (it is the only frame queued), without touching the queue's cache
+            // lines. Skipped when the port is busy, owes a PFC frame or has this priority
+            // paused: then it waits in the queue as any frame would.
+            let f = self.flags[out];
+            if f.pending == 0 && f.paused & (1 << prio) == 0 && ctx.port_idle(out) {
+                self.depart(out, frame, now, prio, in_port, ctx);
                 return;
             }
             if let Egress::Fifo(f) = &mut self.queues[out] {
-                f.push(pkt, now, prio, in_port);
+                f.push(frame, now, prio, in_port);
+                self.flags[out].fifo_len += 1;
+            } else {
+                ctx.drop_frame(frame);
             }
         }
         self.start_tx(out, ctx);
@@ -425,7 +519,7 @@ impl Switch {
             return;
         }
         st.xoff |= bit;
-        st.pending |= bit;
+        self.flags[port].pending |= bit;
         if st.refresh_at.is_none() {
             let t = ctx.now().add(Time((st.pause_time(quanta).ps() / 2).max(1)));
             st.refresh_at = Some(t);
@@ -438,16 +532,16 @@ impl Switch {
     fn check_xon(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
         let bit = 1 << prio;
         if self.pfc[port].xoff & bit != 0 && self.mmu.should_xon(port, prio) {
-            let st = &mut self.pfc[port];
-            st.xoff &= !bit;
-            st.pending |= bit;
+            self.pfc[port].xoff &= !bit;
+            self.flags[port].pending |= bit;
             self.start_tx(port, ctx);
         }
     }
 
-    fn on_pause(&mut self, port: usize, pkt: &Packet, ctx: &mut Ctx<'_>) {
+    /// A PFC frame arrived on `port` (`None`: one that did not parse).
+    fn on_pause(&mut self, port: usize, repr: Option<PfcPauseRepr>, ctx: &mut Ctx<'_>) {
         self.stats.pause_frames_received += 1;
-        let Ok(repr) = PfcPauseRepr::parse(pkt.header()) else {
+        let Some(repr) = repr else {
             self.stats.malformed += 1;
             return;
         };
@@ -487,8 +581,9 @@ impl Switch {
         let st = &mut self.pfc[port];
         let until = now.add(st.pause_time(quanta));
         let bit = 1 << c;
-        let was_paused = st.paused & bit != 0;
-        st.paused |= bit;
+        let flags = &mut self.flags[port];
+        let was_paused = flags.paused & bit != 0;
+        flags.paused |= bit;
         st.paused_until[usize::from(c)] = until;
         ctx.set_timer(until, token(TIMER_RESUME, port, c));
         if !was_paused {
@@ -501,13 +596,13 @@ impl Switch {
 
     /// Ends the pause of (`port`, `c`); true when it was paused.
     fn resume(&mut self, port: usize, c: u8, now: Time) -> bool {
-        let st = &mut self.pfc[port];
         let bit = 1 << c;
-        if st.paused & bit == 0 {
+        let flags = &mut self.flags[port];
+        if flags.paused & bit == 0 {
             return false;
         }
-        st.paused &= !bit;
-        let since = st.paused_since[usize::from(c)];
+        flags.paused &= !bit;
+        let since = self.pfc[port].paused_since[usize::from(c)];
         self.port_stats[port].priorities[usize::from(c)].paused_time_ps +=
             now.saturating_sub(since).ps();
         self.watch[port].unblock(c);
@@ -524,7 +619,8 @@ impl Switch {
 
     /// Sends the PFC frame owed on `port`, if any; true when the port is now busy with it.
     fn send_control(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
-        let Some(repr) = self.pfc[port].take_frame(self.cfg.pfc.quanta) else {
+        let pending = std::mem::take(&mut self.flags[port].pending);
+        let Some(repr) = self.pfc[port].take_frame(pending, self.cfg.pfc.quanta) else {
             return false;
         };
         let mut buf = [0u8; PFC_FRAME_LEN];
@@ -562,11 +658,13 @@ impl Switch {
     /// [`Switch::start_tx`].
     #[inline]
     fn has_more(&self, port: usize) -> bool {
+        let fl = self.flags[port];
         let queued = match &self.queues[port] {
+            _ if !fl.custom => fl.fifo_len != 0,
             Egress::Fifo(f) => !f.is_empty(),
             Egress::Custom(c) => !c.is_empty(),
         };
-        queued || self.pfc[port].pending != 0
+        queued || fl.pending != 0
     }
 
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
@@ -579,18 +677,31 @@ impl Switch {
             ctx.want_tx_done(port);
             return;
         }
-        if self.pfc[port].pending != 0 && self.send_control(port, ctx) {
+        if self.flags[port].pending != 0 && self.send_control(port, ctx) {
             return;
         }
         let now = ctx.now();
-        let paused = self.pfc[port].paused;
+        let fl = &mut self.flags[port];
+        if !fl.custom && fl.fifo_len == 0 {
+            return;
+        }
+        let paused = fl.paused;
         let d = match &mut self.queues[port] {
             Egress::Fifo(f) => match f.pop(paused) {
-                Some(d) => d,
+                Some(d) => {
+                    fl.fifo_len -= 1;
+                    d
+                }
                 None => return,
             },
             Egress::Custom(c) => match c.dequeue(now, paused) {
-                Some(d) => d,
+                // Back into the slab: `depart` sends every frame from there.
+                Some(d) => Popped {
+                    item: ctx.hold(d.packet),
+                    enqueued_at: d.enqueued_at,
+                    priority: d.priority,
+                    ingress: d.ingress,
+                },
                 None => {
                     // Frames held by a shaper: wake up when the first becomes eligible.
                     if let Some(t) = c.next_release(now) {
@@ -604,22 +715,31 @@ impl Switch {
                 }
             },
         };
-        self.depart(port, d.packet, d.enqueued_at, d.priority, d.ingress, ctx);
+        self.depart(port, d.item, d.enqueued_at, d.priority, d.ingress, ctx);
     }
 
-    /// Sends `pkt` (queued at `enqueued_at` for egress (`port`, `prio`), charged to `ingress`)
-    /// on the idle `port`: frees its buffer, counts it, marks it by RED, then resumes the
-    /// ingress if it fell below XON.
+    /// Sends `frame` (queued at `enqueued_at` for egress (`port`, `prio`), charged to
+    /// `ingress`) on the idle `port`: frees its buffer, counts it, marks it by RED, then
+    /// resumes the ingress if it fell below XON. The frame leaves from its slab slot.
     fn depart(
         &mut self,
         port: usize,
-        mut pkt: Packet,
+        frame: Frame,
         enqueued_at: Time,
         prio: u8,
         ingress: usize,
         ctx: &mut Ctx<'_>,
     ) {
         let now = ctx.now();
+        // Read before the frame is borrowed from the context (HPCC only).
+        let bw = match self.int_tx {
+            Some(_) => ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps()),
+            None => 0,
+        };
+        let Some(pkt) = ctx.frame_mut(&frame) else {
+            self.stats.tx_refused += 1;
+            return;
+        };
         self.mmu
             .release(ingress, prio, port, pkt.frame_len() as u64);
         let ps = &mut self.port_stats[port];
@@ -640,16 +760,15 @@ impl Switch {
         if let Some(tx) = self.int_tx.as_mut().and_then(|t| t.get_mut(port)) {
             // HPCC's congestion point: the port's state as this frame leaves (queue behind it,
             // bytes sent before it, the link's rate), appended to data frames that carry a stack.
-            let bw = ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps());
             let qlen = self.mmu.egress_bytes(port, prio);
             let hop = wire::int::IntHop::new(bw, qlen, now.ps(), *tx);
-            if wire::int::stamp(&mut pkt, &hop).is_ok() {
+            if wire::int::stamp(pkt, &hop).is_ok() {
                 self.stats.int_stamped += 1;
             }
             *tx += pkt.frame_len() as u64;
         }
         let more = self.has_more(port);
-        if ctx.transmit_then(port, pkt, more).is_err() {
+        if ctx.transmit_frame(port, frame, more).is_err() {
             self.stats.tx_refused += 1;
         }
         // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
@@ -677,15 +796,13 @@ impl Switch {
                 self.wake_at[port] = None;
                 self.start_tx(port, ctx);
             }
-            TIMER_RESUME => {
-                let st = &self.pfc[port];
-                // A stale timer of a pause since reloaded or ended: ignore.
-                if st.paused & (1 << prio) != 0
-                    && st.paused_until[usize::from(prio)] == now
-                    && self.resume(port, prio, now)
-                {
-                    self.start_tx(port, ctx);
-                }
+            // A stale timer of a pause since reloaded or ended: ignored.
+            TIMER_RESUME
+                if self.flags[port].paused & (1 << prio) != 0
+                    && self.pfc[port].paused_until[usize::from(prio)] == now
+                    && self.resume(port, prio, now) =>
+            {
+                self.start_tx(port, ctx);
             }
             TIMER_REFRESH => {
                 if self.pfc[port].refresh_at != Some(now) {
@@ -695,7 +812,7 @@ impl Switch {
                 let st = &mut self.pfc[port];
                 st.refresh_at = None;
                 if st.xoff != 0 {
-                    st.pending |= st.xoff;
+                    self.flags[port].pending |= st.xoff;
                     let t = now.add(Time((st.pause_time(quanta).ps() / 2).max(1)));
                     st.refresh_at = Some(t);
                     ctx.set_timer(t, token(TIMER_REFRESH, port, 0));
@@ -763,6 +880,11 @@ impl Actor for Switch {
         }
     }
 
+    /// Frames arrive as held [`Frame`]s: a forwarded frame never leaves the engine's slab.
+    fn holds_frames(&self) -> bool {
+        true
+    }
+
     /// Queue depth for time series: per egress port, the bytes queued (all priorities).
     fn sample(&self, out: &mut Vec<u64>) {
         out.extend((0..self.queues.len()).map(|p| self.mmu.queue_bytes(p)));
@@ -770,7 +892,11 @@ impl Actor for Switch {
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
-            Event::Packet { port, packet } => self.on_packet(port, packet, ctx),
+            Event::Packet { port, packet } => {
+                let frame = ctx.hold(packet);
+                self.on_packet(port, frame, ctx);
+            }
+            Event::Frame { port, frame } => self.on_packet(port, frame, ctx),
             Event::TxDone { port } => self.start_tx(port, ctx),
             Event::Timer { token } => self.on_timer(token, ctx),
         }

@@ -282,6 +282,9 @@ fn incast_without_pfc_drops_and_counts() {
     assert_eq!(sw.stats.pause_frames_sent, 0);
     assert_eq!(out[17].host().data().count() as u64, 1600 - drops);
     assert!(out[1].host().pauses().is_empty());
+    // Every frame the switch queued or dropped gave its slab slot back.
+    assert_eq!(sw.queued_packets(), 0);
+    assert_eq!(out[17].host().held_at_last, 0);
 }
 
 #[test]
@@ -462,4 +465,6 @@ fn pifo_tree_egress_gets_the_pause_mask_and_charges_the_right_ingress() {
         assert_eq!(sw.mmu().ingress_use(p, 3).total(), 0, "port {p}");
     }
     assert_eq!(sw.xoff(0) | sw.xoff(1) | sw.xoff(2) | sw.xoff(3), 0);
+    // Frames went from the slab to the tree and back: every slot was given back.
+    assert_eq!(out[5].host().held_at_last, 0);
 }

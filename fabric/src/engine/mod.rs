@@ -63,6 +63,17 @@ pub enum Event {
         /// The frame.
         packet: Packet,
     },
+    /// The last bit of a frame arrived on `port`, for an actor that keeps frames in the
+    /// engine ([`Actor::holds_frames`]): the frame stays in the partition's packet slab, and
+    /// the actor reads and rewrites it through [`Ctx::frame`] and [`Ctx::frame_mut`], then
+    /// transmits it ([`Ctx::transmit_frame`]), takes it out ([`Ctx::take_frame`]) or discards
+    /// it ([`Ctx::drop_frame`]).
+    Frame {
+        /// The receiving port.
+        port: usize,
+        /// The frame.
+        frame: Frame,
+    },
     /// `port` finished putting its frame on the wire and can transmit again.
     TxDone {
         /// The port that became idle.
@@ -73,6 +84,21 @@ pub enum Event {
         /// The token given when it was armed.
         token: u64,
     },
+}
+
+/// A frame kept in the engine's packet slab for an actor (a switch's queued frames): a slot
+/// index, 4 bytes, instead of the 128-byte [`Packet`].
+///
+/// A frame arrives at a receiver from the sender's slot, waits in that slot however long the
+/// actor keeps it, and leaves by [`Ctx::transmit_frame`] without its bytes being copied: the
+/// next hop's arrival event points at the same slot. The engine hands out each slot once, so
+/// a `Frame` is neither `Clone` nor `Copy`; an actor must give every frame back (transmit,
+/// take or drop it), or its slot stays taken until the run ends. A `Frame` is valid only with
+/// the [`Ctx`] of the actor it was given to.
+#[must_use = "a frame neither transmitted, taken nor dropped keeps its slab slot until the run ends"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    slot: u32,
 }
 
 /// A sans-IO state machine: a host, a switch, or a test double.
@@ -87,6 +113,12 @@ pub trait Actor: Send {
     /// order. By default nothing.
     fn sample(&self, out: &mut Vec<u64>) {
         let _ = out;
+    }
+    /// True when this actor takes arriving frames as [`Event::Frame`] (kept in the engine's
+    /// slab) instead of [`Event::Packet`] (moved out to the actor): for actors that forward
+    /// most frames unchanged, such as switches. Asked once, before the run. By default false.
+    fn holds_frames(&self) -> bool {
+        false
     }
 }
 
@@ -280,6 +312,9 @@ pub enum TransmitError {
     Busy,
     /// The actor has no such port.
     NoSuchPort,
+    /// The [`Frame`] given to [`Ctx::transmit_frame`] is not in this run's slab (a frame of
+    /// another run; never a frame the engine gave this actor).
+    NoSuchFrame,
 }
 
 impl Ctx<'_> {
@@ -330,6 +365,55 @@ impl Ctx<'_> {
     ) -> Result<(), TransmitError> {
         self.sched
             .transmit(self.me, port, packet, self.now, tx_done)
+    }
+    /// The packet of `frame` (`None` only for a frame of another actor or run).
+    #[inline]
+    pub fn frame(&self, frame: &Frame) -> Option<&Packet> {
+        self.sched.packet(frame.slot)
+    }
+    /// The packet of `frame`, writable (a switch rewrites TTL and ECN in place).
+    #[inline]
+    pub fn frame_mut(&mut self, frame: &Frame) -> Option<&mut Packet> {
+        self.sched.packet_mut(frame.slot)
+    }
+    /// Puts `packet` in the engine's slab and returns it as a held [`Frame`] (an actor that
+    /// holds frames and got a [`Packet`] some other way: from [`Event::Packet`], a scheduler,
+    /// or built itself).
+    #[inline]
+    pub fn hold(&mut self, packet: Packet) -> Frame {
+        Frame {
+            slot: self.sched.hold(packet),
+        }
+    }
+    /// Takes the packet of `frame` out of the slab (`None` only for a frame of another actor
+    /// or run).
+    #[inline]
+    pub fn take_frame(&mut self, frame: Frame) -> Option<Packet> {
+        self.sched.take_held(frame.slot)
+    }
+    /// Discards `frame` (dropped by a switch): its slot is free again.
+    #[inline]
+    pub fn drop_frame(&mut self, frame: Frame) {
+        self.sched.drop_held(frame.slot);
+    }
+    /// Frames the actors of this partition hold right now (given by [`Event::Frame`] or
+    /// [`Ctx::hold`] and not yet given back): for tests that check an actor gives every frame
+    /// back.
+    pub fn held_frames(&self) -> usize {
+        self.sched.held
+    }
+    /// Like [`Ctx::transmit_then`] for a held frame: the frame goes on the wire of `port` from
+    /// the slot it waits in, without being copied. On an error the frame is dropped, as
+    /// [`Ctx::transmit`] drops its packet.
+    #[inline]
+    pub fn transmit_frame(
+        &mut self,
+        port: usize,
+        frame: Frame,
+        tx_done: bool,
+    ) -> Result<(), TransmitError> {
+        self.sched
+            .transmit_frame(self.me, port, frame.slot, self.now, tx_done)
     }
     /// Asks for the [`Event::TxDone`] of the frame `port` is sending after a
     /// [`Ctx::transmit_then`] without it. Does nothing when the port is idle or the event is already
@@ -518,6 +602,9 @@ fn merge_samples<A: Actor>(
         values,
     }
 }
+
+#[cfg(test)]
+mod frame_tests;
 
 #[cfg(test)]
 mod observe_tests;

@@ -5,6 +5,10 @@
 //! packet in flight costs little beside itself; packets wait in a slab beside the calendar and
 //! entries carry the slab index. The slab's free list makes steady-state operation
 //! allocation-free.
+//!
+//! The slab also holds the frames that actors keep (a switch's queued frames, see
+//! [`super::Frame`]): such a frame stays in one slot from its arrival to its departure, and
+//! its next arrival event reuses the slot, so a switch hop moves no packet bytes.
 
 use std::cmp::Ordering;
 
@@ -128,14 +132,77 @@ impl Ord for Entry {
     }
 }
 
+/// One slot of the packet slab, aligned to a cache line: a 128-byte packet then spans exactly
+/// two lines, and what a switch reads per hop (see [`Packet`]'s layout) is one of them. (A
+/// vector of bare packets starts wherever the allocator put it, 16 bytes past a line for a
+/// large one, so every packet straddled three.)
+#[derive(Default)]
+#[repr(align(64))]
+struct Slot(Option<Packet>);
+
+/// Slots per chunk of the slab (64 KiB).
+const CHUNK_BITS: u32 = 9;
+const CHUNK: usize = 1 << CHUNK_BITS;
+const CHUNK_MASK: u32 = (1 << CHUNK_BITS) - 1;
+
+/// The packet slab: slots in fixed chunks, so growing it never copies (a vector of aligned
+/// slots would be reallocated by copying, with old and new alive at once: +22% peak memory per
+/// in-flight frame on `benches/inflight.yaml`; a vector of unaligned ones grew in place).
+#[derive(Default)]
+struct Slab {
+    /// Fixed-size chunks, so that indexing within one needs no bounds check.
+    chunks: Vec<Box<[Slot; CHUNK]>>,
+    /// Slots handed out so far (the next new one is `len`).
+    len: u32,
+}
+
+impl Slab {
+    #[inline]
+    fn get(&self, idx: u32) -> Option<&Slot> {
+        let chunk = self.chunks.get((idx >> CHUNK_BITS) as usize)?;
+        Some(&chunk[(idx & CHUNK_MASK) as usize])
+    }
+
+    #[inline]
+    fn get_mut(&mut self, idx: u32) -> Option<&mut Slot> {
+        let chunk = self.chunks.get_mut((idx >> CHUNK_BITS) as usize)?;
+        Some(&mut chunk[(idx & CHUNK_MASK) as usize])
+    }
+
+    /// Stores `packet` in a new slot; returns its index.
+    #[inline]
+    fn push(&mut self, packet: Packet) -> u32 {
+        let idx = self.len;
+        if (idx >> CHUNK_BITS) as usize == self.chunks.len() {
+            // Built on the heap (a 64 KiB array would pass through the stack); the conversion
+            // cannot fail for a slice of exactly `CHUNK` slots.
+            let slots: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
+            if let Ok(chunk) = slots.try_into() {
+                self.chunks.push(chunk);
+            }
+        }
+        if let Some(s) = self.get_mut(idx) {
+            *s = Slot(Some(packet));
+        }
+        self.len += 1;
+        idx
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+}
+
 /// The event order (a calendar queue) plus the packet slab and the wide-token slab.
 ///
-/// A packet in flight costs its slab slot (a `Packet`, 128 bytes), its arrival port (2 bytes in
-/// a vector beside the slab, so a slot has no padding) and its 24-byte entry.
+/// A packet in flight costs its slab slot (a `Packet`, 128 bytes, two whole cache lines), its
+/// arrival port (2 bytes in a vector beside the slab, so a slot has no padding) and its 24-byte
+/// entry.
 #[derive(Default)]
 pub(crate) struct EventQueue {
     heap: Calendar,
-    slab: Vec<Option<Packet>>,
+    slab: Slab,
     /// The arrival port of the packet in the same slab slot.
     slab_port: Vec<u16>,
     free: Vec<u32>,
@@ -185,23 +252,69 @@ impl EventQueue {
     ) -> u32 {
         let idx = match self.free.pop() {
             Some(i) => {
-                self.slab[i as usize] = Some(packet);
+                if let Some(s) = self.slab.get_mut(i) {
+                    *s = Slot(Some(packet));
+                }
                 self.slab_port[i as usize] = port;
                 i
             }
             None => {
-                self.slab.push(Some(packet));
                 self.slab_port.push(port);
-                (self.slab.len() - 1) as u32
+                self.slab.push(packet)
             }
         };
         self.heap.push(Entry::new(key, dst, Kind::Packet, idx));
         idx
     }
 
+    /// Puts `packet` in a free slab slot without queueing an event (a frame an actor holds);
+    /// returns the slot.
+    #[inline]
+    pub(crate) fn hold(&mut self, packet: Packet) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                if let Some(s) = self.slab.get_mut(i) {
+                    *s = Slot(Some(packet));
+                }
+                i
+            }
+            None => {
+                self.slab_port.push(0);
+                self.slab.push(packet)
+            }
+        }
+    }
+
+    /// Queues the arrival of the frame already in slab slot `idx` (an actor transmits a frame
+    /// it held): the bytes stay where they are.
+    #[inline]
+    pub(crate) fn push_held(&mut self, key: EventKey, dst: u32, port: u16, idx: u32) {
+        if let Some(p) = self.slab_port.get_mut(idx as usize) {
+            *p = port;
+        }
+        self.heap.push(Entry::new(key, dst, Kind::Packet, idx));
+    }
+
     /// The packet waiting in slab slot `idx`.
+    #[inline]
     pub(crate) fn packet(&self, idx: u32) -> Option<&Packet> {
-        self.slab.get(idx as usize)?.as_ref()
+        self.slab.get(idx)?.0.as_ref()
+    }
+
+    /// The packet waiting in slab slot `idx`, writable.
+    #[inline]
+    pub(crate) fn packet_mut(&mut self, idx: u32) -> Option<&mut Packet> {
+        self.slab.get_mut(idx)?.0.as_mut()
+    }
+
+    /// The arrival port of the frame in slab slot `idx` (`None` when the slot is empty): for a
+    /// [`Kind::Packet`] entry whose frame stays in the slab.
+    #[inline]
+    pub(crate) fn arrival_port(&self, idx: u32) -> Option<u16> {
+        match self.slab.get(idx) {
+            Some(Slot(Some(_))) => self.slab_port.get(idx as usize).copied(),
+            _ => None,
+        }
     }
 
     /// Time of the earliest entry, or `u64::MAX`.
@@ -218,9 +331,21 @@ impl EventQueue {
     /// Takes the packet of a [`Kind::Packet`] entry out of the slab, with its arrival port.
     #[inline]
     pub(crate) fn take_packet(&mut self, idx: u32) -> Option<(u16, Packet)> {
-        let p = self.slab.get_mut(idx as usize)?.take()?;
+        let p = self.slab.get_mut(idx)?.0.take()?;
         self.free.push(idx);
         Some((self.slab_port[idx as usize], p))
+    }
+
+    /// Empties slab slot `idx` (a held frame discarded); true when it held a frame.
+    #[inline]
+    pub(crate) fn free_slot(&mut self, idx: u32) -> bool {
+        match self.slab.get_mut(idx).and_then(|s| s.0.take()) {
+            Some(_) => {
+                self.free.push(idx);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Takes the token of a [`Kind::LongTimer`] entry out of the token slab.
@@ -275,6 +400,12 @@ mod tests {
         assert_eq!((e.kind(), e.dst(), e.data()), (Kind::Timer, dst, 7));
         let e = q.pop_before(10).unwrap();
         assert_eq!((e.kind(), e.dst(), e.data()), (Kind::TxDone, dst, 65535));
+    }
+
+    #[test]
+    fn slab_slots_are_two_whole_cache_lines() {
+        assert_eq!(std::mem::size_of::<Slot>(), 128);
+        assert_eq!(std::mem::align_of::<Slot>(), 64);
     }
 
     #[test]

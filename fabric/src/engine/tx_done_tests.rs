@@ -63,6 +63,10 @@ impl Actor for Node {
         let now = ctx.now().ps();
         match event {
             Event::Packet { .. } => self.log.push((now, "packet")),
+            Event::Frame { frame, .. } => {
+                ctx.drop_frame(frame);
+                self.log.push((now, "packet"));
+            }
             Event::TxDone { .. } => {
                 self.log.push((now, "tx_done"));
                 self.send(ctx);

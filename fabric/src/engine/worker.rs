@@ -13,8 +13,8 @@ use super::partition::Plan;
 use super::queue::{EventKey, EventQueue, Kind};
 use super::sample::Sampler;
 use super::{
-    Actor, ActorId, Ctx, EngineConfig, EngineError, Event, PortStats, Progress, TransmitError,
-    Wiring,
+    Actor, ActorId, Ctx, EngineConfig, EngineError, Event, Frame, PortStats, Progress,
+    TransmitError, Wiring,
 };
 use crate::fault::{Fate, FaultCounts, PortFaults};
 use crate::link::{Channel, EthernetOverhead};
@@ -67,6 +67,10 @@ pub(crate) struct Sched {
     gids: Vec<ActorId>,
     outbox: Vec<Vec<Remote>>,
     overhead: EthernetOverhead,
+    /// Per local actor, whether it takes arrivals as held frames ([`Actor::holds_frames`]).
+    holds: Vec<bool>,
+    /// Frames the actors hold ([`super::Ctx::held_frames`]).
+    pub(crate) held: usize,
     pub(crate) events: u64,
     pub(crate) packet_hops: u64,
     pub(crate) last_time: Time,
@@ -97,6 +101,64 @@ fn halt_grace(wiring: &Wiring) -> u64 {
         .max()
         .unwrap_or(0)
         .max(1)
+}
+
+/// The port's side of putting `packet` on the wire at `now`: refuses a busy port, applies the
+/// port's faults (a frame lost or corrupted; the corruption is written into `packet`), marks
+/// the port busy and counts the frame. Returns when serialization ends, when the last bit
+/// arrives, and whether the frame arrives at all.
+#[inline]
+fn launch(
+    ps: &mut PortState,
+    overhead: &EthernetOverhead,
+    packet: &mut Packet,
+    now: Time,
+) -> Result<Launched, TransmitError> {
+    if ps.busy_until > now.ps() {
+        return Err(TransmitError::Busy);
+    }
+    let frame = packet.frame_len() as u64;
+    let wire = overhead.wire_bytes(frame as usize);
+    let mut ser = ps.channel.rate.serialization_time(wire);
+    let mut fate = Fate::Deliver;
+    if let Some(f) = ps.fault.as_deref_mut() {
+        (ser, fate) = f.apply(now, wire, ser);
+        if fate != Fate::Deliver {
+            f.note_hit(packet, now);
+        }
+        if fate == Fate::Corrupted {
+            // Bit errors: the frame goes on with flipped bits; receivers discard it.
+            f.corrupt(packet);
+            fate = Fate::Deliver;
+        }
+    }
+    let done = now.ps().saturating_add(ser.ps());
+    let arrive = done.saturating_add(ps.channel.latency.ps());
+    ps.busy_until = done;
+    ps.stats.tx_packets += 1;
+    ps.stats.tx_frame_bytes += frame;
+    ps.stats.tx_wire_bytes += wire;
+    ps.stats.busy = ps.stats.busy + ser;
+    Ok(Launched {
+        done,
+        arrive,
+        deliver: fate == Fate::Deliver,
+        frame,
+    })
+}
+
+/// A frame put on the wire by [`launch`].
+#[derive(Clone, Copy)]
+struct Launched {
+    /// When its serialization ends (ps).
+    done: u64,
+    /// When its last bit arrives (ps).
+    arrive: u64,
+    /// False when the link lost it.
+    deliver: bool,
+    /// Its length without FCS (for the packet trace).
+    #[cfg_attr(not(feature = "packet-trace"), allow(dead_code))]
+    frame: u64,
 }
 
 impl Sched {
@@ -200,61 +262,18 @@ impl Sched {
         if a + port >= b {
             return Err(TransmitError::NoSuchPort);
         }
-        let ps = &mut self.ports[a + port];
-        if ps.busy_until > now.ps() {
-            return Err(TransmitError::Busy);
-        }
-        let frame = packet.frame_len() as u64;
-        let wire = self.overhead.wire_bytes(frame as usize);
-        let mut ser = ps.channel.rate.serialization_time(wire);
-        let mut fate = Fate::Deliver;
-        if let Some(f) = ps.fault.as_deref_mut() {
-            (ser, fate) = f.apply(now, wire, ser);
-            if fate != Fate::Deliver {
-                f.note_hit(&packet, now);
-            }
-            if fate == Fate::Corrupted {
-                // Bit errors: the frame goes on with flipped bits; receivers discard it.
-                f.corrupt(&mut packet);
-                fate = Fate::Deliver;
-            }
-        }
-        let done = now.ps().saturating_add(ser.ps());
-        let arrive = done.saturating_add(ps.channel.latency.ps());
-        ps.busy_until = done;
-        ps.stats.tx_packets += 1;
-        ps.stats.tx_frame_bytes += frame;
-        ps.stats.tx_wire_bytes += wire;
-        ps.stats.busy = ps.stats.busy + ser;
-        let (peer_part, peer_local, peer_port) = (ps.peer_part, ps.peer_local, ps.peer_port);
-        self.packet_hops += 1;
-        let k_done = self.next_key(me, done);
-        let k_arrive = self.next_key(me, arrive);
-        // Per-packet logs exist only when built with the `packet-trace` feature, so that a
-        // normal build pays nothing for them, not even the disabled-callsite check.
-        #[cfg(feature = "packet-trace")]
-        tracing::trace!(
-            target: "fabemu::packet",
-            actor = self.gids[me as usize],
-            port,
-            start_ps = now.ps(),
-            arrive_ps = arrive,
-            frame_len = frame,
-            "transmit"
-        );
-        if notify {
-            self.ports[a + port].done_tie = NO_TX_DONE;
-            self.queue.push_tx_done(k_done, me, port as u16);
-        } else {
-            self.ports[a + port].done_tie = k_done.tie;
-        }
-        if fate != Fate::Deliver {
+        let l = launch(&mut self.ports[a + port], &self.overhead, &mut packet, now)?;
+        let (done, arrive) = (l.done, l.arrive);
+        let (k_arrive, peer_part) = self.launched(me, port, a, now, l, notify);
+        if !l.deliver {
             // Lost on the wire: the port was busy all the same, nothing arrives.
             if let Some(s) = &mut self.sampler {
                 s.add_busy(a + port, now.ps(), done, done);
             }
             return Ok(());
         }
+        let ps = &self.ports[a + port];
+        let (peer_local, peer_port) = (ps.peer_local, ps.peer_port);
         // The packet is moved straight into the queue or outbox; the capture reads it back from
         // there, so the hot path never needs it at a fixed address.
         let slot = if peer_part == self.part {
@@ -281,6 +300,148 @@ impl Sched {
             );
         }
         Ok(())
+    }
+
+    /// [`Sched::transmit`] for the frame an actor holds in slab slot `slot`: its next arrival
+    /// event points at the same slot (a frame for another partition moves to the outbox).
+    /// On an error the slot is freed, as `transmit` drops its packet.
+    #[inline]
+    pub(crate) fn transmit_frame(
+        &mut self,
+        me: u32,
+        port: usize,
+        slot: u32,
+        now: Time,
+        notify: bool,
+    ) -> Result<(), TransmitError> {
+        let (a, b) = self.port_range(me);
+        let launched = match self.queue.packet_mut(slot) {
+            _ if a + port >= b => Err(TransmitError::NoSuchPort),
+            Some(packet) => launch(&mut self.ports[a + port], &self.overhead, packet, now),
+            None => return Err(TransmitError::NoSuchFrame),
+        };
+        self.held = self.held.saturating_sub(1);
+        let l = match launched {
+            Ok(l) => l,
+            Err(e) => {
+                self.queue.free_slot(slot);
+                return Err(e);
+            }
+        };
+        let (done, arrive) = (l.done, l.arrive);
+        let (k_arrive, peer_part) = self.launched(me, port, a, now, l, notify);
+        if !l.deliver {
+            self.queue.free_slot(slot);
+            if let Some(s) = &mut self.sampler {
+                s.add_busy(a + port, now.ps(), done, done);
+            }
+            return Ok(());
+        }
+        let ps = &self.ports[a + port];
+        let (peer_local, peer_port) = (ps.peer_local, ps.peer_port);
+        if peer_part == self.part {
+            self.queue.push_held(k_arrive, peer_local, peer_port, slot);
+        } else if let Some((_, packet)) = self.queue.take_packet(slot) {
+            self.outbox[peer_part as usize].push(Remote {
+                key: k_arrive,
+                dst: peer_local,
+                port: peer_port,
+                packet,
+            });
+        }
+        if self.observing {
+            let slot = if peer_part == self.part {
+                slot
+            } else {
+                u32::MAX
+            };
+            self.observe_tx(
+                me,
+                port,
+                a + port,
+                [now.ps(), done, arrive],
+                k_arrive,
+                slot,
+                peer_part,
+            );
+        }
+        Ok(())
+    }
+
+    /// The engine's side of frame `l` put on the wire of local port `a + port` at `now`:
+    /// counts the hop, draws the keys of the completion and of the arrival (in this order, one
+    /// sequence number each), and queues the completion (`notify`) or reserves its key.
+    /// Returns the arrival's key and the peer's partition.
+    #[inline]
+    fn launched(
+        &mut self,
+        me: u32,
+        port: usize,
+        a: usize,
+        now: Time,
+        l: Launched,
+        notify: bool,
+    ) -> (EventKey, u32) {
+        self.packet_hops += 1;
+        let k_done = self.next_key(me, l.done);
+        let k_arrive = self.next_key(me, l.arrive);
+        // Per-packet logs exist only when built with the `packet-trace` feature, so that a
+        // normal build pays nothing for them, not even the disabled-callsite check.
+        #[cfg(feature = "packet-trace")]
+        tracing::trace!(
+            target: "fabemu::packet",
+            actor = self.gids[me as usize],
+            port,
+            start_ps = now.ps(),
+            arrive_ps = l.arrive,
+            frame_len = l.frame,
+            "transmit"
+        );
+        #[cfg(not(feature = "packet-trace"))]
+        let _ = now;
+        let ps = &mut self.ports[a + port];
+        if notify {
+            ps.done_tie = NO_TX_DONE;
+            self.queue.push_tx_done(k_done, me, port as u16);
+        } else {
+            ps.done_tie = k_done.tie;
+        }
+        (k_arrive, ps.peer_part)
+    }
+
+    /// The packet in slab slot `slot`.
+    #[inline]
+    pub(crate) fn packet(&self, slot: u32) -> Option<&Packet> {
+        self.queue.packet(slot)
+    }
+
+    /// The packet in slab slot `slot`, writable.
+    #[inline]
+    pub(crate) fn packet_mut(&mut self, slot: u32) -> Option<&mut Packet> {
+        self.queue.packet_mut(slot)
+    }
+
+    /// Puts `packet` in the slab for an actor to hold; returns its slot.
+    #[inline]
+    pub(crate) fn hold(&mut self, packet: Packet) -> u32 {
+        self.held += 1;
+        self.queue.hold(packet)
+    }
+
+    /// Takes a held frame's packet out of the slab.
+    #[inline]
+    pub(crate) fn take_held(&mut self, slot: u32) -> Option<Packet> {
+        let p = self.queue.take_packet(slot).map(|(_, p)| p);
+        self.held = self.held.saturating_sub(usize::from(p.is_some()));
+        p
+    }
+
+    /// Discards a held frame.
+    #[inline]
+    pub(crate) fn drop_held(&mut self, slot: u32) {
+        if self.queue.free_slot(slot) {
+            self.held = self.held.saturating_sub(1);
+        }
     }
 
     /// Queues the reserved completion of the frame `port` is sending (see
@@ -413,6 +574,8 @@ impl<A: Actor> Partition<A> {
                     gids: Vec::with_capacity(counts[p] as usize),
                     outbox: (0..n_parts).map(|_| Vec::new()).collect(),
                     overhead: cfg.overhead,
+                    holds: Vec::with_capacity(counts[p] as usize),
+                    held: 0,
                     events: 0,
                     packet_hops: 0,
                     last_time: Time::ZERO,
@@ -437,6 +600,7 @@ impl<A: Actor> Partition<A> {
         }
         for (gid, actor) in actors.into_iter().enumerate() {
             let p = &mut parts[plan.assignment[gid] as usize];
+            p.sched.holds.push(actor.holds_frames());
             p.actors.push(actor);
             p.sched.gids.push(gid as ActorId);
             p.sched.seq.push(0);
@@ -550,7 +714,26 @@ impl<A: Actor> Partition<A> {
             let now = Time(e.key.time);
             self.sched.last_time = now;
             self.sched.events += 1;
+            let dst = e.dst();
             let event = match e.kind() {
+                // An actor that holds frames gets the slot; the frame stays where it is.
+                Kind::Packet if self.sched.holds[dst as usize] => {
+                    match self.sched.queue.arrival_port(e.data()) {
+                        Some(port) => {
+                            self.sched.held += 1;
+                            Event::Frame {
+                                port: port as usize,
+                                frame: Frame { slot: e.data() },
+                            }
+                        }
+                        None => {
+                            return Err(EngineError::Failure(format!(
+                                "packet slot {} empty",
+                                e.data()
+                            )))
+                        }
+                    }
+                }
                 Kind::Packet => match self.sched.queue.take_packet(e.data()) {
                     Some((port, packet)) => Event::Packet {
                         port: port as usize,
@@ -579,7 +762,6 @@ impl<A: Actor> Partition<A> {
                     }
                 },
             };
-            let dst = e.dst();
             let actor = &mut self.actors[dst as usize];
             let mut ctx = Ctx {
                 now,

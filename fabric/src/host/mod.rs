@@ -417,6 +417,13 @@ impl<A: Application> Actor for Host<A> {
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
             Event::Packet { port, packet } => self.nic.receive(port, packet, ctx),
+            // Hosts do not hold frames (`holds_frames` is false): only a caller that says
+            // otherwise sends one; the NIC takes the packet out as it would be given it.
+            Event::Frame { port, frame } => {
+                if let Some(packet) = ctx.take_frame(frame) {
+                    self.nic.receive(port, packet, ctx);
+                }
+            }
             Event::TxDone { port } => self.nic.pump(port, ctx),
             Event::Timer { token } => {
                 let arg = token >> TOKEN_KIND_BITS;

@@ -93,6 +93,10 @@ impl Actor for Node {
                         out
                     }
                     Event::TxDone { port } => port,
+                    Event::Frame { frame, .. } => {
+                        ctx.drop_frame(frame);
+                        return;
+                    }
                     Event::Timer { .. } => return,
                 };
                 if ctx.port_idle(out) {
@@ -117,6 +121,7 @@ impl Actor for Node {
                     }
                 }
                 Event::TxDone { .. } => {}
+                Event::Frame { frame, .. } => ctx.drop_frame(frame),
             },
         }
     }

@@ -115,7 +115,7 @@ impl Nic {
     pub(super) fn send(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
         match ctx.transmit(port, pkt) {
             Ok(()) => {}
-            Err(TransmitError::Busy) | Err(TransmitError::NoSuchPort) => {
+            Err(TransmitError::Busy | TransmitError::NoSuchPort | TransmitError::NoSuchFrame) => {
                 self.stats.dropped_invalid += 1;
             }
         }

@@ -102,6 +102,9 @@ pub struct Host {
     pub rx: Vec<Rx>,
     /// Stream frames sent.
     pub sent: u64,
+    /// Frames the switches held ([`Ctx::held_frames`]) after this host's last event: 0 at
+    /// the sink's last arrival when every frame was given back.
+    pub held_at_last: usize,
 }
 
 impl Host {
@@ -163,6 +166,13 @@ impl Actor for Host {
     }
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
+        self.on_event(event, ctx);
+        self.held_at_last = ctx.held_frames();
+    }
+}
+
+impl Host {
+    fn on_event(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
             Event::Packet { packet, .. } => {
                 let bytes = packet.to_frame_bytes();
@@ -190,6 +200,8 @@ impl Actor for Host {
                 });
             }
             Event::TxDone { .. } => self.send_next(ctx),
+            // Hosts take packets (`holds_frames` is false): no frame comes here.
+            Event::Frame { frame, .. } => ctx.drop_frame(frame),
             Event::Timer { token } if token & TIMER_SCRIPT != 0 => {
                 let i = (token & 0xFFFF_FFFF) as usize;
                 let pkt = self.script[i].1.clone();
@@ -236,6 +248,12 @@ impl Actor for Node {
         match self {
             Node::Switch(s) => s.handle(event, ctx),
             Node::Host(h) => h.handle(event, ctx),
+        }
+    }
+    fn holds_frames(&self) -> bool {
+        match self {
+            Node::Switch(s) => s.holds_frames(),
+            Node::Host(h) => h.holds_frames(),
         }
     }
 }
