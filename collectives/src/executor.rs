@@ -359,6 +359,9 @@ struct JobState {
     /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
     /// each with a thousand ranks' runners interleaved).
     chan_index: Vec<((u32, u32), u32)>,
+    /// The last two `(peer rank, channel)` -> index into `chans` looked up when steps entered
+    /// the window (see [`JobState::chan_of`]); `usize::MAX` for none.
+    chan_memo: [(usize, u32, u32); 2],
     started: bool,
     /// Whether step completion times go to the record (see [`STREAMED_TIMED_RANKS`]).
     keep_times: bool,
@@ -451,6 +454,7 @@ impl JobState {
             window,
             chans,
             chan_index,
+            chan_memo: [(usize::MAX, 0, 0); 2],
             started: false,
             keep_times,
             buffer: None,
@@ -556,18 +560,41 @@ impl JobState {
     /// it in `work`.
     fn enter(&mut self, work: &mut Vec<u32>) {
         let i = self.lo + self.rt.len();
-        let Some(kind) = self.kind(i) else { return };
-        let mut pending = 0u32;
-        match &self.steps {
+        // What the window needs of the step: its open dependencies and what it moves on
+        // which channel. A generator says that without building the step's chunk.
+        let (pending, io) = match &self.steps {
             Steps::Listed { .. } => {
-                if let Some(s) = self.job.program.steps.get(i) {
-                    pending = s.deps.iter().filter(|d| self.open(d.0)).count() as u32;
-                }
+                let Some(s) = self.job.program.steps.get(i) else {
+                    return;
+                };
+                let pending = s.deps.iter().filter(|d| self.open(d.0)).count() as u32;
+                let io = match s.kind {
+                    StepKind::Send {
+                        peer,
+                        chunk,
+                        channel,
+                    } => Some((peer, channel, chunk.len, false, false)),
+                    StepKind::Recv {
+                        peer,
+                        chunk,
+                        reduce,
+                        channel,
+                    } => Some((peer, channel, chunk.len, true, reduce)),
+                    StepKind::Copy { .. } => None,
+                };
+                (pending, io)
             }
             Steps::Generated(g) => {
-                pending = g.dep(i).is_some_and(|d| self.open(d)) as u32;
+                if i >= self.total {
+                    return;
+                }
+                let pending = g.dep(i).is_some_and(|d| self.open(d)) as u32;
+                let io = g
+                    .transfer(i)
+                    .map(|t| (t.peer, t.channel, t.elems, t.recv, t.reduce));
+                (pending, io)
             }
-        }
+        };
         let mut rt = StepRt {
             pending,
             chan: u32::MAX,
@@ -576,22 +603,12 @@ impl JobState {
         };
         // The channel queue this step joins, once its record is in the window.
         let mut queue = None;
-        if let Some((peer, channel)) = kind.channel() {
-            let c = self.index_of((self.job.host_of(peer), channel));
-            if let Some(c) = c {
+        if let Some((peer, channel, elems, recv, reduce)) = io {
+            if let Some(c) = self.chan_of(peer, channel) {
                 rt.chan = c;
-                match kind {
-                    StepKind::Send { chunk, .. } => {
-                        rt.len = chunk.len as u64 * self.job.elem_bytes;
-                        queue = Some((c as usize, false));
-                    }
-                    StepKind::Recv { chunk, reduce, .. } => {
-                        rt.len = chunk.len as u64 * self.job.elem_bytes;
-                        rt.reduce = reduce;
-                        queue = Some((c as usize, true));
-                    }
-                    StepKind::Copy { .. } => {}
-                }
+                rt.len = elems as u64 * self.job.elem_bytes;
+                rt.reduce = reduce;
+                queue = Some((c as usize, recv));
             }
         }
         self.rt.push_back(rt);
@@ -601,6 +618,21 @@ impl JobState {
         if pending == 0 && self.started {
             work.push(i as u32);
         }
+    }
+
+    /// The index into `chans` of program rank `peer`'s `channel`: the last answer is kept,
+    /// since consecutive steps mostly use the channel the one before the last used (a ring's
+    /// sends and receives alternate between two).
+    fn chan_of(&mut self, peer: usize, channel: u32) -> Option<u32> {
+        for &(p, ch, c) in &self.chan_memo {
+            if (p, ch) == (peer, channel) {
+                return Some(c);
+            }
+        }
+        let c = self.index_of((self.job.host_of(peer), channel))?;
+        self.chan_memo.swap(0, 1);
+        self.chan_memo[0] = (peer, channel, c);
+        Some(c)
     }
 
     /// One dependency of step `d` has completed: if `d` is in the window (below `hi`) and
