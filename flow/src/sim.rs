@@ -259,34 +259,73 @@ impl Qp {
 /// The pending events in the order they run: by time, then in the order they were scheduled.
 /// A ring's thousands of messages end at a handful of instants, so the events are kept in one
 /// FIFO per instant (a map of few keys) instead of a heap of all of them: popping is a look at
-/// the first key and a read from a contiguous queue, not a sift through a heap whose entries
-/// point into a slab.
+/// the first instant's queue, not a sift through a heap whose entries point into a slab.
+/// Events scheduled one after another mostly go to the same instant (every rank of a ring
+/// delivers at the same time), and popping goes on at the first instant until it is empty, so
+/// both are remembered: the map is searched only when an event goes to another instant and
+/// when an instant's queue runs dry.
 #[derive(Default)]
 struct Agenda {
-    at: BTreeMap<Time, VecDeque<Ev>>,
-    /// Emptied queues kept for reuse (no allocation per instant).
-    spare: Vec<VecDeque<Ev>>,
+    /// Instant -> its queue in `queues`.
+    at: BTreeMap<Time, u32>,
+    queues: Vec<VecDeque<Ev>>,
+    /// Queues of `queues` not in use (kept with their buffers: no allocation per instant).
+    free: Vec<u32>,
+    /// The instant an event was last pushed to, and its queue.
+    last: Option<(Time, u32)>,
+    /// The first instant and its queue, when known.
+    first: Option<(Time, u32)>,
 }
 
 impl Agenda {
     fn push(&mut self, at: Time, ev: Ev) {
-        self.at
-            .entry(at)
-            .or_insert_with(|| self.spare.pop().unwrap_or_default())
-            .push_back(ev);
+        let q = match self.last {
+            Some((t, q)) if t == at => q,
+            _ => {
+                let queues = &mut self.queues;
+                let free = &mut self.free;
+                let q = *self.at.entry(at).or_insert_with(|| {
+                    free.pop().unwrap_or_else(|| {
+                        queues.push(VecDeque::new());
+                        (queues.len() - 1) as u32
+                    })
+                });
+                self.last = Some((at, q));
+                if self.first.is_some_and(|(t, _)| at < t) {
+                    self.first = Some((at, q));
+                }
+                q
+            }
+        };
+        if let Some(queue) = self.queues.get_mut(q as usize) {
+            queue.push_back(ev);
+        }
+    }
+
+    /// The first instant and its queue.
+    fn front(&mut self) -> Option<(Time, u32)> {
+        if self.first.is_none() {
+            self.first = self.at.first_key_value().map(|(t, q)| (*t, *q));
+        }
+        self.first
     }
 
     /// The time of the next event.
-    fn peek(&self) -> Option<Time> {
-        self.at.first_key_value().map(|(t, _)| *t)
+    fn peek(&mut self) -> Option<Time> {
+        self.front().map(|(t, _)| t)
     }
 
     fn pop(&mut self) -> Option<(Time, Ev)> {
-        let mut first = self.at.first_entry()?;
-        let t = *first.key();
-        let ev = first.get_mut().pop_front();
-        if first.get().is_empty() {
-            self.spare.push(first.remove());
+        let (t, q) = self.front()?;
+        let queue = self.queues.get_mut(q as usize)?;
+        let ev = queue.pop_front();
+        if queue.is_empty() {
+            self.at.remove(&t);
+            self.free.push(q);
+            self.first = None;
+            if self.last.is_some_and(|(_, l)| l == q) {
+                self.last = None;
+            }
         }
         ev.map(|ev| (t, ev))
     }
