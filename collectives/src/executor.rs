@@ -312,6 +312,7 @@ impl Window {
         self.get(0)
     }
 
+    #[inline]
     fn push_back(&mut self, r: StepRt) {
         if self.recs.len() == self.recs.capacity() && self.head > 0 {
             let live = self.recs.len() - self.head;
@@ -538,6 +539,7 @@ impl JobState {
     }
 
     /// Takes the first step of channel `c`'s receives or sends.
+    #[inline]
     fn pop_step(&mut self, c: usize, recv: bool) -> Option<u32> {
         let l = *self.list(c, recv);
         let s = l.front()?;
@@ -564,6 +566,7 @@ impl JobState {
         Some(s)
     }
 
+    #[inline]
     fn index_of(&self, key: (u32, u32)) -> Option<u32> {
         // A few channels (a ring's two): scanning them is one cache line fewer per message
         // than the index, and `chans` is in key order too, so the answer is the same.
