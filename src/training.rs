@@ -1834,7 +1834,7 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
         .actors
         .iter()
         .filter_map(|a| match a {
-            crate::world::Node::Host(h) => Some(h.app.training.as_ref()),
+            crate::world::Node::Host(h) => Some(h.app.training.as_deref()),
             crate::world::Node::Switch(_) => None,
         })
         .collect();

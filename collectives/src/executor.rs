@@ -181,7 +181,11 @@ pub enum ExecError {
 }
 
 /// What a rank did in one job.
+///
+/// Laid out in the order written (`repr(C)`): the counters every message moves share a cache
+/// line with the start and finish times.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct JobRecord {
     /// When the job started here.
     pub started_at: Option<Time>,
@@ -201,7 +205,10 @@ pub struct JobRecord {
 /// Step completion times kept per job and rank (enough for any timeline one can look at).
 pub const MAX_STEP_TIMES: usize = 1 << 16;
 
+/// Laid out in the order written (`repr(C)`): what a send reads (the key and the queues)
+/// and the partial message's length come first, in one cache line.
 #[derive(Debug, Default)]
+#[repr(C)]
 struct Chan {
     /// The peer host and channel number (its key in `chan_index`).
     host: u32,
@@ -210,11 +217,11 @@ struct Chan {
     sends: StepList,
     /// Receive steps of the window not yet applied, in list order.
     recvs: StepList,
-    /// Messages that arrived before their receive step was ready.
-    arrived: Arrivals,
     /// Bytes and pieces of a message still arriving in several writes (see [`MAX_WRITE`]).
     partial_len: u64,
     partial: Vec<Bytes>,
+    /// Messages that arrived before their receive step was ready.
+    arrived: Arrivals,
 }
 
 /// No step (the end of a [`StepList`]).
@@ -285,10 +292,11 @@ const INLINE_WINDOW: usize = 16;
 /// [`INLINE_WINDOW`], whose completed front is dropped by moving an index and reclaimed when
 /// the vector is full (moving the few live records to the start).
 #[derive(Default)]
+#[repr(C)]
 struct Window {
-    recs: SmallVec<[StepRt; INLINE_WINDOW]>,
     /// Records before this one have left the window.
     head: usize,
+    recs: SmallVec<[StepRt; INLINE_WINDOW]>,
 }
 
 impl Window {
@@ -304,6 +312,7 @@ impl Window {
         self.get(0)
     }
 
+    #[inline]
     fn push_back(&mut self, r: StepRt) {
         if self.recs.len() == self.recs.capacity() && self.head > 0 {
             let live = self.recs.len() - self.head;
@@ -341,29 +350,42 @@ enum Steps {
     Generated(StepGen),
 }
 
+/// Fields are laid out in the order written (`repr(C)`), those every message reads first:
+/// with thousands of runners interleaved each cache line of a runner that a message touches
+/// is a miss, and Rust's own order had spread them over 14 lines of 18.
+#[repr(C)]
 struct JobState {
-    job: Job,
     steps: Steps,
+    lo: usize,
     /// Steps in the job's list.
     total: usize,
-    /// The window: the run-time state of steps `lo .. lo + rt.len()`. Every step before `lo`
-    /// has completed; steps after the window have not been looked at yet.
-    rt: Window,
-    lo: usize,
     /// How many steps the window holds (it grows past this only to find the receive step of
     /// an arriving message); `usize::MAX` for listed programs, which are held whole.
     window: usize,
-    /// Held inline up to two (a ring's): one pointer less to chase per message.
-    chans: SmallVec<[Chan; 2]>,
-    /// `(peer host, channel)` -> index into `chans`, sorted by key: looked up at every arriving
-    /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
-    /// each with a thousand ranks' runners interleaved).
-    chan_index: Vec<((u32, u32), u32)>,
+    /// `job.elem_bytes`, `job.reduce_rate`, `job.data` and `job.class`, read by every message,
+    /// kept here beside the rest of what a message reads (`job` itself is read-only).
+    elem_bytes: u64,
+    reduce_rate: Option<Bandwidth>,
+    data: Option<DataSpec>,
+    class: ClassId,
     started: bool,
     /// Whether step completion times go to the record (see [`STREAMED_TIMED_RANKS`]).
     keep_times: bool,
     buffer: Option<Vec<u8>>,
+    /// The last two `(peer rank, channel)` -> index into `chans` looked up when steps entered
+    /// the window (see [`JobState::chan_of`]); `usize::MAX` for none.
+    chan_memo: [(usize, u32, u32); 2],
+    /// Held inline up to two (a ring's): one pointer less to chase per message.
+    chans: SmallVec<[Chan; 2]>,
+    /// The window: the run-time state of steps `lo .. lo + rt.len()`. Every step before `lo`
+    /// has completed; steps after the window have not been looked at yet.
+    rt: Window,
     record: JobRecord,
+    /// `(peer host, channel)` -> index into `chans`, sorted by key: looked up at every arriving
+    /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
+    /// each with a thousand ranks' runners interleaved).
+    chan_index: Vec<((u32, u32), u32)>,
+    job: Job,
 }
 
 /// A streamed job keeps step completion times only on its first and last this many ranks:
@@ -444,6 +466,10 @@ impl JobState {
             .map(|(i, k)| (k, i as u32))
             .collect();
         let mut js = JobState {
+            elem_bytes: job.elem_bytes,
+            reduce_rate: job.reduce_rate,
+            data: job.data,
+            class: job.class,
             steps,
             total,
             rt: Window::default(),
@@ -451,6 +477,7 @@ impl JobState {
             window,
             chans,
             chan_index,
+            chan_memo: [(usize::MAX, 0, 0); 2],
             started: false,
             keep_times,
             buffer: None,
@@ -512,6 +539,7 @@ impl JobState {
     }
 
     /// Takes the first step of channel `c`'s receives or sends.
+    #[inline]
     fn pop_step(&mut self, c: usize, recv: bool) -> Option<u32> {
         let l = *self.list(c, recv);
         let s = l.front()?;
@@ -538,6 +566,7 @@ impl JobState {
         Some(s)
     }
 
+    #[inline]
     fn index_of(&self, key: (u32, u32)) -> Option<u32> {
         // A few channels (a ring's two): scanning them is one cache line fewer per message
         // than the index, and `chans` is in key order too, so the answer is the same.
@@ -556,18 +585,41 @@ impl JobState {
     /// it in `work`.
     fn enter(&mut self, work: &mut Vec<u32>) {
         let i = self.lo + self.rt.len();
-        let Some(kind) = self.kind(i) else { return };
-        let mut pending = 0u32;
-        match &self.steps {
+        // What the window needs of the step: its open dependencies and what it moves on
+        // which channel. A generator says that without building the step's chunk.
+        let (pending, io) = match &self.steps {
             Steps::Listed { .. } => {
-                if let Some(s) = self.job.program.steps.get(i) {
-                    pending = s.deps.iter().filter(|d| self.open(d.0)).count() as u32;
-                }
+                let Some(s) = self.job.program.steps.get(i) else {
+                    return;
+                };
+                let pending = s.deps.iter().filter(|d| self.open(d.0)).count() as u32;
+                let io = match s.kind {
+                    StepKind::Send {
+                        peer,
+                        chunk,
+                        channel,
+                    } => Some((peer, channel, chunk.len, false, false)),
+                    StepKind::Recv {
+                        peer,
+                        chunk,
+                        reduce,
+                        channel,
+                    } => Some((peer, channel, chunk.len, true, reduce)),
+                    StepKind::Copy { .. } => None,
+                };
+                (pending, io)
             }
             Steps::Generated(g) => {
-                pending = g.dep(i).is_some_and(|d| self.open(d)) as u32;
+                if i >= self.total {
+                    return;
+                }
+                let pending = g.dep(i).is_some_and(|d| self.open(d)) as u32;
+                let io = g
+                    .transfer(i)
+                    .map(|t| (t.peer, t.channel, t.elems, t.recv, t.reduce));
+                (pending, io)
             }
-        }
+        };
         let mut rt = StepRt {
             pending,
             chan: u32::MAX,
@@ -576,22 +628,12 @@ impl JobState {
         };
         // The channel queue this step joins, once its record is in the window.
         let mut queue = None;
-        if let Some((peer, channel)) = kind.channel() {
-            let c = self.index_of((self.job.host_of(peer), channel));
-            if let Some(c) = c {
+        if let Some((peer, channel, elems, recv, reduce)) = io {
+            if let Some(c) = self.chan_of(peer, channel) {
                 rt.chan = c;
-                match kind {
-                    StepKind::Send { chunk, .. } => {
-                        rt.len = chunk.len as u64 * self.job.elem_bytes;
-                        queue = Some((c as usize, false));
-                    }
-                    StepKind::Recv { chunk, reduce, .. } => {
-                        rt.len = chunk.len as u64 * self.job.elem_bytes;
-                        rt.reduce = reduce;
-                        queue = Some((c as usize, true));
-                    }
-                    StepKind::Copy { .. } => {}
-                }
+                rt.len = elems as u64 * self.elem_bytes;
+                rt.reduce = reduce;
+                queue = Some((c as usize, recv));
             }
         }
         self.rt.push_back(rt);
@@ -601,6 +643,21 @@ impl JobState {
         if pending == 0 && self.started {
             work.push(i as u32);
         }
+    }
+
+    /// The index into `chans` of program rank `peer`'s `channel`: the last answer is kept,
+    /// since consecutive steps mostly use the channel the one before the last used (a ring's
+    /// sends and receives alternate between two).
+    fn chan_of(&mut self, peer: usize, channel: u32) -> Option<u32> {
+        for &(p, ch, c) in &self.chan_memo {
+            if (p, ch) == (peer, channel) {
+                return Some(c);
+            }
+        }
+        let c = self.index_of((self.job.host_of(peer), channel))?;
+        self.chan_memo.swap(0, 1);
+        self.chan_memo[0] = (peer, channel, c);
+        Some(c)
     }
 
     /// One dependency of step `d` has completed: if `d` is in the window (below `hi`) and
@@ -616,6 +673,149 @@ impl JobState {
         }
     }
 
+    /// Posts channel `c`'s ready sends and applies its ready receives, in list order (job
+    /// `j` is this one; `rank` the runner's, for errors). Works on the job alone, reached
+    /// once: with the runner's fields taken apart, a message no longer indexes the runner's
+    /// jobs and channels again at every step (each index a bounds and an inline-or-heap
+    /// check of a `SmallVec`).
+    #[allow(clippy::too_many_arguments)]
+    fn pump(
+        &mut self,
+        j: usize,
+        c: usize,
+        api: &mut dyn Transport,
+        work: &mut Vec<u32>,
+        errors: &mut Vec<ExecError>,
+        reduce_busy_until: &mut Time,
+        rank: u32,
+    ) {
+        // Time does not move while an application handles an event.
+        let now = api.now();
+        while let Some(s) = self.chans[c].sends.front() {
+            let step = *self.rt(s);
+            if !step.ready {
+                break;
+            }
+            self.pop_step(c, false);
+            let ch = &self.chans[c];
+            let (host, imm) = (ch.host, imm_for(j, ch.channel));
+            let len = step.len;
+            // The step's kind (a generator computes it) only for data and errors.
+            let payload = self.buffer.as_ref().and_then(|b| {
+                let Some(StepKind::Send { chunk, .. }) = self.kind(s as usize) else {
+                    return None;
+                };
+                let es = self.job.elem_bytes as usize;
+                Some(Bytes::copy_from_slice(
+                    &b[chunk.offset * es..(chunk.offset + chunk.len) * es],
+                ))
+            });
+            self.record.bytes_sent += len;
+            let class = self.class;
+            // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
+            let mut off = 0u64;
+            loop {
+                let piece = (len - off).min(MAX_WRITE);
+                let data = payload
+                    .as_ref()
+                    .map(|b| b.slice(off as usize..(off + piece) as usize));
+                if !api.post_send_in(host, imm as u64, piece, data, class) {
+                    let kind = self.kind(s as usize);
+                    let peer = kind.and_then(|k| k.peer()).unwrap_or(0);
+                    errors.push(ExecError::NoRoute { rank, job: j, peer });
+                    break;
+                }
+                off += piece;
+                if off >= len {
+                    break;
+                }
+            }
+            self.complete(s, now, work);
+        }
+        while let Some(s) = self.chans[c].recvs.front() {
+            let step = *self.rt(s);
+            if !step.ready || self.chans[c].arrived.is_empty() {
+                break;
+            }
+            let Some((len, payload)) = self.chans[c].arrived.pop_front() else {
+                break;
+            };
+            self.pop_step(c, true);
+            let expected = step.len;
+            if len != expected {
+                let kind = self.kind(s as usize);
+                errors.push(ExecError::LengthMismatch {
+                    rank,
+                    job: j,
+                    peer: kind.and_then(|k| k.peer()).unwrap_or(0),
+                    channel: kind.as_ref().map_or(0, channel_of),
+                    got: len,
+                    expected,
+                });
+            } else if let Some(bytes) = payload {
+                let kind = self.kind(s as usize);
+                if let (Some(d), Some(StepKind::Recv { chunk, .. }), Some(buf)) =
+                    (self.data, kind, self.buffer.as_mut())
+                {
+                    let es = self.job.elem_bytes as usize;
+                    let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
+                    if bytes.len() == dst.len() {
+                        data::apply(d.dtype, d.op, step.reduce, dst, &bytes);
+                    }
+                }
+            }
+            // The values are final now; what costs time is when dependents may start.
+            if let Some(bw) = self.reduce_rate.filter(|_| step.reduce && len > 0) {
+                let start = (*reduce_busy_until).max(now);
+                let done = start.add(Rate::new(bw).serialization_time(len));
+                *reduce_busy_until = done;
+                let token = AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
+                api.set_timer(done, token);
+                continue;
+            }
+            self.complete(s, now, work);
+        }
+    }
+
+    /// Marks step `s` done, queues in `work` the dependents it releases, and slides the
+    /// window past the steps completed at its front.
+    fn complete(&mut self, s: u32, now: Time, work: &mut Vec<u32>) {
+        if !self.open(s as usize) {
+            return;
+        }
+        self.record.steps_done += 1;
+        if self.keep_times && self.record.steps.len() < MAX_STEP_TIMES {
+            self.record.steps.push((s, now));
+        }
+        self.rt(s).done = true;
+        let hi = self.lo + self.rt.len();
+        let (a, b, generated) = match &self.steps {
+            Steps::Listed { dep_start, .. } => (
+                dep_start[s as usize] as usize,
+                dep_start[s as usize + 1] as usize,
+                None,
+            ),
+            Steps::Generated(g) => (0, 0, g.dependent(s as usize)),
+        };
+        for k in a..b {
+            let d = match &self.steps {
+                Steps::Listed { dependents, .. } => dependents[k],
+                Steps::Generated(_) => break,
+            };
+            self.release(d as usize, hi, work);
+        }
+        if let Some(d) = generated {
+            self.release(d, hi, work);
+        }
+        if s as usize == self.lo {
+            while self.rt.front().is_some_and(|r| r.done) {
+                self.rt.pop_front();
+                self.lo += 1;
+            }
+            self.fill(work);
+        }
+    }
+
     /// Fills the window up to its size.
     fn fill(&mut self, work: &mut Vec<u32>) {
         while self.rt.len() < self.window && self.lo + self.rt.len() < self.total {
@@ -625,13 +825,17 @@ impl JobState {
 }
 
 /// Runs a rank's collective jobs on its host (see the module doc).
+///
+/// Laid out in the order written (`repr(C)`): the first job's hot fields first, then what every
+/// message uses of the runner itself.
+#[repr(C)]
 pub struct CollectiveRunner {
-    rank: u32,
     /// Held inline when there is one: with thousands of runners interleaved, each pointer
     /// chased per message is a cache miss.
     jobs: SmallVec<[JobState; 1]>,
     /// Steps ready to run, of the job being advanced.
     work: Vec<u32>,
+    rank: u32,
     /// Problems met; non-empty means the run is invalid.
     pub errors: Vec<ExecError>,
     /// When the rank's reduction engine is free again.
@@ -773,142 +977,25 @@ impl CollectiveRunner {
 
     /// Posts the channel's ready sends and applies its ready receives, in list order.
     fn pump(&mut self, j: usize, c: usize, api: &mut dyn Transport) {
-        loop {
-            let js = &mut self.jobs[j];
-            let Some(s) = js.chans[c].sends.front() else {
-                break;
-            };
-            let step = *js.rt(s);
-            if !step.ready {
-                break;
-            }
-            js.pop_step(c, false);
-            let ch = &js.chans[c];
-            let (host, imm) = (ch.host, imm_for(j, ch.channel));
-            let len = step.len;
-            // The step's kind (a generator computes it) only for data and errors.
-            let payload = js.buffer.as_ref().and_then(|b| {
-                let Some(StepKind::Send { chunk, .. }) = js.kind(s as usize) else {
-                    return None;
-                };
-                let es = js.job.elem_bytes as usize;
-                Some(Bytes::copy_from_slice(
-                    &b[chunk.offset * es..(chunk.offset + chunk.len) * es],
-                ))
-            });
-            js.record.bytes_sent += len;
-            let class = js.job.class;
-            // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
-            let mut off = 0u64;
-            loop {
-                let piece = (len - off).min(MAX_WRITE);
-                let data = payload
-                    .as_ref()
-                    .map(|b| b.slice(off as usize..(off + piece) as usize));
-                if !api.post_send_in(host, imm as u64, piece, data, class) {
-                    let kind = self.jobs[j].kind(s as usize);
-                    let peer = kind.and_then(|k| k.peer()).unwrap_or(0);
-                    self.errors.push(ExecError::NoRoute {
-                        rank: self.rank,
-                        job: j,
-                        peer,
-                    });
-                    break;
-                }
-                off += piece;
-                if off >= len {
-                    break;
-                }
-            }
-            self.complete(j, s, api.now());
-        }
-        loop {
-            let js = &mut self.jobs[j];
-            let Some(s) = js.chans[c].recvs.front() else {
-                break;
-            };
-            let step = *js.rt(s);
-            if !step.ready || js.chans[c].arrived.is_empty() {
-                break;
-            }
-            let Some((len, payload)) = js.chans[c].arrived.pop_front() else {
-                break;
-            };
-            js.pop_step(c, true);
-            let expected = step.len;
-            if len != expected {
-                let kind = js.kind(s as usize);
-                self.errors.push(ExecError::LengthMismatch {
-                    rank: self.rank,
-                    job: j,
-                    peer: kind.and_then(|k| k.peer()).unwrap_or(0),
-                    channel: kind.as_ref().map_or(0, channel_of),
-                    got: len,
-                    expected,
-                });
-            } else if let (true, Some(d), Some(bytes)) = (js.buffer.is_some(), js.job.data, payload)
-            {
-                let kind = js.kind(s as usize);
-                if let (Some(StepKind::Recv { chunk, .. }), Some(buf)) = (kind, js.buffer.as_mut())
-                {
-                    let es = js.job.elem_bytes as usize;
-                    let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
-                    if bytes.len() == dst.len() {
-                        data::apply(d.dtype, d.op, step.reduce, dst, &bytes);
-                    }
-                }
-            }
-            // The values are final now; what costs time is when dependents may start.
-            if let Some(bw) = js.job.reduce_rate.filter(|_| step.reduce && len > 0) {
-                let now = api.now();
-                let start = self.reduce_busy_until.max(now);
-                let done = start.add(Rate::new(bw).serialization_time(len));
-                self.reduce_busy_until = done;
-                let token = AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
-                api.set_timer(done, token);
-                continue;
-            }
-            self.complete(j, s, api.now());
-        }
+        let CollectiveRunner {
+            rank,
+            jobs,
+            work,
+            errors,
+            reduce_busy_until,
+            ..
+        } = self;
+        let Some(js) = jobs.get_mut(j) else {
+            return;
+        };
+        js.pump(j, c, api, work, errors, reduce_busy_until, *rank);
     }
 
     /// Marks step `s` of job `j` done, queues the dependents it releases, and slides the
     /// window past the steps completed at its front.
     fn complete(&mut self, j: usize, s: u32, now: Time) {
-        let js = &mut self.jobs[j];
-        if !js.open(s as usize) {
-            return;
-        }
-        js.record.steps_done += 1;
-        if js.keep_times && js.record.steps.len() < MAX_STEP_TIMES {
-            js.record.steps.push((s, now));
-        }
-        js.rt(s).done = true;
-        let hi = js.lo + js.rt.len();
-        let (a, b, generated) = match &js.steps {
-            Steps::Listed { dep_start, .. } => (
-                dep_start[s as usize] as usize,
-                dep_start[s as usize + 1] as usize,
-                None,
-            ),
-            Steps::Generated(g) => (0, 0, g.dependent(s as usize)),
-        };
-        for k in a..b {
-            let d = match &js.steps {
-                Steps::Listed { dependents, .. } => dependents[k],
-                Steps::Generated(_) => break,
-            };
-            js.release(d as usize, hi, &mut self.work);
-        }
-        if let Some(d) = generated {
-            js.release(d, hi, &mut self.work);
-        }
-        if s as usize == js.lo {
-            while js.rt.front().is_some_and(|r| r.done) {
-                js.rt.pop_front();
-                js.lo += 1;
-            }
-            js.fill(&mut self.work);
+        if let Some(js) = self.jobs.get_mut(j) {
+            js.complete(s, now, &mut self.work);
         }
     }
 

@@ -581,6 +581,30 @@ mod tests {
                     for (g, p) in gens.iter().zip(&built) {
                         assert_eq!(&g.materialise(), p, "n {n} count {count}");
                         assert_eq!(g.len(), p.steps.len());
+                        // The executor's view of a step, without its chunk's offset.
+                        for s in &p.steps {
+                            let t = g.transfer(s.id.0).unwrap();
+                            let (peer, channel) = s.kind.channel().unwrap();
+                            let (recv, reduce, elems) = match s.kind {
+                                crate::program::StepKind::Recv { chunk, reduce, .. } => {
+                                    (true, reduce, chunk.len)
+                                }
+                                crate::program::StepKind::Send { chunk, .. } => {
+                                    (false, false, chunk.len)
+                                }
+                                crate::program::StepKind::Copy { .. } => {
+                                    unreachable!("a ring has no copy")
+                                }
+                            };
+                            let want = crate::program::Transfer {
+                                peer,
+                                channel,
+                                elems,
+                                recv,
+                                reduce,
+                            };
+                            assert_eq!(t, want, "n {n} count {count} {}", s.id);
+                        }
                         let mut chans: Vec<(usize, u32)> =
                             p.steps.iter().filter_map(|s| s.kind.channel()).collect();
                         chans.sort_unstable();

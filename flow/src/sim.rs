@@ -209,23 +209,38 @@ struct Msg {
 /// a few words (the link directions, the pipeline tail, the way back), and the counters it
 /// moves are summed here too (they go to hosts and links at the end of the run), so that a
 /// message touches its queue pair and not its hops, two hosts' counters and every link's.
+///
+/// Laid out in the order written on whole cache lines (`repr(C, align(64))`, 256 bytes), by
+/// who reads what: the key and the message memo (every use), the queue (posting, starting,
+/// finishing), the path and tail (starting, finishing), the way back and the counters
+/// (posting, delivering). A delivery then reads two lines of the queue pair, a post three.
+#[repr(C, align(64))]
 struct Qp {
-    src: u32,
     dst: u32,
+    src: u32,
     /// `links[..split]` is the path to `dst`, `links[split..]` the way back (ACKs).
     split: u32,
     /// The head message is on the wire.
     busy: bool,
+    /// [`MessageWire::of`] a message of `wire_len` bytes (memo: a queue pair's messages are
+    /// usually of one length).
+    wire_len: u64,
+    wire: MessageWire,
+    /// Its messages, the head inline: a queue pair rarely has more than one (a ring's rank
+    /// posts its next message after the last has left).
+    queue: HeadDeque<Msg>,
     links: Box<[LinkId]>,
     /// The pipeline tail (see `Core::deliver_after_tail`) of a last packet of `tail_wire` wire
     /// bytes: a queue pair's messages usually all end alike.
     tail_wire: u64,
     tail: Time,
-    /// What an ACK takes on the way back: each hop's latency and serialization.
-    back: Time,
     /// Data frames started on each link of the path, ACK frames on each of the way back.
     frames: u64,
     ack_frames: u64,
+    /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
+    hops: Box<[Hop]>,
+    /// What an ACK takes on the way back: each hop's latency and serialization.
+    back: Time,
     /// The source's counters of the messages posted here, and the destination's of those
     /// delivered (see [`HostCounters`]).
     posted: u64,
@@ -234,19 +249,12 @@ struct Qp {
     delivered: u64,
     delivered_packets: u64,
     delivered_acks: u64,
-    /// [`MessageWire::of`] a message of `wire_len` bytes (memo: a queue pair's messages are
-    /// usually of one length).
-    wire_len: u64,
-    wire: MessageWire,
-    /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
-    hops: Box<[Hop]>,
-    /// Its messages, the head inline: a queue pair rarely has more than one (a ring's rank
-    /// posts its next message after the last has left).
-    queue: HeadDeque<Msg>,
 }
 
 impl Qp {
-    /// What a message of `len` bytes is on the wire.
+    /// What a message of `len` bytes is on the wire. Inlined: it is asked four times per
+    /// message and is a comparison when the memo holds.
+    #[inline]
     fn wire(&mut self, len: u64, cfg: &SimConfig) -> MessageWire {
         if self.wire_len != len {
             self.wire = MessageWire::of(len, cfg);
@@ -259,34 +267,73 @@ impl Qp {
 /// The pending events in the order they run: by time, then in the order they were scheduled.
 /// A ring's thousands of messages end at a handful of instants, so the events are kept in one
 /// FIFO per instant (a map of few keys) instead of a heap of all of them: popping is a look at
-/// the first key and a read from a contiguous queue, not a sift through a heap whose entries
-/// point into a slab.
+/// the first instant's queue, not a sift through a heap whose entries point into a slab.
+/// Events scheduled one after another mostly go to the same instant (every rank of a ring
+/// delivers at the same time), and popping goes on at the first instant until it is empty, so
+/// both are remembered: the map is searched only when an event goes to another instant and
+/// when an instant's queue runs dry.
 #[derive(Default)]
 struct Agenda {
-    at: BTreeMap<Time, VecDeque<Ev>>,
-    /// Emptied queues kept for reuse (no allocation per instant).
-    spare: Vec<VecDeque<Ev>>,
+    /// Instant -> its queue in `queues`.
+    at: BTreeMap<Time, u32>,
+    queues: Vec<VecDeque<Ev>>,
+    /// Queues of `queues` not in use (kept with their buffers: no allocation per instant).
+    free: Vec<u32>,
+    /// The instant an event was last pushed to, and its queue.
+    last: Option<(Time, u32)>,
+    /// The first instant and its queue, when known.
+    first: Option<(Time, u32)>,
 }
 
 impl Agenda {
     fn push(&mut self, at: Time, ev: Ev) {
-        self.at
-            .entry(at)
-            .or_insert_with(|| self.spare.pop().unwrap_or_default())
-            .push_back(ev);
+        let q = match self.last {
+            Some((t, q)) if t == at => q,
+            _ => {
+                let queues = &mut self.queues;
+                let free = &mut self.free;
+                let q = *self.at.entry(at).or_insert_with(|| {
+                    free.pop().unwrap_or_else(|| {
+                        queues.push(VecDeque::new());
+                        (queues.len() - 1) as u32
+                    })
+                });
+                self.last = Some((at, q));
+                if self.first.is_some_and(|(t, _)| at < t) {
+                    self.first = Some((at, q));
+                }
+                q
+            }
+        };
+        if let Some(queue) = self.queues.get_mut(q as usize) {
+            queue.push_back(ev);
+        }
+    }
+
+    /// The first instant and its queue.
+    fn front(&mut self) -> Option<(Time, u32)> {
+        if self.first.is_none() {
+            self.first = self.at.first_key_value().map(|(t, q)| (*t, *q));
+        }
+        self.first
     }
 
     /// The time of the next event.
-    fn peek(&self) -> Option<Time> {
-        self.at.first_key_value().map(|(t, _)| *t)
+    fn peek(&mut self) -> Option<Time> {
+        self.front().map(|(t, _)| t)
     }
 
     fn pop(&mut self) -> Option<(Time, Ev)> {
-        let mut first = self.at.first_entry()?;
-        let t = *first.key();
-        let ev = first.get_mut().pop_front();
-        if first.get().is_empty() {
-            self.spare.push(first.remove());
+        let (t, q) = self.front()?;
+        let queue = self.queues.get_mut(q as usize)?;
+        let ev = queue.pop_front();
+        if queue.is_empty() {
+            self.at.remove(&t);
+            self.free.push(q);
+            self.first = None;
+            if self.last.is_some_and(|(_, l)| l == q) {
+                self.last = None;
+            }
         }
         ev.map(|ev| (t, ev))
     }
@@ -535,10 +582,18 @@ impl Core<'_> {
 
 impl Core<'_> {
     /// Queue model: runs the queue network's events up to `t`; false for the max-min model.
+    /// Inlined: the max-min model asks this at every event.
+    #[inline]
     fn advance_queues(&mut self, t: Time) -> bool {
         if self.qnet.is_none() {
             return false;
         }
+        self.run_queues(t);
+        true
+    }
+
+    /// Queue model: the body of [`advance_queues`](Self::advance_queues).
+    fn run_queues(&mut self, t: Time) {
         let mut evs = std::mem::take(&mut self.qevents);
         while let Some(q) = self.qnet.as_mut() {
             q.advance(t, &mut evs);
@@ -551,7 +606,6 @@ impl Core<'_> {
             }
         }
         self.qevents = evs;
-        true
     }
 }
 

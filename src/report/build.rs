@@ -225,7 +225,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             .actors
             .iter()
             .filter_map(|a| match a {
-                Node::Host(h) => Some(h.app.training.as_ref()),
+                Node::Host(h) => Some(h.app.training.as_deref()),
                 Node::Switch(_) => None,
             })
             .collect();

@@ -222,6 +222,17 @@ impl Routes {
         Ok(())
     }
 
+    /// Gives `node` toward the host of rank `to` the route it has toward the host of rank
+    /// `from` (the same stored set, no lookup).
+    pub(crate) fn copy_route(&mut self, node: NodeId, from: usize, to: usize) {
+        let id = match self.row[node] {
+            NO_ROW if self.host_index[node] == Some(from) => EMPTY,
+            NO_ROW => self.uniform[node],
+            r => self.entries[r * self.hosts + from],
+        };
+        self.store(node, to, id);
+    }
+
     /// Makes `ports` (already sorted, distinct and valid) the next hops of `node` toward every
     /// host but itself, replacing its whole row.
     pub(crate) fn set_row_checked(

@@ -100,7 +100,7 @@ mod tests;
 mod validation;
 
 pub use self::builder::ProgramBuilder;
-pub use self::stream::{RingAllReduce, StepGen};
+pub use self::stream::{RingAllReduce, StepGen, Transfer};
 pub use self::validation::{validate, ValidationError};
 
 /// A step's identifier: its index in its program's step list.

@@ -49,21 +49,53 @@ pub struct RingAllReduce {
 }
 
 impl RingAllReduce {
-    /// Block `k` (taken modulo the ring size).
-    fn block(&self, k: usize) -> ChunkRange {
-        ChunkRange::even_split_nth(self.count, self.ranks, k % self.ranks)
+    /// Step `i` (`i < 4 (ranks - 1)`): whether it receives, whether it reduces, and the index
+    /// of its block. With `B = 2 (p - 1)` and `j` the index within its half, the block is
+    /// `rank - back` for `back = j / 2` plus one for a receive and one in Reduce-Scatter, so
+    /// `back <= p` and one comparison takes it modulo `p` (no division per step: this runs
+    /// for every step of every rank).
+    fn at(&self, i: usize) -> (bool, bool, usize) {
+        let p = self.ranks;
+        let gather = i >= self.half();
+        let j = if gather { i - self.half() } else { i };
+        let recv = j % 2 == 1;
+        let back = j / 2 + usize::from(recv) + usize::from(!gather);
+        let mut k = self.rank + p - back.min(p);
+        if k >= p {
+            k -= p;
+        }
+        (recv, recv && !gather, k)
     }
 
-    /// Block `rank - back` (modulo the ring size).
-    fn back(&self, back: usize) -> ChunkRange {
+    /// The next rank (sends go there) and the previous one (receives come from there).
+    const fn neighbours(&self) -> (usize, usize) {
         let p = self.ranks;
-        self.block(self.rank + p - back % p)
+        let next = if self.rank + 1 >= p { 0 } else { self.rank + 1 };
+        let prev = if self.rank == 0 { p - 1 } else { self.rank - 1 };
+        (next, prev)
     }
 
     /// Index of the first All-Gather step.
     const fn half(&self) -> usize {
         2 * (self.ranks - 1)
     }
+}
+
+/// What a generated step moves, without where in the buffer: all an executor reads of a step
+/// while it runs (the chunk's offset matters only for real data). [`StepGen::transfer`] gives
+/// it without building the chunk, which costs divisions per step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    /// The peer rank: the receiver of a send, the sender of a receive.
+    pub peer: usize,
+    /// The channel.
+    pub channel: u32,
+    /// Elements moved (the chunk's length).
+    pub elems: usize,
+    /// A receive (else a send).
+    pub recv: bool,
+    /// A receive that reduces.
+    pub reduce: bool,
 }
 
 /// A rank's steps computed on demand (see [`crate::program`], "Programs generated on demand").
@@ -111,11 +143,8 @@ impl StepGen {
     pub fn channels(&self) -> Vec<(usize, u32)> {
         match self {
             StepGen::RingAllReduce(g) => {
-                let p = g.ranks;
-                let mut v = vec![
-                    ((g.rank + 1) % p, g.channel),
-                    ((g.rank + p - 1) % p, g.channel),
-                ];
+                let (next, prev) = g.neighbours();
+                let mut v = vec![(next, g.channel), (prev, g.channel)];
                 v.sort_unstable();
                 v.dedup();
                 v
@@ -127,39 +156,43 @@ impl StepGen {
     pub fn kind(&self, i: usize) -> StepKind {
         match self {
             StepGen::RingAllReduce(g) => {
-                let p = g.ranks;
-                let (next, prev) = ((g.rank + 1) % p, (g.rank + p - 1) % p);
+                let (next, prev) = g.neighbours();
+                let (recv, reduce, k) = g.at(i);
+                let chunk = ChunkRange::even_split_nth(g.count, g.ranks, k);
                 let channel = g.channel;
-                let (gather, j) = if i < g.half() {
-                    (false, i)
+                if recv {
+                    StepKind::Recv {
+                        peer: prev,
+                        chunk,
+                        reduce,
+                        channel,
+                    }
                 } else {
-                    (true, i - g.half())
-                };
-                let (s, recv) = (j / 2, j % 2 == 1);
-                match (gather, recv) {
-                    (false, false) => StepKind::Send {
+                    StepKind::Send {
                         peer: next,
-                        chunk: g.back(s + 1),
+                        chunk,
                         channel,
-                    },
-                    (false, true) => StepKind::Recv {
-                        peer: prev,
-                        chunk: g.back(s + 2),
-                        reduce: true,
-                        channel,
-                    },
-                    (true, false) => StepKind::Send {
-                        peer: next,
-                        chunk: g.back(s),
-                        channel,
-                    },
-                    (true, true) => StepKind::Recv {
-                        peer: prev,
-                        chunk: g.back(s + 1),
-                        reduce: false,
-                        channel,
-                    },
+                    }
                 }
+            }
+        }
+    }
+
+    /// What step `i` (`i < len`) moves: [`kind`](Self::kind) without the chunk's offset;
+    /// `None` for a local copy (a ring has none).
+    pub fn transfer(&self, i: usize) -> Option<Transfer> {
+        match self {
+            StepGen::RingAllReduce(g) => {
+                let (next, prev) = g.neighbours();
+                let (recv, reduce, k) = g.at(i);
+                let (base, extra) = (g.count / g.ranks, g.count % g.ranks);
+                Some(Transfer {
+                    peer: if recv { prev } else { next },
+                    channel: g.channel,
+                    elems: base + usize::from(k < extra),
+                    recv,
+                    reduce,
+                })
             }
         }
     }
