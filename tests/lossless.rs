@@ -284,3 +284,57 @@ fn lossless_runs_are_identical_for_any_thread_count() {
         assert_eq!(one, json(t), "{t} threads differ from 1");
     }
 }
+
+/// The JSON report lists a switch port's per-priority counters only where one of them moved:
+/// an incast with PFC shows every pause it sent, an idle host's port shows no block, and at
+/// flow fidelity (where switches count nothing) no port has one.
+#[test]
+fn per_priority_counters_appear_in_the_json_only_where_they_moved() {
+    // Eight senders into h0, and h9 idle on the same switch.
+    let mut yaml = incast(8, "1MiB", PFC, "", "timing");
+    yaml = yaml.replace("star: {hosts: 9,", "star: {hosts: 10,");
+    let file = temp_scenario("pfc.yaml", &yaml);
+    let v = common::report_json(&file.to_string_lossy(), "1");
+    let sw = &v["switches"][0];
+    let ports = sw["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 10);
+    let with: Vec<_> = ports
+        .iter()
+        .filter(|p| p.get("priorities").is_some())
+        .collect();
+    assert!(
+        with.len() < ports.len(),
+        "the idle host's port has no block"
+    );
+    // Every block shown has a counter that moved, and the blocks account for every PFC frame
+    // the switch sent, XOFF and XON (one lossless priority, so one class per frame).
+    let mut pauses = 0;
+    for p in &with {
+        let prios = p["priorities"].as_array().unwrap();
+        assert_eq!(prios.len(), 8);
+        assert!(prios.iter().any(|q| q
+            .as_object()
+            .unwrap()
+            .values()
+            .any(|c| c.as_u64() != Some(0))));
+        pauses += prios
+            .iter()
+            .map(|q| {
+                q["pause_frames_sent"].as_u64().unwrap() + q["xon_frames_sent"].as_u64().unwrap()
+            })
+            .sum::<u64>();
+    }
+    let sent = sw["pause_frames_sent"].as_u64().unwrap();
+    assert!(sent > 0, "the incast must trigger PFC");
+    assert_eq!(pauses, sent);
+
+    let flow = temp_scenario(
+        "flow.yaml",
+        "fidelity: flow\ntopology:\n  star: {hosts: 4, bandwidth: 100Gbps, latency: 1us}\n\
+         workload:\n  messages:\n    - {src: h1, dst: h0, size: 1MiB}\n    - {src: h2, dst: h0, size: 1MiB}\n",
+    );
+    let v = common::report_json(&flow.to_string_lossy(), "1");
+    for p in v["switches"][0]["ports"].as_array().unwrap() {
+        assert!(p.get("priorities").is_none(), "{p}");
+    }
+}
