@@ -19,10 +19,12 @@ use rustc_hash::FxHashMap;
 /// a 1024-entry hash map per switch) to almost nothing; 2-byte slots (2 KiB per switch, not 4)
 /// and lists stored with their length in front (no separate span table) keep the 320 switches'
 /// tables within the L2 cache and a lookup to two cache lines.
+///
+/// `repr(C)` with the fields a lookup of a hierarchical table reads (`base`, `affine`) last:
+/// a switch places what every frame reads right after its table.
 #[derive(Clone, Debug, Default)]
+#[repr(C)]
 pub struct RouteTable {
-    /// Address of `dense[0]`.
-    base: u32,
     /// Per address from `base`: 1 + the list's offset in `pool`, 0 for no route (or a list
     /// whose offset does not fit: that address is in `sparse`).
     dense: Vec<u16>,
@@ -36,6 +38,8 @@ pub struct RouteTable {
     /// Distinct port lists → their offset in `pool` (used while building).
     lists: FxHashMap<Vec<u16>, u32>,
     len: usize,
+    /// Address of `dense[0]`.
+    base: u32,
     /// The table as address arithmetic, when [`RouteTable::compact`] found it has that shape
     /// (see [`Affine`]); `None` otherwise (any insert clears it).
     affine: Option<Affine>,
