@@ -19,10 +19,12 @@ use rustc_hash::FxHashMap;
 /// a 1024-entry hash map per switch) to almost nothing; 2-byte slots (2 KiB per switch, not 4)
 /// and lists stored with their length in front (no separate span table) keep the 320 switches'
 /// tables within the L2 cache and a lookup to two cache lines.
+///
+/// `repr(C)` with the fields a lookup of a hierarchical table reads (`base`, `affine`) last:
+/// a switch places what every frame reads right after its table.
 #[derive(Clone, Debug, Default)]
+#[repr(C)]
 pub struct RouteTable {
-    /// Address of `dense[0]`.
-    base: u32,
     /// Per address from `base`: 1 + the list's offset in `pool`, 0 for no route (or a list
     /// whose offset does not fit: that address is in `sparse`).
     dense: Vec<u16>,
@@ -36,6 +38,40 @@ pub struct RouteTable {
     /// Distinct port lists → their offset in `pool` (used while building).
     lists: FxHashMap<Vec<u16>, u32>,
     len: usize,
+    /// Address of `dense[0]`.
+    base: u32,
+    /// The table as address arithmetic, when [`RouteTable::compact`] found it has that shape
+    /// (see [`Affine`]); `None` otherwise (any insert clears it).
+    affine: Option<Affine>,
+}
+
+/// A table of hierarchical shape, answered from the address alone: the dense window's
+/// indices `lo..hi` go down, one port each, `first + (index - lo) >> shift` (a block of
+/// `1 << shift` consecutive hosts behind each port: one host per port on a leaf, a leaf's or a
+/// pod's hosts on the tiers above); every other index of the window takes the one list
+/// `other` (the uplinks, or no route), and addresses outside the window have none.
+///
+/// Why: a lookup through the runs reads the runs (one or two cache lines per switch) and the
+/// port list (another); on a 1024-host fat-tree those lines of 320 switches miss ~1.7 times
+/// per switch hop, because every hop brings in ~1.6 KiB of other state. These few fields sit
+/// beside the table's other fields in the switch, which the hop reads anyway.
+#[derive(Clone, Copy, Debug)]
+struct Affine {
+    /// First index of the down window.
+    lo: u32,
+    /// Indices in the down window (`hi - lo`).
+    span: u32,
+    /// Slots in the dense window; indices at or past it have no route.
+    len: u32,
+    /// The port of index `lo`.
+    first: u16,
+    /// log2 of the hosts behind each down port.
+    shift: u8,
+    /// Every other index: ports `other_first .. other_first + other_n` (0 ports: no route),
+    /// or, when `other_pool` is set, the list at that offset in `pool` (not consecutive).
+    other_first: u16,
+    other_n: u16,
+    other_pool: Option<u32>,
 }
 
 /// The dense window may grow to this many slots per destination it holds (plus a minimum),
@@ -63,6 +99,7 @@ impl RouteTable {
             start
         });
         self.runs.clear();
+        self.affine = None;
         let ip = u32::from(dst);
         if self.dense.is_empty() && self.sparse.is_empty() {
             self.base = ip;
@@ -97,7 +134,10 @@ impl RouteTable {
     /// per local host or pod and one or two for "up"), lookups binary-search those runs
     /// instead of reading a slot per destination. A 1024-host fat-tree's 320 switches then
     /// share ~40 KiB of runs that stay cached instead of 640 KiB of slots that miss (the
-    /// slot load was 43% of `Switch::handle`). Answers are the same either way.
+    /// slot load was 43% of `Switch::handle`). When the runs are one block of single down
+    /// ports counting up and one list for the rest ([`Affine`]), [`RouteTable::select`]
+    /// answers from the address alone, reading nothing but the table's own fields. Answers
+    /// are the same either way.
     pub fn compact(&mut self) {
         let mut runs: Vec<(u32, u16)> = Vec::new();
         for (i, &v) in self.dense.iter().enumerate() {
@@ -108,7 +148,80 @@ impl RouteTable {
                 runs.push((i as u32, v));
             }
         }
+        self.affine = self.find_affine(&runs);
         self.runs = runs;
+    }
+
+    /// The port list of a dense slot (`0`: none).
+    fn slot_list(&self, v: u16) -> &[u16] {
+        if v == 0 {
+            return &[];
+        }
+        let off = usize::from(v - 1);
+        match self.pool.get(off) {
+            Some(&n) => self
+                .pool
+                .get(off + 1..off + 1 + usize::from(n))
+                .unwrap_or(&[]),
+            None => &[],
+        }
+    }
+
+    /// Whether the runs (`(first index, slot)`, covering the dense window) have the shape of
+    /// [`Affine`]: one contiguous stretch of single-port runs of equal length `1 << shift`
+    /// (the last may be shorter only if it ends the window) whose ports count up by one, and
+    /// one slot everywhere else. Only without sparse addresses, which it would not answer.
+    fn find_affine(&self, runs: &[(u32, u16)]) -> Option<Affine> {
+        if !self.sparse.is_empty() || runs.is_empty() {
+            return None;
+        }
+        let len = u32::try_from(self.dense.len()).ok()?;
+        let end = |k: usize| runs.get(k + 1).map_or(len, |r| r.0);
+        let single = |v: u16| match self.slot_list(v) {
+            [p] => Some(*p),
+            _ => None,
+        };
+        // The down stretch: the longest sequence of runs with single ports counting up.
+        // Try each starting run (few: at most 64).
+        for a in 0..runs.len() {
+            let Some(first) = single(runs[a].1) else {
+                continue;
+            };
+            let width = end(a) - runs[a].0;
+            if !width.is_power_of_two() {
+                continue;
+            }
+            let mut b = a + 1;
+            while b < runs.len()
+                && single(runs[b].1).is_some_and(|p| first.checked_add((b - a) as u16) == Some(p))
+                && (end(b) - runs[b].0 == width || (end(b) == len && end(b) - runs[b].0 < width))
+            {
+                b += 1;
+            }
+            // Everything outside runs a..b must be one slot.
+            let mut outside = runs[..a].iter().chain(&runs[b..]).map(|r| r.1);
+            let other = outside.next().unwrap_or(0);
+            if outside.any(|v| v != other) {
+                continue;
+            }
+            let list = self.slot_list(other);
+            let consecutive = list
+                .iter()
+                .enumerate()
+                .all(|(k, &p)| list.first().and_then(|f| f.checked_add(k as u16)) == Some(p));
+            let lo = runs[a].0;
+            return Some(Affine {
+                lo,
+                span: end(b - 1) - lo,
+                len,
+                first,
+                shift: width.trailing_zeros() as u8,
+                other_first: list.first().copied().unwrap_or(0),
+                other_n: list.len() as u16,
+                other_pool: (!consecutive).then(|| u32::from(other - 1)),
+            });
+        }
+        None
     }
 
     /// The dense slot of window index `i` (0: none).
@@ -149,6 +262,25 @@ impl RouteTable {
     /// The egress port for a flow toward `dst` whose 5-tuple hashes to `flow_hash`.
     #[inline]
     pub fn select(&self, dst: Ipv4Addr, flow_hash: u64) -> Option<usize> {
+        if let Some(a) = &self.affine {
+            let i = u32::from(dst).wrapping_sub(self.base);
+            if i >= a.len {
+                return None;
+            }
+            let d = i.wrapping_sub(a.lo);
+            if d < a.span {
+                return Some(usize::from(a.first) + (d >> a.shift) as usize);
+            }
+            if let Some(off) = a.other_pool {
+                let ports = self.slot_list(off as u16 + 1);
+                return (!ports.is_empty())
+                    .then(|| usize::from(ports[ecmp_index(ports.len(), flow_hash)]));
+            }
+            return match a.other_n {
+                0 => None,
+                n => Some(usize::from(a.other_first) + ecmp_index(usize::from(n), flow_hash)),
+            };
+        }
         let ports = self.ports(dst);
         match ports.len() {
             0 => None,
@@ -262,6 +394,73 @@ mod tests {
                 proptest::prop_assert_eq!(got, exp, "address {:#x}", probe);
                 let got = compact.ports(Ipv4Addr::from(probe));
                 proptest::prop_assert_eq!(got, exp, "compacted, address {:#x}", probe);
+            }
+        }
+    }
+
+    /// What a plain map answers for a flow: the list's port at the ECMP index.
+    fn select_in(
+        want: &std::collections::HashMap<u32, Vec<u16>>,
+        ip: u32,
+        h: u64,
+    ) -> Option<usize> {
+        want.get(&ip)
+            .filter(|l| !l.is_empty())
+            .map(|l| usize::from(l[ecmp_index(l.len(), h)]))
+    }
+
+    proptest::proptest! {
+        /// Tables of a hierarchical fabric's shape (a block of hosts per down port, one list
+        /// for the rest), sometimes with one entry changed so the shape breaks: once
+        /// compacted, `select` answers exactly as a plain map would (from address arithmetic
+        /// when the shape holds, which it must find when nothing was changed and the down
+        /// ports' blocks are whole).
+        #[test]
+        fn hierarchical_tables_select_like_a_plain_map(
+            hosts in 1u32..300,
+            lo in 0u32..300,
+            shift in 0u32..4,
+            down_ports in 0u32..20,
+            first in 0usize..40,
+            other in 0usize..4,
+            tweak in proptest::option::of((0u32..600, 0usize..50)),
+        ) {
+            let base = 0x0A00_0000u32;
+            let lo = lo.min(hosts - 1);
+            let span = (down_ports << shift).min(hosts - lo);
+            let other: Vec<usize> = match other {
+                0 => vec![],
+                1 => vec![first + 50],
+                2 => (first + 50..first + 58).collect(),
+                _ => vec![first + 57, first + 50, first + 53],
+            };
+            let mut t = RouteTable::new();
+            let mut want: std::collections::HashMap<u32, Vec<u16>> = Default::default();
+            for i in 0..hosts {
+                let ports = if (lo..lo + span).contains(&i) {
+                    vec![first + ((i - lo) >> shift) as usize]
+                } else {
+                    other.clone()
+                };
+                t.insert(Ipv4Addr::from(base + i), &ports);
+                want.insert(base + i, ports.iter().map(|&p| p as u16).collect());
+            }
+            if let Some((i, p)) = tweak {
+                t.insert(Ipv4Addr::from(base + i), &[p]);
+                want.insert(base + i, vec![p as u16]);
+            }
+            let mut c = t.clone();
+            c.compact();
+            // Found whenever nothing was changed and the last block is whole.
+            if tweak.is_none() && span > 0 && span == down_ports << shift {
+                proptest::prop_assert!(c.affine.is_some(), "{:?}", c.runs);
+            }
+            for ip in base.wrapping_sub(3)..base + 700 {
+                for h in [0, 1 << 61, u64::MAX / 3, u64::MAX] {
+                    let exp = select_in(&want, ip, h);
+                    proptest::prop_assert_eq!(t.select(Ipv4Addr::from(ip), h), exp);
+                    proptest::prop_assert_eq!(c.select(Ipv4Addr::from(ip), h), exp, "{:#x}", ip);
+                }
             }
         }
     }

@@ -26,7 +26,7 @@ use crate::buffer::BufferConfig;
 use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
-use crate::priority::PRIORITIES;
+use crate::priority::{DscpMap, PRIORITIES};
 use crate::red::Red;
 use crate::watchdog::{PortWatch, StalledQueue};
 
@@ -207,28 +207,36 @@ enum Verdict {
 }
 
 /// A switch: forwarding table, MMU, PFC, ECN marking, one egress scheduler per port.
+///
+/// `repr(C)`, cold fields first: what every frame reads (the route table's own fields, which
+/// it keeps last, the DSCP map, the per-port vectors, the MMU, the counters) then lies in one
+/// stretch of a few cache lines instead of being spread over the struct's fifteen. A
+/// large fabric touches each switch too rarely for those lines to stay cached.
+#[repr(C)]
 pub struct Switch {
-    routes: RouteTable,
-    seed: u64,
+    /// Route tables to take at given times (failover), and whether one was taken.
+    reroutes: Vec<(Time, RouteTable)>,
+    watch: Vec<PortWatch>,
+    /// Per port, a pending shaping wake-up timer.
+    wake_at: Vec<Option<Time>>,
     cfg: BufferConfig,
-    mmu: Mmu,
-    queues: Vec<Egress>,
-    pfc: Vec<PortPfc>,
+    routes: RouteTable,
+    /// `cfg.dscp_priority`, kept here with the rest of what every frame reads.
+    dscp: DscpMap,
+    seed: u64,
+    red: Option<Red>,
+    /// In-band telemetry (HPCC): per port, bytes transmitted so far; `None` when off.
+    int_tx: Option<Vec<u64>>,
     /// Per port, the PFC bits and FIFO length every frame reads (split from `pfc` and
     /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
     flags: Vec<PortFlags>,
-    watch: Vec<PortWatch>,
-    red: Option<Red>,
-    /// Per port, a pending shaping wake-up timer.
-    wake_at: Vec<Option<Time>>,
-    /// In-band telemetry (HPCC): per port, bytes transmitted so far; `None` when off.
-    int_tx: Option<Vec<u64>>,
     /// Per port counters.
     pub port_stats: Vec<SwitchPortStats>,
+    queues: Vec<Egress>,
+    pfc: Vec<PortPfc>,
+    mmu: Mmu,
     /// Whole-switch counters.
     pub stats: SwitchStats,
-    /// Route tables to take at given times (failover), and whether one was taken.
-    reroutes: Vec<(Time, RouteTable)>,
     failed_over: bool,
 }
 
@@ -247,6 +255,7 @@ impl Switch {
         let b = cfg.buffer;
         Switch {
             routes,
+            dscp: b.dscp_priority,
             seed,
             cfg: b,
             mmu: Mmu::new(&b, ports),
@@ -389,7 +398,7 @@ impl Switch {
         Verdict::Forward {
             out,
             // The DSCP as read with the flow (a TTL rewrite does not touch it).
-            prio: self.cfg.dscp_priority.priority(flow.dscp),
+            prio: self.dscp.priority(flow.dscp),
             len: pkt.frame_len() as u64,
         }
     }
