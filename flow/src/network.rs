@@ -67,6 +67,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
+use smallvec::SmallVec;
 
 use crate::maxmin::{check_cap, check_capacities, normalize_usage, Filler};
 use crate::{FlowError, FlowId, LinkId};
@@ -108,48 +109,57 @@ const MIN_DATA_SHARE: f64 = 1.0 / 64.0;
 const MAX_RESERVATION_ROUNDS: u32 = 64;
 
 /// One link direction.
+///
+/// Laid out in the order written (`repr(C)`) by who reads what, so that a ring's message,
+/// which touches every field of four links at its start, its fillings and its finish, reads
+/// each link in as few cache lines as its size allows: the fillings' and the settling's
+/// numbers first, then the flow list (inline up to four flows: a ring's or a permutation's
+/// link carries one or two, and a list of its own would be one more line at each start and
+/// finish) and the refresh's marks, the weights last (read at starts, finishes and the
+/// threshold searches only).
 #[derive(Debug, Default)]
+#[repr(C)]
 struct Link {
     cap: f64,
-    /// Slots of the active flows that use this link, in no particular order (a flow knows its
-    /// position, for O(1) removal).
-    flows: Vec<u32>,
-    /// `weights[k]`: the weight of flow `flows[k]` on this link (apart, so that the slots stay
-    /// dense for the searches that only read them).
-    weights: Vec<f64>,
-    /// The largest rate of a flow removed from this link since the last refresh (0: none).
-    removed_max: f64,
-    /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
-    new_cap: f64,
-    /// Scratch of a refresh: the load of this link's flows left out of the refilling.
-    base: f64,
-    /// Epoch of the last refresh round in which this link was perturbed.
-    pmark: u32,
-    /// Current load `sum w * r` (bytes/s) of the flows that use it, as the last filling of its
-    /// component computed it.
-    load: f64,
-    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
-    reserved: f64,
     /// The reservation the filling takes off the capacity: `reserved` as it was when it last
     /// moved by more than [`LINK_RESERVATION_SLACK`] of `cap` from this (see
     /// `FlowNetwork::reservation_moved`).
     applied: f64,
+    /// Current load `sum w * r` (bytes/s) of the flows that use it, as the last filling of its
+    /// component computed it.
+    load: f64,
     /// Load of those ACKs at the flows' current rates, `sum a * r` (bytes/s), for carried bytes.
     ack_load: f64,
-    /// Flows that reserve on this link.
-    reservers: u32,
     /// Bytes carried up to `settled_at` (ps).
     bytes: f64,
     settled_at: u64,
+    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
+    reserved: f64,
+    /// Scratch of a refresh: the load of this link's flows left out of the refilling.
+    base: f64,
+    /// Slots of the active flows that use this link, in no particular order (a flow knows its
+    /// position, for O(1) removal).
+    flows: SmallVec<[u32; 4]>,
+    /// The largest rate of a flow removed from this link since the last refresh (0: none).
+    removed_max: f64,
+    /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
+    new_cap: f64,
+    /// Epoch of the last refresh that reached this link, and its local index then.
+    mark: u32,
+    local: u32,
+    /// Epoch of the last refresh round in which this link was perturbed.
+    pmark: u32,
+    /// Flows that reserve on this link.
+    reservers: u32,
     dirty: bool,
     /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
     res_touched: bool,
     /// A flow started on it or left it since the last refresh, which refills it anyway: its
     /// applied reservation then becomes exact (`sync_reservation`).
     own_change: bool,
-    /// Epoch of the last refresh that reached this link, and its local index then.
-    mark: u32,
-    local: u32,
+    /// `weights[k]`: the weight of flow `flows[k]` on this link (apart, so that the slots stay
+    /// dense for the searches that only read them).
+    weights: SmallVec<[f64; 2]>,
 }
 
 /// A finish-heap entry `(finish time, slot, version)` packed into one integer that orders like
