@@ -154,8 +154,8 @@ struct Link {
     dirty: bool,
     /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
     res_touched: bool,
-    /// A flow started on it or left it since the last refresh, which refills it anyway: its
-    /// applied reservation then becomes exact (`sync_reservation`).
+    /// A flow left it since the last refresh, which refills it anyway: its applied reservation
+    /// then becomes exact (`sync_reservation`; a start syncs at once).
     own_change: bool,
     /// `weights[k]`: the weight of flow `flows[k]` on this link (apart, so that the slots stay
     /// dense for the searches that only read them).
@@ -422,7 +422,13 @@ impl FlowNetwork {
         for &(l, w) in &scratch {
             let link = &mut self.links[l as usize];
             flow.usage.push((l, w, link.flows.len() as u32));
+            // The start refills the link anyway: its applied reservation becomes exact now
+            // rather than in the refresh, which would walk the started flows' links once more
+            // only for this (at one instant of a ring, 8192 flows' links that no cache holds).
+            // Nothing moves a reservation between a start and the next refresh (a finish is
+            // preceded by one), so the value is the one the refresh would apply.
             link.own_change = true;
+            sync_reservation(link);
             link.flows.push(slot);
             link.weights.push(w);
         }
@@ -716,14 +722,8 @@ impl FlowNetwork {
             link.dirty = false;
             sync_reservation(link);
         }
-        // Every link a start touched is synced before anything is filled: a filling must see
-        // the capacities of this round only.
-        for &slot in &dirty_flows {
-            let flow = &self.flows[slot as usize];
-            for &(l, _, _) in &flow.usage {
-                sync_reservation(&mut self.links[l as usize]);
-            }
-        }
+        // The links a start touched were synced at the start (`start_with_acks`), the links
+        // a finish left just above: a filling sees the capacities of this round only.
         let mut pert = std::mem::take(&mut self.pert);
         pert.clear();
         for &slot in &dirty_flows {
