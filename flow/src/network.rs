@@ -67,6 +67,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
+use smallvec::SmallVec;
 
 use crate::maxmin::{check_cap, check_capacities, normalize_usage, Filler};
 use crate::{FlowError, FlowId, LinkId};
@@ -108,48 +109,55 @@ const MIN_DATA_SHARE: f64 = 1.0 / 64.0;
 const MAX_RESERVATION_ROUNDS: u32 = 64;
 
 /// One link direction.
+///
+/// Laid out in the order written (`repr(C)`, 120 bytes) by who reads what, so that a ring's
+/// message, which touches every field of four links at its start, its fillings and its finish,
+/// reads each link in as few cache lines as its size allows: the fillings' and the settling's
+/// numbers first, then the flow list (inline up to four flows: a ring's or a permutation's link
+/// carries one or two, and a list of its own would be one more line at each start and finish)
+/// and the refresh's marks. The weights and the refresh's `base` are apart
+/// (`FlowNetwork::link_weights`, `FlowNetwork::link_base`): a ring's lone flows need neither
+/// in their fillings. Not aligned to the cache line on purpose: aligned (128 bytes, or 192
+/// with the weights inside), a ring's links missed a 1 MiB cache 1.3 to 1.5 times as often
+/// (cachegrind).
 #[derive(Debug, Default)]
+#[repr(C)]
 struct Link {
     cap: f64,
-    /// Slots of the active flows that use this link, in no particular order (a flow knows its
-    /// position, for O(1) removal).
-    flows: Vec<u32>,
-    /// `weights[k]`: the weight of flow `flows[k]` on this link (apart, so that the slots stay
-    /// dense for the searches that only read them).
-    weights: Vec<f64>,
-    /// The largest rate of a flow removed from this link since the last refresh (0: none).
-    removed_max: f64,
-    /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
-    new_cap: f64,
-    /// Scratch of a refresh: the load of this link's flows left out of the refilling.
-    base: f64,
-    /// Epoch of the last refresh round in which this link was perturbed.
-    pmark: u32,
-    /// Current load `sum w * r` (bytes/s) of the flows that use it, as the last filling of its
-    /// component computed it.
-    load: f64,
-    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
-    reserved: f64,
     /// The reservation the filling takes off the capacity: `reserved` as it was when it last
     /// moved by more than [`LINK_RESERVATION_SLACK`] of `cap` from this (see
     /// `FlowNetwork::reservation_moved`).
     applied: f64,
+    /// Current load `sum w * r` (bytes/s) of the flows that use it, as the last filling of its
+    /// component computed it.
+    load: f64,
     /// Load of those ACKs at the flows' current rates, `sum a * r` (bytes/s), for carried bytes.
     ack_load: f64,
-    /// Flows that reserve on this link.
-    reservers: u32,
     /// Bytes carried up to `settled_at` (ps).
     bytes: f64,
     settled_at: u64,
-    dirty: bool,
-    /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
-    res_touched: bool,
-    /// A flow started on it or left it since the last refresh, which refills it anyway: its
-    /// applied reservation then becomes exact (`sync_reservation`).
-    own_change: bool,
+    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
+    reserved: f64,
+    /// Slots of the active flows that use this link, in no particular order (a flow knows its
+    /// position, for O(1) removal).
+    flows: SmallVec<[u32; 4]>,
+    /// The largest rate of a flow removed from this link since the last refresh (0: none).
+    removed_max: f64,
+    /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
+    new_cap: f64,
     /// Epoch of the last refresh that reached this link, and its local index then.
     mark: u32,
     local: u32,
+    /// Epoch of the last refresh round in which this link was perturbed.
+    pmark: u32,
+    /// Flows that reserve on this link.
+    reservers: u32,
+    dirty: bool,
+    /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
+    res_touched: bool,
+    /// A flow left it since the last refresh, which refills it anyway: its applied reservation
+    /// then becomes exact (`sync_reservation`; a start syncs at once).
+    own_change: bool,
 }
 
 /// A finish-heap entry `(finish time, slot, version)` packed into one integer that orders like
@@ -169,8 +177,11 @@ impl Finish {
     }
 }
 
-/// One flow slot; slots are reused after a flow finished.
+/// One flow slot; slots are reused after a flow finished. Aligned to the cache line: its 120
+/// bytes then take two whole lines rather than straddling three (a ring's message reads its
+/// flow at the start, at each filling and at the finish, and no cache holds 8192 of them).
 #[derive(Debug, Default)]
+#[repr(align(64))]
 struct Flow {
     active: bool,
     /// `(link, weight, position of this flow in the link's `flows`)`, sorted by link.
@@ -205,6 +216,14 @@ struct Flow {
 pub struct FlowNetwork {
     now: u64,
     links: Vec<Link>,
+    /// Per link: `link_weights[l][k]` is the weight of flow `links[l].flows[k]` on it (apart
+    /// from the link, which then takes 120 bytes instead of 160, and from its slots, which stay
+    /// dense for the searches that only read them; a ring's message reads it at start and
+    /// finish only).
+    link_weights: Vec<SmallVec<[f64; 2]>>,
+    /// Per link, scratch of a refresh: the load of its flows left out of the refilling (apart,
+    /// like the weights: a lone flow's filling, every filling of a ring, needs none).
+    link_base: Vec<f64>,
     flows: Vec<Flow>,
     /// Per flow slot: the epoch of the last refresh that reached it. Apart from the flows, so
     /// that the component search, which checks every flow of every link it crosses, reads a
@@ -256,8 +275,11 @@ impl FlowNetwork {
     /// direction `l` in bytes per second (positive and finite, else an error).
     pub fn new(capacities: Vec<f64>) -> Result<FlowNetwork, FlowError> {
         check_capacities(&capacities)?;
+        let n = capacities.len();
         Ok(FlowNetwork {
             now: 0,
+            link_weights: vec![SmallVec::new(); n],
+            link_base: vec![0.0; n],
             links: capacities
                 .into_iter()
                 .map(|cap| Link {
@@ -412,9 +434,15 @@ impl FlowNetwork {
         for &(l, w) in &scratch {
             let link = &mut self.links[l as usize];
             flow.usage.push((l, w, link.flows.len() as u32));
+            // The start refills the link anyway: its applied reservation becomes exact now
+            // rather than in the refresh, which would walk the started flows' links once more
+            // only for this (at one instant of a ring, 8192 flows' links that no cache holds).
+            // Nothing moves a reservation between a start and the next refresh (a finish is
+            // preceded by one), so the value is the one the refresh would apply.
             link.own_change = true;
+            sync_reservation(link);
             link.flows.push(slot);
-            link.weights.push(w);
+            self.link_weights[l as usize].push(w);
         }
         self.fill_rate[slot as usize] = f64::INFINITY;
         flow.reserve.clear();
@@ -580,7 +608,7 @@ impl FlowNetwork {
             }
             link.own_change = true;
             link.flows.swap_remove(pos as usize);
-            link.weights.swap_remove(pos as usize);
+            self.link_weights[l as usize].swap_remove(pos as usize);
             if let Some(&moved) = link.flows.get(pos as usize) {
                 // The flow moved into `pos` records its position on this link.
                 let mu = &mut self.flows[moved as usize].usage;
@@ -706,14 +734,8 @@ impl FlowNetwork {
             link.dirty = false;
             sync_reservation(link);
         }
-        // Every link a start touched is synced before anything is filled: a filling must see
-        // the capacities of this round only.
-        for &slot in &dirty_flows {
-            let flow = &self.flows[slot as usize];
-            for &(l, _, _) in &flow.usage {
-                sync_reservation(&mut self.links[l as usize]);
-            }
-        }
+        // The links a start touched were synced at the start (`start_with_acks`), the links
+        // a finish left just above: a filling sees the capacities of this round only.
         let mut pert = std::mem::take(&mut self.pert);
         pert.clear();
         for &slot in &dirty_flows {
@@ -813,10 +835,10 @@ impl FlowNetwork {
         for &(l, w, _) in &flow.usage {
             let link = &mut self.links[l as usize];
             link.mark = epoch;
-            link.base = 0.0;
             link.removed_max = 0.0;
             link.new_cap = f64::INFINITY;
-            let level = (link.data_capacity() - link.base) / w;
+            // Its base is 0 (no other flow): `C - 0` is `C`, bit for bit.
+            let level = link.data_capacity() / w;
             // `<` skips a NaN level, as the filling turns it into the floor.
             if level < rate {
                 rate = level;
@@ -828,8 +850,8 @@ impl FlowNetwork {
         self.set_rate(slot, rate);
         for k in 0..self.flows[slot as usize].usage.len() {
             let (l, w, _) = self.flows[slot as usize].usage[k];
-            let load = self.links[l as usize].base + w * rate;
-            self.set_load(l, load);
+            // `0 + w r` is `w r` bit for bit: `w r` is not -0 (w > 0, rate >= 0).
+            self.set_load(l, w * rate);
         }
         self.compact_finishes();
         true
@@ -861,7 +883,7 @@ impl FlowNetwork {
         let mut w_new = 0.0;
         self.rates_scratch.clear();
         for (k, &g) in link.flows.iter().enumerate() {
-            let w = link.weights[k];
+            let w = self.link_weights[l as usize][k];
             let r = self.fill_rate[g as usize];
             if r < f64::INFINITY {
                 old_max = old_max.max(r);
@@ -932,7 +954,7 @@ impl FlowNetwork {
                 let g = self.links[l].flows[k];
                 let r = self.fill_rate[g as usize];
                 if r < theta {
-                    base += self.links[l].weights[k] * r;
+                    base += self.link_weights[l][k] * r;
                     continue;
                 }
                 let mark = &mut self.flow_mark[g as usize];
@@ -949,7 +971,7 @@ impl FlowNetwork {
                     }
                 }
             }
-            self.links[l].base = base;
+            self.link_base[l] = base;
         }
     }
 
@@ -961,7 +983,7 @@ impl FlowNetwork {
             0 => {
                 for i in 0..self.comp_links.len() {
                     let l = self.comp_links[i];
-                    self.set_load(l, self.links[l as usize].base);
+                    self.set_load(l, self.link_base[l as usize]);
                 }
             }
             1 => self.fill_single(floor),
@@ -973,7 +995,7 @@ impl FlowNetwork {
                 for (i, &l) in self.comp_links.iter().enumerate() {
                     let link = &mut self.links[l as usize];
                     link.local = i as u32;
-                    filler.add_link(link.data_capacity() - link.base);
+                    filler.add_link(link.data_capacity() - self.link_base[l as usize]);
                 }
                 for &f in &self.comp_flows {
                     let flow = &self.flows[f as usize];
@@ -989,7 +1011,7 @@ impl FlowNetwork {
                 }
                 for i in 0..self.comp_links.len() {
                     let l = self.comp_links[i];
-                    let load = self.links[l as usize].base + self.filler.load(i);
+                    let load = self.link_base[l as usize] + self.filler.load(i);
                     self.set_load(l, load);
                 }
             }
@@ -1007,7 +1029,7 @@ impl FlowNetwork {
         let mut rate = self.flows[f].cap;
         for &(l, w, _) in &self.flows[f].usage {
             let link = &self.links[l as usize];
-            let level = (link.data_capacity() - link.base) / w;
+            let level = (link.data_capacity() - self.link_base[l as usize]) / w;
             // `<` skips a NaN level, as the filling turns it into the floor.
             if level < rate {
                 rate = level;
@@ -1019,7 +1041,7 @@ impl FlowNetwork {
         self.set_rate(f as u32, rate);
         for k in 0..self.flows[f].usage.len() {
             let (l, w, _) = self.flows[f].usage[k];
-            let load = self.links[l as usize].base + w * rate;
+            let load = self.link_base[l as usize] + w * rate;
             self.set_load(l, load);
         }
     }
