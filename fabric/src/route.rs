@@ -135,7 +135,7 @@ impl RouteTable {
     /// instead of reading a slot per destination. A 1024-host fat-tree's 320 switches then
     /// share ~40 KiB of runs that stay cached instead of 640 KiB of slots that miss (the
     /// slot load was 43% of `Switch::handle`). When the runs are one block of single down
-    /// ports counting up and one list for the rest ([`Affine`]), [`RouteTable::select`]
+    /// ports counting up and one list for the rest (`Affine`), [`RouteTable::select`]
     /// answers from the address alone, reading nothing but the table's own fields. Answers
     /// are the same either way.
     pub fn compact(&mut self) {
