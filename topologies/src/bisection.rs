@@ -556,17 +556,7 @@ mod tests {
         assert_eq!(g.links()[0].class, LinkClass::Explicit);
         // The same as a large explicit fabric: rank split as the upper bound.
         assert_eq!(rank_split_cut(&g), 7);
-        let big = fat_tree(FatTreeSpec {
-            k: 8,
-            oversubscription: 1,
-            host_bw_bps: 1,
-            host_latency_ps: 1,
-            edge_agg_bw_bps: 1,
-            edge_agg_latency_ps: 1,
-            agg_core_bw_bps: 1,
-            agg_core_latency_ps: 1,
-        })
-        .unwrap();
+        let big = fat_tree(FatTreeSpec::unit(8, 1)).unwrap();
         assert_eq!(rank_split_cut(&big), 64);
         assert_eq!(exhaustive(&big, 1000), None);
     }

@@ -49,6 +49,23 @@ pub struct FatTreeSpec {
     pub agg_core_latency_ps: u64,
 }
 
+#[cfg(test)]
+impl FatTreeSpec {
+    /// A fat-tree whose every bandwidth and latency is 1, for tests of its structure alone.
+    pub(crate) fn unit(k: usize, oversubscription: usize) -> FatTreeSpec {
+        FatTreeSpec {
+            k,
+            oversubscription,
+            host_bw_bps: 1,
+            host_latency_ps: 1,
+            edge_agg_bw_bps: 1,
+            edge_agg_latency_ps: 1,
+            agg_core_bw_bps: 1,
+            agg_core_latency_ps: 1,
+        }
+    }
+}
+
 impl FatTreeSpec {
     /// Number of hosts, `r·k³/4`, if it fits a `usize`.
     pub fn hosts(&self) -> Option<usize> {

@@ -168,17 +168,10 @@ mod tests {
         for k in [4, 6] {
             // 2:1 oversubscribed too: more siblings per edge switch.
             for oversubscription in [1, 2] {
-                let spec = crate::FatTreeSpec {
-                    k,
-                    oversubscription,
-                    host_bw_bps: 1,
-                    host_latency_ps: 1,
-                    edge_agg_bw_bps: 1,
-                    edge_agg_latency_ps: 1,
-                    agg_core_bw_bps: 1,
-                    agg_core_latency_ps: 1,
-                };
-                graphs.push((crate::fat_tree(spec).unwrap(), false));
+                graphs.push((
+                    crate::fat_tree(crate::FatTreeSpec::unit(k, oversubscription)).unwrap(),
+                    false,
+                ));
             }
         }
         // Hosts alternating between two switches, and hosts with two ports.
