@@ -90,6 +90,17 @@ fn bucket_of(e: &Entry) -> u64 {
     e.key.time >> WIDTH_BITS
 }
 
+/// Gives bucket buffer `v` the most recently drained spare if it has none. A bucket's own
+/// buffer, written last a whole ring ago (16.8 µs), had left the cache: every new line of it
+/// was a write miss (half of all on benches/fabric64.yaml); a spare is still there.
+fn take_spare(v: &mut Vec<Entry>, spare: &mut Vec<Vec<Entry>>) {
+    if v.capacity() == 0 {
+        if let Some(buf) = spare.pop() {
+            *v = buf;
+        }
+    }
+}
+
 /// Sorts bucket `v`, whose entries lie in bucket `b` (or before it: a push never goes behind
 /// the bucket being drained), ascending by key.
 ///
@@ -174,14 +185,7 @@ impl Calendar {
         }
         let slot = (b as usize) & (BUCKETS - 1);
         let v = &mut self.buckets[slot];
-        if v.capacity() == 0 {
-            // A bucket's own buffer, written last a whole ring ago (16.8 µs), had left the
-            // cache: every new line of it was a write miss (half of all on
-            // benches/fabric64.yaml). The buffer drained most recently is still there.
-            if let Some(buf) = self.spare.pop() {
-                *v = buf;
-            }
-        }
+        take_spare(v, &mut self.spare);
         if b == self.cur && self.sorted {
             // Keep the rest of the bucket being drained sorted. Rather than grow a full bucket,
             // drop its popped prefix first, so a bucket needs no more room than it did when
@@ -222,11 +226,7 @@ impl Calendar {
                 if let Some(e) = self.far.pop() {
                     let slot = (bucket_of(&e) as usize) & (BUCKETS - 1);
                     let v = &mut self.buckets[slot];
-                    if v.capacity() == 0 {
-                        if let Some(buf) = self.spare.pop() {
-                            *v = buf;
-                        }
-                    }
+                    take_spare(v, &mut self.spare);
                     v.push(e);
                     self.occupied[slot / 64] |= 1 << (slot % 64);
                 }
