@@ -100,28 +100,30 @@ pub(crate) fn normalize_usage(
     // Whether the links come strictly increasing or strictly decreasing: then the list (or its
     // reverse) is its own normal form, no sort and no merge. A simulation passes each queue
     // pair's path the same way for every message, and a reverse path in the opposite order of
-    // its forward one, so both are common; checking costs two compares a link.
+    // its forward one, so both are common; checking costs two compares a link. The checks come
+    // first and the copy after, in one `extend` (one capacity check, not one per entry).
     let (mut rising, mut falling) = (true, true);
-    let mut prev = None;
-    for &(LinkId(l), w) in usage {
+    let mut prev = u32::MAX;
+    for (i, &(LinkId(l), w)) in usage.iter().enumerate() {
         if l as usize >= links {
             return Err(FlowError::UnknownLink { link: l, links });
         }
-        if !(w > 0.0 && w.is_finite()) {
+        if !positive_finite(w) {
             return Err(FlowError::InvalidWeight { link: l, weight: w });
         }
-        if let Some(p) = prev {
-            rising &= p < l;
-            falling &= p > l;
+        if i > 0 {
+            rising &= prev < l;
+            falling &= prev > l;
         }
-        prev = Some(l);
-        out.push((l, w));
+        prev = l;
     }
-    if rising {
+    let plain = |&(LinkId(l), w): &(LinkId, f64)| (l, w);
+    if falling && !rising {
+        out.extend(usage.iter().rev().map(plain));
         return Ok(());
     }
-    if falling {
-        out.reverse();
+    out.extend(usage.iter().map(plain));
+    if rising {
         return Ok(());
     }
     // Stable: equal links keep their given order, so the merged sum is deterministic.
@@ -137,6 +139,14 @@ pub(crate) fn normalize_usage(
     }
     out.truncate(k);
     Ok(())
+}
+
+/// `w > 0.0 && w.is_finite()` in one subtraction and one compare: the positive finite
+/// doubles are exactly those whose bits lie in `1..=f64::MAX.to_bits()` (zero, negatives, the
+/// infinities and NaNs all fall outside). Written out, the float tests compiled to some thirty
+/// instructions of classification per weight, the most of a ring message's `normalize_usage`.
+fn positive_finite(w: f64) -> bool {
+    w.to_bits().wrapping_sub(1) < f64::MAX.to_bits()
 }
 
 /// What a heap entry stands for: a link's level, or a flow's cap (links first on equal levels).
@@ -384,6 +394,27 @@ mod tests {
         FlowSpec {
             usage: usage.iter().map(|&(l, w)| (LinkId(l), w)).collect(),
             cap,
+        }
+    }
+
+    #[test]
+    fn positive_finite_is_the_float_test() {
+        let cases = [
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            f64::from_bits(1),
+            1.0,
+            -1.0,
+            f64::MAX,
+            f64::MIN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+        ];
+        for w in cases {
+            assert_eq!(positive_finite(w), w > 0.0 && w.is_finite(), "{w:e}");
         }
     }
 
