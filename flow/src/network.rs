@@ -38,6 +38,11 @@
 //!   there (at most its whole ACK load, a few percent of the link at one ACK per 4 KiB packet),
 //!   never more (a growing reservation is applied at once, within the slack). In a collective,
 //!   whose every step starts flows on its links, it is given back at the next step.
+//! - A flow that is a component of its own (each of its links carries it alone: a ring's) is
+//!   filled in closed form (`FlowNetwork::fill_alone`: the smallest level `C_l / w` of its
+//!   links). When only the capacity of one of its links moved (a neighbour's reservation) and
+//!   that link neither set its rate before nor is below it now, the refilling is skipped: it
+//!   would give the same bits (`FlowNetwork::keeps_rate`).
 //! - Every query ([`FlowNetwork::next_finish`], [`FlowNetwork::rate`], [`FlowNetwork::advance`])
 //!   first *refreshes*. The links a start, a finish or a reservation touched are *perturbed*;
 //!   each gets a *threshold*, a level below which the progressive filling of the new problem
@@ -210,6 +215,23 @@ struct Flow {
     projecting: bool,
 }
 
+/// Per flow slot, for skipping the refilling of a flow that is a component of its own when only
+/// the capacity of a link that does not bound it moved (the ring's flows: a neighbour's ACK
+/// reservation on one of its two links, about one filling in four).
+#[derive(Clone, Copy, Debug)]
+struct Solo {
+    /// How many of the flow's links carry another flow too (0: `FlowNetwork::fill_alone`
+    /// fills it).
+    shared: u32,
+    /// The link whose level `C_l / w` set the rate at the flow's last filling, if that was a
+    /// `fill_alone`; [`NO_BIND`] when the cap did, or the flow was filled otherwise (or not
+    /// yet).
+    bind: u32,
+}
+
+/// [`Solo::bind`] of a flow whose rate no link of its own set alone.
+const NO_BIND: u32 = u32::MAX;
+
 /// A fluid network of flows over link directions with weighted max-min fair rates (see the
 /// crate documentation for the model).
 #[derive(Debug)]
@@ -238,6 +260,13 @@ pub struct FlowNetwork {
     /// version moved on, so no entry of it is). Dense, so that checking a heap entry, stale
     /// ones included, reads no flow.
     version: Vec<u32>,
+    /// Per flow slot: what lets a refilling of a lone flow be skipped (see [`Solo`]); dense,
+    /// so that the check reads no flow.
+    solo: Vec<Solo>,
+    /// Set for good once a refresh stopped updating reservations at
+    /// [`MAX_RESERVATION_ROUNDS`] with one still off: a refilling at an unchanged rate may then
+    /// move a reservation, so none is skipped any more.
+    res_capped: bool,
     /// Set by [`FlowNetwork::recompute_all`]: every threshold is 0.
     full: bool,
     /// Scratch of a refresh round: `(threshold, link)` of the perturbed links.
@@ -292,6 +321,8 @@ impl FlowNetwork {
             flow_mark: Vec::new(),
             fill_rate: Vec::new(),
             version: Vec::new(),
+            solo: Vec::new(),
+            res_capped: false,
             full: false,
             pert: Vec::new(),
             rates_scratch: Vec::new(),
@@ -417,6 +448,10 @@ impl FlowNetwork {
                 self.flow_mark.push(0);
                 self.fill_rate.push(f64::INFINITY);
                 self.version.push(0);
+                self.solo.push(Solo {
+                    shared: 0,
+                    bind: NO_BIND,
+                });
                 (self.flows.len() - 1) as u32
             }
         };
@@ -431,8 +466,18 @@ impl FlowNetwork {
         flow.res_gain = 1.0;
         flow.token = token;
         flow.usage.clear();
+        let mut shared = 0;
         for &(l, w) in &scratch {
             let link = &mut self.links[l as usize];
+            match link.flows.len() {
+                0 => {}
+                1 => {
+                    // Its one flow shares this link from now on.
+                    self.solo[link.flows[0] as usize].shared += 1;
+                    shared += 1;
+                }
+                _ => shared += 1,
+            }
             flow.usage.push((l, w, link.flows.len() as u32));
             // The start refills the link anyway: its applied reservation becomes exact now
             // rather than in the refresh, which would walk the started flows' links once more
@@ -445,6 +490,10 @@ impl FlowNetwork {
             self.link_weights[l as usize].push(w);
         }
         self.fill_rate[slot as usize] = f64::INFINITY;
+        self.solo[slot as usize] = Solo {
+            shared,
+            bind: NO_BIND,
+        };
         flow.reserve.clear();
         flow.reserve.extend_from_slice(&reserve);
         for &(l, _) in &reserve {
@@ -609,6 +658,10 @@ impl FlowNetwork {
             link.own_change = true;
             link.flows.swap_remove(pos as usize);
             self.link_weights[l as usize].swap_remove(pos as usize);
+            if let [alone] = link.flows[..] {
+                // The flow left behind has this link to itself now.
+                self.solo[alone as usize].shared -= 1;
+            }
             if let Some(&moved) = link.flows.get(pos as usize) {
                 // The flow moved into `pos` records its position on this link.
                 let mu = &mut self.flows[moved as usize].usage;
@@ -780,7 +833,10 @@ impl FlowNetwork {
                 }
                 1 => {
                     let g = link.flows[0];
-                    if self.flow_mark[g as usize] == epoch || self.fill_alone(g) {
+                    if self.flow_mark[g as usize] == epoch
+                        || self.keeps_rate(l, g)
+                        || self.fill_alone(g)
+                    {
                         continue;
                     }
                 }
@@ -832,6 +888,7 @@ impl FlowNetwork {
         // `fill_single` at floor 0, its first loop merged with the marking (one pass over the
         // links instead of two: this is every filling of a ring), computed the same way.
         let mut rate = flow.cap;
+        let mut bind = NO_BIND;
         for &(l, w, _) in &flow.usage {
             let link = &mut self.links[l as usize];
             link.mark = epoch;
@@ -842,18 +899,47 @@ impl FlowNetwork {
             // `<` skips a NaN level, as the filling turns it into the floor.
             if level < rate {
                 rate = level;
+                bind = l;
             }
         }
         if rate.is_nan() || rate < 0.0 {
             rate = 0.0;
+            bind = NO_BIND;
         }
         self.set_rate(slot, rate);
+        self.solo[slot as usize].bind = bind;
         for k in 0..self.flows[slot as usize].usage.len() {
             let (l, w, _) = self.flows[slot as usize].usage[k];
             // `0 + w r` is `w r` bit for bit: `w r` is not -0 (w > 0, rate >= 0).
             self.set_load(l, w * rate);
         }
         self.compact_finishes();
+        true
+    }
+
+    /// Whether refilling flow `g`, the lone flow of dirty link `l`, would leave everything as it
+    /// is, so that it is skipped (and `l`'s refresh scratch reset, as the filling would): `g`
+    /// was last filled alone (`fill_alone`) and is still alone, its rate was set by another link
+    /// or its cap, `l`'s level is not below that rate now, and `l`'s load is already the one the
+    /// filling would set (no flow left it since). Then the smallest level of `g`'s links (the
+    /// links other than `l` did not move, or they are dirty and checked on their own) is the same
+    /// value, so `fill_alone` would give the same bits and set the same loads; and `set_rate` at
+    /// an unchanged rate moves nothing while no reservation was left off by the round limit.
+    /// Where a neighbour's ACK reservation moves on the link that does not bound a ring's flow,
+    /// this skips a quarter of the ring's fillings.
+    fn keeps_rate(&mut self, l: u32, g: u32) -> bool {
+        let solo = self.solo[g as usize];
+        if solo.shared != 0 || solo.bind == NO_BIND || solo.bind == l || self.res_capped {
+            return false;
+        }
+        let r = self.fill_rate[g as usize];
+        let w = self.link_weights[l as usize][0];
+        let link = &mut self.links[l as usize];
+        if link.data_capacity() / w < r || link.load.to_bits() != (w * r).to_bits() {
+            return false;
+        }
+        link.removed_max = 0.0;
+        link.new_cap = f64::INFINITY;
         true
     }
 
@@ -1060,6 +1146,8 @@ impl FlowNetwork {
     fn set_rate(&mut self, f: u32, rate: f64) {
         let now = self.now;
         self.fill_rate[f as usize] = rate;
+        // `fill_alone` sets it again after this; every other filling leaves none.
+        self.solo[f as usize].bind = NO_BIND;
         let flow = &mut self.flows[f as usize];
         let changed = rate.to_bits() != flow.rate.to_bits();
         // A damped reservation (below) may still be off at an unchanged rate.
@@ -1076,8 +1164,11 @@ impl FlowNetwork {
         if !flow.reserve.is_empty() {
             let rho = flow.reserved_rate;
             let miss = rate - rho;
-            let update =
-                self.rounds < MAX_RESERVATION_ROUNDS && miss.abs() > RESERVATION_EPSILON * rho;
+            let off = miss.abs() > RESERVATION_EPSILON * rho;
+            let update = self.rounds < MAX_RESERVATION_ROUNDS && off;
+            if off && !update {
+                self.res_capped = true;
+            }
             if !changed && !update {
                 // Neither the rate nor its reservations move: nothing below has work to do
                 // (a quarter of the fillings on a ring, whose neighbours' refills often give the
