@@ -787,6 +787,10 @@ impl Switch {
         }
     }
 
+    /// Out of line and cold: inlined into [`Actor::handle`], its register saves and stack frame
+    /// were paid by every frame and completion (handle's other arms are tail calls).
+    #[cold]
+    #[inline(never)]
     fn on_timer(&mut self, t: u64, ctx: &mut Ctx<'_>) {
         let (kind, port, prio) = untoken(t);
         if kind == TIMER_REROUTE {
