@@ -427,7 +427,7 @@ impl Switch {
             }
         };
         let now = ctx.now();
-        if self.mmu.admit(in_port, prio, out, len).is_err() {
+        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
             ctx.drop_frame(frame);
             self.count_drop(out, prio, len);
             // A lossless ingress that could not take a frame must stop its neighbour — if it
@@ -437,10 +437,10 @@ impl Switch {
                 self.enter_xoff(in_port, prio, ctx);
             }
             return;
-        }
+        };
         let ps = &mut self.port_stats[out];
         ps.enqueued += 1;
-        ps.max_queue_bytes = ps.max_queue_bytes.max(self.mmu.queue_bytes(out));
+        ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
         self.stats.peak_buffer_bytes = self.mmu.peak();
         if let Some(peak) = self.mmu.note_peak(in_port, prio) {
             self.port_stats[in_port].priorities[usize::from(prio)].peak_ingress_bytes = peak;
