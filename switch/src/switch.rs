@@ -23,7 +23,7 @@ use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, PFC_FRAME_LEN};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
+use crate::egress::{highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::{DscpMap, PRIORITIES};
@@ -175,18 +175,20 @@ fn untoken(t: u64) -> (u64, usize, u8) {
 }
 
 /// What every frame reads of its egress port: the PFC bits ([`Switch`] keeps them apart from
-/// the rest of the port's PFC state) and the FIFO's length. 8 bytes, eight ports per line.
+/// the rest of the port's PFC state) and which priorities of its FIFO hold frames. 4 bytes,
+/// sixteen ports per line.
 #[derive(Clone, Copy, Debug, Default)]
 struct PortFlags {
     /// Classes the neighbour has paused on this port.
     paused: u8,
     /// Classes owed a PFC frame (XOFF, refresh or XON) at the next idle moment.
     pending: u8,
-    /// The port runs a custom scheduler (`fifo_len` is then unused).
+    /// The port runs a custom scheduler (`nonempty` is then unused).
     custom: bool,
-    /// Frames in the port's FIFO: whether a frame can leave at once, and whether a
-    /// completion is needed, are told here without reading the FIFO's lines.
-    fifo_len: u32,
+    /// Bit p set: the FIFO's priority p holds frames. Whether a frame can leave at once,
+    /// whether a completion is needed, and which priority goes next are told here without
+    /// reading the FIFO's lines (the FIFO's [`crate::egress::Lanes`] keep no count of their own).
+    nonempty: u8,
 }
 
 /// What the switch does with an arriving frame, read from its bytes.
@@ -454,10 +456,10 @@ impl Switch {
         let fl = &mut self.flags[out];
         match &mut self.queues[out] {
             // Told by the port's flags, without reading the queue's own lines.
-            _ if !fl.custom && fl.fifo_len == 0 => held = Some(frame),
+            _ if !fl.custom && fl.nonempty == 0 => held = Some(frame),
             Egress::Fifo(f) => {
                 f.push(frame, now, prio, in_port);
-                fl.fifo_len += 1;
+                fl.nonempty |= 1 << (prio & 7);
                 behind = true;
             }
             Egress::Custom(c) => {
@@ -491,7 +493,7 @@ impl Switch {
             }
             if let Egress::Fifo(f) = &mut self.queues[out] {
                 f.push(frame, now, prio, in_port);
-                self.flags[out].fifo_len += 1;
+                self.flags[out].nonempty |= 1 << (prio & 7);
             } else {
                 ctx.drop_frame(frame);
             }
@@ -682,7 +684,7 @@ impl Switch {
     fn has_more(&self, port: usize) -> bool {
         let fl = self.flags[port];
         let queued = match &self.queues[port] {
-            _ if !fl.custom => fl.fifo_len != 0,
+            _ if !fl.custom => fl.nonempty != 0,
             Egress::Fifo(f) => !f.is_empty(),
             Egress::Custom(c) => !c.is_empty(),
         };
@@ -704,18 +706,28 @@ impl Switch {
         }
         let now = ctx.now();
         let fl = &mut self.flags[port];
-        if !fl.custom && fl.fifo_len == 0 {
+        if !fl.custom && fl.nonempty == 0 {
             return;
         }
         let paused = fl.paused;
         let d = match &mut self.queues[port] {
-            Egress::Fifo(f) => match f.pop(paused) {
-                Some(d) => {
-                    fl.fifo_len -= 1;
-                    d
+            Egress::Fifo(f) => {
+                // Strict priority, skipping paused classes (what `Fifo::pop` does).
+                let ready = fl.nonempty & !paused;
+                if ready == 0 {
+                    return;
                 }
-                None => return,
-            },
+                let p = highest(ready);
+                match f.pop(p) {
+                    Some((d, empty)) => {
+                        if empty {
+                            fl.nonempty &= !(1 << p);
+                        }
+                        d
+                    }
+                    None => return,
+                }
+            }
             Egress::Custom(c) => match c.dequeue(now, paused) {
                 // Back into the slab: `depart` sends every frame from there.
                 Some(d) => Popped {
