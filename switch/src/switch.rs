@@ -373,8 +373,9 @@ impl Switch {
                 return Verdict::Discard;
             }
         };
-        let hash = flow_hash(flow.src, flow.dst, flow.udp_src_port, self.seed);
-        let Some(out) = self.routes.select(flow.dst, hash) else {
+        let seed = self.seed;
+        let hash = || flow_hash(flow.src, flow.dst, flow.udp_src_port, seed);
+        let Some(out) = self.routes.select_by(flow.dst, hash) else {
             if self.failed_over {
                 self.stats.blackholed += 1;
             } else {
