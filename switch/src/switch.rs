@@ -766,12 +766,7 @@ impl Switch {
         ctx: &mut Ctx<'_>,
     ) {
         let now = ctx.now();
-        // Read before the frame is borrowed from the context (HPCC only).
-        let bw = match self.int_tx {
-            Some(_) => ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps()),
-            None => 0,
-        };
-        let Some(pkt) = ctx.frame_mut(&frame) else {
+        let Some(pkt) = ctx.frame(&frame) else {
             self.stats.tx_refused += 1;
             return;
         };
@@ -782,13 +777,43 @@ impl Switch {
         let waited = now.saturating_sub(enqueued_at).ps();
         ps.queueing_delay_sum_ps += waited;
         ps.queueing_delay.record(waited);
+        if self.red.is_some() || self.int_tx.is_some() {
+            self.mark(port, prio, &frame, ctx);
+        }
+        let more = self.has_more(port);
+        if ctx.transmit_frame(port, frame, more).is_err() {
+            self.stats.tx_refused += 1;
+        }
+        // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
+        // ingress port's PFC state (a cache miss per frame on large switches).
+        if ingress < self.pfc.len() && self.mmu.is_lossless(prio) {
+            self.check_xon(ingress, prio, ctx);
+        }
+    }
+
+    /// RED/ECN marking and INT stamping of `frame` as it leaves (`port`, `prio`), after its
+    /// bytes were released. Out of line: most runs have neither, and inlined into `depart` it
+    /// made every frame pay its stack frame and register saves.
+    #[inline(never)]
+    fn mark(&mut self, port: usize, prio: u8, frame: &Frame, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        // Read before the frame is borrowed from the context (HPCC only).
+        let bw = match self.int_tx {
+            Some(_) => ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps()),
+            None => 0,
+        };
+        let Some(pkt) = ctx.frame_mut(frame) else {
+            return;
+        };
         if let Some(red) = &mut self.red {
             let ect = matches!(wire::ecn(pkt.header()), Some(Ecn::Ect0 | Ecn::Ect1));
             if ect
                 && red.should_mark(self.mmu.egress_bytes(port, prio))
                 && wire::set_ecn(pkt.header_mut(), Ecn::Ce).is_ok()
             {
-                ps.priorities[usize::from(prio)].ecn_marked += 1;
+                if let Some(ps) = self.port_stats.get_mut(port) {
+                    ps.priorities[usize::from(prio & 7)].ecn_marked += 1;
+                }
                 self.stats.ecn_marked += 1;
             }
         }
@@ -801,15 +826,6 @@ impl Switch {
                 self.stats.int_stamped += 1;
             }
             *tx += pkt.frame_len() as u64;
-        }
-        let more = self.has_more(port);
-        if ctx.transmit_frame(port, frame, more).is_err() {
-            self.stats.tx_refused += 1;
-        }
-        // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
-        // ingress port's PFC state (a cache miss per frame on large switches).
-        if ingress < self.pfc.len() && self.mmu.is_lossless(prio) {
-            self.check_xon(ingress, prio, ctx);
         }
     }
 
