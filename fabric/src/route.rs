@@ -262,6 +262,14 @@ impl RouteTable {
     /// The egress port for a flow toward `dst` whose 5-tuple hashes to `flow_hash`.
     #[inline]
     pub fn select(&self, dst: Ipv4Addr, flow_hash: u64) -> Option<usize> {
+        self.select_by(dst, || flow_hash)
+    }
+
+    /// [`RouteTable::select`] with the flow's hash computed only when `dst` has more than one
+    /// next hop: a switch's down ports (one per destination) need none, and the hash (two
+    /// rounds of [`mix`], ~35 instructions) was half of a switch's route look-up.
+    #[inline]
+    pub fn select_by(&self, dst: Ipv4Addr, flow_hash: impl FnOnce() -> u64) -> Option<usize> {
         if let Some(a) = &self.affine {
             let i = u32::from(dst).wrapping_sub(self.base);
             if i >= a.len {
@@ -273,19 +281,23 @@ impl RouteTable {
             }
             if let Some(off) = a.other_pool {
                 let ports = self.slot_list(off as u16 + 1);
-                return (!ports.is_empty())
-                    .then(|| usize::from(ports[ecmp_index(ports.len(), flow_hash)]));
+                return match ports.len() {
+                    0 => None,
+                    1 => Some(usize::from(ports[0])),
+                    n => Some(usize::from(ports[ecmp_index(n, flow_hash())])),
+                };
             }
             return match a.other_n {
                 0 => None,
-                n => Some(usize::from(a.other_first) + ecmp_index(usize::from(n), flow_hash)),
+                1 => Some(usize::from(a.other_first)),
+                n => Some(usize::from(a.other_first) + ecmp_index(usize::from(n), flow_hash())),
             };
         }
         let ports = self.ports(dst);
         match ports.len() {
             0 => None,
             1 => Some(ports[0] as usize),
-            n => Some(ports[ecmp_index(n, flow_hash)] as usize),
+            n => Some(ports[ecmp_index(n, flow_hash())] as usize),
         }
     }
 
@@ -460,6 +472,7 @@ mod tests {
                     let exp = select_in(&want, ip, h);
                     proptest::prop_assert_eq!(t.select(Ipv4Addr::from(ip), h), exp);
                     proptest::prop_assert_eq!(c.select(Ipv4Addr::from(ip), h), exp, "{:#x}", ip);
+                    proptest::prop_assert_eq!(c.select_by(Ipv4Addr::from(ip), || h), exp);
                 }
             }
         }

@@ -78,12 +78,26 @@ pub struct Mmu {
     used: u64,
     peak: u64,
     headroom: Vec<u64>,
+    /// `alpha` and `lossy_alpha` as powers of two (`Some(k)`: alpha = 2^k), when they are:
+    /// the dynamic threshold is then a shift ([`Mmu::threshold`]).
+    alpha_exp: Option<i32>,
+    lossy_alpha_exp: Option<i32>,
     /// Per port, its 8 ingress (port, priority) counters: 32 bytes each in a line-aligned
     /// block, so the one a frame touches is one cache line (unaligned, one in two straddled).
     ingress: Vec<Line<[IngressUse; PRIORITIES]>>,
     /// Per port, the bytes queued per priority, in one cache line; the port's total is their
     /// sum (read from the same line), not a counter in a second array.
     egress: Vec<Line<[u64; PRIORITIES]>>,
+}
+
+/// `Some(k)` when `a` is exactly 2^k, for k in -63..=63.
+fn pow2_exponent(a: f64) -> Option<i32> {
+    let bits = a.to_bits();
+    let biased = ((bits >> 52) & 0x7FF) as i32;
+    // Positive, normal, no fraction bits.
+    let k = biased - 1023;
+    (a > 0.0 && bits & ((1 << 52) - 1) == 0 && biased != 0 && biased != 0x7FF && k.abs() < 64)
+        .then_some(k)
 }
 
 /// A value aligned to a cache line (per-port MMU counters: one line each).
@@ -95,12 +109,15 @@ impl Mmu {
     /// An MMU for `ports` ports, with no headroom set yet ([`Mmu::set_headroom`]).
     pub fn new(cfg: &BufferConfig, ports: usize) -> Mmu {
         let total = cfg.total.bytes();
+        let (alpha, lossy_alpha) = (cfg.alpha.max(0.0), cfg.lossy_alpha.max(0.0));
         let mut m = Mmu {
             total,
             per_queue: cfg.per_queue.map_or(total, |q| q.bytes().min(total)),
             reserved: cfg.reserved.bytes(),
-            alpha: cfg.alpha.max(0.0),
-            lossy_alpha: cfg.lossy_alpha.max(0.0),
+            alpha,
+            lossy_alpha,
+            alpha_exp: pow2_exponent(alpha),
+            lossy_alpha_exp: pow2_exponent(lossy_alpha),
             xon_offset: cfg.pfc.xon_offset_bytes(),
             lossless: cfg.pfc.lossless_mask(),
             shared_pool: 0,
@@ -154,13 +171,28 @@ impl Mmu {
     #[inline]
     pub fn threshold(&self, lossless: bool) -> u64 {
         let free = self.shared_pool.saturating_sub(self.shared_used);
-        let alpha = if lossless {
-            self.alpha
+        let (alpha, exp) = if lossless {
+            (self.alpha, self.alpha_exp)
         } else {
-            self.lossy_alpha
+            (self.lossy_alpha, self.lossy_alpha_exp)
         };
-        // Saturating float-to-int cast; IEEE arithmetic is deterministic.
-        (alpha * free as f64) as u64
+        match exp {
+            // The float product below, exactly, by a shift (the defaults, 1/8 and 8, are
+            // powers of two; the cast's saturation and rounding made the float path ~25
+            // instructions per frame): `free` below 2^53 is exact as an f64, multiplying it by
+            // 2^k is exact, and the cast truncates, as `>>` does.
+            Some(k) if free < 1 << 53 => {
+                if k < 0 {
+                    free >> k.unsigned_abs()
+                } else if free.leading_zeros() >= k.unsigned_abs() {
+                    free << k.unsigned_abs()
+                } else {
+                    u64::MAX
+                }
+            }
+            // Saturating float-to-int cast; IEEE arithmetic is deterministic.
+            _ => (alpha * free as f64) as u64,
+        }
     }
 
     /// Admits `len` bytes arriving on (`ingress`, `p`) for egress port `egress`, or says why not.
@@ -172,9 +204,23 @@ impl Mmu {
         egress: usize,
         len: u64,
     ) -> Result<Region, Refusal> {
+        self.admit_queued(ingress, p, egress, len).map(|(r, _)| r)
+    }
+
+    /// [`Mmu::admit`], also returning the bytes queued for `egress` with the frame (what the
+    /// switch's deepest-queue counter wants: read here, from the line admission reads anyway).
+    #[inline]
+    pub fn admit_queued(
+        &mut self,
+        ingress: usize,
+        p: u8,
+        egress: usize,
+        len: u64,
+    ) -> Result<(Region, u64), Refusal> {
         let pi = usize::from(p & 7);
         let lossless = self.is_lossless(p);
-        if !lossless && self.queue_bytes(egress) + len > self.per_queue {
+        let queued = self.queue_bytes(egress) + len;
+        if !lossless && queued > self.per_queue {
             return Err(Refusal::QueueFull);
         }
         let free = self.shared_pool.saturating_sub(self.shared_used);
@@ -200,7 +246,7 @@ impl Mmu {
         self.egress[egress].0[pi] += len;
         self.used += len;
         self.peak = self.peak.max(self.used);
-        Ok(region)
+        Ok((region, queued))
     }
 
     /// Records the current use of (`ingress`, `p`) as its peak if it is one; returns the new
@@ -338,6 +384,52 @@ mod tests {
         m.release(0, 3, 1, 39_000);
         assert_eq!(m.ingress_use(0, 3), IngressUse::default());
         assert_eq!((m.used(), m.peak()), (0, 43_000));
+    }
+
+    /// The float product the threshold is defined by.
+    fn float_threshold(alpha: f64, free: u64) -> u64 {
+        (alpha * free as f64) as u64
+    }
+
+    #[test]
+    fn power_of_two_alphas_are_recognised() {
+        assert_eq!(pow2_exponent(0.125), Some(-3));
+        assert_eq!(pow2_exponent(8.0), Some(3));
+        assert_eq!(pow2_exponent(1.0), Some(0));
+        for a in [
+            0.0,
+            -1.0,
+            0.3,
+            3.0,
+            f64::INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE / 2.0,
+        ] {
+            assert_eq!(pow2_exponent(a), None, "{a}");
+        }
+        assert_eq!(pow2_exponent(2f64.powi(64)), None);
+        assert_eq!(pow2_exponent(2f64.powi(-64)), None);
+    }
+
+    proptest::proptest! {
+        /// The shift gives the float product's value for every power-of-two alpha and free
+        /// byte count, saturation included.
+        #[test]
+        fn shifted_threshold_is_the_float_product(
+            k in -63i32..=63,
+            free in proptest::prop_oneof![0u64..1 << 20, 0u64..1 << 53, 0u64..=u64::MAX],
+        ) {
+            let alpha = 2f64.powi(k);
+            let mut c = cfg(u64::MAX, false);
+            c.reserved = ByteSize(0);
+            c.alpha = alpha;
+            c.lossy_alpha = alpha;
+            let mut m = Mmu::new(&c, 1);
+            proptest::prop_assert_eq!(m.alpha_exp, Some(k));
+            m.shared_pool = free;
+            proptest::prop_assert_eq!(m.threshold(true), float_threshold(alpha, free));
+            proptest::prop_assert_eq!(m.threshold(false), float_threshold(alpha, free));
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, PFC_FRAME_LEN};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
+use crate::egress::{highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::{DscpMap, PRIORITIES};
@@ -175,18 +175,20 @@ fn untoken(t: u64) -> (u64, usize, u8) {
 }
 
 /// What every frame reads of its egress port: the PFC bits ([`Switch`] keeps them apart from
-/// the rest of the port's PFC state) and the FIFO's length. 8 bytes, eight ports per line.
+/// the rest of the port's PFC state) and which priorities of its FIFO hold frames. 4 bytes,
+/// sixteen ports per line.
 #[derive(Clone, Copy, Debug, Default)]
 struct PortFlags {
     /// Classes the neighbour has paused on this port.
     paused: u8,
     /// Classes owed a PFC frame (XOFF, refresh or XON) at the next idle moment.
     pending: u8,
-    /// The port runs a custom scheduler (`fifo_len` is then unused).
+    /// The port runs a custom scheduler (`nonempty` is then unused).
     custom: bool,
-    /// Frames in the port's FIFO: whether a frame can leave at once, and whether a
-    /// completion is needed, are told here without reading the FIFO's lines.
-    fifo_len: u32,
+    /// Bit p set: the FIFO's priority p holds frames. Whether a frame can leave at once,
+    /// whether a completion is needed, and which priority goes next are told here without
+    /// reading the FIFO's lines (the FIFO's [`crate::egress::Lanes`] keep no count of their own).
+    nonempty: u8,
 }
 
 /// What the switch does with an arriving frame, read from its bytes.
@@ -371,8 +373,9 @@ impl Switch {
                 return Verdict::Discard;
             }
         };
-        let hash = flow_hash(flow.src, flow.dst, flow.udp_src_port, self.seed);
-        let Some(out) = self.routes.select(flow.dst, hash) else {
+        let seed = self.seed;
+        let hash = || flow_hash(flow.src, flow.dst, flow.udp_src_port, seed);
+        let Some(out) = self.routes.select_by(flow.dst, hash) else {
             if self.failed_over {
                 self.stats.blackholed += 1;
             } else {
@@ -427,7 +430,7 @@ impl Switch {
             }
         };
         let now = ctx.now();
-        if self.mmu.admit(in_port, prio, out, len).is_err() {
+        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
             ctx.drop_frame(frame);
             self.count_drop(out, prio, len);
             // A lossless ingress that could not take a frame must stop its neighbour — if it
@@ -437,10 +440,10 @@ impl Switch {
                 self.enter_xoff(in_port, prio, ctx);
             }
             return;
-        }
+        };
         let ps = &mut self.port_stats[out];
         ps.enqueued += 1;
-        ps.max_queue_bytes = ps.max_queue_bytes.max(self.mmu.queue_bytes(out));
+        ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
         self.stats.peak_buffer_bytes = self.mmu.peak();
         if let Some(peak) = self.mmu.note_peak(in_port, prio) {
             self.port_stats[in_port].priorities[usize::from(prio)].peak_ingress_bytes = peak;
@@ -449,13 +452,16 @@ impl Switch {
         // A frame for an empty FIFO may leave at once; it is held here (not queued) until
         // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
         let mut held = None;
+        // Queued behind frames already in the FIFO: see the end.
+        let mut behind = false;
         let fl = &mut self.flags[out];
         match &mut self.queues[out] {
             // Told by the port's flags, without reading the queue's own lines.
-            _ if !fl.custom && fl.fifo_len == 0 => held = Some(frame),
+            _ if !fl.custom && fl.nonempty == 0 => held = Some(frame),
             Egress::Fifo(f) => {
                 f.push(frame, now, prio, in_port);
-                fl.fifo_len += 1;
+                fl.nonempty |= 1 << (prio & 7);
+                behind = true;
             }
             Egress::Custom(c) => {
                 let at = Arrival {
@@ -488,10 +494,20 @@ impl Switch {
             }
             if let Egress::Fifo(f) = &mut self.queues[out] {
                 f.push(frame, now, prio, in_port);
-                self.flags[out].fifo_len += 1;
+                self.flags[out].nonempty |= 1 << (prio & 7);
             } else {
                 ctx.drop_frame(frame);
             }
+        }
+        // A FIFO that already held frames, with no class paused and no PFC frame owed, on a
+        // busy port: that frame's completion was asked for (whoever queued the first of them
+        // called `start_tx`, which sent it or asked; a departure leaving frames behind asks
+        // too), so `start_tx` would only find the port busy and ask again: 0.66 calls per
+        // packet-hop on fabric64. (A port whose frame ends right now is idle: `start_tx` sends
+        // the next frame at once, ahead of the completion already queued.)
+        let f = self.flags[out];
+        if behind && f.paused == 0 && f.pending == 0 && !ctx.port_idle(out) {
+            return;
         }
         self.start_tx(out, ctx);
     }
@@ -669,7 +685,7 @@ impl Switch {
     fn has_more(&self, port: usize) -> bool {
         let fl = self.flags[port];
         let queued = match &self.queues[port] {
-            _ if !fl.custom => fl.fifo_len != 0,
+            _ if !fl.custom => fl.nonempty != 0,
             Egress::Fifo(f) => !f.is_empty(),
             Egress::Custom(c) => !c.is_empty(),
         };
@@ -691,18 +707,28 @@ impl Switch {
         }
         let now = ctx.now();
         let fl = &mut self.flags[port];
-        if !fl.custom && fl.fifo_len == 0 {
+        if !fl.custom && fl.nonempty == 0 {
             return;
         }
         let paused = fl.paused;
         let d = match &mut self.queues[port] {
-            Egress::Fifo(f) => match f.pop(paused) {
-                Some(d) => {
-                    fl.fifo_len -= 1;
-                    d
+            Egress::Fifo(f) => {
+                // Strict priority, skipping paused classes (what `Fifo::pop` does).
+                let ready = fl.nonempty & !paused;
+                if ready == 0 {
+                    return;
                 }
-                None => return,
-            },
+                let p = highest(ready);
+                match f.pop(p) {
+                    Some((d, empty)) => {
+                        if empty {
+                            fl.nonempty &= !(1 << p);
+                        }
+                        d
+                    }
+                    None => return,
+                }
+            }
             Egress::Custom(c) => match c.dequeue(now, paused) {
                 // Back into the slab: `depart` sends every frame from there.
                 Some(d) => Popped {
@@ -740,12 +766,7 @@ impl Switch {
         ctx: &mut Ctx<'_>,
     ) {
         let now = ctx.now();
-        // Read before the frame is borrowed from the context (HPCC only).
-        let bw = match self.int_tx {
-            Some(_) => ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps()),
-            None => 0,
-        };
-        let Some(pkt) = ctx.frame_mut(&frame) else {
+        let Some(pkt) = ctx.frame(&frame) else {
             self.stats.tx_refused += 1;
             return;
         };
@@ -756,13 +777,43 @@ impl Switch {
         let waited = now.saturating_sub(enqueued_at).ps();
         ps.queueing_delay_sum_ps += waited;
         ps.queueing_delay.record(waited);
+        if self.red.is_some() || self.int_tx.is_some() {
+            self.mark(port, prio, &frame, ctx);
+        }
+        let more = self.has_more(port);
+        if ctx.transmit_frame(port, frame, more).is_err() {
+            self.stats.tx_refused += 1;
+        }
+        // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
+        // ingress port's PFC state (a cache miss per frame on large switches).
+        if ingress < self.pfc.len() && self.mmu.is_lossless(prio) {
+            self.check_xon(ingress, prio, ctx);
+        }
+    }
+
+    /// RED/ECN marking and INT stamping of `frame` as it leaves (`port`, `prio`), after its
+    /// bytes were released. Out of line: most runs have neither, and inlined into `depart` it
+    /// made every frame pay its stack frame and register saves.
+    #[inline(never)]
+    fn mark(&mut self, port: usize, prio: u8, frame: &Frame, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        // Read before the frame is borrowed from the context (HPCC only).
+        let bw = match self.int_tx {
+            Some(_) => ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps()),
+            None => 0,
+        };
+        let Some(pkt) = ctx.frame_mut(frame) else {
+            return;
+        };
         if let Some(red) = &mut self.red {
             let ect = matches!(wire::ecn(pkt.header()), Some(Ecn::Ect0 | Ecn::Ect1));
             if ect
                 && red.should_mark(self.mmu.egress_bytes(port, prio))
                 && wire::set_ecn(pkt.header_mut(), Ecn::Ce).is_ok()
             {
-                ps.priorities[usize::from(prio)].ecn_marked += 1;
+                if let Some(ps) = self.port_stats.get_mut(port) {
+                    ps.priorities[usize::from(prio & 7)].ecn_marked += 1;
+                }
                 self.stats.ecn_marked += 1;
             }
         }
@@ -776,17 +827,12 @@ impl Switch {
             }
             *tx += pkt.frame_len() as u64;
         }
-        let more = self.has_more(port);
-        if ctx.transmit_frame(port, frame, more).is_err() {
-            self.stats.tx_refused += 1;
-        }
-        // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
-        // ingress port's PFC state (a cache miss per frame on large switches).
-        if ingress < self.pfc.len() && self.mmu.is_lossless(prio) {
-            self.check_xon(ingress, prio, ctx);
-        }
     }
 
+    /// Out of line and cold: inlined into [`Actor::handle`], its register saves and stack frame
+    /// were paid by every frame and completion (handle's other arms are tail calls).
+    #[cold]
+    #[inline(never)]
     fn on_timer(&mut self, t: u64, ctx: &mut Ctx<'_>) {
         let (kind, port, prio) = untoken(t);
         if kind == TIMER_REROUTE {
