@@ -277,7 +277,8 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
     let std_len = repr.header_len();
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     repr.emit(pkt.header_mut()).ok()?;
-    finish(pkt, std_len, int)
+    finish(&mut pkt, std_len, int)?;
+    Some(pkt)
 }
 
 /// [`build`] from the NIC's header template and the frame's own fields (`f.payload_len`
@@ -291,19 +292,20 @@ fn build_from(
     let std_len = HeaderTemplate::header_len(f);
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     t?.emit(f, pkt.header_mut()).ok()?;
-    finish(pkt, std_len, int)
+    finish(&mut pkt, std_len, int)?;
+    Some(pkt)
 }
 
-/// Copies `int` behind the `std_len` bytes of standard headers and sets the ICRC.
+/// Copies `int` behind the `std_len` bytes of standard headers and sets the ICRC. In place:
+/// taking and returning the 128-byte packet by value cost two moves of it per frame built.
 #[inline]
-fn finish(mut pkt: Packet, std_len: usize, int: &[u8]) -> Option<Packet> {
+fn finish(pkt: &mut Packet, std_len: usize, int: &[u8]) -> Option<()> {
     pkt.header_mut().get_mut(std_len..)?.copy_from_slice(int);
     let icrc = match pkt.payload() {
         Payload::Data(d) => wire::icrc(pkt.header(), d),
         Payload::Timing(_) => [0; 4],
     };
-    pkt.set_trailer(&icrc).ok()?;
-    Some(pkt)
+    pkt.set_trailer(&icrc).ok()
 }
 
 /// The header template of a NIC at `addr` (see [`HeaderTemplate`]): its frames carry TTL 64
