@@ -33,14 +33,14 @@ use super::queue::Entry;
 
 /// Bucket width: 2^14 ps ≈ 16.4 ns, about 20 events per bucket on fabric64, 450 on the
 /// 1024-host fat-tree.
-const WIDTH_BITS: u32 = 14;
+const WIDTH_BITS: u32 = 13;
 /// Buckets in the ring (a power of two, at least 64): 1024 × 16.4 ns ≈ 16.8 µs of near future,
 /// beyond the latency of any datacenter link.
-const BUCKETS: usize = 1024;
+const BUCKETS: usize = 2048;
 const WORDS: usize = BUCKETS / 64;
 /// A drained bucket is split into `1 << SUB_BITS` sub-buckets by time (256 ps each) with one
 /// counting pass, and only each sub-bucket is sorted by the full key (see [`sort_bucket`]).
-const SUB_BITS: u32 = 6;
+const SUB_BITS: u32 = 5;
 const SUBS: usize = 1 << SUB_BITS;
 /// Buckets with fewer entries are sorted directly (the counting pass costs more than it saves).
 const COUNT_SORT_MIN: usize = 32;
