@@ -98,23 +98,28 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
 }
 
 /// Per-port transmit state of a NIC.
+///
+/// Laid out from a cache line's start in the order `Nic::pump` reads it (`repr(C,
+/// align(64))`): the two control queues, then the data queues, then the pause state (whose
+/// per-class array, last, is read only while a class is paused).
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 struct NicPort {
     /// PFC frames this NIC generates: sent before anything else and never paused.
     mac_control: VecDeque<Packet>,
     /// ACK/NAK/CNP frames, sent before data.
     control: VecDeque<Packet>,
-    /// PFC pause state of this port's transmit side.
-    pause: PortPause,
+    /// QPs (by index) with data to send, in round-robin order.
+    active: VecDeque<u32>,
     /// Frames relayed for other hosts, bounded by `relay_buffer`.
     transit: VecDeque<Packet>,
     transit_bytes: u64,
     /// Whether relayed frames go next when local data also waits (the two alternate).
     transit_turn: bool,
-    /// QPs (by index) with data to send, in round-robin order.
-    active: VecDeque<u32>,
     /// Pacing timer pending at this time (to avoid arming duplicates).
     pace_timer_at: Option<Time>,
+    /// PFC pause state of this port's transmit side.
+    pause: PortPause,
 }
 
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
