@@ -95,6 +95,9 @@ impl HostDirectory {
 /// NIC transport settings (the scenario's `nic:` section).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+// In declaration order (`repr(C)`): the scalars every frame reads (MTU, ACK spacing, RTO,
+// DSCPs, ECN, QP rate) share the first line instead of being scattered by size.
+#[repr(C)]
 pub struct NicConfig {
     /// Payload bytes per packet (the RoCE path MTU). Accepted: 64B..8KiB; RoCE uses 256B, 512B,
     /// 1KiB, 2KiB or 4KiB.

@@ -123,25 +123,35 @@ struct NicPort {
 }
 
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
+///
+/// `repr(C, align(64))`, in the order a frame sent or received reads it: the vectors of ports
+/// and QPs, the directory and header template, then the configuration (its per-frame scalars
+/// first); the rest after. Rust's own layout spread a frame's reads of the NIC over more
+/// lines (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB cache).
+#[repr(C, align(64))]
 pub struct Nic {
-    index: u32,
-    addr: HostAddr,
-    dir: Arc<HostDirectory>,
-    routes: Arc<RouteTable>,
-    cfg: NicConfig,
-    seed: u64,
+    ports: Vec<NicPort>,
     /// Queue pairs, created on first use; `qp_index` maps a (peer host, class) ([`qp_key`]) to
     /// its QP.
     qps: Vec<Qp>,
-    qp_index: FxHashMap<u64, u32>,
-    ports: Vec<NicPort>,
-    done_scratch: Vec<u64>,
-    completions: VecDeque<Completion>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
+    dir: Arc<HostDirectory>,
+    index: u32,
+    /// Whether a failover table was taken (a frame without a route is then blackholed).
+    failed_over: bool,
+    addr: HostAddr,
     /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
     /// they cannot be emitted, and then neither can a frame.
     header: Option<HeaderTemplate>,
+    cfg: NicConfig,
+    qp_index: FxHashMap<u64, u32>,
+    done_scratch: Vec<u64>,
+    completions: VecDeque<Completion>,
+    /// Counters.
+    pub stats: HostStats,
+    routes: Arc<RouteTable>,
+    seed: u64,
     /// The receive buffer toward the host when the NIC generates PFC.
     rx: RxBuffer,
     /// Route tables to take at given times (failover of a multi-port NIC; see
@@ -149,10 +159,6 @@ pub struct Nic {
     reroutes: Vec<(Time, Arc<RouteTable>)>,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
-    /// Whether a failover table was taken (a frame without a route is then blackholed).
-    failed_over: bool,
-    /// Counters.
-    pub stats: HostStats,
 }
 
 /// One QP's congestion-control state, for reports.
