@@ -16,6 +16,9 @@
 //! instructions on fabric64 and 4.4% fewer on fat_tree1024 (100 µs), with 1% and 9% fewer L1
 //! data misses; misses of a 1 MiB cache +3.8% and −0.4%. 4 ns buckets cut instructions 7.5% and
 //! 9.5% but added 13% of those costlier misses on fabric64 (4096 sparsely filled vectors).
+//! Since buckets take buffers from the spares below, 8 ns buckets (2048) cost nothing while
+//! empty: −1.9% instructions on fabric64 against 16 ns (fewer sorted inserts into the bucket
+//! being drained), misses of a 1 MiB cache +1%; 4 ns (4096) −1.6% more, but those misses +5%.
 //!
 //! Buckets do not own their buffers for good: a drained bucket's buffer goes on a stack of
 //! spares and the next bucket to get an event takes the top one. A bucket's own buffer, last
@@ -31,16 +34,16 @@ use std::collections::BinaryHeap;
 
 use super::queue::Entry;
 
-/// Bucket width: 2^14 ps ≈ 16.4 ns, about 20 events per bucket on fabric64, 450 on the
+/// Bucket width: 2^13 ps ≈ 8.2 ns, about 10 events per bucket on fabric64, 225 on the
 /// 1024-host fat-tree.
-const WIDTH_BITS: u32 = 14;
-/// Buckets in the ring (a power of two, at least 64): 1024 × 16.4 ns ≈ 16.8 µs of near future,
+const WIDTH_BITS: u32 = 13;
+/// Buckets in the ring (a power of two, at least 64): 2048 × 8.2 ns ≈ 16.8 µs of near future,
 /// beyond the latency of any datacenter link.
-const BUCKETS: usize = 1024;
+const BUCKETS: usize = 2048;
 const WORDS: usize = BUCKETS / 64;
 /// A drained bucket is split into `1 << SUB_BITS` sub-buckets by time (256 ps each) with one
 /// counting pass, and only each sub-bucket is sorted by the full key (see [`sort_bucket`]).
-const SUB_BITS: u32 = 6;
+const SUB_BITS: u32 = 5;
 const SUBS: usize = 1 << SUB_BITS;
 /// Buckets with fewer entries are sorted directly (the counting pass costs more than it saves).
 const COUNT_SORT_MIN: usize = 32;

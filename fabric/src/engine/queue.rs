@@ -18,6 +18,7 @@ use crate::packet::Packet;
 /// Bits of the tie-break word that hold the origin actor (the rest hold its sequence number).
 pub(crate) const ACTOR_BITS: u32 = 24;
 const SEQ_BITS: u32 = 64 - ACTOR_BITS;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 
 /// The total order of events: time, then origin actor, then the origin's sequence number.
 ///
@@ -37,8 +38,15 @@ impl EventKey {
     pub fn new(time: u64, origin: u32, seq: u64) -> EventKey {
         EventKey {
             time,
-            tie: ((origin as u64) << SEQ_BITS) | (seq & ((1 << SEQ_BITS) - 1)),
+            tie: ((origin as u64) << SEQ_BITS) | (seq & SEQ_MASK),
         }
+    }
+
+    /// The tie word of the origin's next event after `tie`: the sequence number plus one,
+    /// wrapping as [`EventKey::new`] masks it, the origin unchanged.
+    #[inline]
+    pub(crate) fn next_tie(tie: u64) -> u64 {
+        (tie & !SEQ_MASK) | (tie.wrapping_add(1) & SEQ_MASK)
     }
 }
 
@@ -406,6 +414,22 @@ mod tests {
     fn slab_slots_are_two_whole_cache_lines() {
         assert_eq!(std::mem::size_of::<Slot>(), 128);
         assert_eq!(std::mem::align_of::<Slot>(), 64);
+    }
+
+    /// A drawn tie word is the next sequence number of the same origin, wrapping as
+    /// `EventKey::new` masks it.
+    #[test]
+    fn next_tie_counts_the_sequence_and_keeps_the_origin() {
+        for (origin, seq) in [(0u32, 0u64), (7, 41), ((1 << ACTOR_BITS) - 1, SEQ_MASK - 1)] {
+            let t = EventKey::new(0, origin, seq).tie;
+            assert_eq!(EventKey::next_tie(t), EventKey::new(0, origin, seq + 1).tie);
+        }
+        let last = EventKey::new(0, 5, SEQ_MASK).tie;
+        assert_eq!(
+            EventKey::next_tie(last),
+            EventKey::new(0, 5, SEQ_MASK + 1).tie
+        );
+        assert_eq!(EventKey::next_tie(last), EventKey::new(0, 5, 0).tie);
     }
 
     #[test]

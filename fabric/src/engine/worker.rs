@@ -69,7 +69,9 @@ pub(crate) struct Sched {
     ports: Vec<PortState>,
     /// `port_base[i]..port_base[i+1]` are local actor i's ports.
     port_base: Vec<u32>,
-    seq: Vec<u64>,
+    /// Per local actor, the tie word of its next event ([`EventKey::new`]`(_, gid, seq)`'s):
+    /// the origin bits set once, so drawing a key is a load and an increment.
+    tie: Vec<u64>,
     gids: Vec<ActorId>,
     outbox: Vec<Vec<Remote>>,
     overhead: EthernetOverhead,
@@ -247,9 +249,9 @@ impl Sched {
 
     #[inline]
     fn next_key(&mut self, me: u32, time: u64) -> EventKey {
-        let seq = &mut self.seq[me as usize];
-        let k = EventKey::new(time, self.gids[me as usize], *seq);
-        *seq += 1;
+        let tie = &mut self.tie[me as usize];
+        let k = EventKey { time, tie: *tie };
+        *tie = EventKey::next_tie(*tie);
         k
     }
 
@@ -576,7 +578,7 @@ impl<A: Actor> Partition<A> {
                     queue: EventQueue::default(),
                     ports: Vec::new(),
                     port_base: vec![0],
-                    seq: Vec::with_capacity(counts[p] as usize),
+                    tie: Vec::with_capacity(counts[p] as usize),
                     gids: Vec::with_capacity(counts[p] as usize),
                     outbox: (0..n_parts).map(|_| Vec::new()).collect(),
                     overhead: cfg.overhead,
@@ -609,7 +611,7 @@ impl<A: Actor> Partition<A> {
             p.sched.holds.push(actor.holds_frames());
             p.actors.push(actor);
             p.sched.gids.push(gid as ActorId);
-            p.sched.seq.push(0);
+            p.sched.tie.push(EventKey::new(0, gid as ActorId, 0).tie);
             for (port, w) in wiring.ports[gid].iter().enumerate() {
                 let peer = w.peer as usize;
                 let tap = if cfg.capture.is_some() {

@@ -98,45 +98,60 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
 }
 
 /// Per-port transmit state of a NIC.
+///
+/// Laid out from a cache line's start in the order `Nic::pump` reads it (`repr(C,
+/// align(64))`): the two control queues, then the data queues, then the pause state (whose
+/// per-class array, last, is read only while a class is paused).
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 struct NicPort {
     /// PFC frames this NIC generates: sent before anything else and never paused.
     mac_control: VecDeque<Packet>,
     /// ACK/NAK/CNP frames, sent before data.
     control: VecDeque<Packet>,
-    /// PFC pause state of this port's transmit side.
-    pause: PortPause,
+    /// QPs (by index) with data to send, in round-robin order.
+    active: VecDeque<u32>,
     /// Frames relayed for other hosts, bounded by `relay_buffer`.
     transit: VecDeque<Packet>,
     transit_bytes: u64,
     /// Whether relayed frames go next when local data also waits (the two alternate).
     transit_turn: bool,
-    /// QPs (by index) with data to send, in round-robin order.
-    active: VecDeque<u32>,
     /// Pacing timer pending at this time (to avoid arming duplicates).
     pace_timer_at: Option<Time>,
+    /// PFC pause state of this port's transmit side.
+    pause: PortPause,
 }
 
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
+///
+/// `repr(C, align(64))`, in the order a frame sent or received reads it: the vectors of ports
+/// and QPs, the directory and header template, then the configuration (its per-frame scalars
+/// first); the rest after. Rust's own layout spread a frame's reads of the NIC over more
+/// lines (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB cache).
+#[repr(C, align(64))]
 pub struct Nic {
-    index: u32,
-    addr: HostAddr,
-    dir: Arc<HostDirectory>,
-    routes: Arc<RouteTable>,
-    cfg: NicConfig,
-    seed: u64,
+    ports: Vec<NicPort>,
     /// Queue pairs, created on first use; `qp_index` maps a (peer host, class) ([`qp_key`]) to
     /// its QP.
     qps: Vec<Qp>,
-    qp_index: FxHashMap<u64, u32>,
-    ports: Vec<NicPort>,
-    done_scratch: Vec<u64>,
-    completions: VecDeque<Completion>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
+    dir: Arc<HostDirectory>,
+    index: u32,
+    /// Whether a failover table was taken (a frame without a route is then blackholed).
+    failed_over: bool,
+    addr: HostAddr,
     /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
     /// they cannot be emitted, and then neither can a frame.
     header: Option<HeaderTemplate>,
+    cfg: NicConfig,
+    qp_index: FxHashMap<u64, u32>,
+    done_scratch: Vec<u64>,
+    completions: VecDeque<Completion>,
+    /// Counters.
+    pub stats: HostStats,
+    routes: Arc<RouteTable>,
+    seed: u64,
     /// The receive buffer toward the host when the NIC generates PFC.
     rx: RxBuffer,
     /// Route tables to take at given times (failover of a multi-port NIC; see
@@ -144,10 +159,6 @@ pub struct Nic {
     reroutes: Vec<(Time, Arc<RouteTable>)>,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
-    /// Whether a failover table was taken (a frame without a route is then blackholed).
-    failed_over: bool,
-    /// Counters.
-    pub stats: HostStats,
 }
 
 /// One QP's congestion-control state, for reports.
@@ -277,7 +288,8 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
     let std_len = repr.header_len();
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     repr.emit(pkt.header_mut()).ok()?;
-    finish(pkt, std_len, int)
+    finish(&mut pkt, std_len, int)?;
+    Some(pkt)
 }
 
 /// [`build`] from the NIC's header template and the frame's own fields (`f.payload_len`
@@ -291,19 +303,20 @@ fn build_from(
     let std_len = HeaderTemplate::header_len(f);
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     t?.emit(f, pkt.header_mut()).ok()?;
-    finish(pkt, std_len, int)
+    finish(&mut pkt, std_len, int)?;
+    Some(pkt)
 }
 
-/// Copies `int` behind the `std_len` bytes of standard headers and sets the ICRC.
+/// Copies `int` behind the `std_len` bytes of standard headers and sets the ICRC. In place:
+/// taking and returning the 128-byte packet by value cost two moves of it per frame built.
 #[inline]
-fn finish(mut pkt: Packet, std_len: usize, int: &[u8]) -> Option<Packet> {
+fn finish(pkt: &mut Packet, std_len: usize, int: &[u8]) -> Option<()> {
     pkt.header_mut().get_mut(std_len..)?.copy_from_slice(int);
     let icrc = match pkt.payload() {
         Payload::Data(d) => wire::icrc(pkt.header(), d),
         Payload::Timing(_) => [0; 4],
     };
-    pkt.set_trailer(&icrc).ok()?;
-    Some(pkt)
+    pkt.set_trailer(&icrc).ok()
 }
 
 /// The header template of a NIC at `addr` (see [`HeaderTemplate`]): its frames carry TTL 64

@@ -98,6 +98,9 @@ impl NicPfcConfig {
 /// Pause state of one port's transmit side: until when each class is stopped.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct PortPause {
+    /// The latest of `until`: [`PortPause::any_paused`] compares it alone (the NIC asks on
+    /// every frame it schedules; pauses are rare, so the array's line stays untouched).
+    latest: Time,
     until: [Time; CLASSES],
 }
 
@@ -111,7 +114,7 @@ impl PortPause {
     /// True when any class is paused at `now` (the fast path skips per-frame checks otherwise).
     #[inline]
     pub(crate) fn any_paused(&self, now: Time) -> bool {
-        self.until.iter().any(|&t| t > now)
+        self.latest > now
     }
 
     /// Applies a pause timer of `dur` (zero = XON) to `class` at `now`. Returns the change of the
@@ -121,6 +124,7 @@ impl PortPause {
         let old = *slot;
         let new = now + dur;
         *slot = new;
+        self.latest = self.until.iter().copied().fold(Time::ZERO, Time::max);
         if old <= now {
             (dur.ps(), 0)
         } else if new >= old {
@@ -311,6 +315,34 @@ mod tests {
         assert_eq!(p.apply(3, Time::ZERO, us(7)), (0, 1_000_000));
         assert!(!p.any_paused(us(7)));
         // Total: 10 + 5 - 7 - 1 = 7 us = from 0 to 7 us.
+    }
+
+    /// `any_paused` (which reads the latest end only) says what a look at every class says,
+    /// as pauses of several classes start, end, are shortened and are lifted by XON.
+    #[test]
+    fn any_paused_agrees_with_every_class() {
+        let us = Time::from_us;
+        let mut p = PortPause::default();
+        let steps = [
+            (1u8, 10u64, 0u64),
+            (5, 3, 1),
+            (1, 1, 2),
+            (5, 0, 2),
+            (7, 20, 3),
+            (7, 0, 4),
+            (0, 2, 30),
+        ];
+        for (class, dur, at) in steps {
+            p.apply(class, us(dur), us(at));
+            for t in 0..40 {
+                let any = (0..CLASSES as u8).any(|c| p.is_paused(c, us(t)));
+                assert_eq!(
+                    p.any_paused(us(t)),
+                    any,
+                    "after {class}/{dur}/{at}, at {t} us"
+                );
+            }
+        }
     }
 
     #[test]

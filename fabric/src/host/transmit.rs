@@ -67,8 +67,13 @@ impl Nic {
     pub(super) fn send_local(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
         let now = ctx.now();
         // QPs of a paused priority keep their turn; the resume timer pumps the port again.
-        let pause = self.ports[port].pause;
-        let any_paused = pause.any_paused(now);
+        // Copied only while a class is paused (rare): the copy read all of its line.
+        let any_paused = self.ports[port].pause.any_paused(now);
+        let pause = if any_paused {
+            self.ports[port].pause
+        } else {
+            PortPause::default()
+        };
         let mut earliest = Time::NEVER;
         let mtu = self.cfg.mtu.bytes().max(1);
         for _ in 0..self.ports[port].active.len() {

@@ -421,9 +421,36 @@ impl RoceRepr {
             return Err(WireError::UnsupportedOpcode(op));
         }
 
-        // Extension headers (rarer: RETH and ImmDt once per message, AETH per ACK) through
-        // their views.
-        let (reth, aeth, immdt, payload_len) = Self::parse_extensions(frame, op, ip_total)?;
+        // The two shapes nearly every frame has, read at fixed offsets: no extension header
+        // (a data frame past a message's first) and a lone AETH (an ACK). The rest (RETH and
+        // ImmDt once per message, CNPs, READs) go through the views. Through the views for
+        // all, this part cost ~67 instructions per frame received on benches/fabric64.yaml.
+        let (reth, aeth, immdt, payload_len) = match op {
+            opcode::ACK => {
+                let need = field::BTH_END + AETH_LEN;
+                let Some(a) = frame.get(field::BTH_END..need) else {
+                    return Err(truncated("AETH", need));
+                };
+                let aeth = AethRepr {
+                    syndrome: a[0],
+                    msn: u32::from_be_bytes([0, a[1], a[2], a[3]]),
+                };
+                (None, Some(aeth), None, Self::payload_len(ip_total, need)?)
+            }
+            _ if !opcode::has_reth(op)
+                && !opcode::has_aeth(op)
+                && !opcode::has_immdt(op)
+                && op != opcode::CNP =>
+            {
+                (
+                    None,
+                    None,
+                    None,
+                    Self::payload_len(ip_total, field::BTH_END)?,
+                )
+            }
+            _ => Self::parse_extensions(frame, op, ip_total)?,
+        };
 
         let mac = |r: std::ops::Range<usize>| {
             let mut m = [0; 6];
@@ -491,14 +518,18 @@ impl RoceRepr {
                 return Err(truncated("CNP reserved", offset));
             }
         }
-        let header_len = offset;
+        Ok((reth, aeth, immdt, Self::payload_len(ip_total, offset)?))
+    }
 
-        let payload_len = (ip_total + ETH_HEADER_LEN)
+    /// The payload length that IPv4 total length `ip_total` leaves after `header_len` bytes of
+    /// headers and the ICRC.
+    #[inline]
+    fn payload_len(ip_total: usize, header_len: usize) -> Result<usize, WireError> {
+        (ip_total + ETH_HEADER_LEN)
             .checked_sub(header_len + ICRC_LEN)
             .ok_or(WireError::BadLength(
                 "IPv4 total length shorter than the headers plus ICRC",
-            ))?;
-        Ok((reth, aeth, immdt, payload_len))
+            ))
     }
 
     /// A CNP telling the sender of `dest_qp` to slow down: BTH opcode 0x81, BECN set, P_Key
