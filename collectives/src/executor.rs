@@ -53,7 +53,7 @@ use fabemu_fabric::units::{Bandwidth, Time};
 use smallvec::SmallVec;
 
 use crate::data::{self, DataType, ReduceOp};
-use crate::program::{Program, StepGen, StepKind};
+use crate::program::{Program, RingAllReduce, StepGen, StepKind};
 
 /// Largest RDMA WRITE the executor posts: a step's message beyond it goes as several writes on
 /// the same queue pair (RoCE's DMA length is 32 bits; real stacks cut far smaller), which the
@@ -346,8 +346,108 @@ enum Steps {
         dep_start: Vec<u32>,
         dependents: Vec<u32>,
     },
-    /// A generator computes them on demand.
-    Generated(StepGen),
+    /// A generated ring All-Reduce, run from a few counters (see [`Ring`]).
+    Ring(Ring),
+}
+
+/// A generated ring All-Reduce's run-time state: a few counters instead of the window of step
+/// records, the channels' step lists and the channel lookup. A ring's steps are regular
+/// enough that what may run next is a comparison: sends go out in list order, each waiting for
+/// the receive just before it; receives are applied in list order, a Reduce-Scatter one at
+/// once, an All-Gather one once the Reduce-Scatter send that last read its block has gone (see
+/// [`RingAllReduce`]). So the next send, the next receive to apply and how many
+/// Reduce-Scatter receives have completed (their reductions finish in order, one engine per
+/// rank) say everything the window said; a message touches these counters and nothing else of
+/// the job's state. Steps run as soon as they can, as in the general case, so posts and
+/// completions happen at the same instants (the unit tests run both side by side); only the
+/// order of completions within one instant may differ.
+///
+/// Laid out in the order written (`repr(C)`): what every message reads first.
+#[repr(C)]
+struct Ring {
+    /// The next send to post (even; `len` when all are posted).
+    next_send: u32,
+    /// The next receive to apply (odd; past `len` when all are applied).
+    next_apply: u32,
+    /// Reduce-Scatter receives completed (they complete in list order).
+    rs_done: u32,
+    /// Steps in the list (`4 (p - 1)`) and the first All-Gather step (`2 (p - 1)`).
+    len: u32,
+    half: u32,
+    /// The channel of every message.
+    channel: u32,
+    /// Hosts of the next rank (sends go there) and the previous one (receives come from there).
+    next_host: u32,
+    prev_host: u32,
+    /// Elements of a block: `base`, plus one for the first `extra` blocks.
+    base: u64,
+    extra: u64,
+    /// Bytes of a message still arriving in several writes (see [`MAX_WRITE`]).
+    partial_len: u64,
+    /// Messages that arrived before their receive could be applied.
+    arrived: Arrivals,
+    /// The pieces of a message still arriving in several writes (data mode).
+    partial: Vec<Bytes>,
+    /// The generator (kinds for data and errors, block indices).
+    gen: RingAllReduce,
+}
+
+impl Ring {
+    fn new(g: RingAllReduce, hosts: impl Fn(usize) -> u32) -> Ring {
+        let (next, prev) = g.neighbours();
+        let ranks = g.ranks.max(1);
+        Ring {
+            next_send: 0,
+            next_apply: 1,
+            rs_done: 0,
+            len: (2 * g.half()) as u32,
+            half: g.half() as u32,
+            channel: g.channel,
+            next_host: hosts(next),
+            prev_host: hosts(prev),
+            base: (g.count / ranks) as u64,
+            extra: (g.count % ranks) as u64,
+            partial_len: 0,
+            arrived: Arrivals::default(),
+            partial: Vec::new(),
+            gen: g,
+        }
+    }
+
+    /// Elements step `i` moves and whether it reduces.
+    #[inline]
+    fn elems(&self, i: u32) -> (u64, bool) {
+        let (_, reduce, k) = self.gen.at(i as usize);
+        (self.base + u64::from((k as u64) < self.extra), reduce)
+    }
+
+    /// Whether receive `k` (odd) has completed: a Reduce-Scatter one when its reduction has,
+    /// an All-Gather one (which never reduces) when applied.
+    #[inline]
+    fn recv_done(&self, k: u32) -> bool {
+        if k < self.half {
+            k / 2 < self.rs_done
+        } else {
+            k < self.next_apply
+        }
+    }
+
+    /// Whether the next receive may be applied (a message for it has arrived): a
+    /// Reduce-Scatter receive at once, an All-Gather one `B + 2s + 1` once send `2s` is posted.
+    #[inline]
+    fn can_apply(&self) -> bool {
+        let k = self.next_apply;
+        k < self.len
+            && !self.arrived.is_empty()
+            && (k < self.half || k - self.half - 1 < self.next_send)
+    }
+
+    /// Whether the next send may be posted: the receive before it has completed.
+    #[inline]
+    fn can_send(&self) -> bool {
+        let i = self.next_send;
+        i < self.len && (i == 0 || self.recv_done(i - 1))
+    }
 }
 
 /// Fields are laid out in the order written (`repr(C)`), those every message reads first:
@@ -401,13 +501,12 @@ impl JobState {
     fn new(job: Job) -> JobState {
         let (steps, total, window, channels) = match job.stream {
             Some(g) => {
-                let rank = g.header().rank;
-                let n = match g {
-                    StepGen::RingAllReduce(r) => r.ranks,
-                };
+                let StepGen::RingAllReduce(r) = g;
+                let (rank, n) = (r.rank, r.ranks);
                 let keep = rank < STREAMED_TIMED_RANKS || rank + STREAMED_TIMED_RANKS >= n;
-                let channels = g.channels();
-                (Steps::Generated(g), g.len(), g.window(), (channels, keep))
+                let ring = Ring::new(r, |peer| job.host_of(peer));
+                // No window and no channels: the counters are the whole state.
+                (Steps::Ring(ring), g.len(), 0, (Vec::new(), keep))
             }
             None => {
                 let steps = &job.program.steps;
@@ -496,7 +595,7 @@ impl JobState {
     fn kind(&self, i: usize) -> Option<StepKind> {
         match &self.steps {
             Steps::Listed { .. } => self.job.program.steps.get(i).map(|s| s.kind),
-            Steps::Generated(g) => (i < self.total).then(|| g.kind(i)),
+            Steps::Ring(r) => (i < self.total).then(|| StepGen::RingAllReduce(r.gen).kind(i)),
         }
     }
 
@@ -609,16 +708,8 @@ impl JobState {
                 };
                 (pending, io)
             }
-            Steps::Generated(g) => {
-                if i >= self.total {
-                    return;
-                }
-                let pending = g.dep(i).is_some_and(|d| self.open(d)) as u32;
-                let io = g
-                    .transfer(i)
-                    .map(|t| (t.peer, t.channel, t.elems, t.recv, t.reduce));
-                (pending, io)
-            }
+            // A ring has no window (see `Ring`).
+            Steps::Ring(_) => return,
         };
         let mut rt = StepRt {
             pending,
@@ -780,32 +871,34 @@ impl JobState {
     /// Marks step `s` done, queues in `work` the dependents it releases, and slides the
     /// window past the steps completed at its front.
     fn complete(&mut self, s: u32, now: Time, work: &mut Vec<u32>) {
+        if let Steps::Ring(r) = &mut self.steps {
+            // Only a reduction's timer completes a ring step here: Reduce-Scatter receives
+            // complete in list order (one engine), so counting them is enough.
+            if s < r.half && s % 2 == 1 && s / 2 == r.rs_done && s < r.next_apply {
+                r.rs_done += 1;
+                self.note_done(s, now);
+            }
+            return;
+        }
         if !self.open(s as usize) {
             return;
         }
-        self.record.steps_done += 1;
-        if self.keep_times && self.record.steps.len() < MAX_STEP_TIMES {
-            self.record.steps.push((s, now));
-        }
+        self.note_done(s, now);
         self.rt(s).done = true;
         let hi = self.lo + self.rt.len();
-        let (a, b, generated) = match &self.steps {
+        let (a, b) = match &self.steps {
             Steps::Listed { dep_start, .. } => (
                 dep_start[s as usize] as usize,
                 dep_start[s as usize + 1] as usize,
-                None,
             ),
-            Steps::Generated(g) => (0, 0, g.dependent(s as usize)),
+            Steps::Ring(_) => (0, 0),
         };
         for k in a..b {
             let d = match &self.steps {
                 Steps::Listed { dependents, .. } => dependents[k],
-                Steps::Generated(_) => break,
+                Steps::Ring(_) => break,
             };
             self.release(d as usize, hi, work);
-        }
-        if let Some(d) = generated {
-            self.release(d, hi, work);
         }
         if s as usize == self.lo {
             while self.rt.front().is_some_and(|r| r.done) {
@@ -813,6 +906,183 @@ impl JobState {
                 self.lo += 1;
             }
             self.fill(work);
+        }
+    }
+
+    /// Counts step `s` as completed at `now` (and keeps the time, see [`MAX_STEP_TIMES`]).
+    #[inline]
+    fn note_done(&mut self, s: u32, now: Time) {
+        self.record.steps_done += 1;
+        if self.keep_times && self.record.steps.len() < MAX_STEP_TIMES {
+            self.record.steps.push((s, now));
+        }
+    }
+
+    /// A write of `len` bytes for a ring job came from `src` on `channel`: assembles it into
+    /// the message its next receive expects. Returns `None` when the ring does not take
+    /// messages from there (an unexpected message), else whether a whole message arrived.
+    fn ring_arrival(
+        &mut self,
+        src: u32,
+        channel: u32,
+        len: u64,
+        payload: Option<Bytes>,
+    ) -> Option<bool> {
+        let elem_bytes = self.elem_bytes;
+        let Steps::Ring(r) = &mut self.steps else {
+            return None;
+        };
+        if channel != r.channel {
+            return None;
+        }
+        if src != r.prev_host {
+            // The ring's other channel (to the next rank) takes no messages: one that comes
+            // waits for a receive that never is, as in the general case.
+            return (src == r.next_host).then_some(false);
+        }
+        // The receive this write belongs to: the next one, past those already waiting.
+        let k = u64::from(r.next_apply) + 2 * r.arrived.len() as u64;
+        let expected = (k < u64::from(r.len)).then(|| r.elems(k as u32).0 * elem_bytes);
+        r.partial_len += len;
+        if let Some(p) = payload {
+            r.partial.push(p);
+        }
+        if expected.is_some_and(|e| r.partial_len < e) {
+            return Some(false);
+        }
+        let total = std::mem::take(&mut r.partial_len);
+        let data = match r.partial.len() {
+            0 => None,
+            1 => r.partial.pop(),
+            _ => {
+                let mut v = Vec::with_capacity(total as usize);
+                for b in r.partial.drain(..) {
+                    v.extend_from_slice(&b);
+                }
+                Some(Bytes::from(v))
+            }
+        };
+        r.partial.clear();
+        r.arrived.push_back((total, data));
+        Some(true)
+    }
+
+    /// Runs a ring job's steps until none can run now: applies the receives whose messages
+    /// are there, posts the sends whose receive has completed, and again while either moved.
+    #[allow(clippy::too_many_arguments)]
+    fn run_ring(
+        &mut self,
+        j: usize,
+        api: &mut dyn Transport,
+        errors: &mut Vec<ExecError>,
+        reduce_busy_until: &mut Time,
+        rank: u32,
+    ) {
+        let now = api.now();
+        loop {
+            let mut moved = false;
+            loop {
+                let Steps::Ring(r) = &mut self.steps else {
+                    return;
+                };
+                if !r.can_apply() {
+                    break;
+                }
+                let Some((len, payload)) = r.arrived.pop_front() else {
+                    break;
+                };
+                let s = r.next_apply;
+                r.next_apply += 2;
+                let (elems, reduce) = r.elems(s);
+                let expected = elems * self.elem_bytes;
+                let prev = r.gen.neighbours().1;
+                let channel = r.channel;
+                if s < r.half && !(reduce && len > 0 && self.reduce_rate.is_some()) {
+                    // Completes now (below), not when a reduction's timer fires.
+                    r.rs_done += 1;
+                }
+                moved = true;
+                if len != expected {
+                    errors.push(ExecError::LengthMismatch {
+                        rank,
+                        job: j,
+                        peer: prev,
+                        channel,
+                        got: len,
+                        expected,
+                    });
+                } else if let Some(bytes) = payload {
+                    let kind = self.kind(s as usize);
+                    if let (Some(d), Some(StepKind::Recv { chunk, .. }), Some(buf)) =
+                        (self.data, kind, self.buffer.as_mut())
+                    {
+                        let es = self.elem_bytes as usize;
+                        let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
+                        if bytes.len() == dst.len() {
+                            data::apply(d.dtype, d.op, reduce, dst, &bytes);
+                        }
+                    }
+                }
+                // The values are final now; what costs time is when dependents may start.
+                if let Some(bw) = self.reduce_rate.filter(|_| reduce && len > 0) {
+                    let start = (*reduce_busy_until).max(now);
+                    let done = start.add(Rate::new(bw).serialization_time(len));
+                    *reduce_busy_until = done;
+                    let token =
+                        AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
+                    api.set_timer(done, token);
+                    continue;
+                }
+                self.note_done(s, now);
+            }
+            loop {
+                let Steps::Ring(r) = &mut self.steps else {
+                    return;
+                };
+                if !r.can_send() {
+                    break;
+                }
+                let s = r.next_send;
+                r.next_send += 2;
+                let (host, imm) = (r.next_host, imm_for(j, r.channel));
+                let next = r.gen.neighbours().0;
+                let len = r.elems(s).0 * self.elem_bytes;
+                moved = true;
+                let payload = self.buffer.as_ref().and_then(|b| {
+                    let Some(StepKind::Send { chunk, .. }) = self.kind(s as usize) else {
+                        return None;
+                    };
+                    let es = self.elem_bytes as usize;
+                    Some(Bytes::copy_from_slice(
+                        &b[chunk.offset * es..(chunk.offset + chunk.len) * es],
+                    ))
+                });
+                self.record.bytes_sent += len;
+                // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
+                let mut off = 0u64;
+                loop {
+                    let piece = (len - off).min(MAX_WRITE);
+                    let data = payload
+                        .as_ref()
+                        .map(|b| b.slice(off as usize..(off + piece) as usize));
+                    if !api.post_send_in(host, imm as u64, piece, data, self.class) {
+                        errors.push(ExecError::NoRoute {
+                            rank,
+                            job: j,
+                            peer: next,
+                        });
+                        break;
+                    }
+                    off += piece;
+                    if off >= len {
+                        break;
+                    }
+                }
+                self.note_done(s, now);
+            }
+            if !moved {
+                return;
+            }
         }
     }
 
@@ -936,6 +1206,19 @@ impl CollectiveRunner {
 
     /// Runs ready steps of job `j` until nothing more can run now.
     fn advance(&mut self, j: usize, api: &mut dyn Transport) {
+        if let Some(js) = self
+            .jobs
+            .get_mut(j)
+            .filter(|js| matches!(js.steps, Steps::Ring(_)))
+        {
+            js.run_ring(
+                j,
+                api,
+                &mut self.errors,
+                &mut self.reduce_busy_until,
+                self.rank,
+            );
+        }
         while let Some(s) = self.work.pop() {
             let js = &mut self.jobs[j];
             let c = js.rt(s).chan;
@@ -1009,6 +1292,23 @@ impl CollectiveRunner {
     ) {
         let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
         let channel = imm & (MAX_CHANNELS - 1);
+        if let Some(js) = self
+            .jobs
+            .get_mut(j)
+            .filter(|js| matches!(js.steps, Steps::Ring(_)))
+        {
+            match js.ring_arrival(src, channel, len, payload) {
+                Some(true) if js.started => self.advance(j, api),
+                Some(_) => {}
+                None => self.errors.push(ExecError::Unexpected {
+                    rank: self.rank,
+                    peer: src,
+                    job: j,
+                    channel,
+                }),
+            }
+            return;
+        }
         let Some(c) = self.jobs.get(j).and_then(|js| js.index_of((src, channel))) else {
             self.errors.push(ExecError::Unexpected {
                 rank: self.rank,
