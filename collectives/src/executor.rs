@@ -182,24 +182,24 @@ pub enum ExecError {
 
 /// What a rank did in one job.
 ///
-/// Laid out in the order written (`repr(C)`): the counters every message moves share a cache
-/// line with the start and finish times.
+/// Laid out in the order written (`repr(C)`): the counters every message moves first, on the
+/// line of the job's run-time state that a message reads anyway.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct JobRecord {
-    /// When the job started here.
-    pub started_at: Option<Time>,
-    /// When its last step completed here.
-    pub finished_at: Option<Time>,
     /// Payload bytes this rank posted.
     pub bytes_sent: u64,
     /// Steps completed (equal to the program's length when finished).
     pub steps_done: usize,
-    /// The final buffer (data mode).
-    pub buffer: Option<Vec<u8>>,
     /// When each step completed, as `(step index, time)` in completion order (for timelines);
     /// at most [`MAX_STEP_TIMES`] per job.
     pub steps: Vec<(u32, Time)>,
+    /// When the job started here.
+    pub started_at: Option<Time>,
+    /// When its last step completed here.
+    pub finished_at: Option<Time>,
+    /// The final buffer (data mode).
+    pub buffer: Option<Vec<u8>>,
 }
 
 /// Step completion times kept per job and rank (enough for any timeline one can look at).
@@ -346,8 +346,8 @@ enum Steps {
         dep_start: Vec<u32>,
         dependents: Vec<u32>,
     },
-    /// A generated ring All-Reduce, run from a few counters (see [`Ring`]).
-    Ring(Ring),
+    /// A generated ring All-Reduce, run from a few counters (see [`RingHot`]).
+    Ring(RingCold),
 }
 
 /// A generated ring All-Reduce's run-time state: a few counters instead of the window of step
@@ -357,75 +357,61 @@ enum Steps {
 /// once, an All-Gather one once the Reduce-Scatter send that last read its block has gone (see
 /// [`RingAllReduce`]). So the next send, the next receive to apply and how many
 /// Reduce-Scatter receives have completed (their reductions finish in order, one engine per
-/// rank) say everything the window said; a message touches these counters and nothing else of
-/// the job's state. Steps run as soon as they can, as in the general case, so posts and
-/// completions happen at the same instants (the unit tests run both side by side); only the
-/// order of completions within one instant may differ.
+/// rank) say everything the window said. Steps run as soon as they can, as in the general
+/// case, so posts and completions happen at the same instants (the unit tests run both side
+/// by side).
 ///
-/// Laid out in the order written (`repr(C)`): what every message reads first.
+/// What a message reads is here, in 48 bytes at the start of the job (`repr(C)`), so that
+/// with the host application's first words it is one cache line; the rest ([`RingCold`]) is
+/// read only for data, uneven blocks, messages cut into several writes and errors. A job
+/// that is not a ring has `len` 0.
+#[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
-struct Ring {
+struct RingHot {
     /// The next send to post (even; `len` when all are posted).
     next_send: u32,
     /// The next receive to apply (odd; past `len` when all are applied).
     next_apply: u32,
     /// Reduce-Scatter receives completed (they complete in list order).
     rs_done: u32,
-    /// Steps in the list (`4 (p - 1)`) and the first All-Gather step (`2 (p - 1)`).
+    /// Steps in the list, `4 (p - 1)` (the first All-Gather step is `len / 2`); 0: not a ring.
     len: u32,
-    half: u32,
-    /// The channel of every message.
-    channel: u32,
+    /// Whole messages that arrived and wait for their receive.
+    waiting: u32,
     /// Hosts of the next rank (sends go there) and the previous one (receives come from there).
     next_host: u32,
     prev_host: u32,
-    /// Elements of a block: `base`, plus one for the first `extra` blocks.
-    base: u64,
-    extra: u64,
-    /// Bytes of a message still arriving in several writes (see [`MAX_WRITE`]).
-    partial_len: u64,
-    /// Messages that arrived before their receive could be applied.
-    arrived: Arrivals,
-    /// The pieces of a message still arriving in several writes (data mode).
-    partial: Vec<Bytes>,
-    /// The generator (kinds for data and errors, block indices).
-    gen: RingAllReduce,
+    /// The channel of every message.
+    channel: u32,
+    /// Bytes of a block (the first `extra` blocks have one element more, see `uneven`).
+    block_bytes: u64,
+    /// The job's traffic class.
+    class: ClassId,
+    /// Mirrors of the job's state: started, steps' times kept, reductions take time, data mode.
+    started: bool,
+    keep_times: bool,
+    timed_reduce: bool,
+    data: bool,
+    /// Blocks differ in length (`count` is not a multiple of the ranks).
+    uneven: bool,
+    /// A message is arriving in several writes (`RingCold::partial_len`).
+    assembling: bool,
+    /// `RingCold::odd` holds arrivals (payloads, lengths other than expected).
+    odd: bool,
 }
 
-impl Ring {
-    fn new(g: RingAllReduce, hosts: impl Fn(usize) -> u32) -> Ring {
-        let (next, prev) = g.neighbours();
-        let ranks = g.ranks.max(1);
-        Ring {
-            next_send: 0,
-            next_apply: 1,
-            rs_done: 0,
-            len: (2 * g.half()) as u32,
-            half: g.half() as u32,
-            channel: g.channel,
-            next_host: hosts(next),
-            prev_host: hosts(prev),
-            base: (g.count / ranks) as u64,
-            extra: (g.count % ranks) as u64,
-            partial_len: 0,
-            arrived: Arrivals::default(),
-            partial: Vec::new(),
-            gen: g,
-        }
-    }
-
-    /// Elements step `i` moves and whether it reduces.
+impl RingHot {
+    /// The first All-Gather step.
     #[inline]
-    fn elems(&self, i: u32) -> (u64, bool) {
-        let (_, reduce, k) = self.gen.at(i as usize);
-        (self.base + u64::from((k as u64) < self.extra), reduce)
+    fn half(&self) -> u32 {
+        self.len / 2
     }
 
     /// Whether receive `k` (odd) has completed: a Reduce-Scatter one when its reduction has,
     /// an All-Gather one (which never reduces) when applied.
     #[inline]
     fn recv_done(&self, k: u32) -> bool {
-        if k < self.half {
+        if k < self.half() {
             k / 2 < self.rs_done
         } else {
             k < self.next_apply
@@ -436,10 +422,8 @@ impl Ring {
     /// Reduce-Scatter receive at once, an All-Gather one `B + 2s + 1` once send `2s` is posted.
     #[inline]
     fn can_apply(&self) -> bool {
-        let k = self.next_apply;
-        k < self.len
-            && !self.arrived.is_empty()
-            && (k < self.half || k - self.half - 1 < self.next_send)
+        let (k, b) = (self.next_apply, self.half());
+        k < self.len && self.waiting > 0 && (k < b || k - b - 1 < self.next_send)
     }
 
     /// Whether the next send may be posted: the receive before it has completed.
@@ -448,13 +432,57 @@ impl Ring {
         let i = self.next_send;
         i < self.len && (i == 0 || self.recv_done(i - 1))
     }
+
+    /// Whether every step has completed.
+    #[inline]
+    fn done(&self) -> bool {
+        self.next_send >= self.len && self.next_apply >= self.len && 2 * self.rs_done >= self.half()
+    }
+}
+
+/// What a ring job reads only now and then (see [`RingHot`]).
+struct RingCold {
+    /// The generator (kinds for data and errors, block indices of uneven blocks).
+    gen: RingAllReduce,
+    /// Bytes of an element: a longer block has this many more.
+    elem_bytes: u64,
+    /// Blocks `0..extra` are the longer ones.
+    extra: u64,
+    /// Bytes and pieces of a message still arriving in several writes (see [`MAX_WRITE`]).
+    partial_len: u64,
+    partial: Vec<Bytes>,
+    /// Arrivals that are not simply "the expected length, no payload", as `(receive step,
+    /// length, payload)`, in arrival order.
+    odd: std::collections::VecDeque<(u32, u64, Option<Bytes>)>,
+}
+
+impl RingCold {
+    /// Bytes step `i` moves.
+    #[inline]
+    fn bytes(&self, hot: &RingHot, i: u32) -> u64 {
+        if !hot.uneven {
+            return hot.block_bytes;
+        }
+        let (_, _, k) = self.gen.at(i as usize);
+        hot.block_bytes
+            + if (k as u64) < self.extra {
+                self.elem_bytes
+            } else {
+                0
+            }
+    }
 }
 
 /// Fields are laid out in the order written (`repr(C)`), those every message reads first:
 /// with thousands of runners interleaved each cache line of a runner that a message touches
 /// is a miss, and Rust's own order had spread them over 14 lines of 18.
+///
+/// A ring job's message reads `ring` and the first words of `record` (two lines with the host
+/// application's first words), nothing else.
 #[repr(C)]
 struct JobState {
+    ring: RingHot,
+    record: JobRecord,
     steps: Steps,
     lo: usize,
     /// Steps in the job's list.
@@ -480,7 +508,6 @@ struct JobState {
     /// The window: the run-time state of steps `lo .. lo + rt.len()`. Every step before `lo`
     /// has completed; steps after the window have not been looked at yet.
     rt: Window,
-    record: JobRecord,
     /// `(peer host, channel)` -> index into `chans`, sorted by key: looked up at every arriving
     /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
     /// each with a thousand ranks' runners interleaved).
@@ -499,14 +526,39 @@ const SCAN_CHANS: usize = 4;
 
 impl JobState {
     fn new(job: Job) -> JobState {
+        let mut ring = RingHot::default();
         let (steps, total, window, channels) = match job.stream {
             Some(g) => {
                 let StepGen::RingAllReduce(r) = g;
                 let (rank, n) = (r.rank, r.ranks);
                 let keep = rank < STREAMED_TIMED_RANKS || rank + STREAMED_TIMED_RANKS >= n;
-                let ring = Ring::new(r, |peer| job.host_of(peer));
+                let (next, prev) = r.neighbours();
+                let ranks = r.ranks.max(1);
+                let (base, extra) = ((r.count / ranks) as u64, (r.count % ranks) as u64);
+                ring = RingHot {
+                    next_send: 0,
+                    next_apply: 1,
+                    len: g.len() as u32,
+                    next_host: job.host_of(next),
+                    prev_host: job.host_of(prev),
+                    channel: r.channel,
+                    block_bytes: base * job.elem_bytes,
+                    class: job.class,
+                    keep_times: keep,
+                    timed_reduce: job.reduce_rate.is_some(),
+                    uneven: extra > 0,
+                    ..RingHot::default()
+                };
+                let cold = RingCold {
+                    gen: r,
+                    elem_bytes: job.elem_bytes,
+                    extra,
+                    partial_len: 0,
+                    partial: Vec::new(),
+                    odd: Default::default(),
+                };
                 // No window and no channels: the counters are the whole state.
-                (Steps::Ring(ring), g.len(), 0, (Vec::new(), keep))
+                (Steps::Ring(cold), g.len(), 0, (Vec::new(), keep))
             }
             None => {
                 let steps = &job.program.steps;
@@ -565,6 +617,7 @@ impl JobState {
             .map(|(i, k)| (k, i as u32))
             .collect();
         let mut js = JobState {
+            ring,
             elem_bytes: job.elem_bytes,
             reduce_rate: job.reduce_rate,
             data: job.data,
@@ -595,7 +648,7 @@ impl JobState {
     fn kind(&self, i: usize) -> Option<StepKind> {
         match &self.steps {
             Steps::Listed { .. } => self.job.program.steps.get(i).map(|s| s.kind),
-            Steps::Ring(r) => (i < self.total).then(|| StepGen::RingAllReduce(r.gen).kind(i)),
+            Steps::Ring(c) => (i < self.total).then(|| StepGen::RingAllReduce(c.gen).kind(i)),
         }
     }
 
@@ -871,10 +924,11 @@ impl JobState {
     /// Marks step `s` done, queues in `work` the dependents it releases, and slides the
     /// window past the steps completed at its front.
     fn complete(&mut self, s: u32, now: Time, work: &mut Vec<u32>) {
-        if let Steps::Ring(r) = &mut self.steps {
+        let r = &mut self.ring;
+        if r.len > 0 {
             // Only a reduction's timer completes a ring step here: Reduce-Scatter receives
             // complete in list order (one engine), so counting them is enough.
-            if s < r.half && s % 2 == 1 && s / 2 == r.rs_done && s < r.next_apply {
+            if s < r.half() && s % 2 == 1 && s / 2 == r.rs_done && s < r.next_apply {
                 r.rs_done += 1;
                 self.note_done(s, now);
             }
@@ -913,7 +967,13 @@ impl JobState {
     #[inline]
     fn note_done(&mut self, s: u32, now: Time) {
         self.record.steps_done += 1;
-        if self.keep_times && self.record.steps.len() < MAX_STEP_TIMES {
+        // The ring's copy of `keep_times`: it is on the line a ring's message reads.
+        let keep = if self.ring.len > 0 {
+            self.ring.keep_times
+        } else {
+            self.keep_times
+        };
+        if keep && self.record.steps.len() < MAX_STEP_TIMES {
             self.record.steps.push((s, now));
         }
     }
@@ -921,6 +981,7 @@ impl JobState {
     /// A write of `len` bytes for a ring job came from `src` on `channel`: assembles it into
     /// the message its next receive expects. Returns `None` when the ring does not take
     /// messages from there (an unexpected message), else whether a whole message arrived.
+    #[inline]
     fn ring_arrival(
         &mut self,
         src: u32,
@@ -928,86 +989,110 @@ impl JobState {
         len: u64,
         payload: Option<Bytes>,
     ) -> Option<bool> {
-        let elem_bytes = self.elem_bytes;
-        let Steps::Ring(r) = &mut self.steps else {
-            return None;
-        };
-        if channel != r.channel {
+        let h = &mut self.ring;
+        if channel != h.channel {
             return None;
         }
-        if src != r.prev_host {
+        if src != h.prev_host {
             // The ring's other channel (to the next rank) takes no messages: one that comes
             // waits for a receive that never is, as in the general case.
-            return (src == r.next_host).then_some(false);
+            return (src == h.next_host).then_some(false);
         }
         // The receive this write belongs to: the next one, past those already waiting.
-        let k = u64::from(r.next_apply) + 2 * r.arrived.len() as u64;
-        let expected = (k < u64::from(r.len)).then(|| r.elems(k as u32).0 * elem_bytes);
-        r.partial_len += len;
-        if let Some(p) = payload {
-            r.partial.push(p);
+        let k = u64::from(h.next_apply) + 2 * u64::from(h.waiting);
+        let usual = !h.uneven && !h.assembling && payload.is_none() && k < u64::from(h.len);
+        if usual && len == h.block_bytes {
+            // The usual message: whole, as long as expected, no payload.
+            h.waiting += 1;
+            return Some(true);
         }
-        if expected.is_some_and(|e| r.partial_len < e) {
+        self.ring_arrival_slow(k, len, payload)
+    }
+
+    /// [`ring_arrival`](Self::ring_arrival) for everything but the usual message.
+    fn ring_arrival_slow(&mut self, k: u64, len: u64, payload: Option<Bytes>) -> Option<bool> {
+        let h = &mut self.ring;
+        let Steps::Ring(c) = &mut self.steps else {
+            return None;
+        };
+        let expected = (k < u64::from(h.len)).then(|| c.bytes(h, k as u32));
+        c.partial_len += len;
+        if let Some(p) = payload {
+            c.partial.push(p);
+        }
+        if expected.is_some_and(|e| c.partial_len < e) {
+            h.assembling = true;
             return Some(false);
         }
-        let total = std::mem::take(&mut r.partial_len);
-        let data = match r.partial.len() {
+        h.assembling = false;
+        let total = std::mem::take(&mut c.partial_len);
+        let data = match c.partial.len() {
             0 => None,
-            1 => r.partial.pop(),
+            1 => c.partial.pop(),
             _ => {
                 let mut v = Vec::with_capacity(total as usize);
-                for b in r.partial.drain(..) {
+                for b in c.partial.drain(..) {
                     v.extend_from_slice(&b);
                 }
                 Some(Bytes::from(v))
             }
         };
-        r.partial.clear();
-        r.arrived.push_back((total, data));
+        c.partial.clear();
+        if data.is_some() || expected != Some(total) {
+            c.odd
+                .push_back((k.min(u64::from(u32::MAX)) as u32, total, data));
+            h.odd = true;
+        }
+        h.waiting += 1;
         Some(true)
     }
 
     /// Runs a ring job's steps until none can run now: applies the receives whose messages
     /// are there, posts the sends whose receive has completed, and again while either moved.
-    #[allow(clippy::too_many_arguments)]
     fn run_ring(
         &mut self,
         j: usize,
         api: &mut dyn Transport,
         errors: &mut Vec<ExecError>,
         reduce_busy_until: &mut Time,
-        rank: u32,
+        rank: &u32,
     ) {
         let now = api.now();
         loop {
             let mut moved = false;
-            loop {
-                let Steps::Ring(r) = &mut self.steps else {
-                    return;
-                };
-                if !r.can_apply() {
-                    break;
-                }
-                let Some((len, payload)) = r.arrived.pop_front() else {
-                    break;
-                };
-                let s = r.next_apply;
-                r.next_apply += 2;
-                let (elems, reduce) = r.elems(s);
-                let expected = elems * self.elem_bytes;
-                let prev = r.gen.neighbours().1;
-                let channel = r.channel;
-                if s < r.half && !(reduce && len > 0 && self.reduce_rate.is_some()) {
-                    // Completes now (below), not when a reduction's timer fires.
-                    r.rs_done += 1;
-                }
+            while self.ring.can_apply() {
+                let h = &mut self.ring;
+                let s = h.next_apply;
+                h.next_apply += 2;
+                h.waiting -= 1;
                 moved = true;
+                // A Reduce-Scatter receive reduces, an All-Gather one overwrites.
+                let reduce = s < h.half();
+                let (mut len, mut payload, mut expected) = (h.block_bytes, None, h.block_bytes);
+                if h.odd || h.uneven {
+                    let Steps::Ring(c) = &mut self.steps else {
+                        return;
+                    };
+                    expected = c.bytes(h, s);
+                    len = expected;
+                    if c.odd.front().is_some_and(|o| o.0 == s) {
+                        if let Some((_, l, p)) = c.odd.pop_front() {
+                            (len, payload) = (l, p);
+                        }
+                        h.odd = !c.odd.is_empty();
+                    }
+                }
+                if h.timed_reduce && reduce && len > 0 {
+                    // Completes when its reduction's timer fires.
+                } else if reduce {
+                    h.rs_done += 1;
+                }
                 if len != expected {
                     errors.push(ExecError::LengthMismatch {
-                        rank,
+                        rank: *rank,
                         job: j,
-                        peer: prev,
-                        channel,
+                        peer: self.ring_cold().map_or(0, |c| c.gen.neighbours().1),
+                        channel: self.ring.channel,
                         got: len,
                         expected,
                     });
@@ -1035,28 +1120,29 @@ impl JobState {
                 }
                 self.note_done(s, now);
             }
-            loop {
-                let Steps::Ring(r) = &mut self.steps else {
-                    return;
-                };
-                if !r.can_send() {
-                    break;
-                }
-                let s = r.next_send;
-                r.next_send += 2;
-                let (host, imm) = (r.next_host, imm_for(j, r.channel));
-                let next = r.gen.neighbours().0;
-                let len = r.elems(s).0 * self.elem_bytes;
+            while self.ring.can_send() {
+                let h = &mut self.ring;
+                let s = h.next_send;
+                h.next_send += 2;
                 moved = true;
-                let payload = self.buffer.as_ref().and_then(|b| {
-                    let Some(StepKind::Send { chunk, .. }) = self.kind(s as usize) else {
-                        return None;
+                let (host, imm, class) = (h.next_host, imm_for(j, h.channel), h.class);
+                let mut len = h.block_bytes;
+                let mut payload = None;
+                if h.uneven || h.data {
+                    let Steps::Ring(c) = &self.steps else {
+                        return;
                     };
-                    let es = self.elem_bytes as usize;
-                    Some(Bytes::copy_from_slice(
-                        &b[chunk.offset * es..(chunk.offset + chunk.len) * es],
-                    ))
-                });
+                    len = c.bytes(h, s);
+                    payload = self.buffer.as_ref().and_then(|b| {
+                        let Some(StepKind::Send { chunk, .. }) = self.kind(s as usize) else {
+                            return None;
+                        };
+                        let es = self.elem_bytes as usize;
+                        Some(Bytes::copy_from_slice(
+                            &b[chunk.offset * es..(chunk.offset + chunk.len) * es],
+                        ))
+                    });
+                }
                 self.record.bytes_sent += len;
                 // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
                 let mut off = 0u64;
@@ -1064,12 +1150,12 @@ impl JobState {
                     let piece = (len - off).min(MAX_WRITE);
                     let data = payload
                         .as_ref()
-                        .map(|b| b.slice(off as usize..(off + piece) as usize));
-                    if !api.post_send_in(host, imm as u64, piece, data, self.class) {
+                        .map(|b: &Bytes| b.slice(off as usize..(off + piece) as usize));
+                    if !api.post_send_in(host, imm as u64, piece, data, class) {
                         errors.push(ExecError::NoRoute {
-                            rank,
+                            rank: *rank,
                             job: j,
-                            peer: next,
+                            peer: self.ring_cold().map_or(0, |c| c.gen.neighbours().0),
                         });
                         break;
                     }
@@ -1083,6 +1169,14 @@ impl JobState {
             if !moved {
                 return;
             }
+        }
+    }
+
+    /// A ring job's cold state.
+    fn ring_cold(&self) -> Option<&RingCold> {
+        match &self.steps {
+            Steps::Ring(c) => Some(c),
+            Steps::Listed { .. } => None,
         }
     }
 
@@ -1191,6 +1285,8 @@ impl CollectiveRunner {
         if let Some(d) = js.job.data {
             js.buffer = Some(data::initial_buffer(d.dtype, rank, &js.job.program));
         }
+        js.ring.started = true;
+        js.ring.data = js.buffer.is_some();
         self.work.clear();
         let lo = js.lo;
         self.work.extend(
@@ -1206,18 +1302,19 @@ impl CollectiveRunner {
 
     /// Runs ready steps of job `j` until nothing more can run now.
     fn advance(&mut self, j: usize, api: &mut dyn Transport) {
-        if let Some(js) = self
-            .jobs
-            .get_mut(j)
-            .filter(|js| matches!(js.steps, Steps::Ring(_)))
-        {
-            js.run_ring(
-                j,
-                api,
-                &mut self.errors,
-                &mut self.reduce_busy_until,
-                self.rank,
-            );
+        let CollectiveRunner {
+            jobs,
+            errors,
+            reduce_busy_until,
+            rank,
+            ..
+        } = self;
+        if let Some(js) = jobs.get_mut(j).filter(|js| js.ring.len > 0) {
+            // A ring has no work list: its counters say what runs (see `RingHot`).
+            js.run_ring(j, api, errors, reduce_busy_until, rank);
+            if !js.ring.done() {
+                return;
+            }
         }
         while let Some(s) = self.work.pop() {
             let js = &mut self.jobs[j];
@@ -1292,13 +1389,9 @@ impl CollectiveRunner {
     ) {
         let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
         let channel = imm & (MAX_CHANNELS - 1);
-        if let Some(js) = self
-            .jobs
-            .get_mut(j)
-            .filter(|js| matches!(js.steps, Steps::Ring(_)))
-        {
+        if let Some(js) = self.jobs.get_mut(j).filter(|js| js.ring.len > 0) {
             match js.ring_arrival(src, channel, len, payload) {
-                Some(true) if js.started => self.advance(j, api),
+                Some(true) if js.ring.started => self.advance(j, api),
                 Some(_) => {}
                 None => self.errors.push(ExecError::Unexpected {
                     rank: self.rank,
@@ -1577,6 +1670,46 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Blocks longer than [`MAX_WRITE`] go as several writes and are put back together before
+    /// the receive applies them: a streamed ring (timing mode, uneven blocks, with and without
+    /// a reduction rate) still runs exactly like the listed one.
+    #[test]
+    fn a_streamed_ring_of_several_writes_per_message_runs_like_the_listed_one() {
+        for n in [2usize, 3] {
+            for reduce_rate in [None, Some(Bandwidth::from_gbps(100))] {
+                // 4-byte elements: every block is about 1 GiB + 1 element, two writes.
+                let count = n * (1 << 28) + 1;
+                let plan = Plan {
+                    op: Collective::AllReduce,
+                    ranks: n,
+                    count,
+                    root: 0,
+                    layout: Layout::Flat(Algorithm::Ring),
+                    chunks: 1,
+                    chunks_in_flight: 0,
+                };
+                let listed = plan::compile(&plan).unwrap();
+                let gens = plan::stream(&plan).unwrap();
+                let job = |program: Program, stream: Option<StepGen>| Job {
+                    program,
+                    start: JobStart::AfterPrevious,
+                    elem_bytes: 4,
+                    data: None,
+                    reduce_rate,
+                    hosts: None,
+                    class: 0,
+                    stream,
+                };
+                let a = run((0..n).map(|r| vec![job(listed[r].clone(), None)]).collect());
+                let b = run((0..n)
+                    .map(|r| vec![job(gens[r].header(), Some(gens[r]))])
+                    .collect());
+                assert_eq!(a, b, "n {n}");
+                assert!(a.iter().all(|r| r[0].finished_at.is_some()));
             }
         }
     }
