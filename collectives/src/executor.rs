@@ -52,6 +52,7 @@ use fabemu_fabric::transport::{AppId, Application, ClassId, Completion, Transpor
 use fabemu_fabric::units::{Bandwidth, Time};
 use smallvec::SmallVec;
 
+use crate::chunk::ChunkRange;
 use crate::data::{self, DataType, ReduceOp};
 use crate::program::{Program, RingAllReduce, StepGen, StepKind};
 
@@ -513,6 +514,114 @@ struct JobState {
     /// each with a thousand ranks' runners interleaved).
     chan_index: Vec<((u32, u32), u32)>,
     job: Job,
+}
+
+/// A runner's jobs: the first held inline and first of all (`repr(C)`), so that a message of
+/// the first job (a ring's, typically the only one) reads the job at the start of the runner
+/// and no length or inline-or-heap word at its end (a `SmallVec`'s capacity sat 1.3 KB
+/// further, one more cache line per message). Without jobs `first` is an empty placeholder
+/// (`len` 0), which is never a ring, so the ring's check needs no length.
+#[repr(C)]
+struct Jobs {
+    first: JobState,
+    rest: Vec<JobState>,
+    len: usize,
+}
+
+impl Jobs {
+    fn new(jobs: Vec<Job>) -> Jobs {
+        let len = jobs.len();
+        let mut it = jobs.into_iter().map(JobState::new);
+        let first = it.next().unwrap_or_else(|| {
+            let empty = ChunkRange::new(0, 0);
+            JobState::new(Job {
+                program: Program {
+                    rank: 0,
+                    buffer_len: 0,
+                    input: empty,
+                    output: empty,
+                    steps: Vec::new(),
+                },
+                start: JobStart::OnDemand,
+                elem_bytes: 1,
+                data: None,
+                reduce_rate: None,
+                hosts: None,
+                class: 0,
+                stream: None,
+            })
+        });
+        Jobs {
+            first,
+            rest: it.collect(),
+            len,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, j: usize) -> Option<&JobState> {
+        match j {
+            _ if j >= self.len => None,
+            0 => Some(&self.first),
+            _ => self.rest.get(j - 1),
+        }
+    }
+
+    fn get_mut(&mut self, j: usize) -> Option<&mut JobState> {
+        match j {
+            _ if j >= self.len => None,
+            0 => Some(&mut self.first),
+            _ => self.rest.get_mut(j - 1),
+        }
+    }
+
+    /// Job `j` if it is a ring (see [`RingHot`]): the first job is checked without reading
+    /// anything but itself.
+    #[inline]
+    fn ring_mut(&mut self, j: usize) -> Option<&mut JobState> {
+        let js = if j == 0 {
+            &mut self.first
+        } else {
+            self.get_mut(j)?
+        };
+        (js.ring.len > 0).then_some(js)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &JobState> {
+        std::iter::once(&self.first)
+            .chain(self.rest.iter())
+            .take(self.len)
+    }
+
+    fn into_vec(self) -> Vec<JobState> {
+        let len = self.len;
+        std::iter::once(self.first)
+            .chain(self.rest)
+            .take(len)
+            .collect()
+    }
+}
+
+impl std::ops::Index<usize> for Jobs {
+    type Output = JobState;
+    fn index(&self, j: usize) -> &JobState {
+        match j {
+            0 => &self.first,
+            _ => &self.rest[j - 1],
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Jobs {
+    fn index_mut(&mut self, j: usize) -> &mut JobState {
+        match j {
+            0 => &mut self.first,
+            _ => &mut self.rest[j - 1],
+        }
+    }
 }
 
 /// A streamed job keeps step completion times only on its first and last this many ranks:
@@ -1109,14 +1218,17 @@ impl JobState {
                     }
                 }
                 // The values are final now; what costs time is when dependents may start.
-                if let Some(bw) = self.reduce_rate.filter(|_| reduce && len > 0) {
-                    let start = (*reduce_busy_until).max(now);
-                    let done = start.add(Rate::new(bw).serialization_time(len));
-                    *reduce_busy_until = done;
-                    let token =
-                        AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
-                    api.set_timer(done, token);
-                    continue;
+                // `timed_reduce` first: `reduce_rate` is on a line a message does not read.
+                if self.ring.timed_reduce && reduce && len > 0 {
+                    if let Some(bw) = self.reduce_rate {
+                        let start = (*reduce_busy_until).max(now);
+                        let done = start.add(Rate::new(bw).serialization_time(len));
+                        *reduce_busy_until = done;
+                        let token =
+                            AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
+                        api.set_timer(done, token);
+                        continue;
+                    }
                 }
                 self.note_done(s, now);
             }
@@ -1194,9 +1306,9 @@ impl JobState {
 /// message uses of the runner itself.
 #[repr(C)]
 pub struct CollectiveRunner {
-    /// Held inline when there is one: with thousands of runners interleaved, each pointer
-    /// chased per message is a cache miss.
-    jobs: SmallVec<[JobState; 1]>,
+    /// The first job inline (see [`Jobs`]): with thousands of runners interleaved, each
+    /// pointer chased per message is a cache miss.
+    jobs: Jobs,
     /// Steps ready to run, of the job being advanced.
     work: Vec<u32>,
     rank: u32,
@@ -1215,7 +1327,7 @@ impl CollectiveRunner {
         jobs.truncate(MAX_JOBS);
         CollectiveRunner {
             rank,
-            jobs: jobs.into_iter().map(JobState::new).collect(),
+            jobs: Jobs::new(jobs),
             work: Vec::new(),
             errors: Vec::new(),
             reduce_busy_until: Time::ZERO,
@@ -1250,7 +1362,7 @@ impl CollectiveRunner {
 
     /// Takes the records out (with the final buffers).
     pub fn into_records(self) -> Vec<JobRecord> {
-        self.jobs.into_iter().map(|j| j.record).collect()
+        self.jobs.into_vec().into_iter().map(|j| j.record).collect()
     }
 
     /// Job `job`'s program on this rank; without its steps when they are generated on demand
@@ -1309,7 +1421,7 @@ impl CollectiveRunner {
             rank,
             ..
         } = self;
-        if let Some(js) = jobs.get_mut(j).filter(|js| js.ring.len > 0) {
+        if let Some(js) = jobs.ring_mut(j) {
             // A ring has no work list: its counters say what runs (see `RingHot`).
             js.run_ring(j, api, errors, reduce_busy_until, rank);
             if !js.ring.done() {
@@ -1389,7 +1501,7 @@ impl CollectiveRunner {
     ) {
         let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
         let channel = imm & (MAX_CHANNELS - 1);
-        if let Some(js) = self.jobs.get_mut(j).filter(|js| js.ring.len > 0) {
+        if let Some(js) = self.jobs.ring_mut(j) {
             match js.ring_arrival(src, channel, len, payload) {
                 Some(true) if js.ring.started => self.advance(j, api),
                 Some(_) => {}
