@@ -21,22 +21,22 @@
 //! previous job (stream order, as NCCL runs consecutive collectives; there is no barrier). The
 //! rank's finish time is when its last step completed.
 //!
-//! ## The window
+//! ## The window, and the ring's counters
 //!
 //! A job's steps either are listed in its [`Program`] or are generated on demand by a
 //! [`StepGen`] ([`Job::stream`]; a flat ring All-Reduce, whose 8192-rank program would be
-//! 268 M steps). Either way the executor holds run-time state only for a *window* of steps:
-//! from the oldest incomplete one on, as many as the generator asks for (a listed program is
-//! held whole). A step entering the window counts its dependencies that are still open; a
-//! completing step releases its dependents inside the window; when the oldest step completes
-//! the window slides and refills. Channels keep only the window's pending sends and receives.
-//! A message from a peer that ran ahead of the window brings steps in until its receive step
-//! is there (its length tells where a message cut into several writes ends). This is exact,
-//! not an approximation, as long as no step beyond the window could run, which each
-//! generator's window guarantees (a ring's completed steps are a prefix of its list up to the
-//! few in progress); the unit tests run listed and streamed rings side by side over a network
-//! that lets ranks drift apart, with identical step times. Memory per streamed job is
-//! O(window), not O(steps).
+//! 268 M steps). A listed program runs through a *window* of run-time step records (held
+//! whole): a step entering it counts its dependencies that are still open; a completing step
+//! releases its dependents; when the oldest step completes the window slides. Channels keep
+//! the window's pending sends and receives.
+//!
+//! A generated ring holds no step records at all: its structure makes what may run next a
+//! comparison of a few counters (the next send, the next receive, the Reduce-Scatter receives
+//! completed, the messages waiting; see `RingHot`), which is all a message reads, in one or
+//! two cache lines of the runner. Its memory is O(1) per rank, not O(steps); the unit tests
+//! run listed and generated rings side by side over a network that lets ranks drift apart
+//! (data, uneven blocks, messages cut into several writes, reduction rates), with identical
+//! step times.
 //!
 //! Messages carry `(job, channel)` in the RDMA immediate, built by [`AppId::Collectives`] (which
 //! owns the bits that keep applications sharing a host apart): the job in bits 20..31 and the

@@ -15,7 +15,9 @@
 
 use super::*;
 
-/// How many steps past the oldest incomplete one the executor keeps of a ring: a rank's
+/// How many steps past the oldest incomplete one an executor that holds step records needs of
+/// a ring (the crate's executor runs a ring from counters instead, see
+/// [`crate::executor`]): a rank's
 /// completed steps are always a prefix of its list up to the two or three steps in progress
 /// (each send waits for the previous receive, receives complete in channel order), so
 /// anything beyond a few steps is not runnable yet; 8 leaves a margin (a message from a peer
