@@ -228,13 +228,11 @@ struct Qp {
     /// Its messages, the head inline: a queue pair rarely has more than one (a ring's rank
     /// posts its next message after the last has left).
     queue: HeadDeque<Msg>,
+    /// The link directions when there are at most [`INLINE_LINKS`] (see [`Qp::links`]): a
+    /// ring's neighbours mostly share a leaf switch, two hops each way, and the start then
+    /// reads them on this line instead of behind a pointer.
+    inline: [LinkId; INLINE_LINKS],
     links: Box<[LinkId]>,
-    /// The pipeline tail (see `Core::deliver_after_tail`) of a message of `tail_len` bytes
-    /// (keyed by the length, not the last packet's wire bytes, so that a message leaving
-    /// reads this and not the message memo's line): a queue pair's messages usually all end
-    /// alike.
-    tail_len: u64,
-    tail: Time,
     /// Data frames started on each link of the path, ACK frames on each of the way back.
     frames: u64,
     ack_frames: u64,
@@ -245,13 +243,32 @@ struct Qp {
     /// touch its queue pair, and its post touches the lines its start needs anyway.
     posted: u64,
     posted_bytes: u64,
+    /// The pipeline tail (see `Core::deliver_after_tail`) of a message of `tail_len` bytes
+    /// (keyed by the length, not the last packet's wire bytes, so that a message leaving
+    /// reads this and not the message memo's line): a queue pair's messages usually all end
+    /// alike.
+    tail_len: u64,
+    tail: Time,
     /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
     hops: Box<[Hop]>,
     /// What an ACK takes on the way back: each hop's latency and serialization.
     back: Time,
 }
 
+/// Link directions a queue pair holds inline (see [`Qp::inline`]).
+const INLINE_LINKS: usize = 4;
+
 impl Qp {
+    /// The link directions: `[..split]` the path to `dst`, `[split..]` the way back.
+    #[inline]
+    fn links(&self) -> &[LinkId] {
+        let n = self.links.len();
+        match self.inline.get(..n) {
+            Some(l) => l,
+            None => &self.links,
+        }
+    }
+
     /// What a message of `len` bytes is on the wire. Inlined: it is asked four times per
     /// message and is a comparison when the memo holds.
     #[inline]
@@ -420,6 +437,13 @@ impl Core<'_> {
             dst,
             split: split as u32,
             links: self.scratch.iter().map(|h| h.link).collect(),
+            inline: {
+                let mut a = [LinkId(0); INLINE_LINKS];
+                for (x, h) in a.iter_mut().zip(&self.scratch) {
+                    *x = h.link;
+                }
+                a
+            },
             tail_len: u64::MAX,
             tail: Time::ZERO,
             back,
@@ -466,9 +490,10 @@ impl Core<'_> {
             return;
         };
         let w = qp.wire(len, &self.cfg);
-        let (fwd, rev) = qp.links.split_at(qp.split as usize);
         qp.frames += w.packets;
         qp.ack_frames += w.acks;
+        let qp = &self.qps[q as usize];
+        let (fwd, rev) = qp.links().split_at(qp.split as usize);
         self.stats.packet_hops += w.packets * fwd.len() as u64 + w.acks * rev.len() as u64;
         self.stats.flows += 1;
         if len == 0 {
