@@ -21,22 +21,22 @@
 //! previous job (stream order, as NCCL runs consecutive collectives; there is no barrier). The
 //! rank's finish time is when its last step completed.
 //!
-//! ## The window
+//! ## The window, and the ring's counters
 //!
 //! A job's steps either are listed in its [`Program`] or are generated on demand by a
 //! [`StepGen`] ([`Job::stream`]; a flat ring All-Reduce, whose 8192-rank program would be
-//! 268 M steps). Either way the executor holds run-time state only for a *window* of steps:
-//! from the oldest incomplete one on, as many as the generator asks for (a listed program is
-//! held whole). A step entering the window counts its dependencies that are still open; a
-//! completing step releases its dependents inside the window; when the oldest step completes
-//! the window slides and refills. Channels keep only the window's pending sends and receives.
-//! A message from a peer that ran ahead of the window brings steps in until its receive step
-//! is there (its length tells where a message cut into several writes ends). This is exact,
-//! not an approximation, as long as no step beyond the window could run, which each
-//! generator's window guarantees (a ring's completed steps are a prefix of its list up to the
-//! few in progress); the unit tests run listed and streamed rings side by side over a network
-//! that lets ranks drift apart, with identical step times. Memory per streamed job is
-//! O(window), not O(steps).
+//! 268 M steps). A listed program runs through a *window* of run-time step records (held
+//! whole): a step entering it counts its dependencies that are still open; a completing step
+//! releases its dependents; when the oldest step completes the window slides. Channels keep
+//! the window's pending sends and receives.
+//!
+//! A generated ring holds no step records at all: its structure makes what may run next a
+//! comparison of a few counters (the next send, the next receive, the Reduce-Scatter receives
+//! completed, the messages waiting; see `RingHot`), which is all a message reads, in one or
+//! two cache lines of the runner. Its memory is O(1) per rank, not O(steps); the unit tests
+//! run listed and generated rings side by side over a network that lets ranks drift apart
+//! (data, uneven blocks, messages cut into several writes, reduction rates), with identical
+//! step times.
 //!
 //! Messages carry `(job, channel)` in the RDMA immediate, built by [`AppId::Collectives`] (which
 //! owns the bits that keep applications sharing a host apart): the job in bits 20..31 and the
@@ -52,8 +52,9 @@ use fabemu_fabric::transport::{AppId, Application, ClassId, Completion, Transpor
 use fabemu_fabric::units::{Bandwidth, Time};
 use smallvec::SmallVec;
 
+use crate::chunk::ChunkRange;
 use crate::data::{self, DataType, ReduceOp};
-use crate::program::{Program, StepGen, StepKind};
+use crate::program::{Program, RingAllReduce, StepGen, StepKind};
 
 /// Largest RDMA WRITE the executor posts: a step's message beyond it goes as several writes on
 /// the same queue pair (RoCE's DMA length is 32 bits; real stacks cut far smaller), which the
@@ -182,24 +183,24 @@ pub enum ExecError {
 
 /// What a rank did in one job.
 ///
-/// Laid out in the order written (`repr(C)`): the counters every message moves share a cache
-/// line with the start and finish times.
+/// Laid out in the order written (`repr(C)`): the counters every message moves first, on the
+/// line of the job's run-time state that a message reads anyway.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct JobRecord {
-    /// When the job started here.
-    pub started_at: Option<Time>,
-    /// When its last step completed here.
-    pub finished_at: Option<Time>,
     /// Payload bytes this rank posted.
     pub bytes_sent: u64,
     /// Steps completed (equal to the program's length when finished).
     pub steps_done: usize,
-    /// The final buffer (data mode).
-    pub buffer: Option<Vec<u8>>,
     /// When each step completed, as `(step index, time)` in completion order (for timelines);
     /// at most [`MAX_STEP_TIMES`] per job.
     pub steps: Vec<(u32, Time)>,
+    /// When the job started here.
+    pub started_at: Option<Time>,
+    /// When its last step completed here.
+    pub finished_at: Option<Time>,
+    /// The final buffer (data mode).
+    pub buffer: Option<Vec<u8>>,
 }
 
 /// Step completion times kept per job and rank (enough for any timeline one can look at).
@@ -346,15 +347,143 @@ enum Steps {
         dep_start: Vec<u32>,
         dependents: Vec<u32>,
     },
-    /// A generator computes them on demand.
-    Generated(StepGen),
+    /// A generated ring All-Reduce, run from a few counters (see [`RingHot`]).
+    Ring(RingCold),
+}
+
+/// A generated ring All-Reduce's run-time state: a few counters instead of the window of step
+/// records, the channels' step lists and the channel lookup. A ring's steps are regular
+/// enough that what may run next is a comparison: sends go out in list order, each waiting for
+/// the receive just before it; receives are applied in list order, a Reduce-Scatter one at
+/// once, an All-Gather one once the Reduce-Scatter send that last read its block has gone (see
+/// [`RingAllReduce`]). So the next send, the next receive to apply and how many
+/// Reduce-Scatter receives have completed (their reductions finish in order, one engine per
+/// rank) say everything the window said. Steps run as soon as they can, as in the general
+/// case, so posts and completions happen at the same instants (the unit tests run both side
+/// by side).
+///
+/// What a message reads is here, in 48 bytes at the start of the job (`repr(C)`), so that
+/// with the host application's first words it is one cache line; the rest ([`RingCold`]) is
+/// read only for data, uneven blocks, messages cut into several writes and errors. A job
+/// that is not a ring has `len` 0.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct RingHot {
+    /// The next send to post (even; `len` when all are posted).
+    next_send: u32,
+    /// The next receive to apply (odd; past `len` when all are applied).
+    next_apply: u32,
+    /// Reduce-Scatter receives completed (they complete in list order).
+    rs_done: u32,
+    /// Steps in the list, `4 (p - 1)` (the first All-Gather step is `len / 2`); 0: not a ring.
+    len: u32,
+    /// Whole messages that arrived and wait for their receive.
+    waiting: u32,
+    /// Hosts of the next rank (sends go there) and the previous one (receives come from there).
+    next_host: u32,
+    prev_host: u32,
+    /// The channel of every message.
+    channel: u32,
+    /// Bytes of a block (the first `extra` blocks have one element more, see `uneven`).
+    block_bytes: u64,
+    /// The job's traffic class.
+    class: ClassId,
+    /// Mirrors of the job's state: started, steps' times kept, reductions take time, data mode.
+    started: bool,
+    keep_times: bool,
+    timed_reduce: bool,
+    data: bool,
+    /// Blocks differ in length (`count` is not a multiple of the ranks).
+    uneven: bool,
+    /// A message is arriving in several writes (`RingCold::partial_len`).
+    assembling: bool,
+    /// `RingCold::odd` holds arrivals (payloads, lengths other than expected).
+    odd: bool,
+}
+
+impl RingHot {
+    /// The first All-Gather step.
+    #[inline]
+    fn half(&self) -> u32 {
+        self.len / 2
+    }
+
+    /// Whether receive `k` (odd) has completed: a Reduce-Scatter one when its reduction has,
+    /// an All-Gather one (which never reduces) when applied.
+    #[inline]
+    fn recv_done(&self, k: u32) -> bool {
+        if k < self.half() {
+            k / 2 < self.rs_done
+        } else {
+            k < self.next_apply
+        }
+    }
+
+    /// Whether the next receive may be applied (a message for it has arrived): a
+    /// Reduce-Scatter receive at once, an All-Gather one `B + 2s + 1` once send `2s` is posted.
+    #[inline]
+    fn can_apply(&self) -> bool {
+        let (k, b) = (self.next_apply, self.half());
+        k < self.len && self.waiting > 0 && (k < b || k - b - 1 < self.next_send)
+    }
+
+    /// Whether the next send may be posted: the receive before it has completed.
+    #[inline]
+    fn can_send(&self) -> bool {
+        let i = self.next_send;
+        i < self.len && (i == 0 || self.recv_done(i - 1))
+    }
+
+    /// Whether every step has completed.
+    #[inline]
+    fn done(&self) -> bool {
+        self.next_send >= self.len && self.next_apply >= self.len && 2 * self.rs_done >= self.half()
+    }
+}
+
+/// What a ring job reads only now and then (see [`RingHot`]).
+struct RingCold {
+    /// The generator (kinds for data and errors, block indices of uneven blocks).
+    gen: RingAllReduce,
+    /// Bytes of an element: a longer block has this many more.
+    elem_bytes: u64,
+    /// Blocks `0..extra` are the longer ones.
+    extra: u64,
+    /// Bytes and pieces of a message still arriving in several writes (see [`MAX_WRITE`]).
+    partial_len: u64,
+    partial: Vec<Bytes>,
+    /// Arrivals that are not simply "the expected length, no payload", as `(receive step,
+    /// length, payload)`, in arrival order.
+    odd: std::collections::VecDeque<(u32, u64, Option<Bytes>)>,
+}
+
+impl RingCold {
+    /// Bytes step `i` moves.
+    #[inline]
+    fn bytes(&self, hot: &RingHot, i: u32) -> u64 {
+        if !hot.uneven {
+            return hot.block_bytes;
+        }
+        let (_, _, k) = self.gen.at(i as usize);
+        hot.block_bytes
+            + if (k as u64) < self.extra {
+                self.elem_bytes
+            } else {
+                0
+            }
+    }
 }
 
 /// Fields are laid out in the order written (`repr(C)`), those every message reads first:
 /// with thousands of runners interleaved each cache line of a runner that a message touches
 /// is a miss, and Rust's own order had spread them over 14 lines of 18.
+///
+/// A ring job's message reads `ring` and the first words of `record` (two lines with the host
+/// application's first words), nothing else.
 #[repr(C)]
 struct JobState {
+    ring: RingHot,
+    record: JobRecord,
     steps: Steps,
     lo: usize,
     /// Steps in the job's list.
@@ -380,12 +509,119 @@ struct JobState {
     /// The window: the run-time state of steps `lo .. lo + rt.len()`. Every step before `lo`
     /// has completed; steps after the window have not been looked at yet.
     rt: Window,
-    record: JobRecord,
     /// `(peer host, channel)` -> index into `chans`, sorted by key: looked up at every arriving
     /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
     /// each with a thousand ranks' runners interleaved).
     chan_index: Vec<((u32, u32), u32)>,
     job: Job,
+}
+
+/// A runner's jobs: the first held inline and first of all (`repr(C)`), so that a message of
+/// the first job (a ring's, typically the only one) reads the job at the start of the runner
+/// and no length or inline-or-heap word at its end (a `SmallVec`'s capacity sat 1.3 KB
+/// further, one more cache line per message). Without jobs `first` is an empty placeholder
+/// (`len` 0), which is never a ring, so the ring's check needs no length.
+#[repr(C)]
+struct Jobs {
+    first: JobState,
+    rest: Vec<JobState>,
+    len: usize,
+}
+
+impl Jobs {
+    fn new(jobs: Vec<Job>) -> Jobs {
+        let len = jobs.len();
+        let mut it = jobs.into_iter().map(JobState::new);
+        let first = it.next().unwrap_or_else(|| {
+            let empty = ChunkRange::new(0, 0);
+            JobState::new(Job {
+                program: Program {
+                    rank: 0,
+                    buffer_len: 0,
+                    input: empty,
+                    output: empty,
+                    steps: Vec::new(),
+                },
+                start: JobStart::OnDemand,
+                elem_bytes: 1,
+                data: None,
+                reduce_rate: None,
+                hosts: None,
+                class: 0,
+                stream: None,
+            })
+        });
+        Jobs {
+            first,
+            rest: it.collect(),
+            len,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, j: usize) -> Option<&JobState> {
+        match j {
+            _ if j >= self.len => None,
+            0 => Some(&self.first),
+            _ => self.rest.get(j - 1),
+        }
+    }
+
+    fn get_mut(&mut self, j: usize) -> Option<&mut JobState> {
+        match j {
+            _ if j >= self.len => None,
+            0 => Some(&mut self.first),
+            _ => self.rest.get_mut(j - 1),
+        }
+    }
+
+    /// Job `j` if it is a ring (see [`RingHot`]): the first job is checked without reading
+    /// anything but itself.
+    #[inline]
+    fn ring_mut(&mut self, j: usize) -> Option<&mut JobState> {
+        let js = if j == 0 {
+            &mut self.first
+        } else {
+            self.get_mut(j)?
+        };
+        (js.ring.len > 0).then_some(js)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &JobState> {
+        std::iter::once(&self.first)
+            .chain(self.rest.iter())
+            .take(self.len)
+    }
+
+    fn into_vec(self) -> Vec<JobState> {
+        let len = self.len;
+        std::iter::once(self.first)
+            .chain(self.rest)
+            .take(len)
+            .collect()
+    }
+}
+
+impl std::ops::Index<usize> for Jobs {
+    type Output = JobState;
+    fn index(&self, j: usize) -> &JobState {
+        match j {
+            0 => &self.first,
+            _ => &self.rest[j - 1],
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Jobs {
+    fn index_mut(&mut self, j: usize) -> &mut JobState {
+        match j {
+            0 => &mut self.first,
+            _ => &mut self.rest[j - 1],
+        }
+    }
 }
 
 /// A streamed job keeps step completion times only on its first and last this many ranks:
@@ -399,15 +635,39 @@ const SCAN_CHANS: usize = 4;
 
 impl JobState {
     fn new(job: Job) -> JobState {
+        let mut ring = RingHot::default();
         let (steps, total, window, channels) = match job.stream {
             Some(g) => {
-                let rank = g.header().rank;
-                let n = match g {
-                    StepGen::RingAllReduce(r) => r.ranks,
-                };
+                let StepGen::RingAllReduce(r) = g;
+                let (rank, n) = (r.rank, r.ranks);
                 let keep = rank < STREAMED_TIMED_RANKS || rank + STREAMED_TIMED_RANKS >= n;
-                let channels = g.channels();
-                (Steps::Generated(g), g.len(), g.window(), (channels, keep))
+                let (next, prev) = r.neighbours();
+                let ranks = r.ranks.max(1);
+                let (base, extra) = ((r.count / ranks) as u64, (r.count % ranks) as u64);
+                ring = RingHot {
+                    next_send: 0,
+                    next_apply: 1,
+                    len: g.len() as u32,
+                    next_host: job.host_of(next),
+                    prev_host: job.host_of(prev),
+                    channel: r.channel,
+                    block_bytes: base * job.elem_bytes,
+                    class: job.class,
+                    keep_times: keep,
+                    timed_reduce: job.reduce_rate.is_some(),
+                    uneven: extra > 0,
+                    ..RingHot::default()
+                };
+                let cold = RingCold {
+                    gen: r,
+                    elem_bytes: job.elem_bytes,
+                    extra,
+                    partial_len: 0,
+                    partial: Vec::new(),
+                    odd: Default::default(),
+                };
+                // No window and no channels: the counters are the whole state.
+                (Steps::Ring(cold), g.len(), 0, (Vec::new(), keep))
             }
             None => {
                 let steps = &job.program.steps;
@@ -466,6 +726,7 @@ impl JobState {
             .map(|(i, k)| (k, i as u32))
             .collect();
         let mut js = JobState {
+            ring,
             elem_bytes: job.elem_bytes,
             reduce_rate: job.reduce_rate,
             data: job.data,
@@ -496,7 +757,7 @@ impl JobState {
     fn kind(&self, i: usize) -> Option<StepKind> {
         match &self.steps {
             Steps::Listed { .. } => self.job.program.steps.get(i).map(|s| s.kind),
-            Steps::Generated(g) => (i < self.total).then(|| g.kind(i)),
+            Steps::Ring(c) => (i < self.total).then(|| StepGen::RingAllReduce(c.gen).kind(i)),
         }
     }
 
@@ -609,16 +870,8 @@ impl JobState {
                 };
                 (pending, io)
             }
-            Steps::Generated(g) => {
-                if i >= self.total {
-                    return;
-                }
-                let pending = g.dep(i).is_some_and(|d| self.open(d)) as u32;
-                let io = g
-                    .transfer(i)
-                    .map(|t| (t.peer, t.channel, t.elems, t.recv, t.reduce));
-                (pending, io)
-            }
+            // A ring has no window (see `Ring`).
+            Steps::Ring(_) => return,
         };
         let mut rt = StepRt {
             pending,
@@ -780,32 +1033,35 @@ impl JobState {
     /// Marks step `s` done, queues in `work` the dependents it releases, and slides the
     /// window past the steps completed at its front.
     fn complete(&mut self, s: u32, now: Time, work: &mut Vec<u32>) {
+        let r = &mut self.ring;
+        if r.len > 0 {
+            // Only a reduction's timer completes a ring step here: Reduce-Scatter receives
+            // complete in list order (one engine), so counting them is enough.
+            if s < r.half() && s % 2 == 1 && s / 2 == r.rs_done && s < r.next_apply {
+                r.rs_done += 1;
+                self.note_done(s, now);
+            }
+            return;
+        }
         if !self.open(s as usize) {
             return;
         }
-        self.record.steps_done += 1;
-        if self.keep_times && self.record.steps.len() < MAX_STEP_TIMES {
-            self.record.steps.push((s, now));
-        }
+        self.note_done(s, now);
         self.rt(s).done = true;
         let hi = self.lo + self.rt.len();
-        let (a, b, generated) = match &self.steps {
+        let (a, b) = match &self.steps {
             Steps::Listed { dep_start, .. } => (
                 dep_start[s as usize] as usize,
                 dep_start[s as usize + 1] as usize,
-                None,
             ),
-            Steps::Generated(g) => (0, 0, g.dependent(s as usize)),
+            Steps::Ring(_) => (0, 0),
         };
         for k in a..b {
             let d = match &self.steps {
                 Steps::Listed { dependents, .. } => dependents[k],
-                Steps::Generated(_) => break,
+                Steps::Ring(_) => break,
             };
             self.release(d as usize, hi, work);
-        }
-        if let Some(d) = generated {
-            self.release(d, hi, work);
         }
         if s as usize == self.lo {
             while self.rt.front().is_some_and(|r| r.done) {
@@ -813,6 +1069,226 @@ impl JobState {
                 self.lo += 1;
             }
             self.fill(work);
+        }
+    }
+
+    /// Counts step `s` as completed at `now` (and keeps the time, see [`MAX_STEP_TIMES`]).
+    #[inline]
+    fn note_done(&mut self, s: u32, now: Time) {
+        self.record.steps_done += 1;
+        // The ring's copy of `keep_times`: it is on the line a ring's message reads.
+        let keep = if self.ring.len > 0 {
+            self.ring.keep_times
+        } else {
+            self.keep_times
+        };
+        if keep && self.record.steps.len() < MAX_STEP_TIMES {
+            self.record.steps.push((s, now));
+        }
+    }
+
+    /// A write of `len` bytes for a ring job came from `src` on `channel`: assembles it into
+    /// the message its next receive expects. Returns `None` when the ring does not take
+    /// messages from there (an unexpected message), else whether a whole message arrived.
+    #[inline]
+    fn ring_arrival(
+        &mut self,
+        src: u32,
+        channel: u32,
+        len: u64,
+        payload: Option<Bytes>,
+    ) -> Option<bool> {
+        let h = &mut self.ring;
+        if channel != h.channel {
+            return None;
+        }
+        if src != h.prev_host {
+            // The ring's other channel (to the next rank) takes no messages: one that comes
+            // waits for a receive that never is, as in the general case.
+            return (src == h.next_host).then_some(false);
+        }
+        // The receive this write belongs to: the next one, past those already waiting.
+        let k = u64::from(h.next_apply) + 2 * u64::from(h.waiting);
+        let usual = !h.uneven && !h.assembling && payload.is_none() && k < u64::from(h.len);
+        if usual && len == h.block_bytes {
+            // The usual message: whole, as long as expected, no payload.
+            h.waiting += 1;
+            return Some(true);
+        }
+        self.ring_arrival_slow(k, len, payload)
+    }
+
+    /// [`ring_arrival`](Self::ring_arrival) for everything but the usual message.
+    fn ring_arrival_slow(&mut self, k: u64, len: u64, payload: Option<Bytes>) -> Option<bool> {
+        let h = &mut self.ring;
+        let Steps::Ring(c) = &mut self.steps else {
+            return None;
+        };
+        let expected = (k < u64::from(h.len)).then(|| c.bytes(h, k as u32));
+        c.partial_len += len;
+        if let Some(p) = payload {
+            c.partial.push(p);
+        }
+        if expected.is_some_and(|e| c.partial_len < e) {
+            h.assembling = true;
+            return Some(false);
+        }
+        h.assembling = false;
+        let total = std::mem::take(&mut c.partial_len);
+        let data = match c.partial.len() {
+            0 => None,
+            1 => c.partial.pop(),
+            _ => {
+                let mut v = Vec::with_capacity(total as usize);
+                for b in c.partial.drain(..) {
+                    v.extend_from_slice(&b);
+                }
+                Some(Bytes::from(v))
+            }
+        };
+        c.partial.clear();
+        if data.is_some() || expected != Some(total) {
+            c.odd
+                .push_back((k.min(u64::from(u32::MAX)) as u32, total, data));
+            h.odd = true;
+        }
+        h.waiting += 1;
+        Some(true)
+    }
+
+    /// Runs a ring job's steps until none can run now: applies the receives whose messages
+    /// are there, posts the sends whose receive has completed, and again while either moved.
+    fn run_ring(
+        &mut self,
+        j: usize,
+        api: &mut dyn Transport,
+        errors: &mut Vec<ExecError>,
+        reduce_busy_until: &mut Time,
+        rank: &u32,
+    ) {
+        let now = api.now();
+        loop {
+            let mut moved = false;
+            while self.ring.can_apply() {
+                let h = &mut self.ring;
+                let s = h.next_apply;
+                h.next_apply += 2;
+                h.waiting -= 1;
+                moved = true;
+                // A Reduce-Scatter receive reduces, an All-Gather one overwrites.
+                let reduce = s < h.half();
+                let (mut len, mut payload, mut expected) = (h.block_bytes, None, h.block_bytes);
+                if h.odd || h.uneven {
+                    let Steps::Ring(c) = &mut self.steps else {
+                        return;
+                    };
+                    expected = c.bytes(h, s);
+                    len = expected;
+                    if c.odd.front().is_some_and(|o| o.0 == s) {
+                        if let Some((_, l, p)) = c.odd.pop_front() {
+                            (len, payload) = (l, p);
+                        }
+                        h.odd = !c.odd.is_empty();
+                    }
+                }
+                if h.timed_reduce && reduce && len > 0 {
+                    // Completes when its reduction's timer fires.
+                } else if reduce {
+                    h.rs_done += 1;
+                }
+                if len != expected {
+                    errors.push(ExecError::LengthMismatch {
+                        rank: *rank,
+                        job: j,
+                        peer: self.ring_cold().map_or(0, |c| c.gen.neighbours().1),
+                        channel: self.ring.channel,
+                        got: len,
+                        expected,
+                    });
+                } else if let Some(bytes) = payload {
+                    let kind = self.kind(s as usize);
+                    if let (Some(d), Some(StepKind::Recv { chunk, .. }), Some(buf)) =
+                        (self.data, kind, self.buffer.as_mut())
+                    {
+                        let es = self.elem_bytes as usize;
+                        let dst = &mut buf[chunk.offset * es..(chunk.offset + chunk.len) * es];
+                        if bytes.len() == dst.len() {
+                            data::apply(d.dtype, d.op, reduce, dst, &bytes);
+                        }
+                    }
+                }
+                // The values are final now; what costs time is when dependents may start.
+                // `timed_reduce` first: `reduce_rate` is on a line a message does not read.
+                if self.ring.timed_reduce && reduce && len > 0 {
+                    if let Some(bw) = self.reduce_rate {
+                        let start = (*reduce_busy_until).max(now);
+                        let done = start.add(Rate::new(bw).serialization_time(len));
+                        *reduce_busy_until = done;
+                        let token =
+                            AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
+                        api.set_timer(done, token);
+                        continue;
+                    }
+                }
+                self.note_done(s, now);
+            }
+            while self.ring.can_send() {
+                let h = &mut self.ring;
+                let s = h.next_send;
+                h.next_send += 2;
+                moved = true;
+                let (host, imm, class) = (h.next_host, imm_for(j, h.channel), h.class);
+                let mut len = h.block_bytes;
+                let mut payload = None;
+                if h.uneven || h.data {
+                    let Steps::Ring(c) = &self.steps else {
+                        return;
+                    };
+                    len = c.bytes(h, s);
+                    payload = self.buffer.as_ref().and_then(|b| {
+                        let Some(StepKind::Send { chunk, .. }) = self.kind(s as usize) else {
+                            return None;
+                        };
+                        let es = self.elem_bytes as usize;
+                        Some(Bytes::copy_from_slice(
+                            &b[chunk.offset * es..(chunk.offset + chunk.len) * es],
+                        ))
+                    });
+                }
+                self.record.bytes_sent += len;
+                // One RDMA WRITE per MAX_WRITE bytes (the receiver reassembles them).
+                let mut off = 0u64;
+                loop {
+                    let piece = (len - off).min(MAX_WRITE);
+                    let data = payload
+                        .as_ref()
+                        .map(|b: &Bytes| b.slice(off as usize..(off + piece) as usize));
+                    if !api.post_send_in(host, imm as u64, piece, data, class) {
+                        errors.push(ExecError::NoRoute {
+                            rank: *rank,
+                            job: j,
+                            peer: self.ring_cold().map_or(0, |c| c.gen.neighbours().0),
+                        });
+                        break;
+                    }
+                    off += piece;
+                    if off >= len {
+                        break;
+                    }
+                }
+                self.note_done(s, now);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// A ring job's cold state.
+    fn ring_cold(&self) -> Option<&RingCold> {
+        match &self.steps {
+            Steps::Ring(c) => Some(c),
+            Steps::Listed { .. } => None,
         }
     }
 
@@ -830,9 +1306,9 @@ impl JobState {
 /// message uses of the runner itself.
 #[repr(C)]
 pub struct CollectiveRunner {
-    /// Held inline when there is one: with thousands of runners interleaved, each pointer
-    /// chased per message is a cache miss.
-    jobs: SmallVec<[JobState; 1]>,
+    /// The first job inline (see [`Jobs`]): with thousands of runners interleaved, each
+    /// pointer chased per message is a cache miss.
+    jobs: Jobs,
     /// Steps ready to run, of the job being advanced.
     work: Vec<u32>,
     rank: u32,
@@ -851,7 +1327,7 @@ impl CollectiveRunner {
         jobs.truncate(MAX_JOBS);
         CollectiveRunner {
             rank,
-            jobs: jobs.into_iter().map(JobState::new).collect(),
+            jobs: Jobs::new(jobs),
             work: Vec::new(),
             errors: Vec::new(),
             reduce_busy_until: Time::ZERO,
@@ -886,7 +1362,7 @@ impl CollectiveRunner {
 
     /// Takes the records out (with the final buffers).
     pub fn into_records(self) -> Vec<JobRecord> {
-        self.jobs.into_iter().map(|j| j.record).collect()
+        self.jobs.into_vec().into_iter().map(|j| j.record).collect()
     }
 
     /// Job `job`'s program on this rank; without its steps when they are generated on demand
@@ -921,6 +1397,8 @@ impl CollectiveRunner {
         if let Some(d) = js.job.data {
             js.buffer = Some(data::initial_buffer(d.dtype, rank, &js.job.program));
         }
+        js.ring.started = true;
+        js.ring.data = js.buffer.is_some();
         self.work.clear();
         let lo = js.lo;
         self.work.extend(
@@ -936,6 +1414,20 @@ impl CollectiveRunner {
 
     /// Runs ready steps of job `j` until nothing more can run now.
     fn advance(&mut self, j: usize, api: &mut dyn Transport) {
+        let CollectiveRunner {
+            jobs,
+            errors,
+            reduce_busy_until,
+            rank,
+            ..
+        } = self;
+        if let Some(js) = jobs.ring_mut(j) {
+            // A ring has no work list: its counters say what runs (see `RingHot`).
+            js.run_ring(j, api, errors, reduce_busy_until, rank);
+            if !js.ring.done() {
+                return;
+            }
+        }
         while let Some(s) = self.work.pop() {
             let js = &mut self.jobs[j];
             let c = js.rt(s).chan;
@@ -1009,6 +1501,19 @@ impl CollectiveRunner {
     ) {
         let j = ((imm >> 20) & (MAX_JOBS as u32 - 1)) as usize;
         let channel = imm & (MAX_CHANNELS - 1);
+        if let Some(js) = self.jobs.ring_mut(j) {
+            match js.ring_arrival(src, channel, len, payload) {
+                Some(true) if js.ring.started => self.advance(j, api),
+                Some(_) => {}
+                None => self.errors.push(ExecError::Unexpected {
+                    rank: self.rank,
+                    peer: src,
+                    job: j,
+                    channel,
+                }),
+            }
+            return;
+        }
         let Some(c) = self.jobs.get(j).and_then(|js| js.index_of((src, channel))) else {
             self.errors.push(ExecError::Unexpected {
                 rank: self.rank,
@@ -1277,6 +1782,46 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Blocks longer than [`MAX_WRITE`] go as several writes and are put back together before
+    /// the receive applies them: a streamed ring (timing mode, uneven blocks, with and without
+    /// a reduction rate) still runs exactly like the listed one.
+    #[test]
+    fn a_streamed_ring_of_several_writes_per_message_runs_like_the_listed_one() {
+        for n in [2usize, 3] {
+            for reduce_rate in [None, Some(Bandwidth::from_gbps(100))] {
+                // 4-byte elements: every block is about 1 GiB + 1 element, two writes.
+                let count = n * (1 << 28) + 1;
+                let plan = Plan {
+                    op: Collective::AllReduce,
+                    ranks: n,
+                    count,
+                    root: 0,
+                    layout: Layout::Flat(Algorithm::Ring),
+                    chunks: 1,
+                    chunks_in_flight: 0,
+                };
+                let listed = plan::compile(&plan).unwrap();
+                let gens = plan::stream(&plan).unwrap();
+                let job = |program: Program, stream: Option<StepGen>| Job {
+                    program,
+                    start: JobStart::AfterPrevious,
+                    elem_bytes: 4,
+                    data: None,
+                    reduce_rate,
+                    hosts: None,
+                    class: 0,
+                    stream,
+                };
+                let a = run((0..n).map(|r| vec![job(listed[r].clone(), None)]).collect());
+                let b = run((0..n)
+                    .map(|r| vec![job(gens[r].header(), Some(gens[r]))])
+                    .collect());
+                assert_eq!(a, b, "n {n}");
+                assert!(a.iter().all(|r| r[0].finished_at.is_some()));
             }
         }
     }

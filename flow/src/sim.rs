@@ -211,17 +211,16 @@ struct Msg {
 /// message touches its queue pair and not its hops, two hosts' counters and every link's.
 ///
 /// Laid out in the order written on whole cache lines (`repr(C, align(64))`, 256 bytes), by
-/// who reads what: the key and the message memo (every use), the queue (posting, starting,
-/// finishing), the path and tail (starting, finishing), the way back and the counters
-/// (posting, delivering). A delivery then reads two lines of the queue pair, a post three.
+/// who reads what: the key and the message memo (posting, starting, delivering), the queue
+/// (posting, starting, finishing), the path, tail and counters (starting, finishing), the
+/// hops and the way back (rarely). A delivery then reads one line of the queue pair, a
+/// message leaving two, a post three.
 #[repr(C, align(64))]
 struct Qp {
     dst: u32,
     src: u32,
     /// `links[..split]` is the path to `dst`, `links[split..]` the way back (ACKs).
     split: u32,
-    /// The head message is on the wire.
-    busy: bool,
     /// [`MessageWire::of`] a message of `wire_len` bytes (memo: a queue pair's messages are
     /// usually of one length).
     wire_len: u64,
@@ -229,29 +228,47 @@ struct Qp {
     /// Its messages, the head inline: a queue pair rarely has more than one (a ring's rank
     /// posts its next message after the last has left).
     queue: HeadDeque<Msg>,
+    /// The link directions when there are at most [`INLINE_LINKS`] (see [`Qp::links`]): a
+    /// ring's neighbours mostly share a leaf switch, two hops each way, and the start then
+    /// reads them on this line instead of behind a pointer.
+    inline: [LinkId; INLINE_LINKS],
     links: Box<[LinkId]>,
-    /// The pipeline tail (see `Core::deliver_after_tail`) of a last packet of `tail_wire` wire
-    /// bytes: a queue pair's messages usually all end alike.
-    tail_wire: u64,
-    tail: Time,
     /// Data frames started on each link of the path, ACK frames on each of the way back.
     frames: u64,
     ack_frames: u64,
+    /// Messages and payload bytes posted here. The rest of the source's and destination's
+    /// counters ([`HostCounters`]) are derived when the run ends: packets posted are the
+    /// frames started plus those of messages still waiting; what was delivered is what was
+    /// posted minus what is still queued or on its way. So a message's delivery does not
+    /// touch its queue pair, and its post touches the lines its start needs anyway.
+    posted: u64,
+    posted_bytes: u64,
+    /// The pipeline tail (see `Core::deliver_after_tail`) of a message of `tail_len` bytes
+    /// (keyed by the length, not the last packet's wire bytes, so that a message leaving
+    /// reads this and not the message memo's line): a queue pair's messages usually all end
+    /// alike.
+    tail_len: u64,
+    tail: Time,
     /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
     hops: Box<[Hop]>,
     /// What an ACK takes on the way back: each hop's latency and serialization.
     back: Time,
-    /// The source's counters of the messages posted here, and the destination's of those
-    /// delivered (see [`HostCounters`]).
-    posted: u64,
-    posted_packets: u64,
-    posted_bytes: u64,
-    delivered: u64,
-    delivered_packets: u64,
-    delivered_acks: u64,
 }
 
+/// Link directions a queue pair holds inline (see [`Qp::inline`]).
+const INLINE_LINKS: usize = 4;
+
 impl Qp {
+    /// The link directions: `[..split]` the path to `dst`, `[split..]` the way back.
+    #[inline]
+    fn links(&self) -> &[LinkId] {
+        let n = self.links.len();
+        match self.inline.get(..n) {
+            Some(l) => l,
+            None => &self.links,
+        }
+    }
+
     /// What a message of `len` bytes is on the wire. Inlined: it is asked four times per
     /// message and is a comparison when the memo holds.
     #[inline]
@@ -419,19 +436,21 @@ impl Core<'_> {
             src,
             dst,
             split: split as u32,
-            busy: false,
             links: self.scratch.iter().map(|h| h.link).collect(),
-            tail_wire: u64::MAX,
+            inline: {
+                let mut a = [LinkId(0); INLINE_LINKS];
+                for (x, h) in a.iter_mut().zip(&self.scratch) {
+                    *x = h.link;
+                }
+                a
+            },
+            tail_len: u64::MAX,
             tail: Time::ZERO,
             back,
             frames: 0,
             ack_frames: 0,
             posted: 0,
-            posted_packets: 0,
             posted_bytes: 0,
-            delivered: 0,
-            delivered_packets: 0,
-            delivered_acks: 0,
             wire_len: u64::MAX,
             wire: MessageWire::of(0, &self.cfg),
             hops: self.scratch.as_slice().into(),
@@ -449,16 +468,16 @@ impl Core<'_> {
             return false;
         };
         let qp = &mut self.qps[q as usize];
-        let wire = qp.wire(len, &self.cfg);
         qp.queue.push_back(Msg {
             tag,
             len,
             data: data.map(Box::new),
         });
         qp.posted += 1;
-        qp.posted_packets += wire.packets;
         qp.posted_bytes += len;
-        if !qp.busy {
+        // The head message is on the wire whenever there is one (`start_head`), so the queue
+        // was idle if this one is the only message.
+        if qp.queue.len() == 1 {
             self.start_head(q);
         }
         true
@@ -468,14 +487,13 @@ impl Core<'_> {
     fn start_head(&mut self, q: u32) {
         let qp = &mut self.qps[q as usize];
         let Some(len) = qp.queue.front().map(|m| m.len) else {
-            qp.busy = false;
             return;
         };
-        qp.busy = true;
         let w = qp.wire(len, &self.cfg);
-        let (fwd, rev) = qp.links.split_at(qp.split as usize);
         qp.frames += w.packets;
         qp.ack_frames += w.acks;
+        let qp = &self.qps[q as usize];
+        let (fwd, rev) = qp.links().split_at(qp.split as usize);
         self.stats.packet_hops += w.packets * fwd.len() as u64 + w.acks * rev.len() as u64;
         self.stats.flows += 1;
         if len == 0 {
@@ -563,8 +581,8 @@ impl Core<'_> {
     /// queue): it is delivered once its last packet has crossed the rest of the path.
     fn deliver_after_tail(&mut self, q: u32, msg: Msg) {
         let qp = &mut self.qps[q as usize];
-        let last = qp.wire(msg.len, &self.cfg).last_packet_wire;
-        if qp.tail_wire != last {
+        if qp.tail_len != msg.len {
+            let last = qp.wire(msg.len, &self.cfg).last_packet_wire;
             let mut tail = Time::ZERO;
             for (i, h) in qp.hops[..qp.split as usize].iter().enumerate() {
                 tail = tail + h.latency;
@@ -572,7 +590,7 @@ impl Core<'_> {
                     tail = tail + Rate::new(h.bandwidth).serialization_time(last);
                 }
             }
-            qp.tail_wire = last;
+            qp.tail_len = msg.len;
             qp.tail = tail;
         }
         let at = self.now + qp.tail;
@@ -761,20 +779,15 @@ pub fn run<A: Application>(
                 let q = &core.qps[qp as usize];
                 let (src, dst) = (q.src, q.dst);
                 let tag = msg.tag;
-                // The way back is only walked for a sender that wants to know (collectives
-                // do not): the path is a cache miss per message otherwise.
-                let back = q.back;
+                // The way back is only read for a sender that wants to know (collectives do
+                // not): another line of the queue pair per message otherwise.
                 if apps
                     .get(src as usize)
                     .is_some_and(|a| a.wants_send_done(tag))
                 {
+                    let back = core.qps[qp as usize].back;
                     core.schedule(t + back, Ev::SendDone { qp, tag });
                 }
-                let q = &mut core.qps[qp as usize];
-                let w = q.wire(msg.len, &core.cfg);
-                q.delivered += 1;
-                q.delivered_packets += w.packets;
-                q.delivered_acks += w.acks;
                 if let Some(app) = apps.get_mut(dst as usize) {
                     let c = Completion::Received {
                         src,
@@ -806,9 +819,47 @@ pub fn run<A: Application>(
             }
         }
     }
+    // What was posted and not delivered: still queued (the head maybe on the wire), draining
+    // (queue model) or on its way to the destination (a `Deliver` event).
+    let mut undelivered: Vec<(u32, u64)> = Vec::new();
+    // Per queue pair, the packets and ACKs of messages posted and not started (all queued
+    // ones but the head, which is on the wire whenever there is one).
+    let mut waiting = vec![(0u64, 0u64); core.qps.len()];
+    for (i, q) in core.qps.iter_mut().enumerate() {
+        let mut head = true;
+        while let Some(m) = q.queue.pop_front() {
+            undelivered.push((i as u32, m.len));
+            if !head {
+                let w = MessageWire::of(m.len, &core.cfg);
+                waiting[i].0 += w.packets;
+                waiting[i].1 += w.acks;
+            }
+            head = false;
+        }
+    }
+    undelivered.extend(core.draining.values().map(|(q, m)| (*q, m.len)));
+    for queue in &core.agenda.queues {
+        undelivered.extend(queue.iter().filter_map(|ev| match ev {
+            Ev::Deliver { qp, msg } => Some((*qp, msg.len)),
+            _ => None,
+        }));
+    }
     let mut links = core.links;
     let mut hosts = vec![HostCounters::default(); apps.len()];
-    for q in &core.qps {
+    for &(q, len) in &undelivered {
+        let Some(dst) = core.qps.get(q as usize).map(|q| q.dst) else {
+            continue;
+        };
+        if let Some(h) = hosts.get_mut(dst as usize) {
+            // Taken from what the loop below adds (every one of these was posted).
+            let w = MessageWire::of(len, &core.cfg);
+            h.messages_received = h.messages_received.wrapping_sub(1);
+            h.data_packets_received = h.data_packets_received.wrapping_sub(w.packets);
+            h.acks_sent = h.acks_sent.wrapping_sub(w.acks);
+        }
+    }
+    for (q, &(w_packets, w_acks)) in core.qps.iter().zip(&waiting) {
+        let (posted_packets, posted_acks) = (q.frames + w_packets, q.ack_frames + w_acks);
         let (fwd, rev) = q.links.split_at(q.split as usize);
         for l in fwd {
             links[l.0 as usize].frames += q.frames;
@@ -818,13 +869,13 @@ pub fn run<A: Application>(
         }
         if let Some(h) = hosts.get_mut(q.src as usize) {
             h.messages_sent += q.posted;
-            h.data_packets_sent += q.posted_packets;
+            h.data_packets_sent += posted_packets;
             h.data_bytes_sent += q.posted_bytes;
         }
         if let Some(h) = hosts.get_mut(q.dst as usize) {
-            h.messages_received += q.delivered;
-            h.data_packets_received += q.delivered_packets;
-            h.acks_sent += q.delivered_acks;
+            h.messages_received = h.messages_received.wrapping_add(q.posted);
+            h.data_packets_received = h.data_packets_received.wrapping_add(posted_packets);
+            h.acks_sent = h.acks_sent.wrapping_add(posted_acks);
         }
     }
     for (l, c) in links.iter_mut().enumerate() {

@@ -15,7 +15,9 @@
 
 use super::*;
 
-/// How many steps past the oldest incomplete one the executor keeps of a ring: a rank's
+/// How many steps past the oldest incomplete one an executor that holds step records needs of
+/// a ring (the crate's executor runs a ring from counters instead, see
+/// [`crate::executor`]): a rank's
 /// completed steps are always a prefix of its list up to the two or three steps in progress
 /// (each send waits for the previous receive, receives complete in channel order), so
 /// anything beyond a few steps is not runnable yet; 8 leaves a margin (a message from a peer
@@ -54,7 +56,7 @@ impl RingAllReduce {
     /// `rank - back` for `back = j / 2` plus one for a receive and one in Reduce-Scatter, so
     /// `back <= p` and one comparison takes it modulo `p` (no division per step: this runs
     /// for every step of every rank).
-    fn at(&self, i: usize) -> (bool, bool, usize) {
+    pub(crate) fn at(&self, i: usize) -> (bool, bool, usize) {
         let p = self.ranks;
         let gather = i >= self.half();
         let j = if gather { i - self.half() } else { i };
@@ -68,7 +70,7 @@ impl RingAllReduce {
     }
 
     /// The next rank (sends go there) and the previous one (receives come from there).
-    const fn neighbours(&self) -> (usize, usize) {
+    pub(crate) const fn neighbours(&self) -> (usize, usize) {
         let p = self.ranks;
         let next = if self.rank + 1 >= p { 0 } else { self.rank + 1 };
         let prev = if self.rank == 0 { p - 1 } else { self.rank - 1 };
@@ -76,7 +78,7 @@ impl RingAllReduce {
     }
 
     /// Index of the first All-Gather step.
-    const fn half(&self) -> usize {
+    pub(crate) const fn half(&self) -> usize {
         2 * (self.ranks - 1)
     }
 }
