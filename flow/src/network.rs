@@ -22,6 +22,16 @@
 //!   one-packet messages beside bulk ones), the fixed point need not be unique, and an
 //!   incremental refresh and a full recomputation can settle at different ones; the property test
 //!   found one such case in 150 000 random scenarios (recorded in the session notes of issue 11).
+//!   *A start's reservation.* A flow starts reserving at the rate that the last flow to leave
+//!   its first ACK link (first there among that flow's ACK links) had reserved, if that flow's
+//!   first data link was the new flow's too (`res_hint`); else at 0. A collective's next step
+//!   starts a flow on the links of the one that just finished, at about its rate: reserving
+//!   from 0, its first filling would move the reservation by 100%, refill the reverse links and
+//!   with them the neighbours, and another round would follow. The start's value is only where
+//!   the reservation begins: the flow's first filling (in the same refresh) compares it with
+//!   the flow's rate and updates it when it is off by more than [`RESERVATION_EPSILON`], as
+//!   every later filling does, so after a refresh a reservation is within that of its flow's
+//!   rate, as it was when every start reserved 0 (whose first update was always a full one).
 //! - *Held releases.* The ACK capacity a *finished* flow reserved on its reverse links is given
 //!   back at its finish (within the slack) only on links that carry few flows
 //!   ([`HOLD_RELEASES_ABOVE`]). On the others it is held until the link is refilled for a reason of
@@ -246,6 +256,10 @@ pub struct FlowNetwork {
     /// Per link, scratch of a refresh: the load of its flows left out of the refilling (apart,
     /// like the weights: a lone flow's filling, every filling of a ring, needs none).
     link_base: Vec<f64>,
+    /// Per link: `(first data link, reserved rate)` of the last flow that left with this link
+    /// first among its ACK links; a flow that starts on the same links reserves at that rate
+    /// from its start (see `FlowNetwork::start_with_acks`).
+    res_hint: Vec<(u32, f64)>,
     flows: Vec<Flow>,
     /// Per flow slot: the epoch of the last refresh that reached it. Apart from the flows, so
     /// that the component search, which checks every flow of every link it crosses, reads a
@@ -309,6 +323,7 @@ impl FlowNetwork {
             now: 0,
             link_weights: vec![SmallVec::new(); n],
             link_base: vec![0.0; n],
+            res_hint: vec![(u32::MAX, 0.0); n],
             links: capacities
                 .into_iter()
                 .map(|cap| Link {
@@ -380,10 +395,12 @@ impl FlowNetwork {
     /// connected component and every start or finish refills all of them. A reservation takes
     /// its capacity off the link before the filling (`C - sum a * reserved rate`), and does not
     /// join components. It is set at the flow's rate and updated when the rate has moved by more
-    /// than [`RESERVATION_EPSILON`] (relative) since; the links whose reservation changed are
-    /// refilled in the same refresh, which may move other rates and their reservations in turn
-    /// (each round smaller by the ACK-to-data weight ratio, about 1/50; where flows with small
-    /// weights amplify it beyond the update itself, the updates are damped). The capacity a filling
+    /// than [`RESERVATION_EPSILON`] (relative) since (it starts at the rate its links last
+    /// carried: "A start's reservation" in the module documentation); the links whose
+    /// reservation changed are refilled in the same refresh, which may move other rates and
+    /// their reservations in turn (each round smaller by the ACK-to-data weight ratio, about
+    /// 1/50; where flows with small weights amplify it beyond the update itself, the updates are
+    /// damped). The capacity a filling
     /// sees is thus off by at most `RESERVATION_EPSILON` of the ACK load: 2e-5 of a link at one
     /// ACK per 4 KiB packet, far below what the flow model is checked to (1% of the packet
     /// level). A link applies the sum of its reservations only when it has moved by more than
@@ -496,9 +513,21 @@ impl FlowNetwork {
         };
         flow.reserve.clear();
         flow.reserve.extend_from_slice(&reserve);
-        for &(l, _) in &reserve {
-            // Nothing reserved yet: the first filling sets it (rate 0 until then).
-            self.links[l as usize].reservers += 1;
+        let rho = match (reserve.first(), scratch.first()) {
+            (Some(&(r0, _)), Some(&(u0, _))) => match self.res_hint[r0 as usize] {
+                (key, rho) if key == u0 => rho,
+                _ => 0.0,
+            },
+            _ => 0.0,
+        };
+        flow.reserved_rate = rho;
+        for &(l, a) in &reserve {
+            let link = &mut self.links[l as usize];
+            link.reservers += 1;
+            if rho > 0.0 {
+                link.reserved += a * rho;
+                touch_reservation(link, l, &mut self.res_touched);
+            }
         }
         self.usage_scratch = scratch;
         self.reserve_scratch = reserve;
@@ -650,6 +679,10 @@ impl FlowNetwork {
     fn remove(&mut self, slot: u32) {
         let mut usage = std::mem::take(&mut self.flows[slot as usize].usage);
         let rate = self.fill_rate[slot as usize];
+        let flow = &self.flows[slot as usize];
+        if let (Some(&(r0, _)), Some(&(u0, _, _))) = (flow.reserve.first(), usage.first()) {
+            self.res_hint[r0 as usize] = (u0, flow.reserved_rate);
+        }
         for &(l, _, pos) in &usage {
             let link = &mut self.links[l as usize];
             if rate < f64::INFINITY {
