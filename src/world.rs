@@ -43,8 +43,10 @@ use fabemu_workload::scheduler::RankScheduler;
 /// Laid out in the order written (`repr(C)`), the training scheduler boxed and first: every
 /// collective message asks whether there is one, and with thousands of hosts interleaved that
 /// question was a cache miss of its own at the end of the struct; now it shares a line with
-/// the start of the collective runner, which the message reads anyway.
-#[repr(C)]
+/// the start of the collective runner, which the message reads anyway. Aligned to a cache
+/// line (`align(64)`) so that the pointer and a ring job's counters (`RingHot`, 48 bytes)
+/// share the first line of every host's application instead of straddling two.
+#[repr(C, align(64))]
 pub struct HostApp {
     /// This host's rank of a training workload (`workload.chakra`).
     pub training: Option<Box<RankScheduler>>,

@@ -362,10 +362,11 @@ enum Steps {
 /// case, so posts and completions happen at the same instants (the unit tests run both side
 /// by side).
 ///
-/// What a message reads is here, in 48 bytes at the start of the job (`repr(C)`), so that
-/// with the host application's first words it is one cache line; the rest ([`RingCold`]) is
-/// read only for data, uneven blocks, messages cut into several writes and errors. A job
-/// that is not a ring has `len` 0.
+/// What a message reads is here, in 40 bytes at the start of the job (`repr(C)`), so that
+/// with the host application's first word and the record's two counters (`bytes_sent`,
+/// `steps_done`) it is one cache line; the rest ([`RingCold`]) is read only for data, uneven
+/// or huge blocks, messages cut into several writes and errors. A job that is not a ring has
+/// `len` 0.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 struct RingHot {
@@ -384,21 +385,51 @@ struct RingHot {
     prev_host: u32,
     /// The channel of every message.
     channel: u32,
-    /// Bytes of a block (the first `extra` blocks have one element more, see `uneven`).
-    block_bytes: u64,
+    /// Bytes of a block when they fit 32 bits and all blocks are alike; otherwise the
+    /// [`UNEVEN`](RingHot::UNEVEN) flag sends every length to [`RingCold::bytes`].
+    block_bytes: u32,
     /// The job's traffic class.
     class: ClassId,
+    /// The `RingHot::*` flags (bits, not `bool`s: eight bytes fewer, so that the record's
+    /// counters fit on the line).
+    flags: u8,
+}
+
+impl RingHot {
     /// Mirrors of the job's state: started, steps' times kept, reductions take time, data mode.
-    started: bool,
-    keep_times: bool,
-    timed_reduce: bool,
-    data: bool,
-    /// Blocks differ in length (`count` is not a multiple of the ranks).
-    uneven: bool,
+    const STARTED: u8 = 1;
+    const KEEP_TIMES: u8 = 1 << 1;
+    const TIMED_REDUCE: u8 = 1 << 2;
+    const DATA: u8 = 1 << 3;
+    /// Blocks differ in length (`count` is not a multiple of the ranks), or a block has 4 GiB
+    /// or more: lengths come from [`RingCold::bytes`].
+    const UNEVEN: u8 = 1 << 4;
     /// A message is arriving in several writes (`RingCold::partial_len`).
-    assembling: bool,
+    const ASSEMBLING: u8 = 1 << 5;
     /// `RingCold::odd` holds arrivals (payloads, lengths other than expected).
-    odd: bool,
+    const ODD: u8 = 1 << 6;
+
+    /// Whether flag `f` is set.
+    #[inline]
+    fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+
+    /// Sets flag `f` to `on`.
+    #[inline]
+    fn set(&mut self, f: u8, on: bool) {
+        if on {
+            self.flags |= f;
+        } else {
+            self.flags &= !f;
+        }
+    }
+
+    /// The block length of a regular ring (see [`UNEVEN`](RingHot::UNEVEN)).
+    #[inline]
+    fn block(&self) -> u64 {
+        u64::from(self.block_bytes)
+    }
 }
 
 impl RingHot {
@@ -441,10 +472,34 @@ impl RingHot {
     }
 }
 
+/// Records the error `e(rank)`. Out of line, so that the rank, at the far end of the runner,
+/// is read only when there is an error: passed by reference into the ring's inlined loop, its
+/// load was hoisted to the top of every message's path, a cache line (and a miss) of its own.
+/// (`black_box`: otherwise the optimizer passes the rank by value, and the caller reads it.)
+#[cold]
+#[inline(never)]
+fn push_error(errors: &mut Vec<ExecError>, rank: &u32, e: impl FnOnce(u32) -> ExecError) {
+    errors.push(e(*std::hint::black_box(rank)));
+}
+
+/// Starts a reduction of `len` bytes on the rank's engine, busy until `busy`, and sets the
+/// timer `token` for its end. Out of line for the same reason as [`push_error`]: `busy` is at
+/// the far end of the runner, and inlined, its load was hoisted into every ring message's
+/// path, reductions timed or not.
+#[inline(never)]
+fn start_reduction(busy: &mut Time, bw: Bandwidth, len: u64, token: u64, api: &mut dyn Transport) {
+    let start = (*busy).max(api.now());
+    let done = start.add(Rate::new(bw).serialization_time(len));
+    *busy = done;
+    api.set_timer(done, token);
+}
+
 /// What a ring job reads only now and then (see [`RingHot`]).
 struct RingCold {
     /// The generator (kinds for data and errors, block indices of uneven blocks).
     gen: RingAllReduce,
+    /// Bytes of a block (the first `extra` blocks have one element more).
+    block_bytes: u64,
     /// Bytes of an element: a longer block has this many more.
     elem_bytes: u64,
     /// Blocks `0..extra` are the longer ones.
@@ -461,11 +516,11 @@ impl RingCold {
     /// Bytes step `i` moves.
     #[inline]
     fn bytes(&self, hot: &RingHot, i: u32) -> u64 {
-        if !hot.uneven {
-            return hot.block_bytes;
+        if !hot.has(RingHot::UNEVEN) {
+            return hot.block();
         }
         let (_, _, k) = self.gen.at(i as usize);
-        hot.block_bytes
+        self.block_bytes
             + if (k as u64) < self.extra {
                 self.elem_bytes
             } else {
@@ -644,6 +699,7 @@ impl JobState {
                 let (next, prev) = r.neighbours();
                 let ranks = r.ranks.max(1);
                 let (base, extra) = ((r.count / ranks) as u64, (r.count % ranks) as u64);
+                let block_bytes = base * job.elem_bytes;
                 ring = RingHot {
                     next_send: 0,
                     next_apply: 1,
@@ -651,15 +707,19 @@ impl JobState {
                     next_host: job.host_of(next),
                     prev_host: job.host_of(prev),
                     channel: r.channel,
-                    block_bytes: base * job.elem_bytes,
+                    block_bytes: u32::try_from(block_bytes).unwrap_or(0),
                     class: job.class,
-                    keep_times: keep,
-                    timed_reduce: job.reduce_rate.is_some(),
-                    uneven: extra > 0,
                     ..RingHot::default()
                 };
+                ring.set(RingHot::KEEP_TIMES, keep);
+                ring.set(RingHot::TIMED_REDUCE, job.reduce_rate.is_some());
+                ring.set(
+                    RingHot::UNEVEN,
+                    extra > 0 || u32::try_from(block_bytes).is_err(),
+                );
                 let cold = RingCold {
                     gen: r,
+                    block_bytes,
                     elem_bytes: job.elem_bytes,
                     extra,
                     partial_len: 0,
@@ -1078,7 +1138,7 @@ impl JobState {
         self.record.steps_done += 1;
         // The ring's copy of `keep_times`: it is on the line a ring's message reads.
         let keep = if self.ring.len > 0 {
-            self.ring.keep_times
+            self.ring.has(RingHot::KEEP_TIMES)
         } else {
             self.keep_times
         };
@@ -1109,8 +1169,10 @@ impl JobState {
         }
         // The receive this write belongs to: the next one, past those already waiting.
         let k = u64::from(h.next_apply) + 2 * u64::from(h.waiting);
-        let usual = !h.uneven && !h.assembling && payload.is_none() && k < u64::from(h.len);
-        if usual && len == h.block_bytes {
+        let usual = !h.has(RingHot::UNEVEN | RingHot::ASSEMBLING)
+            && payload.is_none()
+            && k < u64::from(h.len);
+        if usual && len == h.block() {
             // The usual message: whole, as long as expected, no payload.
             h.waiting += 1;
             return Some(true);
@@ -1130,10 +1192,10 @@ impl JobState {
             c.partial.push(p);
         }
         if expected.is_some_and(|e| c.partial_len < e) {
-            h.assembling = true;
+            h.set(RingHot::ASSEMBLING, true);
             return Some(false);
         }
-        h.assembling = false;
+        h.set(RingHot::ASSEMBLING, false);
         let total = std::mem::take(&mut c.partial_len);
         let data = match c.partial.len() {
             0 => None,
@@ -1150,7 +1212,7 @@ impl JobState {
         if data.is_some() || expected != Some(total) {
             c.odd
                 .push_back((k.min(u64::from(u32::MAX)) as u32, total, data));
-            h.odd = true;
+            h.set(RingHot::ODD, true);
         }
         h.waiting += 1;
         Some(true)
@@ -1177,8 +1239,8 @@ impl JobState {
                 moved = true;
                 // A Reduce-Scatter receive reduces, an All-Gather one overwrites.
                 let reduce = s < h.half();
-                let (mut len, mut payload, mut expected) = (h.block_bytes, None, h.block_bytes);
-                if h.odd || h.uneven {
+                let (mut len, mut payload, mut expected) = (h.block(), None, h.block());
+                if h.has(RingHot::ODD | RingHot::UNEVEN) {
                     let Steps::Ring(c) = &mut self.steps else {
                         return;
                     };
@@ -1188,20 +1250,22 @@ impl JobState {
                         if let Some((_, l, p)) = c.odd.pop_front() {
                             (len, payload) = (l, p);
                         }
-                        h.odd = !c.odd.is_empty();
+                        h.set(RingHot::ODD, !c.odd.is_empty());
                     }
                 }
-                if h.timed_reduce && reduce && len > 0 {
+                if h.has(RingHot::TIMED_REDUCE) && reduce && len > 0 {
                     // Completes when its reduction's timer fires.
                 } else if reduce {
                     h.rs_done += 1;
                 }
                 if len != expected {
-                    errors.push(ExecError::LengthMismatch {
-                        rank: *rank,
+                    let peer = self.ring_cold().map_or(0, |c| c.gen.neighbours().1);
+                    let channel = self.ring.channel;
+                    push_error(errors, rank, |rank| ExecError::LengthMismatch {
+                        rank,
                         job: j,
-                        peer: self.ring_cold().map_or(0, |c| c.gen.neighbours().1),
-                        channel: self.ring.channel,
+                        peer,
+                        channel,
                         got: len,
                         expected,
                     });
@@ -1219,14 +1283,11 @@ impl JobState {
                 }
                 // The values are final now; what costs time is when dependents may start.
                 // `timed_reduce` first: `reduce_rate` is on a line a message does not read.
-                if self.ring.timed_reduce && reduce && len > 0 {
+                if self.ring.has(RingHot::TIMED_REDUCE) && reduce && len > 0 {
                     if let Some(bw) = self.reduce_rate {
-                        let start = (*reduce_busy_until).max(now);
-                        let done = start.add(Rate::new(bw).serialization_time(len));
-                        *reduce_busy_until = done;
                         let token =
                             AppId::Collectives.token(REDUCE_DONE | (j as u64) << 24 | u64::from(s));
-                        api.set_timer(done, token);
+                        start_reduction(reduce_busy_until, bw, len, token, api);
                         continue;
                     }
                 }
@@ -1238,9 +1299,9 @@ impl JobState {
                 h.next_send += 2;
                 moved = true;
                 let (host, imm, class) = (h.next_host, imm_for(j, h.channel), h.class);
-                let mut len = h.block_bytes;
+                let mut len = h.block();
                 let mut payload = None;
-                if h.uneven || h.data {
+                if h.has(RingHot::UNEVEN | RingHot::DATA) {
                     let Steps::Ring(c) = &self.steps else {
                         return;
                     };
@@ -1264,10 +1325,11 @@ impl JobState {
                         .as_ref()
                         .map(|b: &Bytes| b.slice(off as usize..(off + piece) as usize));
                     if !api.post_send_in(host, imm as u64, piece, data, class) {
-                        errors.push(ExecError::NoRoute {
-                            rank: *rank,
+                        let peer = self.ring_cold().map_or(0, |c| c.gen.neighbours().0);
+                        push_error(errors, rank, |rank| ExecError::NoRoute {
+                            rank,
                             job: j,
-                            peer: self.ring_cold().map_or(0, |c| c.gen.neighbours().0),
+                            peer,
                         });
                         break;
                     }
@@ -1397,8 +1459,8 @@ impl CollectiveRunner {
         if let Some(d) = js.job.data {
             js.buffer = Some(data::initial_buffer(d.dtype, rank, &js.job.program));
         }
-        js.ring.started = true;
-        js.ring.data = js.buffer.is_some();
+        js.ring.set(RingHot::STARTED, true);
+        js.ring.set(RingHot::DATA, js.buffer.is_some());
         self.work.clear();
         let lo = js.lo;
         self.work.extend(
@@ -1503,7 +1565,7 @@ impl CollectiveRunner {
         let channel = imm & (MAX_CHANNELS - 1);
         if let Some(js) = self.jobs.ring_mut(j) {
             match js.ring_arrival(src, channel, len, payload) {
-                Some(true) if js.ring.started => self.advance(j, api),
+                Some(true) if js.ring.has(RingHot::STARTED) => self.advance(j, api),
                 Some(_) => {}
                 None => self.errors.push(ExecError::Unexpected {
                     rank: self.rank,
@@ -1787,41 +1849,44 @@ mod tests {
     }
 
     /// Blocks longer than [`MAX_WRITE`] go as several writes and are put back together before
-    /// the receive applies them: a streamed ring (timing mode, uneven blocks, with and without
-    /// a reduction rate) still runs exactly like the listed one.
+    /// the receive applies them: a streamed ring (timing mode, uneven blocks, and even blocks
+    /// of 4 GiB, too long for [`RingHot`]'s 32 bits; with and without a reduction rate) still
+    /// runs exactly like the listed one.
     #[test]
     fn a_streamed_ring_of_several_writes_per_message_runs_like_the_listed_one() {
         for n in [2usize, 3] {
             for reduce_rate in [None, Some(Bandwidth::from_gbps(100))] {
-                // 4-byte elements: every block is about 1 GiB + 1 element, two writes.
-                let count = n * (1 << 28) + 1;
-                let plan = Plan {
-                    op: Collective::AllReduce,
-                    ranks: n,
-                    count,
-                    root: 0,
-                    layout: Layout::Flat(Algorithm::Ring),
-                    chunks: 1,
-                    chunks_in_flight: 0,
-                };
-                let listed = plan::compile(&plan).unwrap();
-                let gens = plan::stream(&plan).unwrap();
-                let job = |program: Program, stream: Option<StepGen>| Job {
-                    program,
-                    start: JobStart::AfterPrevious,
-                    elem_bytes: 4,
-                    data: None,
-                    reduce_rate,
-                    hosts: None,
-                    class: 0,
-                    stream,
-                };
-                let a = run((0..n).map(|r| vec![job(listed[r].clone(), None)]).collect());
-                let b = run((0..n)
-                    .map(|r| vec![job(gens[r].header(), Some(gens[r]))])
-                    .collect());
-                assert_eq!(a, b, "n {n}");
-                assert!(a.iter().all(|r| r[0].finished_at.is_some()));
+                for count in [n * (1 << 28) + 1, n << 30] {
+                    // 4-byte elements: every block is about 1 GiB + 1 element (two writes), or
+                    // exactly 4 GiB (four writes).
+                    let plan = Plan {
+                        op: Collective::AllReduce,
+                        ranks: n,
+                        count,
+                        root: 0,
+                        layout: Layout::Flat(Algorithm::Ring),
+                        chunks: 1,
+                        chunks_in_flight: 0,
+                    };
+                    let listed = plan::compile(&plan).unwrap();
+                    let gens = plan::stream(&plan).unwrap();
+                    let job = |program: Program, stream: Option<StepGen>| Job {
+                        program,
+                        start: JobStart::AfterPrevious,
+                        elem_bytes: 4,
+                        data: None,
+                        reduce_rate,
+                        hosts: None,
+                        class: 0,
+                        stream,
+                    };
+                    let a = run((0..n).map(|r| vec![job(listed[r].clone(), None)]).collect());
+                    let b = run((0..n)
+                        .map(|r| vec![job(gens[r].header(), Some(gens[r]))])
+                        .collect());
+                    assert_eq!(a, b, "n {n}");
+                    assert!(a.iter().all(|r| r[0].finished_at.is_some()));
+                }
             }
         }
     }
