@@ -1197,18 +1197,7 @@ impl JobState {
         }
         h.set(RingHot::ASSEMBLING, false);
         let total = std::mem::take(&mut c.partial_len);
-        let data = match c.partial.len() {
-            0 => None,
-            1 => c.partial.pop(),
-            _ => {
-                let mut v = Vec::with_capacity(total as usize);
-                for b in c.partial.drain(..) {
-                    v.extend_from_slice(&b);
-                }
-                Some(Bytes::from(v))
-            }
-        };
-        c.partial.clear();
+        let data = join_pieces(&mut c.partial, total);
         if data.is_some() || expected != Some(total) {
             c.odd
                 .push_back((k.min(u64::from(u32::MAX)) as u32, total, data));
@@ -1604,18 +1593,7 @@ impl CollectiveRunner {
         // Complete (or too long, or unmatched: let the receive step report the mismatch).
         if expected.is_none_or(|e| ch.partial_len >= e) {
             let total = std::mem::take(&mut ch.partial_len);
-            let data = match ch.partial.len() {
-                0 => None,
-                1 => ch.partial.pop(),
-                _ => {
-                    let mut v = Vec::with_capacity(total as usize);
-                    for b in ch.partial.drain(..) {
-                        v.extend_from_slice(&b);
-                    }
-                    Some(Bytes::from(v))
-                }
-            };
-            ch.partial.clear();
+            let data = join_pieces(&mut ch.partial, total);
             ch.arrived.push_back((total, data));
         } else if self.work.is_empty() {
             return;
@@ -1676,6 +1654,24 @@ impl Application for CollectiveRunner {
             self.on_message(src, imm, len, data, api);
         }
     }
+}
+
+/// The payload of a message that arrived in several writes (see [`MAX_WRITE`]): its pieces
+/// (data mode) joined into one buffer of `total` bytes, `None` in timing mode. Empties `pieces`.
+fn join_pieces(pieces: &mut Vec<Bytes>, total: u64) -> Option<Bytes> {
+    let data = match pieces.len() {
+        0 => None,
+        1 => pieces.pop(),
+        _ => {
+            let mut v = Vec::with_capacity(total as usize);
+            for b in pieces.drain(..) {
+                v.extend_from_slice(&b);
+            }
+            Some(Bytes::from(v))
+        }
+    };
+    pieces.clear();
+    data
 }
 
 #[cfg(test)]
