@@ -1794,36 +1794,12 @@ mod tests {
         // 40 and 100 ranks: 156 and 396 steps per rank, well past the ring's window of 8.
         for n in [2usize, 3, 7, 16, 40, 100] {
             for reduce_rate in [None, Some(Bandwidth::from_gbps(1))] {
-                let plan = Plan {
-                    op: Collective::AllReduce,
-                    ranks: n,
-                    count: 1000 + n,
-                    root: 0,
-                    layout: Layout::Flat(Algorithm::Ring),
-                    chunks: 1,
-                    chunks_in_flight: 0,
-                };
-                let listed = plan::compile(&plan).unwrap();
-                let gens = plan::stream(&plan).unwrap();
-                let job = |program: Program, stream: Option<StepGen>| Job {
-                    program,
-                    start: JobStart::AfterPrevious,
-                    elem_bytes: 4,
-                    data: Some(DataSpec {
-                        dtype: DataType::F32,
-                        op: ReduceOp::Sum,
-                    }),
-                    reduce_rate,
-                    hosts: None,
-                    class: 0,
-                    stream,
-                };
-                let a = run((0..n)
-                    .map(|r| vec![job(listed[r].clone(), None); 2])
-                    .collect());
-                let b = run((0..n)
-                    .map(|r| vec![job(gens[r].header(), Some(gens[r])); 2])
-                    .collect());
+                let data = Some(DataSpec {
+                    dtype: DataType::F32,
+                    op: ReduceOp::Sum,
+                });
+                let (listed, streamed) = ring_jobs(n, 1000 + n, data, reduce_rate, 2);
+                let (a, b) = (run(listed), run(streamed));
                 for (r, (x, y)) in a.iter().zip(&b).enumerate() {
                     // Middle ranks of a streamed job keep no step times (by design).
                     let timed = r < STREAMED_TIMED_RANKS || r + STREAMED_TIMED_RANKS >= n;
@@ -1844,6 +1820,46 @@ mod tests {
         }
     }
 
+    /// A ring All-Reduce of `count` 4-byte elements on `n` ranks, `copies` jobs per rank one
+    /// after another: the listed programs and the streamed ones (per rank).
+    fn ring_jobs(
+        n: usize,
+        count: usize,
+        data: Option<DataSpec>,
+        reduce_rate: Option<Bandwidth>,
+        copies: usize,
+    ) -> (Vec<Vec<Job>>, Vec<Vec<Job>>) {
+        let plan = Plan {
+            op: Collective::AllReduce,
+            ranks: n,
+            count,
+            root: 0,
+            layout: Layout::Flat(Algorithm::Ring),
+            chunks: 1,
+            chunks_in_flight: 0,
+        };
+        let listed = plan::compile(&plan).unwrap();
+        let gens = plan::stream(&plan).unwrap();
+        let job = |program: Program, stream: Option<StepGen>| Job {
+            program,
+            start: JobStart::AfterPrevious,
+            elem_bytes: 4,
+            data,
+            reduce_rate,
+            hosts: None,
+            class: 0,
+            stream,
+        };
+        (
+            (0..n)
+                .map(|r| vec![job(listed[r].clone(), None); copies])
+                .collect(),
+            (0..n)
+                .map(|r| vec![job(gens[r].header(), Some(gens[r])); copies])
+                .collect(),
+        )
+    }
+
     /// Blocks longer than [`MAX_WRITE`] go as several writes and are put back together before
     /// the receive applies them: a streamed ring (timing mode, uneven blocks, and even blocks
     /// of 4 GiB, too long for [`RingHot`]'s 32 bits; with and without a reduction rate) still
@@ -1855,31 +1871,8 @@ mod tests {
                 for count in [n * (1 << 28) + 1, n << 30] {
                     // 4-byte elements: every block is about 1 GiB + 1 element (two writes), or
                     // exactly 4 GiB (four writes).
-                    let plan = Plan {
-                        op: Collective::AllReduce,
-                        ranks: n,
-                        count,
-                        root: 0,
-                        layout: Layout::Flat(Algorithm::Ring),
-                        chunks: 1,
-                        chunks_in_flight: 0,
-                    };
-                    let listed = plan::compile(&plan).unwrap();
-                    let gens = plan::stream(&plan).unwrap();
-                    let job = |program: Program, stream: Option<StepGen>| Job {
-                        program,
-                        start: JobStart::AfterPrevious,
-                        elem_bytes: 4,
-                        data: None,
-                        reduce_rate,
-                        hosts: None,
-                        class: 0,
-                        stream,
-                    };
-                    let a = run((0..n).map(|r| vec![job(listed[r].clone(), None)]).collect());
-                    let b = run((0..n)
-                        .map(|r| vec![job(gens[r].header(), Some(gens[r]))])
-                        .collect());
+                    let (listed, streamed) = ring_jobs(n, count, None, reduce_rate, 1);
+                    let (a, b) = (run(listed), run(streamed));
                     assert_eq!(a, b, "n {n}");
                     assert!(a.iter().all(|r| r[0].finished_at.is_some()));
                 }
