@@ -19,7 +19,7 @@ use fabemu_fabric::histogram::LatencyHistogram;
 use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
 use fabemu_fabric::units::Time;
-use fabemu_fabric::wire::{self, Ecn, FrameKind, PfcPauseRepr, PFC_FRAME_LEN};
+use fabemu_fabric::wire::{self, Ecn, ForwardPeek, FrameKind, PfcPauseRepr, PFC_FRAME_LEN};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
@@ -363,11 +363,19 @@ impl Switch {
             self.stats.fcs_dropped += 1;
             return Verdict::Discard;
         }
-        let flow = match wire::peek_roce_flow(pkt.header()) {
-            (FrameKind::RoceV2, Some(flow)) => flow,
-            (FrameKind::PfcPause, _) => {
-                return Verdict::Pause(PfcPauseRepr::parse(pkt.header()).ok())
-            }
+        // The read and the TTL rewrite in one pass (the rewrite of a frame dropped below for
+        // want of a route is never seen); the drops are counted in the order of the checks.
+        let peek = wire::peek_forward(pkt.header_mut());
+        let flow = match peek {
+            ForwardPeek {
+                kind: FrameKind::RoceV2,
+                flow: Some(flow),
+                ..
+            } => flow,
+            ForwardPeek {
+                kind: FrameKind::PfcPause,
+                ..
+            } => return Verdict::Pause(PfcPauseRepr::parse(pkt.header()).ok()),
             _ => {
                 self.stats.malformed += 1;
                 return Verdict::Discard;
@@ -387,7 +395,7 @@ impl Switch {
             self.stats.no_route += 1;
             return Verdict::Discard;
         }
-        match wire::decrement_ttl(pkt.header_mut()) {
+        match peek.ttl {
             Ok(0) => {
                 self.stats.ttl_expired += 1;
                 return Verdict::Discard;

@@ -28,29 +28,71 @@ pub fn decrement_ttl(frame: &mut [u8]) -> Result<u8, WireError> {
     if version != 4 {
         return Err(WireError::BadIpVersion(version));
     }
+    match frame.first_chunk_mut::<{ field::IPV4 + IPV4_HEADER_LEN }>() {
+        Some(h) => Ok(decrement_in_header(h)),
+        // Not reached: the length was checked above.
+        None => Ok(0),
+    }
+}
+
+/// The TTL decrement and checksum patch of [`decrement_ttl`] on the first `N` bytes of a frame
+/// already known to be IPv4 (`N` covers the IPv4 header; a shorter `N` fails to compile).
+#[inline]
+pub(crate) fn decrement_in_header<const N: usize>(h: &mut [u8; N]) -> u8 {
+    const { assert!(N >= field::IPV4 + IPV4_HEADER_LEN) };
     let t = field::IPV4 + field::ipv4::TTL;
-    let ttl = frame[t];
+    let ttl = h[t];
     if ttl == 0 {
-        return Ok(0);
+        return 0;
     }
-    // TTL shares a 16-bit checksum word with the protocol byte.
-    let old = u16::from_be_bytes([frame[t], frame[t + 1]]);
-    let new = old - 0x0100;
+    // TTL shares a 16-bit checksum word m with the protocol byte, and m' = m - 0x100, so
+    // ~m + m' = 0xFFFF - m + m - 0x100 = 0xFEFF whatever the protocol and TTL: the checksum
+    // depends on the old checksum alone (a test checks all 65536 against the general form).
     let c = field::IPV4 + field::ipv4::CHECKSUM.start;
-    let hc = u16::from_be_bytes([frame[c], frame[c + 1]]);
-    let mut sum = (!hc as u32) + (!old as u32 & 0xFFFF) + new as u32;
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    let hc_new = !(sum as u16);
-    frame[t] = ttl - 1;
-    frame[c..c + 2].copy_from_slice(&hc_new.to_be_bytes());
-    Ok(ttl - 1)
+    let hc = u16::from_be_bytes([h[c], h[c + 1]]);
+    let hc_new = patch_for_decrement(hc);
+    h[t] = ttl - 1;
+    [h[c], h[c + 1]] = hc_new.to_be_bytes();
+    ttl - 1
+}
+
+/// RFC 1624's HC' = ~(~HC + ~m + m') for m' = m - 0x100 (any m >= 0x100), that is
+/// ~(~HC + 0xFEFF) folded: at most 0x1FEFE before the first fold, so two folds always bring
+/// it to 16 bits (a fold of a 16-bit sum is the identity).
+#[inline]
+fn patch_for_decrement(hc: u16) -> u16 {
+    let sum = u32::from(!hc) + 0xFEFF;
+    let sum = (sum & 0xFFFF) + (sum >> 16);
+    let sum = (sum & 0xFFFF) + (sum >> 16);
+    !(sum as u16)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The RFC 1624 update as it was written before (the full sum, folded in a loop).
+    fn general(hc: u16, old: u16) -> u16 {
+        let new = old - 0x0100;
+        let mut sum = (!hc as u32) + (!old as u32 & 0xFFFF) + new as u32;
+        while sum > 0xFFFF {
+            sum = (sum & 0xFFFF) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    #[test]
+    fn the_patch_depends_on_the_old_checksum_alone() {
+        for hc in 0..=u16::MAX {
+            let want = patch_for_decrement(hc);
+            // Every TTL (1..=255) with a few protocols; the identity says none matters.
+            for ttl in 1..=255u16 {
+                for proto in [0u16, 6, 17, 0xFF] {
+                    assert_eq!(general(hc, ttl << 8 | proto), want, "{hc:#x} {ttl} {proto}");
+                }
+            }
+        }
+    }
     use pnet_packet::ipv4::{self, Ipv4Packet};
     use proptest::prelude::*;
 
