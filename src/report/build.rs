@@ -90,16 +90,17 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 });
             }
             Node::Switch(s) => {
+                let stats = s.stats();
                 totals.drops += s.dropped_packets()
-                    + s.stats.no_route
-                    + s.stats.blackholed
-                    + s.stats.ttl_expired
-                    + s.stats.malformed;
-                invalid += s.stats.tx_refused;
-                totals.lossless_drops += s.stats.lossless_drops;
-                totals.xoff_frames_sent += s.stats.pause_frames_sent - s.stats.xon_frames_sent;
-                totals.xon_frames_sent += s.stats.xon_frames_sent;
-                totals.ecn_marked += s.stats.ecn_marked;
+                    + stats.no_route
+                    + stats.blackholed
+                    + stats.ttl_expired
+                    + stats.malformed;
+                invalid += stats.tx_refused;
+                totals.lossless_drops += stats.lossless_drops;
+                totals.xoff_frames_sent += stats.pause_frames_sent - stats.xon_frames_sent;
+                totals.xon_frames_sent += stats.xon_frames_sent;
+                totals.ecn_marked += stats.ecn_marked;
                 totals.paused_time_ps += s
                     .port_stats
                     .iter()
@@ -108,7 +109,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     .sum::<u64>();
                 switches.push(SwitchReport {
                     name,
-                    stats: s.stats.clone(),
+                    stats,
                     stranded_packets: s.queued_packets(),
                     priority_inversions: s.priority_inversions(),
                     ports: s

@@ -64,30 +64,35 @@ impl IngressUse {
 }
 
 /// Buffer occupancy and admission (see the module doc).
+///
+/// `repr(C)`, what an admission and a release read first (the counters' vectors, the caps, the
+/// pool and the occupancy, the threshold exponents): 113 bytes that a switch places with the
+/// rest of what every frame reads; the settings of the float and lossless paths after them.
 #[derive(Clone, Debug, PartialEq)]
+#[repr(C)]
 pub struct Mmu {
-    total: u64,
-    per_queue: u64,
-    reserved: u64,
-    alpha: f64,
-    lossy_alpha: f64,
-    xon_offset: u64,
-    lossless: u8,
-    shared_pool: u64,
-    shared_used: u64,
-    used: u64,
-    peak: u64,
-    headroom: Vec<u64>,
-    /// `alpha` and `lossy_alpha` as powers of two (`Some(k)`: alpha = 2^k), when they are:
-    /// the dynamic threshold is then a shift ([`Mmu::threshold`]).
-    alpha_exp: Option<i32>,
-    lossy_alpha_exp: Option<i32>,
     /// Per port, its 8 ingress (port, priority) counters: 32 bytes each in a line-aligned
     /// block, so the one a frame touches is one cache line (unaligned, one in two straddled).
     ingress: Vec<Line<[IngressUse; PRIORITIES]>>,
     /// Per port, the bytes queued per priority, in one cache line; the port's total is their
     /// sum (read from the same line), not a counter in a second array.
     egress: Vec<Line<[u64; PRIORITIES]>>,
+    per_queue: u64,
+    reserved: u64,
+    shared_pool: u64,
+    shared_used: u64,
+    used: u64,
+    peak: u64,
+    /// `alpha` and `lossy_alpha` as powers of two (`Some(k)`: alpha = 2^k), when they are:
+    /// the dynamic threshold is then a shift ([`Mmu::threshold`]).
+    alpha_exp: Option<i32>,
+    lossy_alpha_exp: Option<i32>,
+    lossless: u8,
+    headroom: Vec<u64>,
+    total: u64,
+    alpha: f64,
+    lossy_alpha: f64,
+    xon_offset: u64,
 }
 
 /// `Some(k)` when `a` is exactly 2^k, for k in -63..=63.

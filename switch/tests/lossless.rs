@@ -242,7 +242,7 @@ fn incast_with_pfc_loses_nothing() {
     let sw = out[0].switch();
     assert_eq!(out[17].host().data().count(), 1600);
     assert_eq!((sw.dropped_packets(), sw.lossless_drops()), (0, 0));
-    assert!(sw.stats.pause_frames_sent > 0);
+    assert!(sw.stats().pause_frames_sent > 0);
     for (h, n) in out[1..17].iter().enumerate() {
         assert!(
             !n.host().pauses().is_empty(),
@@ -279,7 +279,7 @@ fn incast_without_pfc_drops_and_counts() {
     assert!(drops > 0);
     assert_eq!(sw.dropped_packets(), drops);
     assert_eq!(sw.lossless_drops(), 0);
-    assert_eq!(sw.stats.pause_frames_sent, 0);
+    assert_eq!(sw.stats().pause_frames_sent, 0);
     assert_eq!(out[17].host().data().count() as u64, 1600 - drops);
     assert!(out[1].host().pauses().is_empty());
     // Every frame the switch queued or dropped gave its slab slot back.
@@ -341,10 +341,10 @@ fn red_marks_ce_at_dequeue_with_a_valid_checksum() {
     let out = run(nodes, &w, Time::from_us(1000));
     let (sw, rx) = (out[0].switch(), out[3].host());
     let ce: Vec<_> = rx.data().filter(|r| r.ecn == Some(Ecn::Ce)).collect();
-    assert_eq!(ce.len() as u64, sw.stats.ecn_marked);
+    assert_eq!(ce.len() as u64, sw.stats().ecn_marked);
     assert_eq!(
         sw.port_stats[2].priorities[3].ecn_marked,
-        sw.stats.ecn_marked
+        sw.stats().ecn_marked
     );
     // Two frames arrive per frame time and one leaves, so departure k leaves about k frames
     // (k x 1058 B) behind it while the senders run (200 departures), and the queue drains
@@ -454,7 +454,7 @@ fn pifo_tree_egress_gets_the_pause_mask_and_charges_the_right_ingress() {
     let sw = out[0].switch();
     assert_eq!(out[5].host().data().count(), 1200);
     assert_eq!((sw.dropped_packets(), sw.lossless_drops()), (0, 0));
-    assert!(sw.stats.pause_frames_sent > 0);
+    assert!(sw.stats().pause_frames_sent > 0);
     for p in 0..4 {
         let s = &sw.port_stats[p].priorities[3];
         // Pauses come and go as the four share the port; every XON follows an XOFF, and the
