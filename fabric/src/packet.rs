@@ -196,13 +196,35 @@ impl Packet {
     /// The header bytes, starting at the Ethernet destination address.
     #[inline]
     pub fn header(&self) -> &[u8] {
-        let len = self.header_len as usize;
-        &self.storage()[..len]
+        let len = usize::from(self.header_len);
+        // Inline (every frame without telemetry): a slice of known bounds, no check, no
+        // second test of the length in `storage`.
+        if len <= INLINE_HEADER_LEN {
+            return &self.bytes[..len];
+        }
+        self.long_header()
     }
     /// The header bytes, writable (switches rewrite ECN this way).
     #[inline]
     pub fn header_mut(&mut self) -> &mut [u8] {
-        let len = self.header_len as usize;
+        let len = usize::from(self.header_len);
+        if len <= INLINE_HEADER_LEN {
+            return &mut self.bytes[..len];
+        }
+        self.long_header_mut()
+    }
+    /// [`Packet::header`] of a header longer than [`INLINE_HEADER_LEN`], out of line.
+    #[cold]
+    #[inline(never)]
+    fn long_header(&self) -> &[u8] {
+        let len = usize::from(self.header_len);
+        &self.storage()[..len]
+    }
+    /// [`Packet::header_mut`] of a header longer than [`INLINE_HEADER_LEN`], out of line.
+    #[cold]
+    #[inline(never)]
+    fn long_header_mut(&mut self) -> &mut [u8] {
+        let len = usize::from(self.header_len);
         &mut self.storage_mut()[..len]
     }
     /// Grows the header by `n` zero bytes at its end (a switch appending in-band telemetry) and

@@ -50,7 +50,8 @@ const COUNT_SORT_MIN: usize = 32;
 
 /// The calendar queue.
 pub(crate) struct Calendar {
-    buckets: Vec<Vec<Entry>>,
+    /// The ring, a fixed-size array so that a masked slot needs no bounds check.
+    buckets: Box<[Vec<Entry>; BUCKETS]>,
     occupied: [u64; WORDS],
     /// Absolute number of the bucket being drained (time >> WIDTH_BITS).
     cur: u64,
@@ -75,7 +76,7 @@ pub(crate) struct Calendar {
 impl Default for Calendar {
     fn default() -> Self {
         Calendar {
-            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
+            buckets: Box::new(std::array::from_fn(|_| Vec::new())),
             occupied: [0; WORDS],
             cur: 0,
             sorted: false,
@@ -168,15 +169,18 @@ impl Calendar {
     /// instructions per event on benches/fabric64.yaml).
     #[inline]
     pub(crate) fn push(&mut self, e: Entry) {
-        let b = bucket_of(&e).max(self.cur);
+        let b = bucket_of(&e);
         let slot = (b as usize) & (BUCKETS - 1);
         let v = &mut self.buckets[slot];
-        if b != self.cur && b < self.cur + BUCKETS as u64 && v.len() < v.capacity() {
+        // Buckets 1 to BUCKETS - 1 ahead of `cur` in one comparison: the one being drained
+        // wraps to the largest number, as does one behind it.
+        let ahead = b.wrapping_sub(self.cur).wrapping_sub(1);
+        if ahead < BUCKETS as u64 - 1 && v.len() < v.capacity() {
             self.len += 1;
             v.push(e);
             self.occupied[slot / 64] |= 1 << (slot % 64);
         } else {
-            self.push_slow(e, b);
+            self.push_slow(e, b.max(self.cur));
         }
     }
 

@@ -144,6 +144,14 @@ impl Wiring {
     /// Checks that every port's peer exists and points back at it.
     pub fn validate(&self) -> Result<(), EngineError> {
         for (a, ports) in self.ports.iter().enumerate() {
+            // Ports are numbered in 16 bits (events and the engine's per-actor record).
+            if ports.len() > usize::from(u16::MAX) {
+                return Err(EngineError::BadWiring(format!(
+                    "actor {a} has {} ports, more than the engine's limit of {}",
+                    ports.len(),
+                    u16::MAX
+                )));
+            }
             for (p, w) in ports.iter().enumerate() {
                 let back = self
                     .ports
