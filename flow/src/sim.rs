@@ -212,19 +212,23 @@ struct Msg {
 ///
 /// Laid out in the order written on whole cache lines (`repr(C, align(64))`, 256 bytes), by
 /// who reads what: the key and the message memo (posting, starting, delivering), the queue
-/// (posting, starting, finishing), the path, tail and counters (starting, finishing), the
-/// hops and the way back (rarely). A delivery then reads one line of the queue pair, a
-/// message leaving two, a post three.
+/// (posting, starting, finishing), the inline path, counters and tail (starting, finishing),
+/// then what is rarely read (the boxed path, the hops, the way back). A message touches
+/// three lines of its queue pair: the tail sits beside the counters a post writes, not on a
+/// fourth line of its own.
 #[repr(C, align(64))]
 struct Qp {
     dst: u32,
     src: u32,
     /// `links[..split]` is the path to `dst`, `links[split..]` the way back (ACKs).
     split: u32,
-    /// [`MessageWire::of`] a message of `wire_len` bytes (memo: a queue pair's messages are
+    /// The number of link directions, path and way back (so that [`Qp::links`] reads this
+    /// line, not the boxed slice's length on the cold one).
+    n_links: u32,
+    /// [`WireMemo`] of a message of `wire_len` bytes (memo: a queue pair's messages are
     /// usually of one length).
     wire_len: u64,
-    wire: MessageWire,
+    wire: WireMemo,
     /// Its messages, the head inline: a queue pair rarely has more than one (a ring's rank
     /// posts its next message after the last has left).
     queue: HeadDeque<Msg>,
@@ -232,7 +236,6 @@ struct Qp {
     /// ring's neighbours mostly share a leaf switch, two hops each way, and the start then
     /// reads them on this line instead of behind a pointer.
     inline: [LinkId; INLINE_LINKS],
-    links: Box<[LinkId]>,
     /// Data frames started on each link of the path, ACK frames on each of the way back.
     frames: u64,
     ack_frames: u64,
@@ -249,6 +252,8 @@ struct Qp {
     /// alike.
     tail_len: u64,
     tail: Time,
+    /// All link directions (`links[..split]` to `dst`): read through [`Qp::links`].
+    links: Box<[LinkId]>,
     /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
     hops: Box<[Hop]>,
     /// What an ACK takes on the way back: each hop's latency and serialization.
@@ -258,23 +263,54 @@ struct Qp {
 /// Link directions a queue pair holds inline (see [`Qp::inline`]).
 const INLINE_LINKS: usize = 4;
 
+/// What a message's start needs of its [`MessageWire`], with the per-byte weights it puts
+/// on the path and the way back (two divisions a message otherwise).
+#[derive(Clone, Copy, Debug)]
+struct WireMemo {
+    packets: u64,
+    acks: u64,
+    wire_bytes: u64,
+    /// `wire_bytes / len`: link capacity used per payload byte on the path (0 for `len` 0).
+    data_w: f64,
+    /// `acks x ack_wire / len`: the same of its ACKs on the way back (0 for `len` 0).
+    ack_w: f64,
+}
+
+impl WireMemo {
+    fn of(len: u64, cfg: &SimConfig) -> WireMemo {
+        let w = MessageWire::of(len, cfg);
+        let (data_w, ack_w) = if len == 0 {
+            (0.0, 0.0)
+        } else {
+            let m = len as f64;
+            (w.wire_bytes as f64 / m, (w.acks * w.ack_wire) as f64 / m)
+        };
+        WireMemo {
+            packets: w.packets,
+            acks: w.acks,
+            wire_bytes: w.wire_bytes,
+            data_w,
+            ack_w,
+        }
+    }
+}
+
 impl Qp {
     /// The link directions: `[..split]` the path to `dst`, `[split..]` the way back.
     #[inline]
     fn links(&self) -> &[LinkId] {
-        let n = self.links.len();
-        match self.inline.get(..n) {
+        match self.inline.get(..self.n_links as usize) {
             Some(l) => l,
             None => &self.links,
         }
     }
 
-    /// What a message of `len` bytes is on the wire. Inlined: it is asked four times per
-    /// message and is a comparison when the memo holds.
+    /// What a message of `len` bytes is on the wire. Inlined: it is a comparison when the
+    /// memo holds.
     #[inline]
-    fn wire(&mut self, len: u64, cfg: &SimConfig) -> MessageWire {
+    fn wire(&mut self, len: u64, cfg: &SimConfig) -> WireMemo {
         if self.wire_len != len {
-            self.wire = MessageWire::of(len, cfg);
+            self.wire = WireMemo::of(len, cfg);
             self.wire_len = len;
         }
         self.wire
@@ -436,6 +472,7 @@ impl Core<'_> {
             src,
             dst,
             split: split as u32,
+            n_links: self.scratch.len() as u32,
             links: self.scratch.iter().map(|h| h.link).collect(),
             inline: {
                 let mut a = [LinkId(0); INLINE_LINKS];
@@ -452,7 +489,7 @@ impl Core<'_> {
             posted: 0,
             posted_bytes: 0,
             wire_len: u64::MAX,
-            wire: MessageWire::of(0, &self.cfg),
+            wire: WireMemo::of(0, &self.cfg),
             hops: self.scratch.as_slice().into(),
             queue: HeadDeque::default(),
         });
@@ -501,8 +538,9 @@ impl Core<'_> {
             for l in fwd {
                 self.links[l.0 as usize].wire_bytes += w.wire_bytes;
             }
+            let ack_wire = self.cfg.overhead.wire_bytes(ACK_FRAME_LEN);
             for l in rev {
-                self.links[l.0 as usize].wire_bytes += w.acks * w.ack_wire;
+                self.links[l.0 as usize].wire_bytes += w.acks * ack_wire;
             }
             let t = self.now + Rate::new(qp.hops[0].bandwidth).serialization_time(w.wire_bytes);
             self.schedule(t, Ev::TxDone { qp: q });
@@ -517,7 +555,7 @@ impl Core<'_> {
                 fwd,
                 rev,
                 w.wire_bytes as f64,
-                (w.acks * w.ack_wire) as f64,
+                (w.acks * self.cfg.overhead.wire_bytes(ACK_FRAME_LEN)) as f64,
                 cap,
                 token,
             ) {
@@ -526,9 +564,7 @@ impl Core<'_> {
             self.stats.peak_flows = self.stats.peak_flows.max(qnet.active() as u64);
             return;
         }
-        let m = len as f64;
-        let data_w = w.wire_bytes as f64 / m;
-        let ack_w = (w.acks * w.ack_wire) as f64 / m;
+        let (data_w, ack_w) = (w.data_w, w.ack_w);
         self.usage.clear();
         self.usage.extend(fwd.iter().map(|&l| (l, data_w)));
         self.acks.clear();
@@ -582,7 +618,7 @@ impl Core<'_> {
     fn deliver_after_tail(&mut self, q: u32, msg: Msg) {
         let qp = &mut self.qps[q as usize];
         if qp.tail_len != msg.len {
-            let last = qp.wire(msg.len, &self.cfg).last_packet_wire;
+            let last = MessageWire::of(msg.len, &self.cfg).last_packet_wire;
             let mut tail = Time::ZERO;
             for (i, h) in qp.hops[..qp.split as usize].iter().enumerate() {
                 tail = tail + h.latency;
