@@ -36,7 +36,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use fabemu_fabric::deque::HeadDeque;
 use fabemu_fabric::engine::Progress;
 use fabemu_fabric::link::{EthernetOverhead, Rate};
 use fabemu_fabric::transport::{Application, Completion, Transport};
@@ -205,50 +204,72 @@ struct Msg {
     data: Option<Box<Bytes>>,
 }
 
+impl Msg {
+    /// What an empty queue pair holds as its head (see [`Qp::queued`]).
+    const NONE: Msg = Msg {
+        tag: 0,
+        len: 0,
+        data: None,
+    };
+}
+
 /// A queue pair: its path and its messages. What a message needs of the path is kept here in
 /// a few words (the link directions, the pipeline tail, the way back), and the counters it
 /// moves are summed here too (they go to hosts and links at the end of the run), so that a
 /// message touches its queue pair and not its hops, two hosts' counters and every link's.
 ///
-/// Laid out in the order written on whole cache lines (`repr(C, align(64))`, 256 bytes), by
-/// who reads what: the key and the message memo (posting, starting, delivering), the queue
-/// (posting, starting, finishing), the path, tail and counters (starting, finishing), the
-/// hops and the way back (rarely). A delivery then reads one line of the queue pair, a
-/// message leaving two, a post three.
+/// Laid out on whole cache lines (`repr(C, align(64))`, 256 bytes) by when they are read. A
+/// message touches two lines: the first (its head message, tail, path length and hosts) when
+/// it is posted, started and when it leaves, the second (the wire memo, the inline links and
+/// the start count) when it starts. Its delivery reads none (the event carries the hosts), and
+/// the post finds the queue pair through `Core::last_qp`. The rest is rarely read: the
+/// messages behind the head, the counters of messages of other lengths, the boxed path and
+/// hops, the way back.
 #[repr(C, align(64))]
 struct Qp {
-    dst: u32,
-    src: u32,
+    /// The head message when `queued > 0`, on the wire whenever there is one (see
+    /// [`Qp::push`]); [`Msg::NONE`] otherwise.
+    head: Msg,
+    /// Messages queued, the head included: counted here so that taking the head reads the
+    /// messages behind it (on a cold line) only when there are some.
+    queued: u32,
+    /// The pipeline tail (see `Core::deliver_after_tail`) of a message of `tail_len` bytes: a
+    /// queue pair's messages usually all end alike.
+    tail_len: u64,
+    tail: Time,
     /// `links[..split]` is the path to `dst`, `links[split..]` the way back (ACKs).
     split: u32,
-    /// [`MessageWire::of`] a message of `wire_len` bytes (memo: a queue pair's messages are
+    /// The number of link directions, path and way back (so that [`Qp::links`] reads this
+    /// line, not the boxed slice's length on a cold one).
+    n_links: u32,
+    /// The hosts, on the line a message leaving reads: its delivery event carries them.
+    src: u32,
+    dst: u32,
+    /// [`WireMemo`] of a message of `wire_len` bytes (memo: a queue pair's messages are
     /// usually of one length).
     wire_len: u64,
-    wire: MessageWire,
-    /// Its messages, the head inline: a queue pair rarely has more than one (a ring's rank
-    /// posts its next message after the last has left).
-    queue: HeadDeque<Msg>,
+    wire: WireMemo,
     /// The link directions when there are at most [`INLINE_LINKS`] (see [`Qp::links`]): a
     /// ring's neighbours mostly share a leaf switch, two hops each way, and the start then
     /// reads them on this line instead of behind a pointer.
     inline: [LinkId; INLINE_LINKS],
-    links: Box<[LinkId]>,
-    /// Data frames started on each link of the path, ACK frames on each of the way back.
+    /// Messages of `wire_len` bytes started since the memo last changed: with the memo, they
+    /// are the counters (packets, ACKs, messages, bytes) a start would otherwise add to, each
+    /// on every message (see [`Qp::flush`]).
+    started_here: u64,
+    /// The messages behind the head.
+    rest: VecDeque<Msg>,
+    /// Started before the memo last changed ([`Qp::flush`]): data frames (on each link of the
+    /// path), ACK frames (on each of the way back), messages and their payload bytes. The
+    /// hosts' counters ([`HostCounters`]) are derived when the run ends: what was posted is
+    /// what started plus what still waits; what was delivered is what was posted minus what
+    /// is still queued or on its way.
     frames: u64,
     ack_frames: u64,
-    /// Messages and payload bytes posted here. The rest of the source's and destination's
-    /// counters ([`HostCounters`]) are derived when the run ends: packets posted are the
-    /// frames started plus those of messages still waiting; what was delivered is what was
-    /// posted minus what is still queued or on its way. So a message's delivery does not
-    /// touch its queue pair, and its post touches the lines its start needs anyway.
-    posted: u64,
-    posted_bytes: u64,
-    /// The pipeline tail (see `Core::deliver_after_tail`) of a message of `tail_len` bytes
-    /// (keyed by the length, not the last packet's wire bytes, so that a message leaving
-    /// reads this and not the message memo's line): a queue pair's messages usually all end
-    /// alike.
-    tail_len: u64,
-    tail: Time,
+    started: u64,
+    started_bytes: u64,
+    /// All link directions (`links[..split]` to `dst`): read through [`Qp::links`].
+    links: Box<[LinkId]>,
     /// The path's hops (`hops[..split]` to `dst`), for a tail not memoized yet.
     hops: Box<[Hop]>,
     /// What an ACK takes on the way back: each hop's latency and serialization.
@@ -258,23 +279,98 @@ struct Qp {
 /// Link directions a queue pair holds inline (see [`Qp::inline`]).
 const INLINE_LINKS: usize = 4;
 
+/// What a message's start needs of its [`MessageWire`], with the per-byte weights it puts
+/// on the path and the way back (two divisions a message otherwise). The wire bytes are not
+/// kept: only zero-length messages and the queue model read them (from [`MessageWire::of`]).
+#[derive(Clone, Copy, Debug)]
+struct WireMemo {
+    packets: u64,
+    acks: u64,
+    /// `wire_bytes / len`: link capacity used per payload byte on the path (0 for `len` 0).
+    data_w: f64,
+    /// `acks x ack_wire / len`: the same of its ACKs on the way back (0 for `len` 0).
+    ack_w: f64,
+}
+
+impl WireMemo {
+    fn of(len: u64, cfg: &SimConfig) -> WireMemo {
+        let w = MessageWire::of(len, cfg);
+        let (data_w, ack_w) = if len == 0 {
+            (0.0, 0.0)
+        } else {
+            let m = len as f64;
+            (w.wire_bytes as f64 / m, (w.acks * w.ack_wire) as f64 / m)
+        };
+        WireMemo {
+            packets: w.packets,
+            acks: w.acks,
+            data_w,
+            ack_w,
+        }
+    }
+}
+
 impl Qp {
+    /// Queues `msg`; true when it is the head (the queue was idle: the caller starts it).
+    #[inline]
+    fn push(&mut self, msg: Msg) -> bool {
+        self.queued += 1;
+        if self.queued == 1 {
+            self.head = msg;
+            true
+        } else {
+            self.rest.push_back(msg);
+            false
+        }
+    }
+
+    /// Takes the head message; the next one (if any) becomes the head.
+    #[inline]
+    fn pop(&mut self) -> Option<Msg> {
+        if self.queued == 0 {
+            return None;
+        }
+        self.queued -= 1;
+        let next = if self.queued > 0 {
+            self.rest.pop_front().unwrap_or(Msg::NONE)
+        } else {
+            Msg::NONE
+        };
+        Some(std::mem::replace(&mut self.head, next))
+    }
+
+    /// The length of the head message, if there is one.
+    #[inline]
+    fn front_len(&self) -> Option<u64> {
+        (self.queued > 0).then_some(self.head.len)
+    }
+
+    /// Adds the starts counted in `started_here` (messages of `wire_len` bytes, as the memo
+    /// describes them) to the counters; done before the memo changes and at the end.
+    fn flush(&mut self) {
+        let n = std::mem::take(&mut self.started_here);
+        self.frames += n * self.wire.packets;
+        self.ack_frames += n * self.wire.acks;
+        self.started += n;
+        self.started_bytes += n * self.wire_len;
+    }
+
     /// The link directions: `[..split]` the path to `dst`, `[split..]` the way back.
     #[inline]
     fn links(&self) -> &[LinkId] {
-        let n = self.links.len();
-        match self.inline.get(..n) {
+        match self.inline.get(..self.n_links as usize) {
             Some(l) => l,
             None => &self.links,
         }
     }
 
-    /// What a message of `len` bytes is on the wire. Inlined: it is asked four times per
-    /// message and is a comparison when the memo holds.
+    /// What a message of `len` bytes is on the wire. Inlined: it is a comparison when the
+    /// memo holds.
     #[inline]
-    fn wire(&mut self, len: u64, cfg: &SimConfig) -> MessageWire {
+    fn wire(&mut self, len: u64, cfg: &SimConfig) -> WireMemo {
         if self.wire_len != len {
-            self.wire = MessageWire::of(len, cfg);
+            self.flush();
+            self.wire = WireMemo::of(len, cfg);
             self.wire_len = len;
         }
         self.wire
@@ -365,8 +461,12 @@ enum Ev {
     TxDone {
         qp: u32,
     },
+    /// A message arrives: the hosts come with it (read from the queue pair's line when the
+    /// message left), so that the delivery reads no queue pair.
     Deliver {
         qp: u32,
+        src: u32,
+        dst: u32,
         msg: Msg,
     },
     SendDone {
@@ -390,8 +490,9 @@ struct Core<'p> {
     qevents: Vec<QueueEvent>,
     qps: Vec<Qp>,
     qp_index: FxHashMap<(u32, u32), u32>,
-    /// Per source host, the queue pair it posted to last (a host sends to few peers).
-    last_qp: Vec<u32>,
+    /// Per source host, the queue pair it posted to last and its destination (a host sends to
+    /// few peers): finding it reads this dense list, not the queue pair's cold key.
+    last_qp: Vec<(u32, u32)>,
     agenda: Agenda,
     links: Vec<LinkCounters>,
     stats: SimStats,
@@ -408,13 +509,14 @@ impl Core<'_> {
     }
 
     fn qp(&mut self, src: u32, dst: u32) -> Option<u32> {
-        let last = self.last_qp.get(src as usize).copied().unwrap_or(u32::MAX);
-        if self.qps.get(last as usize).is_some_and(|q| q.dst == dst) {
-            return Some(last);
+        if let Some(&(q, d)) = self.last_qp.get(src as usize) {
+            if d == dst && (q as usize) < self.qps.len() {
+                return Some(q);
+            }
         }
         if let Some(&q) = self.qp_index.get(&(src, dst)) {
             if let Some(l) = self.last_qp.get_mut(src as usize) {
-                *l = q;
+                *l = (q, dst);
             }
             return Some(q);
         }
@@ -436,6 +538,7 @@ impl Core<'_> {
             src,
             dst,
             split: split as u32,
+            n_links: self.scratch.len() as u32,
             links: self.scratch.iter().map(|h| h.link).collect(),
             inline: {
                 let mut a = [LinkId(0); INLINE_LINKS];
@@ -447,18 +550,21 @@ impl Core<'_> {
             tail_len: u64::MAX,
             tail: Time::ZERO,
             back,
+            started_here: 0,
             frames: 0,
             ack_frames: 0,
-            posted: 0,
-            posted_bytes: 0,
+            started: 0,
+            started_bytes: 0,
             wire_len: u64::MAX,
-            wire: MessageWire::of(0, &self.cfg),
+            wire: WireMemo::of(0, &self.cfg),
             hops: self.scratch.as_slice().into(),
-            queue: HeadDeque::default(),
+            head: Msg::NONE,
+            queued: 0,
+            rest: VecDeque::new(),
         });
         self.qp_index.insert((src, dst), q);
         if let Some(l) = self.last_qp.get_mut(src as usize) {
-            *l = q;
+            *l = (q, dst);
         }
         Some(q)
     }
@@ -467,17 +573,13 @@ impl Core<'_> {
         let Some(q) = self.qp(src, dst) else {
             return false;
         };
-        let qp = &mut self.qps[q as usize];
-        qp.queue.push_back(Msg {
+        // The head message is on the wire whenever there is one (`start_head`), so the queue
+        // was idle if this one is the head.
+        if self.qps[q as usize].push(Msg {
             tag,
             len,
             data: data.map(Box::new),
-        });
-        qp.posted += 1;
-        qp.posted_bytes += len;
-        // The head message is on the wire whenever there is one (`start_head`), so the queue
-        // was idle if this one is the only message.
-        if qp.queue.len() == 1 {
+        }) {
             self.start_head(q);
         }
         true
@@ -486,16 +588,45 @@ impl Core<'_> {
     /// Puts queue pair `q`'s head message on the wire.
     fn start_head(&mut self, q: u32) {
         let qp = &mut self.qps[q as usize];
-        let Some(len) = qp.queue.front().map(|m| m.len) else {
+        let Some(len) = qp.front_len() else {
             return;
         };
         let w = qp.wire(len, &self.cfg);
-        qp.frames += w.packets;
-        qp.ack_frames += w.acks;
+        qp.started_here += 1;
         let qp = &self.qps[q as usize];
         let (fwd, rev) = qp.links().split_at(qp.split as usize);
         self.stats.packet_hops += w.packets * fwd.len() as u64 + w.acks * rev.len() as u64;
         self.stats.flows += 1;
+        if len == 0 || self.qnet.is_some() {
+            self.start_other(q, len);
+            return;
+        }
+        let (data_w, ack_w) = (w.data_w, w.ack_w);
+        self.usage.clear();
+        self.usage.extend(fwd.iter().map(|&l| (l, data_w)));
+        self.acks.clear();
+        self.acks.extend(rev.iter().map(|&l| (l, ack_w)));
+        let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / data_w);
+        // ACKs reserve their share of the reverse path instead of sharing it: see
+        // `FlowNetwork::start_with_acks` (the rates are the same to 2e-5; the components stay
+        // as small as the data paths make them).
+        if let Err(e) =
+            self.net
+                .start_with_acks(self.now, &self.usage, &self.acks, len, cap, u64::from(q))
+        {
+            self.error.get_or_insert(e);
+        }
+        self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
+    }
+
+    /// [`start_head`](Self::start_head) of a zero-length message, or in the queue model: out
+    /// of line, so that the max-min model's start does not carry it.
+    #[cold]
+    #[inline(never)]
+    fn start_other(&mut self, q: u32, len: u64) {
+        let w = MessageWire::of(len, &self.cfg);
+        let qp = &self.qps[q as usize];
+        let (fwd, rev) = qp.links().split_at(qp.split as usize);
         if len == 0 {
             // No payload to share a link with: one minimum frame, at the first hop's rate.
             for l in fwd {
@@ -524,26 +655,7 @@ impl Core<'_> {
                 self.error.get_or_insert(e);
             }
             self.stats.peak_flows = self.stats.peak_flows.max(qnet.active() as u64);
-            return;
         }
-        let m = len as f64;
-        let data_w = w.wire_bytes as f64 / m;
-        let ack_w = (w.acks * w.ack_wire) as f64 / m;
-        self.usage.clear();
-        self.usage.extend(fwd.iter().map(|&l| (l, data_w)));
-        self.acks.clear();
-        self.acks.extend(rev.iter().map(|&l| (l, ack_w)));
-        let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / data_w);
-        // ACKs reserve their share of the reverse path instead of sharing it: see
-        // `FlowNetwork::start_with_acks` (the rates are the same to 2e-5; the components stay
-        // as small as the data paths make them).
-        if let Err(e) =
-            self.net
-                .start_with_acks(self.now, &self.usage, &self.acks, len, cap, u64::from(q))
-        {
-            self.error.get_or_insert(e);
-        }
-        self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
     }
 
     /// Queue model: what a message did in the queue network.
@@ -553,7 +665,7 @@ impl Core<'_> {
                 let Some(q) = self.sending.remove(&token) else {
                     return;
                 };
-                if let Some(msg) = self.qps[q as usize].queue.pop_front() {
+                if let Some(msg) = self.qps[q as usize].pop() {
                     self.draining.insert(token, (q, msg));
                 }
                 self.start_head(q);
@@ -570,7 +682,7 @@ impl Core<'_> {
     /// start the next.
     fn tx_done(&mut self, q: u32) {
         let qp = &mut self.qps[q as usize];
-        let Some(msg) = qp.queue.pop_front() else {
+        let Some(msg) = qp.pop() else {
             return;
         };
         self.deliver_after_tail(q, msg);
@@ -582,7 +694,7 @@ impl Core<'_> {
     fn deliver_after_tail(&mut self, q: u32, msg: Msg) {
         let qp = &mut self.qps[q as usize];
         if qp.tail_len != msg.len {
-            let last = qp.wire(msg.len, &self.cfg).last_packet_wire;
+            let last = MessageWire::of(msg.len, &self.cfg).last_packet_wire;
             let mut tail = Time::ZERO;
             for (i, h) in qp.hops[..qp.split as usize].iter().enumerate() {
                 tail = tail + h.latency;
@@ -594,7 +706,16 @@ impl Core<'_> {
             qp.tail = tail;
         }
         let at = self.now + qp.tail;
-        self.schedule(at, Ev::Deliver { qp: q, msg });
+        let (src, dst) = (qp.src, qp.dst);
+        self.schedule(
+            at,
+            Ev::Deliver {
+                qp: q,
+                src,
+                dst,
+                msg,
+            },
+        );
     }
 }
 
@@ -677,7 +798,7 @@ pub fn run<A: Application>(
         net: FlowNetwork::new(capacities)?,
         qps: Vec::new(),
         qp_index: FxHashMap::default(),
-        last_qp: vec![u32::MAX; apps.len()],
+        last_qp: vec![(u32::MAX, u32::MAX); apps.len()],
         agenda: Agenda::default(),
         links: vec![LinkCounters::default(); n_links],
         stats: SimStats::default(),
@@ -775,9 +896,7 @@ pub fn run<A: Application>(
                 }
             }
             Ev::TxDone { qp } => core.tx_done(qp),
-            Ev::Deliver { qp, msg } => {
-                let q = &core.qps[qp as usize];
-                let (src, dst) = (q.src, q.dst);
+            Ev::Deliver { qp, src, dst, msg } => {
                 let tag = msg.tag;
                 // The way back is only read for a sender that wants to know (collectives do
                 // not): another line of the queue pair per message otherwise.
@@ -822,17 +941,21 @@ pub fn run<A: Application>(
     // What was posted and not delivered: still queued (the head maybe on the wire), draining
     // (queue model) or on its way to the destination (a `Deliver` event).
     let mut undelivered: Vec<(u32, u64)> = Vec::new();
-    // Per queue pair, the packets and ACKs of messages posted and not started (all queued
-    // ones but the head, which is on the wire whenever there is one).
-    let mut waiting = vec![(0u64, 0u64); core.qps.len()];
+    // Per queue pair, the packets, ACKs, messages and bytes of messages posted and not
+    // started (all queued ones but the head, which is on the wire whenever there is one).
+    let mut waiting = vec![[0u64; 4]; core.qps.len()];
     for (i, q) in core.qps.iter_mut().enumerate() {
+        q.flush();
         let mut head = true;
-        while let Some(m) = q.queue.pop_front() {
+        while let Some(m) = q.pop() {
             undelivered.push((i as u32, m.len));
             if !head {
                 let w = MessageWire::of(m.len, &core.cfg);
-                waiting[i].0 += w.packets;
-                waiting[i].1 += w.acks;
+                let c = &mut waiting[i];
+                c[0] += w.packets;
+                c[1] += w.acks;
+                c[2] += 1;
+                c[3] += m.len;
             }
             head = false;
         }
@@ -840,7 +963,7 @@ pub fn run<A: Application>(
     undelivered.extend(core.draining.values().map(|(q, m)| (*q, m.len)));
     for queue in &core.agenda.queues {
         undelivered.extend(queue.iter().filter_map(|ev| match ev {
-            Ev::Deliver { qp, msg } => Some((*qp, msg.len)),
+            Ev::Deliver { qp, msg, .. } => Some((*qp, msg.len)),
             _ => None,
         }));
     }
@@ -858,8 +981,9 @@ pub fn run<A: Application>(
             h.acks_sent = h.acks_sent.wrapping_sub(w.acks);
         }
     }
-    for (q, &(w_packets, w_acks)) in core.qps.iter().zip(&waiting) {
+    for (q, &[w_packets, w_acks, w_msgs, w_bytes]) in core.qps.iter().zip(&waiting) {
         let (posted_packets, posted_acks) = (q.frames + w_packets, q.ack_frames + w_acks);
+        let (posted, posted_bytes) = (q.started + w_msgs, q.started_bytes + w_bytes);
         let (fwd, rev) = q.links.split_at(q.split as usize);
         for l in fwd {
             links[l.0 as usize].frames += q.frames;
@@ -868,12 +992,12 @@ pub fn run<A: Application>(
             links[l.0 as usize].frames += q.ack_frames;
         }
         if let Some(h) = hosts.get_mut(q.src as usize) {
-            h.messages_sent += q.posted;
+            h.messages_sent += posted;
             h.data_packets_sent += posted_packets;
-            h.data_bytes_sent += q.posted_bytes;
+            h.data_bytes_sent += posted_bytes;
         }
         if let Some(h) = hosts.get_mut(q.dst as usize) {
-            h.messages_received = h.messages_received.wrapping_add(q.posted);
+            h.messages_received = h.messages_received.wrapping_add(posted);
             h.data_packets_received = h.data_packets_received.wrapping_add(posted_packets);
             h.acks_sent = h.acks_sent.wrapping_add(posted_acks);
         }
@@ -895,4 +1019,44 @@ pub fn run<A: Application>(
         links,
         stats: core.stats,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// The layout [`Qp`]'s doc describes: what a message's post, start and leaving read is
+    /// on the first line, what its start reads besides on the second.
+    #[test]
+    fn a_message_reads_two_lines_of_its_queue_pair() {
+        assert_eq!(size_of::<Qp>(), 256);
+        for end in [
+            offset_of!(Qp, head) + size_of::<Msg>(),
+            offset_of!(Qp, queued) + 4,
+            offset_of!(Qp, tail) + size_of::<Time>(),
+            offset_of!(Qp, n_links) + 4,
+            offset_of!(Qp, split) + 4,
+            offset_of!(Qp, src) + 4,
+            offset_of!(Qp, dst) + 4,
+        ] {
+            assert!(end <= 64, "{end}");
+        }
+        for (start, end) in [
+            (
+                offset_of!(Qp, wire_len),
+                offset_of!(Qp, wire) + size_of::<WireMemo>(),
+            ),
+            (
+                offset_of!(Qp, inline),
+                offset_of!(Qp, inline) + 4 * INLINE_LINKS,
+            ),
+            (
+                offset_of!(Qp, started_here),
+                offset_of!(Qp, started_here) + 8,
+            ),
+        ] {
+            assert!((64..=128).contains(&start) && end <= 128, "{start}..{end}");
+        }
+    }
 }
