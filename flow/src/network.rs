@@ -48,6 +48,27 @@
 //!   there (at most its whole ACK load, a few percent of the link at one ACK per 4 KiB packet),
 //!   never more (a growing reservation is applied at once, within the slack). In a collective,
 //!   whose every step starts flows on its links, it is given back at the next step.
+//! - *Timed releases.* On a link of few flows (at most [`HOLD_RELEASES_ABOVE`]) the ACK capacity
+//!   a finished flow reserved is held for [`RELEASE_HOLD_PS`] (100 us) after its finish, then
+//!   given back (the link checks its reservations in the next refresh after that time), unless
+//!   the link's own flows changed first (which makes its applied reservation exact) or a
+//!   reservation moved it beyond the slack. Why: in a collective the finished flow's successor
+//!   on the same queue pair starts a path latency or so later and reserves the same capacity
+//!   again (`res_hint`); given back in between, the link's flow was refilled up by the ACK
+//!   share at the finish and down again at the successor's start: two refillings of each
+//!   neighbour per message, which also parted flows that otherwise run in lockstep (the
+//!   8192-host ring drifted apart from its first ms on, and every message then had its own
+//!   instant). Held, the successor takes the capacity over within the slack and nothing is
+//!   refilled. Physically the ACKs of a flow's last packets cross its reverse links for about
+//!   one round trip after its last byte; beyond that the hold is a modelling choice, whose
+//!   price is bounded: a link may offer its flows less than it has by the ACK load of flows
+//!   that finished in the last 100 us and have no successor (at most ~2.5% of the link at one
+//!   ACK per 4 KiB packet, for at most 100 us each). Measured: the permutation of
+//!   `tests/flow.rs` moved by 1.7e-4 at most (makespan 1.7532 → 1.7541 ms, packet level 1.7519),
+//!   the 16 MiB ring on 1024 hosts (16 KiB messages, shorter than a step's latency, so its
+//!   links always hold some reservation) 8334.44 → 8339.97 us (packet level 8332.98), the 1 GiB
+//!   ring on 1024 hosts 184 218.955 → 184 217.402 us. [`FlowNetwork::set_release_hold`] with 0
+//!   gives releases back at the finish, as before.
 //! - A flow that is a component of its own (each of its links carries it alone: a ring's) is
 //!   filled in closed form (`FlowNetwork::fill_alone`: the smallest level `C_l / w` of its
 //!   links). When only the capacity of one of its links moved (a neighbour's reservation) and
@@ -79,7 +100,7 @@
 //! finish time (rounded up to the picosecond) is the one truth.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use fabemu_fabric::units::{Time, PS_PER_S};
 use smallvec::SmallVec;
@@ -107,11 +128,21 @@ pub const LINK_RESERVATION_SLACK: f64 = 1e-4;
 
 /// A link that carries more flows than this holds the ACK capacity finished flows reserved on
 /// it until its own flows change (see "Held releases" in the module documentation); one that
-/// carries fewer gives it back at once (within the slack). Giving back refills the link's
+/// carries fewer gives it back [`RELEASE_HOLD_PS`] after the finish ("Timed releases"), or at
+/// once with [`FlowNetwork::set_release_hold`] at 0. Giving back refills the link's
 /// flows and every flow above their level that they reach: few on a link shared by few flows
 /// (a ring's, a permutation's), most of an all-to-all's million on its host links, shared by a
 /// thousand each.
 pub const HOLD_RELEASES_ABOVE: usize = 64;
+
+/// How long (ps) the ACK capacity a finished flow reserved on a link of few flows (at most
+/// [`HOLD_RELEASES_ABOVE`]) is held before it is given back, unless the link's own flows change
+/// or its reservations move first (see "Timed releases" in the module documentation): 100 us.
+/// A collective's next message on the same queue pair starts a path latency (a few us) plus the
+/// drift between ranks later and takes the capacity over; 10 us was too short for the 8192-host
+/// ring, whose ranks then still drifted apart (its first 10 ms took as long as with no hold),
+/// 100 us keeps it in lockstep, and the price (module documentation) stays small.
+pub const RELEASE_HOLD_PS: u64 = 100_000_000;
 
 /// Below this share of its capacity, a link's capacity left for data is not lowered further by
 /// reservations: only a link whose ACKs alone would exceed it (data at about 50x its capacity
@@ -311,6 +342,11 @@ pub struct FlowNetwork {
     refreshes: u32,
     /// Links that carry more flows than this hold released ACK capacity.
     hold_above: usize,
+    /// How long releases on links of few flows are held (ps; 0: given back at once).
+    release_hold: u64,
+    /// `(deadline, link)` of the held releases on links of few flows, by deadline (they are
+    /// pushed at the network's time plus `release_hold`, which never decreases).
+    held: VecDeque<(u64, u32)>,
 }
 
 impl FlowNetwork {
@@ -357,14 +393,24 @@ impl FlowNetwork {
             rounds: 0,
             refreshes: 0,
             hold_above: HOLD_RELEASES_ABOVE,
+            release_hold: RELEASE_HOLD_PS,
+            held: VecDeque::new(),
         })
     }
 
     /// Sets how many flows a link must carry to hold the ACK capacity finished flows leave on it
-    /// ([`HOLD_RELEASES_ABOVE`] unless set): 0 holds on every link that carries a flow,
-    /// `usize::MAX` on none. For tests and experiments; scenarios use the default.
+    /// until its own flows change ([`HOLD_RELEASES_ABOVE`] unless set): 0 holds on every link
+    /// that carries a flow, `usize::MAX` on none (every link then times its releases, see
+    /// [`FlowNetwork::set_release_hold`]). For tests and experiments; scenarios use the default.
     pub fn set_hold_releases_above(&mut self, flows: usize) {
         self.hold_above = flows;
+    }
+
+    /// Sets how long (ps) the ACK capacity a finished flow leaves on a link of few flows is held
+    /// ([`RELEASE_HOLD_PS`] unless set; 0 gives it back at the finish). For tests and
+    /// experiments; scenarios use the default.
+    pub fn set_release_hold(&mut self, ps: u64) {
+        self.release_hold = ps;
     }
 
     /// Starts a flow at `now` that must move `bytes` payload bytes.
@@ -562,6 +608,7 @@ impl FlowNetwork {
             return;
         }
         loop {
+            self.expire_held();
             self.refresh();
             let at = match self.peek_finish() {
                 Some(at) if at <= t => at,
@@ -584,6 +631,8 @@ impl FlowNetwork {
             }
         }
         self.now = t;
+        // Given back in the next refresh, with the starts made at `t`.
+        self.expire_held();
     }
 
     /// The network's current time.
@@ -724,9 +773,17 @@ impl FlowNetwork {
                 link.ack_load -= a * flow.rate;
             }
             // On a link shared by many flows the release is held (module documentation),
-            // unless this was its last reserving flow: then all of its ACK load is gone.
-            if link.flows.len() <= self.hold_above || link.reservers == 0 {
+            // unless this was its last reserving flow: then all of its ACK load is gone. On a
+            // link of few flows it is held for `release_hold` ("Timed releases").
+            if link.flows.len() > self.hold_above {
+                if link.reservers == 0 {
+                    touch_reservation(link, l, &mut self.res_touched);
+                }
+            } else if self.release_hold == 0 {
                 touch_reservation(link, l, &mut self.res_touched);
+            } else {
+                self.held
+                    .push_back((now.saturating_add(self.release_hold), l));
             }
         }
         flow.active = false;
@@ -735,6 +792,19 @@ impl FlowNetwork {
         self.active -= 1;
         self.free.push(slot);
         self.compact_finishes();
+    }
+
+    /// Gives back the held releases whose time has come (see "Timed releases" in the module
+    /// documentation): their links check their reservations in the next refresh, which refills
+    /// them only if no reservation took the capacity up again in the meantime (beyond the slack).
+    fn expire_held(&mut self) {
+        while let Some(&(at, l)) = self.held.front() {
+            if at > self.now {
+                break;
+            }
+            self.held.pop_front();
+            touch_reservation(&mut self.links[l as usize], l, &mut self.res_touched);
+        }
     }
 
     /// Rebuilds the finish heap without its stale entries once they outnumber the valid ones,
