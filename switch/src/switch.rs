@@ -820,14 +820,53 @@ impl Switch {
         queued || fl.pending != 0
     }
 
+    /// Sends what `port` has to send next if it is idle (a PFC frame owed, else the next
+    /// frame of the highest unpaused priority), or asks for its completion if it is busy.
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
-        if port >= self.queues.len() {
+        let Some(&fl) = self.flags.get(port) else {
             return;
-        }
+        };
         if !ctx.port_idle(port) {
             // Work came for a busy port: its frame's completion must come back to us (frames
             // go out with `transmit_then`, whose completions are otherwise skipped).
             ctx.want_tx_done(port);
+            return;
+        }
+        if fl.pending != 0 || fl.custom {
+            self.start_tx_other(port, ctx);
+            return;
+        }
+        // A FIFO port with no PFC frame owed: what `start_tx_other` does for it, without its
+        // stack frame (the PFC frame's buffer, the custom scheduler's packet), which every
+        // completion paid (register saves and a 616-byte frame).
+        let ready = fl.nonempty & !fl.paused;
+        if ready == 0 {
+            return;
+        }
+        let p = highest(ready);
+        let Some(Egress::Fifo(f)) = self.queues.get_mut(port) else {
+            return;
+        };
+        let Some((d, empty)) = f.pop(p) else {
+            return;
+        };
+        if empty {
+            self.flags[port].nonempty &= !(1 << p);
+        }
+        self.depart(
+            port,
+            d.item,
+            Some(d.enqueued_at),
+            d.priority,
+            d.ingress,
+            ctx,
+        );
+    }
+
+    /// [`Switch::start_tx`] on an idle port that owes a PFC frame or runs a custom scheduler.
+    #[inline(never)]
+    fn start_tx_other(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+        if port >= self.queues.len() {
             return;
         }
         if self.flags[port].pending != 0 && self.send_control(port, ctx) {
