@@ -138,6 +138,7 @@ impl Packet {
 
     /// A packet whose `len` header bytes are zero, to be written in place with
     /// [`Packet::header_mut`] (how the NIC emits headers without a copy).
+    #[inline]
     pub fn with_header_len(len: usize, payload: Payload) -> Result<Packet, PacketError> {
         if len > MAX_HEADER_LEN {
             return Err(PacketError::HeaderTooLong {
