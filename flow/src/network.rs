@@ -347,6 +347,13 @@ pub struct FlowNetwork {
     /// `(deadline, link)` of the held releases on links of few flows, by deadline (they are
     /// pushed at the network's time plus `release_hold`, which never decreases).
     held: VecDeque<(u64, u32)>,
+    /// Per link: a release changed its `reserved` without listing it for a check since its
+    /// reservations were last checked (`FlowNetwork::apply_reservations`). A held release whose
+    /// time comes on a link without this flag is not listed: the check would find the applied
+    /// reservation within the slack, as the last check left it (every other change of
+    /// `reserved` lists the link). In a collective the successor's start has been checked by
+    /// then, so the expiry reads no link (dense, apart from the links, for that).
+    unchecked: Vec<bool>,
 }
 
 impl FlowNetwork {
@@ -395,6 +402,7 @@ impl FlowNetwork {
             hold_above: HOLD_RELEASES_ABOVE,
             release_hold: RELEASE_HOLD_PS,
             held: VecDeque::new(),
+            unchecked: vec![false; n],
         })
     }
 
@@ -778,10 +786,13 @@ impl FlowNetwork {
             if link.flows.len() > self.hold_above {
                 if link.reservers == 0 {
                     touch_reservation(link, l, &mut self.res_touched);
+                } else {
+                    self.unchecked[l as usize] = true;
                 }
             } else if self.release_hold == 0 {
                 touch_reservation(link, l, &mut self.res_touched);
             } else {
+                self.unchecked[l as usize] = true;
                 self.held
                     .push_back((now.saturating_add(self.release_hold), l));
             }
@@ -803,7 +814,9 @@ impl FlowNetwork {
                 break;
             }
             self.held.pop_front();
-            touch_reservation(&mut self.links[l as usize], l, &mut self.res_touched);
+            if self.unchecked[l as usize] {
+                touch_reservation(&mut self.links[l as usize], l, &mut self.res_touched);
+            }
         }
     }
 
@@ -847,6 +860,7 @@ impl FlowNetwork {
         for &l in &touched {
             let link = &mut self.links[l as usize];
             link.res_touched = false;
+            self.unchecked[l as usize] = false;
             if reservation_moved(link) && !link.dirty {
                 link.dirty = true;
                 self.dirty_links.push(l);
