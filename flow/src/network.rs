@@ -543,8 +543,11 @@ impl FlowNetwork {
             match link.flows.len() {
                 0 => {}
                 1 => {
-                    // Its one flow shares this link from now on.
-                    self.solo[link.flows[0] as usize].shared += 1;
+                    // Its one flow shares this link from now on (and is no longer filled
+                    // alone: `bind` is forgotten while on this line, see `set_rate`).
+                    let other = &mut self.solo[link.flows[0] as usize];
+                    other.shared += 1;
+                    other.bind = NO_BIND;
                     shared += 1;
                 }
                 _ => shared += 1,
@@ -749,8 +752,11 @@ impl FlowNetwork {
             link.flows.swap_remove(pos as usize);
             self.link_weights[l as usize].swap_remove(pos as usize);
             if let [alone] = link.flows[..] {
-                // The flow left behind has this link to itself now.
-                self.solo[alone as usize].shared -= 1;
+                // The flow left behind has this link to itself now; its `bind` is from a
+                // filling with company (or older): forgotten until `fill_alone` sets it.
+                let solo = &mut self.solo[alone as usize];
+                solo.shared -= 1;
+                solo.bind = NO_BIND;
             }
             if let Some(&moved) = link.flows.get(pos as usize) {
                 // The flow moved into `pos` records its position on this link.
@@ -1263,8 +1269,10 @@ impl FlowNetwork {
     fn set_rate(&mut self, f: u32, rate: f64) {
         let now = self.now;
         self.fill_rate[f as usize] = rate;
-        // `fill_alone` sets it again after this; every other filling leaves none.
-        self.solo[f as usize].bind = NO_BIND;
+        // `Solo::bind` is not reset here: only `fill_alone` fills a flow whose `shared` is 0,
+        // and `bind` is forgotten whenever `shared` moves, so a `bind` that `keeps_rate` reads
+        // (at `shared` 0) is always its last filling's. Writing it here cost a million-flow
+        // all-to-all a cache line per filling (8 bytes a flow, written at random).
         let flow = &mut self.flows[f as usize];
         let changed = rate.to_bits() != flow.rate.to_bits();
         // A damped reservation (below) may still be off at an unchanged rate.
