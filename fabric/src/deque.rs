@@ -1,7 +1,8 @@
 //! A FIFO queue whose first element is held inline.
 //!
-//! Queues that usually hold zero or one element and are touched once per message (a queue
-//! pair's pending messages in the flow transport, a collective channel's early arrivals) pay a
+//! Queues that usually hold zero or one element and are touched once per message (a collective
+//! channel's early arrivals; the flow transport's queue pairs used it too until they laid their
+//! first message out on their own lines) pay a
 //! cache miss for a `VecDeque`'s separate buffer on every use when thousands of them are
 //! interleaved. Holding the head inline makes the common case one cache line; the buffer is
 //! used only from the second element on.
