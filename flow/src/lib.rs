@@ -94,7 +94,7 @@ pub mod queues;
 pub mod sim;
 
 pub use maxmin::{max_min_rates, FlowSpec};
-pub use network::FlowNetwork;
+pub use network::{FlowNetwork, PathId};
 pub use queues::{QueueEvent, QueueNetwork};
 
 // The flow-level transport (`sim`) runs applications over a [`FlowNetwork`].
@@ -147,6 +147,14 @@ pub enum FlowError {
     /// A flow that uses no link and has no cap would have an infinite rate.
     #[error("a flow that uses no link needs a rate cap")]
     Unbounded,
+    /// A path id that [`FlowNetwork::add_path`] did not return.
+    #[error("path {path} does not exist (the network has {paths})")]
+    UnknownPath {
+        /// The path id given.
+        path: u32,
+        /// How many paths the network has.
+        paths: usize,
+    },
     /// A flow was started before the network's current time.
     #[error("flow started at {at} ps, before the network's current time {now} ps")]
     TimeInPast {

@@ -5,6 +5,10 @@
 //!
 //! - [`FlowNetwork::start`] registers a flow on its links and marks it dirty; rates are not
 //!   recomputed there, so that many starts (and finishes) at one instant cost one recomputation.
+//!   A caller that starts many flows on the same links with the same weights (a queue pair's
+//!   messages) registers them once as a path ([`FlowNetwork::add_path`], checked and sorted
+//!   there) and starts each flow on it ([`FlowNetwork::start_on_path`]): the same flow, without
+//!   the lists' checks and sort at every start. A short path lives in one cache line of its own.
 //! - A flow's ACK reservations ([`FlowNetwork::start_with_acks`]) lower the capacity its reverse
 //!   links offer to their flows; when a filling moves a rate by more than
 //!   [`RESERVATION_EPSILON`] from the rate its reservations were set at, they are updated and
@@ -101,6 +105,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::num::NonZeroU32;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
 use smallvec::SmallVec;
@@ -273,6 +278,37 @@ struct Solo {
 /// [`Solo::bind`] of a flow whose rate no link of its own set alone.
 const NO_BIND: u32 = u32::MAX;
 
+/// A path registered with [`FlowNetwork::add_path`]: its data links and ACK links with their
+/// weights, validated and normalized once, for the flows started on it with
+/// [`FlowNetwork::start_on_path`].
+/// Stored as its index plus one, so that an `Option<PathId>` takes four bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PathId(NonZeroU32);
+
+impl PathId {
+    /// Its index in `FlowNetwork::paths`.
+    fn index(self) -> usize {
+        self.0.get() as usize - 1
+    }
+}
+
+/// Entries (data and ACK links together) a registered path holds in its own record.
+const PATH_INLINE: usize = 4;
+
+/// A registered path: `usage` data entries, then `reserve` ACK entries, in `links` and
+/// `weights` when they are at most [`PATH_INLINE`], else from `start` in
+/// `FlowNetwork::path_entries`. One cache line: a start reads its path there (a ring's
+/// neighbours mostly share a leaf switch, two links each way), not a span and then a pool.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct PathSpan {
+    usage: u32,
+    reserve: u32,
+    start: u32,
+    links: [u32; PATH_INLINE],
+    weights: [f64; PATH_INLINE],
+}
+
 /// A fluid network of flows over link directions with weighted max-min fair rates (see the
 /// crate documentation for the model).
 #[derive(Debug)]
@@ -336,6 +372,10 @@ pub struct FlowNetwork {
     comp_links: Vec<u32>,
     usage_scratch: Vec<(u32, f64)>,
     reserve_scratch: Vec<(u32, f64)>,
+    /// The registered paths ([`PathId`] indexes it) and their normalized entries, one pool
+    /// for all (a path re-set with as many entries as before keeps its place).
+    paths: Vec<PathSpan>,
+    path_entries: Vec<(u32, f64)>,
     /// Rounds of reservation updates in the refresh under way.
     rounds: u32,
     /// Refreshes so far (wrapping): a flow's damping state from an older refresh is stale.
@@ -397,6 +437,8 @@ impl FlowNetwork {
             comp_links: Vec::new(),
             usage_scratch: Vec::new(),
             reserve_scratch: Vec::new(),
+            paths: Vec::new(),
+            path_entries: Vec::new(),
             rounds: 0,
             refreshes: 0,
             hold_above: HOLD_RELEASES_ABOVE,
@@ -486,29 +528,189 @@ impl FlowNetwork {
         let mut reserve = std::mem::take(&mut self.reserve_scratch);
         let checked = normalize_usage(usage, self.links.len(), &mut scratch)
             .and_then(|()| normalize_usage(acks, self.links.len(), &mut reserve));
-        let unbounded = scratch.is_empty() && cap == f64::INFINITY;
-        let checked = if unbounded {
-            checked.and(Err(FlowError::Unbounded))
-        } else {
-            checked
+        let started = checked.and_then(|()| {
+            self.start_normal(
+                at,
+                scratch.iter().copied(),
+                reserve.iter().copied(),
+                bytes,
+                cap,
+                token,
+            )
+        });
+        self.usage_scratch = scratch;
+        self.reserve_scratch = reserve;
+        started
+    }
+
+    /// Registers a path for [`FlowNetwork::start_on_path`]: `usage` and `acks` as
+    /// [`FlowNetwork::start_with_acks`] takes them, validated and normalized here once instead
+    /// of at every start (a queue pair's messages all take the same path with the same weights
+    /// per byte).
+    pub fn add_path(
+        &mut self,
+        usage: &[(LinkId, f64)],
+        acks: &[(LinkId, f64)],
+    ) -> Result<PathId, FlowError> {
+        let paths = self.paths.len();
+        let Some(id) = u32::try_from(paths + 1)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .map(PathId)
+        else {
+            return Err(FlowError::UnknownPath {
+                path: u32::MAX,
+                paths,
+            });
         };
-        let checked = checked.and_then(|()| {
-            if at > self.now {
-                if let Some(finish) = self.next_finish() {
-                    if finish.ps() <= at {
-                        return Err(FlowError::SkipsFinish {
-                            at,
-                            finish: finish.ps(),
-                        });
-                    }
+        self.paths.push(PathSpan {
+            usage: 0,
+            reserve: 0,
+            start: 0,
+            links: [0; PATH_INLINE],
+            weights: [0.0; PATH_INLINE],
+        });
+        let set = self.set_path(id, usage, acks);
+        if set.is_err() {
+            self.paths.pop();
+        }
+        set.map(|()| id)
+    }
+
+    /// Replaces the links and weights of path `id` (flows started on it keep what they
+    /// started with). Its entries keep their place when they are as many as before.
+    pub fn set_path(
+        &mut self,
+        id: PathId,
+        usage: &[(LinkId, f64)],
+        acks: &[(LinkId, f64)],
+    ) -> Result<(), FlowError> {
+        let paths = self.paths.len();
+        if id.index() >= paths {
+            return Err(FlowError::UnknownPath {
+                path: id.index() as u32,
+                paths,
+            });
+        }
+        let mut scratch = std::mem::take(&mut self.usage_scratch);
+        let mut reserve = std::mem::take(&mut self.reserve_scratch);
+        let checked = normalize_usage(usage, self.links.len(), &mut scratch)
+            .and_then(|()| normalize_usage(acks, self.links.len(), &mut reserve));
+        if checked.is_ok() {
+            let span = &mut self.paths[id.index()];
+            let n = scratch.len() + reserve.len();
+            // At most one entry a link direction, and link directions are `u32`s.
+            let (n_use, n_res) = (scratch.len() as u32, reserve.len() as u32);
+            let all = scratch.iter().chain(reserve.iter());
+            if n <= PATH_INLINE {
+                for (k, &(l, w)) in all.enumerate() {
+                    span.links[k] = l;
+                    span.weights[k] = w;
+                }
+            } else {
+                if (span.usage + span.reserve) as usize != n {
+                    span.start = self.path_entries.len() as u32;
+                    self.path_entries
+                        .resize(self.path_entries.len() + n, (0, 0.0));
+                }
+                let at = span.start as usize;
+                for (e, &x) in self.path_entries[at..at + n].iter_mut().zip(all) {
+                    *e = x;
                 }
             }
-            Ok(())
-        });
-        if let Err(e) = checked {
-            self.usage_scratch = scratch;
-            self.reserve_scratch = reserve;
-            return Err(e);
+            span.usage = n_use;
+            span.reserve = n_res;
+        }
+        self.usage_scratch = scratch;
+        self.reserve_scratch = reserve;
+        checked
+    }
+
+    /// [`FlowNetwork::start_with_acks`] on a path registered with [`FlowNetwork::add_path`]:
+    /// the same flow, without validating and normalizing its lists again.
+    pub fn start_on_path(
+        &mut self,
+        now: Time,
+        path: PathId,
+        bytes: u64,
+        cap: Option<f64>,
+        token: u64,
+    ) -> Result<FlowId, FlowError> {
+        let at = now.ps();
+        if at < self.now {
+            return Err(FlowError::TimeInPast { at, now: self.now });
+        }
+        if bytes == 0 {
+            return Err(FlowError::ZeroBytes);
+        }
+        let cap = check_cap(cap)?;
+        let Some(&span) = self.paths.get(path.index()) else {
+            return Err(FlowError::UnknownPath {
+                path: path.index() as u32,
+                paths: self.paths.len(),
+            });
+        };
+        let (n_use, n) = (span.usage as usize, (span.usage + span.reserve) as usize);
+        if n <= PATH_INLINE {
+            // Read from the path's own line: no copy into scratch lists.
+            let (links, weights) = (&span.links[..n], &span.weights[..n]);
+            let (lu, lr) = links.split_at(n_use);
+            let (wu, wr) = weights.split_at(n_use);
+            let usage = lu.iter().copied().zip(wu.iter().copied());
+            let reserve = lr.iter().copied().zip(wr.iter().copied());
+            return self.start_normal(at, usage, reserve, bytes, cap, token);
+        }
+        let entries = std::mem::take(&mut self.path_entries);
+        let from = span.start as usize;
+        let started = match entries.get(from..from + n) {
+            Some(e) => {
+                let (usage, reserve) = e.split_at(n_use);
+                self.start_normal(
+                    at,
+                    usage.iter().copied(),
+                    reserve.iter().copied(),
+                    bytes,
+                    cap,
+                    token,
+                )
+            }
+            None => Err(FlowError::UnknownPath {
+                path: path.index() as u32,
+                paths: self.paths.len(),
+            }),
+        };
+        self.path_entries = entries;
+        started
+    }
+
+    /// The start of a flow whose time, size and cap are checked and whose lists are
+    /// normalized (`scratch` the data links, `reserve` the ACK links).
+    #[inline]
+    fn start_normal<U, R>(
+        &mut self,
+        at: u64,
+        scratch: U,
+        reserve: R,
+        bytes: u64,
+        cap: f64,
+        token: u64,
+    ) -> Result<FlowId, FlowError>
+    where
+        U: Iterator<Item = (u32, f64)> + ExactSizeIterator + Clone,
+        R: Iterator<Item = (u32, f64)> + ExactSizeIterator + Clone,
+    {
+        if scratch.len() == 0 && cap == f64::INFINITY {
+            return Err(FlowError::Unbounded);
+        }
+        if at > self.now {
+            if let Some(finish) = self.next_finish() {
+                if finish.ps() <= at {
+                    return Err(FlowError::SkipsFinish {
+                        at,
+                        finish: finish.ps(),
+                    });
+                }
+            }
         }
         self.now = self.now.max(at);
 
@@ -538,7 +740,7 @@ impl FlowNetwork {
         flow.token = token;
         flow.usage.clear();
         let mut shared = 0;
-        for &(l, w) in &scratch {
+        for (l, w) in scratch.clone() {
             let link = &mut self.links[l as usize];
             match link.flows.len() {
                 0 => {}
@@ -569,16 +771,16 @@ impl FlowNetwork {
             bind: NO_BIND,
         };
         flow.reserve.clear();
-        flow.reserve.extend_from_slice(&reserve);
-        let rho = match (reserve.first(), scratch.first()) {
-            (Some(&(r0, _)), Some(&(u0, _))) => match self.res_hint[r0 as usize] {
+        flow.reserve.extend(reserve.clone());
+        let rho = match (reserve.clone().next(), scratch.clone().next()) {
+            (Some((r0, _)), Some((u0, _))) => match self.res_hint[r0 as usize] {
                 (key, rho) if key == u0 => rho,
                 _ => 0.0,
             },
             _ => 0.0,
         };
         flow.reserved_rate = rho;
-        for &(l, a) in &reserve {
+        for (l, a) in reserve {
             let link = &mut self.links[l as usize];
             link.reservers += 1;
             if rho > 0.0 {
@@ -586,8 +788,6 @@ impl FlowNetwork {
                 touch_reservation(link, l, &mut self.res_touched);
             }
         }
-        self.usage_scratch = scratch;
-        self.reserve_scratch = reserve;
         if !flow.dirty {
             flow.dirty = true;
             self.dirty_flows.push(slot);

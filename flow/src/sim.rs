@@ -43,7 +43,7 @@ use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_fabric::wire::{write_frame_len, ACK_FRAME_LEN};
 use rustc_hash::FxHashMap;
 
-use crate::{FlowError, FlowNetwork, LinkId, QueueEvent, QueueNetwork};
+use crate::{FlowError, FlowNetwork, LinkId, PathId, QueueEvent, QueueNetwork};
 
 /// One hop of a routed path: the link direction crossed, its rate and latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,10 +238,15 @@ struct Qp {
     tail_len: u64,
     tail: Time,
     /// `links[..split]` is the path to `dst`, `links[split..]` the way back (ACKs).
-    split: u32,
+    split: u16,
     /// The number of link directions, path and way back (so that [`Qp::links`] reads this
     /// line, not the boxed slice's length on a cold one).
-    n_links: u32,
+    n_links: u16,
+    /// The path and way back as registered with the flow network, with the weights of a
+    /// message of `wire_len` bytes (set again when the memo changes; registered at the first
+    /// start): a start passes its id instead of lists the network would check and sort at
+    /// every message.
+    path: Option<PathId>,
     /// The hosts, on the line a message leaving reads: its delivery event carries them.
     src: u32,
     dst: u32,
@@ -358,7 +363,7 @@ impl Qp {
     /// The link directions: `[..split]` the path to `dst`, `[split..]` the way back.
     #[inline]
     fn links(&self) -> &[LinkId] {
-        match self.inline.get(..self.n_links as usize) {
+        match self.inline.get(..usize::from(self.n_links)) {
             Some(l) => l,
             None => &self.links,
         }
@@ -528,6 +533,10 @@ impl Core<'_> {
         if !self.paths.path(dst, src, &mut self.scratch) {
             return None;
         }
+        let (Ok(split16), Ok(n_links)) = (u16::try_from(split), u16::try_from(self.scratch.len()))
+        else {
+            return None;
+        };
         let q = self.qps.len() as u32;
         let ack_wire = self.cfg.overhead.wire_bytes(ACK_FRAME_LEN);
         let mut back = Time::ZERO;
@@ -537,8 +546,9 @@ impl Core<'_> {
         self.qps.push(Qp {
             src,
             dst,
-            split: split as u32,
-            n_links: self.scratch.len() as u32,
+            split: split16,
+            n_links,
+            path: None,
             links: self.scratch.iter().map(|h| h.link).collect(),
             inline: {
                 let mut a = [LinkId(0); INLINE_LINKS];
@@ -591,25 +601,48 @@ impl Core<'_> {
         let Some(len) = qp.front_len() else {
             return;
         };
+        let fresh = qp.wire_len == len;
         let w = qp.wire(len, &self.cfg);
         qp.started_here += 1;
-        let qp = &self.qps[q as usize];
-        let (fwd, rev) = qp.links().split_at(qp.split as usize);
-        self.stats.packet_hops += w.packets * fwd.len() as u64 + w.acks * rev.len() as u64;
+        let (split, n_links, path) = (u64::from(qp.split), u64::from(qp.n_links), qp.path);
+        self.stats.packet_hops += w.packets * split + w.acks * (n_links - split);
         self.stats.flows += 1;
         if len == 0 || self.qnet.is_some() {
             self.start_other(q, len);
             return;
         }
-        let (data_w, ack_w) = (w.data_w, w.ack_w);
-        self.usage.clear();
-        self.usage.extend(fwd.iter().map(|&l| (l, data_w)));
-        self.acks.clear();
-        self.acks.extend(rev.iter().map(|&l| (l, ack_w)));
-        let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / data_w);
+        let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0 / w.data_w);
+        let path = match (fresh, path) {
+            (true, Some(p)) => Some(p),
+            // A queue pair's first message starts on lists, as it would once registered: the
+            // path is registered at its second message of one length (in an all-to-all, most
+            // queue pairs carry one message, and registering it would only add a copy).
+            (false, None) => {
+                self.start_lists(q, w, len, cap);
+                return;
+            }
+            _ => self.set_path(q, w),
+        };
         // ACKs reserve their share of the reverse path instead of sharing it: see
         // `FlowNetwork::start_with_acks` (the rates are the same to 2e-5; the components stay
         // as small as the data paths make them).
+        let started = match path {
+            Some(p) => self.net.start_on_path(self.now, p, len, cap, u64::from(q)),
+            // Only when registering it failed (the error is kept already).
+            None => return,
+        };
+        if let Err(e) = started {
+            self.error.get_or_insert(e);
+        }
+        self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
+    }
+
+    /// Starts the head message of queue pair `q` (`len` bytes, wire memo `w`) on its link
+    /// lists, without registering its path (see [`Core::start_head`]).
+    #[cold]
+    #[inline(never)]
+    fn start_lists(&mut self, q: u32, w: WireMemo, len: u64, cap: Option<f64>) {
+        self.fill_lists(q, w);
         if let Err(e) =
             self.net
                 .start_with_acks(self.now, &self.usage, &self.acks, len, cap, u64::from(q))
@@ -619,6 +652,41 @@ impl Core<'_> {
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
     }
 
+    /// Fills `usage` and `acks` with queue pair `q`'s path and way back at the weights of
+    /// the memo `w`.
+    fn fill_lists(&mut self, q: u32, w: WireMemo) {
+        let qp = &self.qps[q as usize];
+        let (fwd, rev) = qp.links().split_at(usize::from(qp.split));
+        self.usage.clear();
+        self.usage.extend(fwd.iter().map(|&l| (l, w.data_w)));
+        self.acks.clear();
+        self.acks.extend(rev.iter().map(|&l| (l, w.ack_w)));
+    }
+
+    /// Gives queue pair `q`'s registered path the weights of the memo `w` (its messages'
+    /// length changed), registering it at its first start; returns it (`None` if that
+    /// failed: the error is kept). Out of line, a queue pair's messages are mostly of one
+    /// length.
+    #[cold]
+    #[inline(never)]
+    fn set_path(&mut self, q: u32, w: WireMemo) -> Option<PathId> {
+        self.fill_lists(q, w);
+        let set = match self.qps[q as usize].path {
+            Some(p) => self.net.set_path(p, &self.usage, &self.acks).map(|()| p),
+            None => self.net.add_path(&self.usage, &self.acks),
+        };
+        match set {
+            Ok(p) => {
+                self.qps[q as usize].path = Some(p);
+                Some(p)
+            }
+            Err(e) => {
+                self.error.get_or_insert(e);
+                None
+            }
+        }
+    }
+
     /// [`start_head`](Self::start_head) of a zero-length message, or in the queue model: out
     /// of line, so that the max-min model's start does not carry it.
     #[cold]
@@ -626,7 +694,7 @@ impl Core<'_> {
     fn start_other(&mut self, q: u32, len: u64) {
         let w = MessageWire::of(len, &self.cfg);
         let qp = &self.qps[q as usize];
-        let (fwd, rev) = qp.links().split_at(qp.split as usize);
+        let (fwd, rev) = qp.links().split_at(usize::from(qp.split));
         if len == 0 {
             // No payload to share a link with: one minimum frame, at the first hop's rate.
             for l in fwd {
@@ -696,7 +764,7 @@ impl Core<'_> {
         if qp.tail_len != msg.len {
             let last = MessageWire::of(msg.len, &self.cfg).last_packet_wire;
             let mut tail = Time::ZERO;
-            for (i, h) in qp.hops[..qp.split as usize].iter().enumerate() {
+            for (i, h) in qp.hops[..usize::from(qp.split)].iter().enumerate() {
                 tail = tail + h.latency;
                 if i > 0 {
                     tail = tail + Rate::new(h.bandwidth).serialization_time(last);
@@ -984,7 +1052,7 @@ pub fn run<A: Application>(
     for (q, &[w_packets, w_acks, w_msgs, w_bytes]) in core.qps.iter().zip(&waiting) {
         let (posted_packets, posted_acks) = (q.frames + w_packets, q.ack_frames + w_acks);
         let (posted, posted_bytes) = (q.started + w_msgs, q.started_bytes + w_bytes);
-        let (fwd, rev) = q.links.split_at(q.split as usize);
+        let (fwd, rev) = q.links.split_at(usize::from(q.split));
         for l in fwd {
             links[l.0 as usize].frames += q.frames;
         }
@@ -1035,8 +1103,9 @@ mod tests {
             offset_of!(Qp, head) + size_of::<Msg>(),
             offset_of!(Qp, queued) + 4,
             offset_of!(Qp, tail) + size_of::<Time>(),
-            offset_of!(Qp, n_links) + 4,
-            offset_of!(Qp, split) + 4,
+            offset_of!(Qp, n_links) + 2,
+            offset_of!(Qp, split) + 2,
+            offset_of!(Qp, path) + size_of::<Option<PathId>>(),
             offset_of!(Qp, src) + 4,
             offset_of!(Qp, dst) + 4,
         ] {

@@ -125,6 +125,50 @@ fn invalid_input_is_a_typed_error() {
     assert_eq!(net.active(), 0);
 }
 
+/// Registered paths: their lists are checked like a start's, a failed registration leaves no
+/// path, and an id the network did not return is an error.
+#[test]
+fn invalid_paths_are_typed_errors() {
+    let mut net = FlowNetwork::new(vec![1.0, 2.0]).unwrap();
+    let t = Time::ZERO;
+    assert_eq!(
+        net.add_path(&[(LinkId(2), 1.0)], &[]),
+        Err(FlowError::UnknownLink { link: 2, links: 2 })
+    );
+    assert!(matches!(
+        net.add_path(&[(LinkId(0), 1.0)], &[(LinkId(1), f64::INFINITY)]),
+        Err(FlowError::InvalidWeight { link: 1, .. })
+    ));
+    let p = net
+        .add_path(&[(LinkId(0), 1.0)], &[(LinkId(1), 0.5)])
+        .unwrap();
+    let empty = net.add_path(&[], &[]).unwrap();
+    assert_eq!(
+        net.start_on_path(t, empty, 1, None, 0),
+        Err(FlowError::Unbounded)
+    );
+    assert_eq!(
+        net.start_on_path(t, p, 0, None, 0),
+        Err(FlowError::ZeroBytes)
+    );
+    assert!(matches!(
+        net.set_path(p, &[(LinkId(0), 0.0)], &[]),
+        Err(FlowError::InvalidWeight { link: 0, .. })
+    ));
+    let mut other = FlowNetwork::new(vec![1.0]).unwrap();
+    assert_eq!(
+        other.start_on_path(t, p, 1, None, 0),
+        Err(FlowError::UnknownPath { path: 0, paths: 0 })
+    );
+    assert_eq!(
+        other.set_path(p, &[(LinkId(0), 1.0)], &[]),
+        Err(FlowError::UnknownPath { path: 0, paths: 0 })
+    );
+    // The failed `set_path` left `p` as it was: 1 byte at weight 1 on 1 B/s takes 1 s.
+    net.start_on_path(t, p, 1, None, 7).unwrap();
+    assert_eq!(net.next_finish(), Some(Time(1_000_000_000_000)));
+}
+
 /// A reservation whose feedback on its own flow has a gain above 1 must still settle at the fixed
 /// point where it equals the flow's ACK load (found by the property test: the reservation used to
 /// swing between two rates for ever and stayed far off after the round limit).
@@ -280,7 +324,10 @@ type Trace = (Vec<(u64, FlowId, u64)>, Vec<u64>);
 
 /// Runs `ops`; with `check`, checks after every step that the incremental rates equal a full
 /// recomputation and the naive filling within 1e-9 relative.
-fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
+/// With `paths`, flows start on registered paths ([`FlowNetwork::start_on_path`]): every other
+/// start registers a new one, the others re-set an earlier one to their lists (as many entries
+/// as before or not), so that both ways of starting run the same scenarios.
+fn run(caps: &[f64], ops: &[Op], check: bool, paths: bool) -> Result<Trace, TestCaseError> {
     let mut net = FlowNetwork::new(caps.to_vec()).unwrap();
     // Half the scenarios hold released ACK capacity on every link that carries a flow (the
     // default holds only on links carrying more flows than a scenario here starts).
@@ -303,6 +350,7 @@ fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
     // finished so far (a bound on the reservations a link may still hold for them).
     let mut rate_seen: BTreeMap<FlowId, f64> = BTreeMap::new();
     let mut released = vec![0.0; caps.len()];
+    let mut registered = Vec::new();
     for (k, op) in ops.iter().enumerate() {
         match op {
             Op::Start(u, a, bytes, cap) => {
@@ -322,9 +370,22 @@ fn run(caps: &[f64], ops: &[Op], check: bool) -> Result<Trace, TestCaseError> {
                 if usage.is_empty() && cap.is_none() {
                     cap = Some(CAPS[0]);
                 }
-                let id = net
-                    .start_with_acks(net.now(), &usage, &acks, *bytes, cap, k as u64)
-                    .unwrap();
+                let id = if paths {
+                    let p = if k % 2 == 0 || registered.is_empty() {
+                        let p = net.add_path(&usage, &acks).unwrap();
+                        registered.push(p);
+                        p
+                    } else {
+                        let p = registered[k % registered.len()];
+                        net.set_path(p, &usage, &acks).unwrap();
+                        p
+                    };
+                    net.start_on_path(net.now(), p, *bytes, cap, k as u64)
+                        .unwrap()
+                } else {
+                    net.start_with_acks(net.now(), &usage, &acks, *bytes, cap, k as u64)
+                        .unwrap()
+                };
                 prop_assert!(!live.contains_key(&id));
                 live.insert(id, (FlowSpec { usage, cap }, acks));
             }
@@ -438,13 +499,22 @@ proptest! {
 
     #[test]
     fn incremental_equals_full_and_naive((caps, ops) in scenario()) {
-        run(&caps, &ops, true)?;
+        run(&caps, &ops, true, false)?;
     }
 
     #[test]
     fn same_sequence_same_results((caps, ops) in scenario()) {
-        let a = run(&caps, &ops, false)?;
-        let b = run(&caps, &ops, false)?;
+        let a = run(&caps, &ops, false, false)?;
+        let b = run(&caps, &ops, false, false)?;
+        prop_assert_eq!(a, b);
+    }
+
+    /// A flow started on a registered path is the flow started on the same lists: the same
+    /// finishes at the same picoseconds and the same link bytes, bit for bit.
+    #[test]
+    fn paths_start_the_same_flows((caps, ops) in scenario()) {
+        let a = run(&caps, &ops, false, false)?;
+        let b = run(&caps, &ops, false, true)?;
         prop_assert_eq!(a, b);
     }
 }
