@@ -516,14 +516,7 @@ impl FlowNetwork {
         cap: Option<f64>,
         token: u64,
     ) -> Result<FlowId, FlowError> {
-        let at = now.ps();
-        if at < self.now {
-            return Err(FlowError::TimeInPast { at, now: self.now });
-        }
-        if bytes == 0 {
-            return Err(FlowError::ZeroBytes);
-        }
-        let cap = check_cap(cap)?;
+        let (at, cap) = self.check_start(now, bytes, cap)?;
         let mut scratch = std::mem::take(&mut self.usage_scratch);
         let mut reserve = std::mem::take(&mut self.reserve_scratch);
         let checked = normalize_usage(usage, self.links.len(), &mut scratch)
@@ -626,6 +619,25 @@ impl FlowNetwork {
         checked
     }
 
+    /// What both ways of starting a flow check first: the time is not in the past, the flow has
+    /// bytes, the cap is valid. Returns the start in picoseconds and the cap as the filler wants it.
+    #[inline(always)]
+    fn check_start(
+        &self,
+        now: Time,
+        bytes: u64,
+        cap: Option<f64>,
+    ) -> Result<(u64, f64), FlowError> {
+        let at = now.ps();
+        if at < self.now {
+            return Err(FlowError::TimeInPast { at, now: self.now });
+        }
+        if bytes == 0 {
+            return Err(FlowError::ZeroBytes);
+        }
+        Ok((at, check_cap(cap)?))
+    }
+
     /// [`FlowNetwork::start_with_acks`] on a path registered with [`FlowNetwork::add_path`]:
     /// the same flow, without validating and normalizing its lists again.
     pub fn start_on_path(
@@ -636,14 +648,7 @@ impl FlowNetwork {
         cap: Option<f64>,
         token: u64,
     ) -> Result<FlowId, FlowError> {
-        let at = now.ps();
-        if at < self.now {
-            return Err(FlowError::TimeInPast { at, now: self.now });
-        }
-        if bytes == 0 {
-            return Err(FlowError::ZeroBytes);
-        }
-        let cap = check_cap(cap)?;
+        let (at, cap) = self.check_start(now, bytes, cap)?;
         let Some(&span) = self.paths.get(path.index()) else {
             return Err(FlowError::UnknownPath {
                 path: path.index() as u32,

@@ -454,6 +454,16 @@ mod tests {
         assert!(rfc1071_ok(&f[field::IPV4..field::UDP]));
     }
 
+    /// The test frame with `edits` (offset, byte) applied, cut to `cut` bytes.
+    fn edited(edits: Vec<(usize, u8)>, cut: usize) -> Vec<u8> {
+        let mut f = frame();
+        for (at, v) in edits {
+            f[at] = v;
+        }
+        f.truncate(cut);
+        f
+    }
+
     proptest::proptest! {
         /// The one-pass read and rewrite gives the kind, flow, TTL and bytes of the general
         /// functions, on frames with up to four of the first 60 bytes overwritten (ethertype,
@@ -463,11 +473,7 @@ mod tests {
             edits in proptest::collection::vec((0usize..60, proptest::prelude::any::<u8>()), 0..5),
             cut in 0usize..80,
         ) {
-            let mut f = frame();
-            for (at, v) in edits {
-                f[at] = v;
-            }
-            f.truncate(cut);
+            let mut f = edited(edits, cut);
             let mut g = f.clone();
             proptest::prop_assert_eq!(peek_forward(&mut f), forward_general(&mut g));
             proptest::prop_assert_eq!(f, g);
@@ -482,11 +488,7 @@ mod tests {
             edits in proptest::collection::vec((0usize..60, proptest::prelude::any::<u8>()), 0..5),
             cut in 0usize..80,
         ) {
-            let mut f = frame();
-            for (at, v) in edits {
-                f[at] = v;
-            }
-            f.truncate(cut);
+            let f = edited(edits, cut);
             let (roce, ip, udp) = views::read(&f);
             proptest::prop_assert_eq!(frame_kind(&f) == FrameKind::RoceV2, roce);
             let (kind, flow) = peek_roce_flow(&f);
