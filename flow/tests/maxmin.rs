@@ -495,7 +495,15 @@ fn run(caps: &[f64], ops: &[Op], check: bool, paths: bool) -> Result<Trace, Test
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(500))]
+    // 500 cases by default; PROPTEST_CASES raises it for a longer search (with_cases alone
+    // would ignore the variable).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(500, |n: u32| n.max(500)),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn incremental_equals_full_and_naive((caps, ops) in scenario()) {
