@@ -40,7 +40,7 @@ use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
 use crate::wire::{
     self, opcode, AethRepr, BthRepr, Ecn, FrameKind, HeaderTemplate, PacketFields, PfcPauseRepr,
-    RethRepr, RoceRepr,
+    RethRepr, RoceRepr, RoceRx,
 };
 
 pub use self::api::AppApi;
