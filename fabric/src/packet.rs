@@ -27,8 +27,9 @@ pub const INLINE_HEADER_LEN: usize = 74;
 /// Longest trailer (the 4-byte ICRC).
 pub const MAX_TRAILER_LEN: usize = 4;
 
-/// Inline storage: the longest inline header followed by the longest trailer.
-const INLINE_LEN: usize = INLINE_HEADER_LEN + MAX_TRAILER_LEN;
+/// Inline storage: the longest inline header followed by the longest trailer (what
+/// [`Packet::from_inline`] takes).
+pub const INLINE_LEN: usize = INLINE_HEADER_LEN + MAX_TRAILER_LEN;
 
 /// Boxed storage for a long header and its trailer.
 type LongStorage = Box<[u8; MAX_HEADER_LEN + MAX_TRAILER_LEN]>;
@@ -155,6 +156,37 @@ impl Packet {
             meta: PacketMeta::default(),
             long: (len > INLINE_HEADER_LEN)
                 .then(|| Box::new([0; MAX_HEADER_LEN + MAX_TRAILER_LEN])),
+        })
+    }
+
+    /// A packet whose header is the first `header_len` bytes of `bytes` and whose trailer the
+    /// `trailer_len` bytes right after it: how the NIC builds a frame's bytes in one array (in
+    /// registers and on the stack) and moves them in, instead of zeroing the packet's and
+    /// writing them there through [`Packet::header_mut`].
+    #[inline]
+    pub fn from_inline(
+        bytes: [u8; INLINE_LEN],
+        header_len: usize,
+        trailer_len: usize,
+        payload: Payload,
+    ) -> Result<Packet, PacketError> {
+        if header_len > INLINE_HEADER_LEN {
+            return Err(PacketError::HeaderTooLong {
+                len: header_len,
+                max: INLINE_HEADER_LEN,
+            });
+        }
+        if trailer_len > MAX_TRAILER_LEN {
+            return Err(PacketError::TrailerTooLong(trailer_len));
+        }
+        Ok(Packet {
+            bytes,
+            header_len: header_len as u8,
+            trailer_len: trailer_len as u8,
+            flags: 0,
+            payload,
+            meta: PacketMeta::default(),
+            long: None,
         })
     }
 
@@ -373,6 +405,19 @@ mod tests {
         p.set_trailer(&[9; 4]).unwrap();
         let f = p.to_frame_bytes();
         assert_eq!((f.len(), &f[88..]), (92, &[9; 4][..]));
+    }
+
+    #[test]
+    fn from_inline_is_new_of_the_same_bytes() {
+        let mut bytes = [0; INLINE_LEN];
+        bytes[..58].fill(3);
+        bytes[58..62].copy_from_slice(&[1, 2, 3, 4]);
+        let p = Packet::from_inline(bytes, 58, 4, Payload::Timing(100)).unwrap();
+        let q = Packet::new(&[3; 58], Payload::Timing(100), &[1, 2, 3, 4]).unwrap();
+        assert_eq!(p.to_frame_bytes(), q.to_frame_bytes());
+        assert_eq!((p.header(), p.trailer()), (q.header(), q.trailer()));
+        assert!(Packet::from_inline(bytes, INLINE_HEADER_LEN + 1, 0, Payload::Timing(0)).is_err());
+        assert!(Packet::from_inline(bytes, 10, MAX_TRAILER_LEN + 1, Payload::Timing(0)).is_err());
     }
 
     #[test]

@@ -295,8 +295,35 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 /// [`build`] from the NIC's header template and the frame's own fields (`f.payload_len`
 /// counts `int`): the same bytes for a fraction of the work. Inlined into its two callers, so
 /// the packet is built where it is used rather than returned through memory.
+///
+/// An ACK or a data frame without extension headers or telemetry (nearly every frame) is
+/// written into one array by [`HeaderTemplate::emit_common`] and moved into the packet with
+/// its trailer; any other frame (or fields it refuses) takes the general emit.
 #[inline(always)]
 fn build_from(
+    t: Option<&HeaderTemplate>,
+    f: &PacketFields,
+    payload: Payload,
+    int: &[u8],
+) -> Option<Packet> {
+    if int.is_empty() {
+        let mut bytes = [0; crate::packet::INLINE_LEN];
+        if let Some(n) = t.and_then(|t| t.emit_common(f, &mut bytes)) {
+            // The trailer bytes after the header are still zero: the ICRC of timing mode.
+            let mut pkt = Packet::from_inline(bytes, n, wire::ICRC_LEN, payload).ok()?;
+            if let Payload::Data(d) = pkt.payload() {
+                let icrc = wire::icrc(pkt.header(), d);
+                pkt.set_trailer(&icrc).ok()?;
+            }
+            return Some(pkt);
+        }
+    }
+    build_general(t, f, payload, int)
+}
+
+/// [`build_from`] through the template's general emit (extension headers, telemetry).
+#[inline(never)]
+fn build_general(
     t: Option<&HeaderTemplate>,
     f: &PacketFields,
     payload: Payload,
