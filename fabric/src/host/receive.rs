@@ -173,7 +173,10 @@ impl Nic {
         }
         self.done_scratch = done;
         self.activate(i);
-        self.pump(port, ctx);
+        // Most ACKs arrive while the port sends: no call into `pump` to learn it.
+        if ctx.port_idle(port) {
+            self.pump(port, ctx);
+        }
     }
 
     /// A data frame for this host arrived: the notification point looks at its ECN mark, then

@@ -361,7 +361,10 @@ impl Nic {
             return;
         };
         np.control.push_back(pkt);
-        self.pump(port, ctx);
+        // Most control frames are queued while the port sends: no call into `pump` to learn it.
+        if ctx.port_idle(port) {
+            self.pump(port, ctx);
+        }
     }
 
     /// Notification point: a CNP to the peer's QP of QP `i`'s pair (the QP number ACKs carry),
