@@ -123,6 +123,35 @@ fn frame_len_of(header_len: usize, payload: &Payload, trailer_len: usize) -> u32
     u32::try_from(header_len + payload.len() + trailer_len).unwrap_or(u32::MAX)
 }
 
+/// Header and trailer lengths that fit a packet's inline storage (what
+/// [`Packet::from_inline`] takes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InlineLens {
+    header: u8,
+    trailer: u8,
+}
+
+impl InlineLens {
+    /// A header of `header_len` bytes (at most [`INLINE_HEADER_LEN`]) and a trailer of
+    /// `trailer_len` (at most [`MAX_TRAILER_LEN`]).
+    #[inline]
+    pub fn new(header_len: usize, trailer_len: usize) -> Result<InlineLens, PacketError> {
+        if header_len > INLINE_HEADER_LEN {
+            return Err(PacketError::HeaderTooLong {
+                len: header_len,
+                max: INLINE_HEADER_LEN,
+            });
+        }
+        if trailer_len > MAX_TRAILER_LEN {
+            return Err(PacketError::TrailerTooLong(trailer_len));
+        }
+        Ok(InlineLens {
+            header: header_len as u8,
+            trailer: trailer_len as u8,
+        })
+    }
+}
+
 /// Why a packet could not be assembled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PacketError {
@@ -171,36 +200,28 @@ impl Packet {
         })
     }
 
-    /// A packet whose header is the first `header_len` bytes of `bytes` and whose trailer the
-    /// `trailer_len` bytes right after it: how the NIC builds a frame's bytes in one array (in
+    /// A packet whose header is the first `lens.header` bytes of `bytes` and whose trailer the
+    /// `lens.trailer` bytes right after it: how the NIC builds a frame's bytes in one array (in
     /// registers and on the stack) and moves them in, instead of zeroing the packet's and
-    /// writing them there through [`Packet::header_mut`].
+    /// writing them there through [`Packet::header_mut`]. Infallible (the lengths were checked
+    /// by [`InlineLens::new`]), so that the packet is built where the caller keeps it: a
+    /// `Result` around it cost a copy of its 128 bytes per frame.
     #[inline]
-    pub fn from_inline(
-        bytes: [u8; INLINE_LEN],
-        header_len: usize,
-        trailer_len: usize,
-        payload: Payload,
-    ) -> Result<Packet, PacketError> {
-        if header_len > INLINE_HEADER_LEN {
-            return Err(PacketError::HeaderTooLong {
-                len: header_len,
-                max: INLINE_HEADER_LEN,
-            });
-        }
-        if trailer_len > MAX_TRAILER_LEN {
-            return Err(PacketError::TrailerTooLong(trailer_len));
-        }
-        Ok(Packet {
+    pub fn from_inline(bytes: [u8; INLINE_LEN], lens: InlineLens, payload: Payload) -> Packet {
+        Packet {
             bytes,
-            len: frame_len_of(header_len, &payload, trailer_len),
-            header_len: header_len as u8,
-            trailer_len: trailer_len as u8,
+            len: frame_len_of(
+                usize::from(lens.header),
+                &payload,
+                usize::from(lens.trailer),
+            ),
+            header_len: lens.header,
+            trailer_len: lens.trailer,
             flags: 0,
             payload,
             meta: PacketMeta::default(),
             long: None,
-        })
+        }
     }
 
     /// The storage of header and trailer, whichever holds them (told by the header's length,
@@ -427,12 +448,12 @@ mod tests {
         let mut bytes = [0; INLINE_LEN];
         bytes[..58].fill(3);
         bytes[58..62].copy_from_slice(&[1, 2, 3, 4]);
-        let p = Packet::from_inline(bytes, 58, 4, Payload::Timing(100)).unwrap();
+        let p = Packet::from_inline(bytes, InlineLens::new(58, 4).unwrap(), Payload::Timing(100));
         let q = Packet::new(&[3; 58], Payload::Timing(100), &[1, 2, 3, 4]).unwrap();
         assert_eq!(p.to_frame_bytes(), q.to_frame_bytes());
         assert_eq!((p.header(), p.trailer()), (q.header(), q.trailer()));
-        assert!(Packet::from_inline(bytes, INLINE_HEADER_LEN + 1, 0, Payload::Timing(0)).is_err());
-        assert!(Packet::from_inline(bytes, 10, MAX_TRAILER_LEN + 1, Payload::Timing(0)).is_err());
+        assert!(InlineLens::new(INLINE_HEADER_LEN + 1, 0).is_err());
+        assert!(InlineLens::new(10, MAX_TRAILER_LEN + 1).is_err());
     }
 
     #[test]

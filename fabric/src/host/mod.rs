@@ -316,7 +316,8 @@ fn build_from(
                 let icrc = wire::icrc(bytes.get(..n)?, d);
                 bytes.get_mut(n..n + wire::ICRC_LEN)?.copy_from_slice(&icrc);
             }
-            return Packet::from_inline(bytes, n, wire::ICRC_LEN, payload).ok();
+            let lens = crate::packet::InlineLens::new(n, wire::ICRC_LEN).ok()?;
+            return Some(Packet::from_inline(bytes, lens, payload));
         }
     }
     build_general(t, f, payload, int)
