@@ -195,7 +195,7 @@ impl super::Nic {
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
-        np.mac_control.push_back(pkt);
+        np.mac_control.get_or_insert_default().push_back(pkt);
         self.stats.pause_frames_sent += 1;
         if repr.quanta.iter().all(|&q| q == 0) {
             self.stats.xon_frames_sent += 1;

@@ -15,7 +15,7 @@ impl Nic {
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
-        if let Some(pkt) = np.mac_control.pop_front() {
+        if let Some(pkt) = np.mac_control.as_mut().and_then(|q| q.pop_front()) {
             self.send(port, pkt, ctx);
             return;
         }
@@ -44,15 +44,18 @@ impl Nic {
         let now = ctx.now();
         let np = &mut self.ports[port];
         np.transit_turn = false;
+        let Some(transit) = np.transit.as_deref_mut() else {
+            return false;
+        };
         let pkt = if np.pause.any_paused(now) {
             // The oldest frame of a priority that may go; paused ones keep their place.
             let pause = np.pause;
-            np.transit
+            transit
                 .iter()
                 .position(|p| !pause.is_paused(frame_class(p), now))
-                .and_then(|i| np.transit.remove(i))
+                .and_then(|i| transit.remove(i))
         } else {
-            np.transit.pop_front()
+            transit.pop_front()
         };
         let Some(pkt) = pkt else {
             return false;
