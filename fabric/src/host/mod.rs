@@ -211,12 +211,21 @@ impl Nic {
         &self.cfg
     }
 
-    /// The index of the QP toward `peer` in traffic class `class`, created on first use.
+    /// The index of the QP toward `peer` in traffic class `class`, created on first use. The
+    /// lookup inlined (every data frame received asks), the creation out of line.
+    #[inline]
     fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
-        let key = qp_key(peer, class);
-        if let Some(&i) = self.qp_index.get(&key) {
+        if let Some(&i) = self.qp_index.get(&qp_key(peer, class)) {
             return Some(i as usize);
         }
+        self.qp_create(peer, class, ctx)
+    }
+
+    /// [`Nic::qp_entry`] of a QP not created yet.
+    #[cold]
+    #[inline(never)]
+    fn qp_create(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
+        let key = qp_key(peer, class);
         let dscp = self.cfg.classes.get(class).dscp.unwrap_or(self.cfg.dscp);
         if class != 0 && peer.max(self.index) >= CLASS_QPN_HOSTS {
             // No room for the class in the QP number (the scenario check refuses this first).
