@@ -195,7 +195,7 @@ impl super::Nic {
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
-        np.mac_control.push_back(pkt);
+        np.mac_control.get_or_insert_default().push_back(pkt);
         self.stats.pause_frames_sent += 1;
         if repr.quanta.iter().all(|&q| q == 0) {
             self.stats.xon_frames_sent += 1;
@@ -293,7 +293,7 @@ impl super::Nic {
             self.stats.dropped_invalid += 1;
             return;
         };
-        self.on_data_frame(src, &repr, head, ctx);
+        self.on_data_frame(src, &RoceRx::from(&repr), &head, ctx);
     }
 }
 

@@ -324,6 +324,7 @@ impl Qp {
     }
 
     /// Takes the next segment to transmit and advances `snd_nxt`.
+    #[inline(always)]
     pub(crate) fn next_segment(&mut self, mtu: u64) -> Option<Segment> {
         if !self.has_data() {
             return None;

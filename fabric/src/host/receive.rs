@@ -5,11 +5,30 @@ use super::*;
 
 impl Nic {
     /// Handles a frame that arrived on `port`.
+    ///
+    /// An ACK or a data frame without extension headers (nearly every frame) is classified,
+    /// addressed and parsed in one pass ([`RoceRx::common`]); any other frame, or one that pass
+    /// refuses, takes [`Nic::receive_general`], which decides as before field by field.
     pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
         if (pkt.is_corrupted() || self.cfg.verify_icrc) && self.damaged(&pkt) {
             self.stats.corrupted_discarded += 1;
             return;
         }
+        let Some(rx) = RoceRx::common(pkt.header()) else {
+            self.receive_general(port, pkt, ctx);
+            return;
+        };
+        if rx.dst_ip != self.addr.ip {
+            self.forward(port, rx.dst_ip, pkt, ctx);
+            return;
+        }
+        self.on_roce(port, &rx, pkt, ctx);
+    }
+
+    /// [`Nic::receive`] of a frame of a rarer shape (PFC, a first or last packet with RETH or
+    /// ImmDt, a CNP, anything malformed): classified, addressed and parsed in turn.
+    #[inline(never)]
+    fn receive_general(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
         match wire::frame_kind(pkt.header()) {
             FrameKind::RoceV2 => {}
             FrameKind::PfcPause => {
@@ -34,17 +53,24 @@ impl Nic {
             self.stats.dropped_invalid += 1;
             return;
         };
-        let Some(src) = self.dir.index_of(repr.src_ip) else {
+        self.on_roce(port, &RoceRx::from(&repr), pkt, ctx);
+    }
+
+    /// A RoCEv2 frame addressed to this host, by opcode. Inlined, as is `on_data_arrival`, so
+    /// that the 128-byte packet is not copied into each call's arguments on its way.
+    #[inline(always)]
+    fn on_roce(&mut self, port: usize, rx: &RoceRx, pkt: Packet, ctx: &mut Ctx<'_>) {
+        let Some(src) = self.dir.index_of(rx.src_ip) else {
             self.stats.dropped_invalid += 1;
             return;
         };
-        match repr.bth.opcode {
+        match rx.opcode {
             opcode::ACK => {
                 let int = self.cfg.cc.wants_int().then(|| pkt.header());
-                self.on_ack_frame(src, &repr, int, ctx)
+                self.on_ack_frame(src, rx, int, ctx)
             }
-            opcode::CNP => self.on_cnp(src, repr.bth.dest_qp, ctx),
-            op if opcode::is_write(op) => self.on_data_arrival(port, src, &repr, pkt, ctx),
+            opcode::CNP => self.on_cnp(src, rx.dest_qp, ctx),
+            op if opcode::is_write(op) => self.on_data_arrival(port, src, rx, pkt, ctx),
             _ => self.stats.dropped_invalid += 1,
         }
     }
@@ -74,16 +100,16 @@ impl Nic {
     pub(super) fn on_ack_frame(
         &mut self,
         src: u32,
-        repr: &RoceRepr,
+        rx: &RoceRx,
         int: Option<&[u8]>,
         ctx: &mut Ctx<'_>,
     ) {
-        let Some(aeth) = repr.aeth else {
+        let Some(aeth) = rx.aeth else {
             self.stats.dropped_invalid += 1;
             return;
         };
         // The destination QP number names the class of the QP pair (`qp_number`).
-        let class = qpn_class(repr.bth.dest_qp);
+        let class = qpn_class(rx.dest_qp);
         let Some(&i) = self.qp_index.get(&qp_key(src, class)) else {
             self.stats.dropped_invalid += 1;
             return;
@@ -102,7 +128,7 @@ impl Nic {
                 w.loss(i, src, class, now, qp.snd_nxt());
             }
             if qp
-                .on_nak(repr.bth.psn, &mut done, u64::from(self.cfg.restart_window))
+                .on_nak(rx.psn, &mut done, u64::from(self.cfg.restart_window))
                 .is_some()
             {
                 let rto = qp.base_rto(self.cfg.rto);
@@ -110,7 +136,7 @@ impl Nic {
             }
         } else {
             self.stats.acks_received += 1;
-            if qp.on_ack(repr.bth.psn, &mut done) {
+            if qp.on_ack(rx.psn, &mut done) {
                 rtt = qp.on_acked(now);
                 let rto = qp.base_rto(self.cfg.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
@@ -121,9 +147,9 @@ impl Nic {
         if let Some(cc) = self.qp_cc.get_mut(i) {
             let sig = AckSignal {
                 acked_bytes: acked_psns * self.cfg.mtu.bytes(),
-                ece: repr.bth.becn,
+                ece: rx.becn,
                 rtt,
-                hops: 64u32.saturating_sub(u32::from(repr.ttl)),
+                hops: 64u32.saturating_sub(u32::from(rx.ttl)),
                 snd_nxt: qp.snd_nxt(),
                 snd_una: qp.snd_una(),
                 int: int.and_then(wire::int::parse_int),
@@ -147,22 +173,26 @@ impl Nic {
         }
         self.done_scratch = done;
         self.activate(i);
-        self.pump(port, ctx);
+        // Most ACKs arrive while the port sends: no call into `pump` to learn it.
+        if ctx.port_idle(port) {
+            self.pump(port, ctx);
+        }
     }
 
     /// A data frame for this host arrived: the notification point looks at its ECN mark, then
     /// the transport takes it now, or after the receive buffer when the NIC generates PFC.
+    #[inline(always)]
     pub(super) fn on_data_arrival(
         &mut self,
         port: usize,
         src: u32,
-        repr: &RoceRepr,
+        rx: &RoceRx,
         pkt: Packet,
         ctx: &mut Ctx<'_>,
     ) {
-        if let (Some(interval), Ecn::Ce) = (self.cfg.cc.dcqcn().map(|d| d.cnp_interval), repr.ecn) {
+        if let (Some(interval), Ecn::Ce) = (self.cfg.cc.dcqcn().map(|d| d.cnp_interval), rx.ecn) {
             self.stats.ce_received += 1;
-            if let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp), ctx) {
+            if let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) {
                 let now = ctx.now();
                 if let Some(QpCc::Dcqcn { np, .. }) = self.qp_cc.get_mut(i) {
                     if np.on_ce(now, interval) {
@@ -175,18 +205,14 @@ impl Nic {
             self.rx_enqueue(cfg, port, pkt, ctx);
             return;
         }
-        self.on_data_frame(src, repr, pkt, ctx);
+        self.on_data_frame(src, rx, &pkt, ctx);
     }
 
-    pub(super) fn on_data_frame(
-        &mut self,
-        src: u32,
-        repr: &RoceRepr,
-        pkt: Packet,
-        ctx: &mut Ctx<'_>,
-    ) {
+    /// A data frame the transport takes now: in order, acknowledged (or NAKed); by reference,
+    /// the caller drops it.
+    pub(super) fn on_data_frame(&mut self, src: u32, rx: &RoceRx, pkt: &Packet, ctx: &mut Ctx<'_>) {
         let ack_every = self.cfg.ack_every;
-        let Some(i) = self.qp_entry(src, qpn_class(repr.bth.dest_qp), ctx) else {
+        let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -194,37 +220,33 @@ impl Nic {
         let data = pkt.payload().bytes();
         let mut received = None;
         let action = qp.on_data(
-            repr.bth.psn,
-            repr.bth.opcode,
-            repr.bth.ack_req,
-            repr.reth.map(|r| r.dma_len),
-            repr.immdt,
+            rx.psn,
+            rx.opcode,
+            rx.ack_req,
+            rx.dma_len,
+            rx.immdt,
             data,
             pkt.payload().len(),
             ack_every,
             &mut received,
         );
         let (ack_psn, exp_psn, msn) = (qp.ack_psn(), qp.expected_psn(), qp.msn);
-        // HPCC: the ACK echoes the data frame's telemetry stack, copied as it arrived.
-        let mut int = [0u8; wire::int::INT_MAX_LEN];
-        let int_len = if self.cfg.cc.wants_int() {
-            wire::int::int_bytes(pkt.header()).map_or(0, |b| {
-                let n = b.len().min(int.len());
-                int[..n].copy_from_slice(&b[..n]);
-                n
-            })
+        // HPCC: the ACK echoes the data frame's telemetry stack as it arrived (read from the
+        // frame itself: a zeroed copy cost a memset of its 100-odd bytes per data frame).
+        let int: &[u8] = if self.cfg.cc.wants_int() {
+            wire::int::int_bytes(pkt.header())
+                .map_or(&[], |b| &b[..b.len().min(wire::int::INT_MAX_LEN)])
         } else {
-            0
+            &[]
         };
-        let int = &int[..int_len];
         // DCTCP's notification point: a CE mark is echoed (BTH BECN) in the next ACK.
         let mut becn = false;
         if self.cfg.cc.echoes_ecn() {
-            if repr.ecn == Ecn::Ce {
+            if rx.ecn == Ecn::Ce {
                 self.stats.ce_received += 1;
             }
             if let Some(cc) = self.qp_cc.get_mut(i) {
-                becn = cc.echo_ce(repr.ecn == Ecn::Ce, &action);
+                becn = cc.echo_ce(rx.ecn == Ecn::Ce, &action);
             }
         }
         match action {

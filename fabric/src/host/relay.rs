@@ -90,7 +90,7 @@ impl Nic {
                     return;
                 }
                 np.transit_bytes += len;
-                np.transit.push_back(pkt);
+                np.transit.get_or_insert_default().push_back(pkt);
                 self.stats.forwarded += 1;
                 self.pump(out, ctx);
             }

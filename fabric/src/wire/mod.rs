@@ -29,6 +29,7 @@ pub mod int;
 mod peek;
 mod pfc;
 mod roce;
+mod rx;
 mod template;
 mod ttl;
 
@@ -43,6 +44,7 @@ pub use peek::{
 };
 pub use pfc::{pause_quanta_to_ps, MutablePfcPacket, PfcPacket, PfcPauseRepr};
 pub use roce::{RoceRepr, CNP_DSCP};
+pub use rx::RoceRx;
 pub use template::{HeaderTemplate, PacketFields};
 pub use ttl::decrement_ttl;
 

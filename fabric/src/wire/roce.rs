@@ -627,7 +627,7 @@ pub(crate) mod tests {
     }
 
     /// One representative of every header kind fabemu sends.
-    fn samples() -> Vec<RoceRepr> {
+    pub(crate) fn samples() -> Vec<RoceRepr> {
         use opcode::*;
         let with_reth = |op, len| RoceRepr {
             reth: Some(RETH),

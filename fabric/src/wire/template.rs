@@ -22,10 +22,14 @@ use super::ib::{MutableAethPacket, MutableImmDtPacket, MutableRethPacket};
 use super::roce::{check_opcode_fields, fold_checksum, ip_total_len, stack_len};
 use std::net::Ipv4Addr;
 
+use super::ib::MAX_24;
 use super::{
-    field, opcode, AethRepr, Ecn, MacAddr, RethRepr, RoceRepr, WireError, AETH_LEN, IMMDT_LEN,
-    IPV4_HEADER_LEN, RETH_LEN,
+    field, opcode, AethRepr, Ecn, MacAddr, RethRepr, RoceRepr, WireError, AETH_LEN, ETH_HEADER_LEN,
+    ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN,
 };
+
+/// Largest DSCP (6 bits).
+const MAX_DSCP: u8 = 63;
 
 /// A frame's fields beyond its sender's (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +223,84 @@ impl HeaderTemplate {
     }
 }
 
+impl HeaderTemplate {
+    /// [`HeaderTemplate::emit`] of the two shapes nearly every frame has, an ACK (a lone AETH)
+    /// and a data frame without extension headers, into the first bytes of `out`: the same
+    /// bytes, written straight into the frame's storage from the template's words, with the
+    /// per-shape checks folded into one test. `None` (nothing written that matters) for any
+    /// other shape, for fields out of range and for a short `out`: the caller then takes
+    /// [`HeaderTemplate::emit`], which refuses them with its error. Returns the header length.
+    ///
+    /// What it saves over `emit` (~150 instructions per frame built on benches/fabric64.yaml):
+    /// the extension headers' views and the CNP's fill, the copy of the patched template through
+    /// a local array, and the checks of `RoceRepr::check` one field at a time.
+    #[inline(always)]
+    pub fn emit_common(&self, f: &PacketFields, out: &mut [u8]) -> Option<usize> {
+        use field::{bth as b, ipv4 as i, udp as u};
+        const IP: usize = field::IPV4;
+        const UDP: usize = field::UDP;
+        const BTH: usize = field::BTH;
+        let op = f.opcode;
+        let header_len = match f.aeth {
+            Some(a) if op == opcode::ACK && a.msn <= MAX_24 => field::BTH_END + AETH_LEN,
+            None if opcode::is_supported(op)
+                && !opcode::has_reth(op)
+                && !opcode::has_aeth(op)
+                && !opcode::has_immdt(op)
+                && op != opcode::CNP =>
+            {
+                field::BTH_END
+            }
+            _ => return None,
+        };
+        if f.reth.is_some()
+            || f.immdt.is_some()
+            || f.dscp > MAX_DSCP
+            || f.dest_qp > MAX_24
+            || f.psn > MAX_24
+        {
+            return None;
+        }
+        let ip_total =
+            u16::try_from(header_len + f.payload_len + ICRC_LEN - ETH_HEADER_LEN).ok()?;
+        let h: &mut [u8; field::BTH_END + AETH_LEN] = out.first_chunk_mut()?;
+        h[..field::BTH_END].copy_from_slice(&self.bytes);
+        h[field::eth::DST].copy_from_slice(&f.dst_mac);
+        let tos = f.dscp << 2 | f.ecn.bits();
+        let dst = u32::from(f.dst_ip);
+        h[IP + i::TOS] = tos;
+        h[IP + i::TOTAL_LEN.start..IP + i::TOTAL_LEN.end].copy_from_slice(&ip_total.to_be_bytes());
+        h[IP + i::IDENT.start..IP + i::IDENT.end].copy_from_slice(&f.ip_id.to_be_bytes());
+        h[IP + i::DST.start..IP + i::DST.end].copy_from_slice(&dst.to_be_bytes());
+        // TOS is the low byte of the first word; the template's is zero.
+        let sum = self.fixed_sum
+            + u32::from(tos)
+            + u32::from(ip_total)
+            + u32::from(f.ip_id)
+            + (dst >> 16)
+            + (dst & 0xFFFF);
+        h[IP + i::CHECKSUM.start..IP + i::CHECKSUM.end]
+            .copy_from_slice(&fold_checksum(sum).to_be_bytes());
+        h[UDP + u::SRC_PORT.start..UDP + u::SRC_PORT.end]
+            .copy_from_slice(&f.udp_src_port.to_be_bytes());
+        h[UDP + u::LENGTH.start..UDP + u::LENGTH.end]
+            .copy_from_slice(&(ip_total - IPV4_HEADER_LEN as u16).to_be_bytes());
+        h[BTH + b::OPCODE] = op;
+        // FECN/BECN byte and destination QP in one word: the template's FECN kept, BECN set.
+        let fb = u32::from(h[BTH + b::FECN_BECN] & !0x40) | if f.becn { 0x40 } else { 0 };
+        h[BTH + b::FECN_BECN..BTH + b::DEST_QP.end]
+            .copy_from_slice(&(fb << 24 | f.dest_qp).to_be_bytes());
+        // AckReq byte (its reserved bits zero) and PSN in one word.
+        let ack_req = if f.ack_req { 0x8000_0000 } else { 0 };
+        h[BTH + b::ACK_REQ..BTH + b::PSN.end].copy_from_slice(&(ack_req | f.psn).to_be_bytes());
+        if let Some(a) = f.aeth {
+            h[field::BTH_END..]
+                .copy_from_slice(&(u32::from(a.syndrome) << 24 | a.msn).to_be_bytes());
+        }
+        Some(header_len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +452,31 @@ mod tests {
             if let Ok(n) = ra {
                 prop_assert_eq!(&a[..n], &b[..n]);
                 prop_assert_eq!(RoceRepr::parse(&a[..n]), Ok(full));
+            }
+        }
+    }
+
+    proptest! {
+        /// The common shapes' emit writes the general emit's bytes whenever it answers, and
+        /// answers for every ACK and extension-less data frame whose fields are in range.
+        #[test]
+        fn emit_common_equals_emit(sender in arb_sender(), f in arb_fields(), room in 40usize..MAX_HEADER_LEN) {
+            let t = HeaderTemplate::new(&sender).unwrap();
+            let mut a = [0xAAu8; MAX_HEADER_LEN];
+            let mut b = [0x55u8; MAX_HEADER_LEN];
+            let rb = t.emit(&f, &mut b[..room]);
+            let ra = t.emit_common(&f, &mut a[..room]);
+            if let Some(n) = ra {
+                prop_assert_eq!(Ok(n), rb.clone());
+                prop_assert_eq!(&a[..n], &b[..n]);
+            }
+            let common = f.reth.is_none() && f.immdt.is_none() && if f.opcode == opcode::ACK {
+                f.aeth.is_some()
+            } else {
+                f.aeth.is_none() && HeaderTemplate::header_len(&f) == field::BTH_END
+            };
+            if common && rb.is_ok() && room >= field::BTH_END + AETH_LEN {
+                prop_assert!(ra.is_some());
             }
         }
     }
