@@ -650,7 +650,8 @@ impl Switch {
         frame: Frame,
         ctx: &mut Ctx<'_>,
     ) {
-        let Ok((queued, ingress_peak)) = self.mmu.pass(in_port, prio, out, len) else {
+        // The FIFO is empty (the caller checked), so its egress holds no bytes.
+        let Ok((queued, ingress_peak)) = self.mmu.pass(in_port, prio, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
