@@ -570,24 +570,7 @@ impl Switch {
                 fl.nonempty |= 1 << (prio & 7);
                 behind = true;
             }
-            Egress::Custom(c) => {
-                let at = Arrival {
-                    now,
-                    priority: prio,
-                    ingress: in_port,
-                };
-                // A custom scheduler owns its packets (its classifiers read them). The frame
-                // is in the slab (it was read above), so the packet is always there.
-                match ctx.take_frame(frame) {
-                    Some(p) => {
-                        if let Some(dropped) = c.enqueue(p, at) {
-                            self.scheduler_drop(out, &dropped, ctx);
-                        }
-                    }
-                    // Admitted, then lost (it cannot happen: see above): still enqueued.
-                    None => self.port_stats[out].enqueued += 1,
-                }
-            }
+            Egress::Custom(_) => self.enqueue_custom(out, frame, now, prio, in_port, ctx),
         }
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
             self.enter_xoff(in_port, prio, ctx);
@@ -623,6 +606,40 @@ impl Switch {
             return;
         }
         self.start_tx(out, ctx);
+    }
+
+    /// Queues `frame` (admitted from `in_port` at `prio`) on `out`'s custom scheduler. Out of
+    /// line: the scheduler's packet and arrival took stack in [`Switch::on_packet`].
+    #[inline(never)]
+    fn enqueue_custom(
+        &mut self,
+        out: usize,
+        frame: Frame,
+        now: Time,
+        prio: u8,
+        in_port: usize,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Some(Egress::Custom(c)) = self.queues.get_mut(out) else {
+            ctx.drop_frame(frame);
+            return;
+        };
+        let at = Arrival {
+            now,
+            priority: prio,
+            ingress: in_port,
+        };
+        // A custom scheduler owns its packets (its classifiers read them). The frame is in
+        // the slab (it was read on arrival), so the packet is always there.
+        match ctx.take_frame(frame) {
+            Some(p) => {
+                if let Some(dropped) = c.enqueue(p, at) {
+                    self.scheduler_drop(out, &dropped, ctx);
+                }
+            }
+            // Admitted, then lost (it cannot happen: see above): still enqueued.
+            None => self.port_stats[out].enqueued += 1,
+        }
     }
 
     /// Egress `out` holds `queued` bytes with a frame just admitted: its deepest queue yet?
@@ -733,7 +750,11 @@ impl Switch {
         }
     }
 
-    /// A PFC frame arrived on `port` (`None`: one that did not parse).
+    /// A PFC frame arrived on `port` (`None`: one that did not parse). Out of line and cold:
+    /// inlined, its loop and the pause frame's fields took registers and stack in
+    /// [`Switch::on_packet`], which every frame paid in spills.
+    #[cold]
+    #[inline(never)]
     fn on_pause(&mut self, port: usize, repr: Option<PfcPauseRepr>, ctx: &mut Ctx<'_>) {
         self.stats.pause_frames_received += 1;
         let Some(repr) = repr else {
