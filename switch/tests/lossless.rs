@@ -256,7 +256,7 @@ fn incast_with_pfc_loses_nothing() {
     let pool = total - 17 * DEFAULT_HEADROOM;
     assert_eq!(sw.mmu().shared_pool(), pool);
     for p in 0..16 {
-        let peak = sw.port_counters()[p].priorities[3].peak_ingress_bytes;
+        let peak = sw.port_stats()[p].priorities[3].peak_ingress_bytes;
         assert!(
             peak > 0 && peak <= pool / 8 + DEFAULT_HEADROOM,
             "port {p}: {peak}"
