@@ -468,3 +468,73 @@ fn pifo_tree_egress_gets_the_pause_mask_and_charges_the_right_ingress() {
     // Frames went from the slab to the tree and back: every slot was given back.
     assert_eq!(out[5].host().held_at_last, 0);
 }
+
+/// A FIFO that holds at most `cap` frames and refuses the arriving frame beyond.
+struct Bounded {
+    fifo: fabemu_switch::egress::Fifo,
+    cap: usize,
+}
+
+impl fabemu_switch::egress::EgressScheduler for Bounded {
+    fn enqueue(
+        &mut self,
+        packet: fabemu_fabric::packet::Packet,
+        at: fabemu_switch::egress::Arrival,
+    ) -> Option<fabemu_switch::egress::Dequeued> {
+        if self.fifo.len() >= self.cap {
+            return Some(fabemu_switch::egress::Dequeued {
+                packet,
+                enqueued_at: at.now,
+                priority: at.priority,
+                ingress: at.ingress,
+            });
+        }
+        self.fifo.push(packet, at.now, at.priority, at.ingress);
+        None
+    }
+    fn dequeue(&mut self, _now: Time, paused: u8) -> Option<fabemu_switch::egress::Dequeued> {
+        self.fifo
+            .pop(paused)
+            .map(|p| fabemu_switch::egress::Dequeued {
+                packet: p.item,
+                enqueued_at: p.enqueued_at,
+                priority: p.priority,
+                ingress: p.ingress,
+            })
+    }
+    fn len(&self) -> usize {
+        self.fifo.len()
+    }
+}
+
+#[test]
+fn frames_a_scheduler_refuses_are_dropped_not_enqueued() {
+    // Two hosts stream 100 frames each at line rate into one 100 Gb/s port whose scheduler
+    // holds at most 2 frames: about half are refused. The port's `enqueued` (derived when
+    // read) counts those that stayed: every one left, so it equals `dequeued`, and with the
+    // drops it makes all 200.
+    let cfg = SwitchConfig::default();
+    let mut sw = Switch::new(3, harness::routes(&[(1, 0), (2, 1), (3, 2)]), &cfg, 7);
+    sw.set_scheduler(
+        2,
+        Box::new(Bounded {
+            fifo: Default::default(),
+            cap: 2,
+        }),
+    );
+    let nodes = vec![
+        Node::Switch(Box::new(sw)),
+        Node::Host(Host::streaming(ip(1), ip(3), 0, 4096, 100)),
+        Node::Host(Host::streaming(ip(2), ip(3), 0, 4096, 100)),
+        Node::Host(Host::sink()),
+    ];
+    let w = wiring(4, &[(0, 0, 1, 0), (0, 1, 2, 0), (0, 2, 3, 0)]);
+    let out = run(nodes, &w, Time::from_us(1000));
+    let (sw, rx) = (out[0].switch(), out[3].host());
+    let p = &sw.port_stats()[2];
+    assert!(p.dropped_packets > 50, "{}", p.dropped_packets);
+    assert_eq!(p.enqueued, p.dequeued);
+    assert_eq!(p.dequeued + p.dropped_packets, 200);
+    assert_eq!(rx.data().count() as u64, p.dequeued);
+    assert_eq!((sw.queued_packets(), sw.mmu().used()), (0, 0));
+}
