@@ -29,7 +29,7 @@ pub struct Latencies {
 /// JSON report under `switches[].ports[].queueing_delay`).
 fn switch_queueing(s: &Switch) -> Option<LatencyHistogram> {
     let mut h = LatencyHistogram::coarse();
-    for p in &s.port_stats {
+    for p in s.port_counters() {
         h.add(&p.queueing_delay);
     }
     (!h.is_empty()).then_some(h)

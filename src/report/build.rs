@@ -102,7 +102,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                 totals.xon_frames_sent += stats.xon_frames_sent;
                 totals.ecn_marked += stats.ecn_marked;
                 totals.paused_time_ps += s
-                    .port_stats
+                    .port_counters()
                     .iter()
                     .flat_map(|p| p.priorities.iter())
                     .map(|p| p.paused_time_ps)
@@ -113,9 +113,8 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                     stranded_packets: s.queued_packets(),
                     priority_inversions: s.priority_inversions(),
                     ports: s
-                        .port_stats
-                        .iter()
-                        .cloned()
+                        .port_stats()
+                        .into_iter()
                         .zip(s.port_classes())
                         .map(|(stats, classes)| PortReport { stats, classes })
                         .collect(),

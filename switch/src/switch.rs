@@ -67,12 +67,16 @@ pub struct PriorityStats {
 /// Per port counters.
 ///
 /// Laid out in declaration order from a cache line's start (`repr(C, align(64))`): the
-/// counters every frame updates (`enqueued`, `max_queue_bytes`, `queueing_delay_sum_ps`,
-/// `dequeued`) and the histogram's zero count all lie in the first 64 bytes.
+/// counters a departing frame updates (`queueing_delay_sum_ps`, `dequeued`) and the
+/// histogram's zero count, minimum and maximum all lie in the first 64 bytes. An arriving
+/// frame writes none of them: `enqueued` is derived when the counters are read
+/// ([`Switch::port_stats`]) and `max_queue_bytes` is written only when it grows (the port's
+/// flags, which every frame reads, keep a copy to compare with).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[repr(C, align(64))]
 pub struct SwitchPortStats {
-    /// Frames admitted to this port's queue.
+    /// Frames admitted to this port's queue (those dequeued, still queued, or lost to an
+    /// internal error; a frame a custom scheduler drops after admission is not counted).
     pub enqueued: u64,
     /// Frames for this port dropped at admission (buffer full, over threshold, headroom
     /// exhausted) or by its scheduler.
@@ -190,8 +194,8 @@ fn untoken(t: u64) -> (u64, usize, u8) {
 }
 
 /// What every frame reads of its egress port: the PFC bits ([`Switch`] keeps them apart from
-/// the rest of the port's PFC state) and which priorities of its FIFO hold frames. 4 bytes,
-/// sixteen ports per line.
+/// the rest of the port's PFC state), which priorities of its FIFO hold frames and its deepest
+/// queue so far. 8 bytes, eight ports per line.
 #[derive(Clone, Copy, Debug, Default)]
 struct PortFlags {
     /// Classes the neighbour has paused on this port.
@@ -204,6 +208,9 @@ struct PortFlags {
     /// whether a completion is needed, and which priority goes next are told here without
     /// reading the FIFO's lines (the FIFO's [`crate::egress::Lanes`] keep no count of their own).
     nonempty: u8,
+    /// The port's `max_queue_bytes` (saturated at `u32::MAX`): an arriving frame compares
+    /// its queue with it here and writes the port's counters only when the queue is deeper.
+    max_queue: u32,
 }
 
 /// What the switch does with an arriving frame, read from its bytes.
@@ -269,8 +276,9 @@ pub struct Switch {
     /// Per port, the PFC bits and FIFO length every frame reads (split from `pfc` and
     /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
     flags: Vec<PortFlags>,
-    /// Per port counters.
-    pub port_stats: Vec<SwitchPortStats>,
+    /// Per port counters, but `enqueued`, which holds only the frames admitted and then lost
+    /// to an internal error ([`Switch::port_stats`] adds the dequeued and queued ones).
+    port_stats: Vec<SwitchPortStats>,
     /// RED/ECN or INT is on: departures call [`Switch::mark`] (read here instead of the two
     /// options' lines).
     marking: bool,
@@ -356,6 +364,37 @@ impl Switch {
             *q = Egress::Custom(sched);
             f.custom = true;
         }
+    }
+
+    /// Per port counters. `enqueued` is not written per frame (an arriving frame would touch
+    /// the counters' cache line for it alone, a miss per frame on a large fabric): every frame
+    /// admitted to a port is dequeued, still queued, or lost to an internal error (counted as
+    /// it happens), and a frame a custom scheduler refuses or evicts leaves the count.
+    ///
+    /// `peak_ingress_bytes` is read from the MMU, which keeps each ingress (port, priority)'s
+    /// peak beside its byte counts ([`crate::mmu::IngressUse::peak`]): copied into the
+    /// counters whenever it grew, it cost a write to a line of their own (0.1 misses per
+    /// packet-hop on fat_tree1024).
+    pub fn port_stats(&self) -> Vec<SwitchPortStats> {
+        self.port_stats
+            .iter()
+            .zip(&self.queues)
+            .enumerate()
+            .map(|(port, (ps, q))| {
+                let mut ps = ps.clone();
+                ps.enqueued += ps.dequeued + q.len() as u64;
+                for (c, pp) in ps.priorities.iter_mut().enumerate() {
+                    pp.peak_ingress_bytes = self.mmu.ingress_use(port, c as u8).peak;
+                }
+                ps
+            })
+            .collect()
+    }
+
+    /// Per port counters as kept, without the derived `enqueued` and `peak_ingress_bytes`
+    /// (for reads of fields that need no copy: the histograms, the PFC counters).
+    pub fn port_counters(&self) -> &[SwitchPortStats] {
+        &self.port_stats
     }
 
     /// Total frames dropped at admission.
@@ -522,12 +561,9 @@ impl Switch {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
-        let ps = &mut self.port_stats[out];
-        ps.enqueued += 1;
-        ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
-        if let Some(peak) = self.mmu.note_peak(in_port, prio) {
-            self.port_stats[in_port].priorities[usize::from(prio)].peak_ingress_bytes = peak;
-        }
+        self.note_queue(out, queued);
+        // The peak stays in the MMU's counter (`Switch::port_stats` reads it there).
+        self.mmu.note_peak(in_port, prio);
 
         // A frame for an empty FIFO may leave at once; it is held here (not queued) until
         // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
@@ -543,18 +579,7 @@ impl Switch {
                 fl.nonempty |= 1 << (prio & 7);
                 behind = true;
             }
-            Egress::Custom(c) => {
-                let at = Arrival {
-                    now,
-                    priority: prio,
-                    ingress: in_port,
-                };
-                // A custom scheduler owns its packets (its classifiers read them). The frame
-                // is in the slab (it was read above), so the packet is always there.
-                if let Some(dropped) = ctx.take_frame(frame).and_then(|p| c.enqueue(p, at)) {
-                    self.scheduler_drop(out, &dropped, ctx);
-                }
-            }
+            Egress::Custom(_) => self.enqueue_custom(out, frame, now, prio, in_port, ctx),
         }
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
             self.enter_xoff(in_port, prio, ctx);
@@ -592,6 +617,53 @@ impl Switch {
         self.start_tx(out, ctx);
     }
 
+    /// Queues `frame` (admitted from `in_port` at `prio`) on `out`'s custom scheduler. Out of
+    /// line: the scheduler's packet and arrival took stack in [`Switch::on_packet`].
+    #[inline(never)]
+    fn enqueue_custom(
+        &mut self,
+        out: usize,
+        frame: Frame,
+        now: Time,
+        prio: u8,
+        in_port: usize,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Some(Egress::Custom(c)) = self.queues.get_mut(out) else {
+            ctx.drop_frame(frame);
+            return;
+        };
+        let at = Arrival {
+            now,
+            priority: prio,
+            ingress: in_port,
+        };
+        // A custom scheduler owns its packets (its classifiers read them). The frame is in
+        // the slab (it was read on arrival), so the packet is always there.
+        match ctx.take_frame(frame) {
+            Some(p) => {
+                if let Some(dropped) = c.enqueue(p, at) {
+                    self.scheduler_drop(out, &dropped, ctx);
+                }
+            }
+            // Admitted, then lost (it cannot happen: see above): still enqueued.
+            None => self.port_stats[out].enqueued += 1,
+        }
+    }
+
+    /// Egress `out` holds `queued` bytes with a frame just admitted: its deepest queue yet?
+    /// Compared with the flags' copy, so that the port's counters are read only when it is.
+    #[inline]
+    fn note_queue(&mut self, out: usize, queued: u64) {
+        let fl = &mut self.flags[out];
+        if queued > u64::from(fl.max_queue) {
+            // Exact when the copy saturated: the counter itself is compared then.
+            fl.max_queue = u32::try_from(queued).unwrap_or(u32::MAX);
+            let ps = &mut self.port_stats[out];
+            ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
+        }
+    }
+
     /// The lossy frame `frame` (`len` bytes, from `in_port`) leaves by the idle `out`, with
     /// nothing queued there, at once: see [`Switch::on_packet`].
     #[inline]
@@ -604,16 +676,12 @@ impl Switch {
         frame: Frame,
         ctx: &mut Ctx<'_>,
     ) {
-        let Ok((queued, ingress_peak)) = self.mmu.pass(in_port, prio, out, len) else {
+        // The FIFO is empty (the caller checked), so its egress holds no bytes.
+        let Ok((queued, _)) = self.mmu.pass(in_port, prio, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
-        let ps = &mut self.port_stats[out];
-        ps.enqueued += 1;
-        ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
-        if let Some(peak) = ingress_peak {
-            self.port_stats[in_port].priorities[usize::from(prio & 7)].peak_ingress_bytes = peak;
-        }
+        self.note_queue(out, queued);
         self.depart(out, frame, None, prio, in_port, ctx);
     }
 
@@ -655,7 +723,7 @@ impl Switch {
         let (prio, ingress) = (dropped.priority, dropped.ingress);
         let len = dropped.packet.frame_len() as u64;
         self.mmu.release(ingress, prio, out, len);
-        self.port_stats[out].enqueued -= 1;
+        // It leaves the queue without being dequeued: out of the derived `enqueued`.
         self.count_drop(out, prio, len);
         self.check_xon(ingress, prio, ctx);
     }
@@ -688,7 +756,11 @@ impl Switch {
         }
     }
 
-    /// A PFC frame arrived on `port` (`None`: one that did not parse).
+    /// A PFC frame arrived on `port` (`None`: one that did not parse). Out of line and cold:
+    /// inlined, its loop and the pause frame's fields took registers and stack in
+    /// [`Switch::on_packet`], which every frame paid in spills.
+    #[cold]
+    #[inline(never)]
     fn on_pause(&mut self, port: usize, repr: Option<PfcPauseRepr>, ctx: &mut Ctx<'_>) {
         self.stats.pause_frames_received += 1;
         let Some(repr) = repr else {
@@ -949,6 +1021,8 @@ impl Switch {
             Some(at) => {
                 let Some(pkt) = ctx.frame(&frame) else {
                     self.stats.tx_refused += 1;
+                    // Admitted, then lost: neither dequeued nor queued, still enqueued.
+                    self.port_stats[port].enqueued += 1;
                     return;
                 };
                 self.mmu

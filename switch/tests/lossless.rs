@@ -109,12 +109,12 @@ fn xoff_pauses_the_ingress_neighbour_and_xon_follows_the_drain() {
     for w in pauses.windows(2) {
         assert!(w[1].0.ps() - w[0].0.ps() <= pause_quanta_to_ps(1000, RATE.bps()));
     }
-    let p0 = &sw.port_stats[0].priorities[3];
+    let p0 = &sw.port_counters()[0].priorities[3];
     assert_eq!(p0.xon_frames_sent, 1);
     assert_eq!(p0.pause_frames_sent as usize, pauses.len() - 1);
     // R's pause held port 2 exactly from its XOFF's arrival to its XON's: 30 us.
     assert_eq!(
-        sw.port_stats[2].priorities[3].paused_time_ps,
+        sw.port_counters()[2].priorities[3].paused_time_ps,
         Time::from_us(30).ps()
     );
     // Lossless: everything arrived, nothing dropped, nothing left.
@@ -155,7 +155,7 @@ fn received_pause_stops_one_priority_for_its_quanta() {
 
     let pause = pause_quanta_to_ps(q, RATE.bps());
     assert_eq!(pause, 10_240_000);
-    assert_eq!(sw.port_stats[2].priorities[3].paused_time_ps, pause);
+    assert_eq!(sw.port_counters()[2].priorities[3].paused_time_ps, pause);
     let ta = pause_arrival(0);
     // No priority-3 frame had reached the switch before the pause did (A's first frame needs
     // 1 us + 86.6 ns). The first one R sees leaves the switch when the pause ends, or one
@@ -205,7 +205,7 @@ fn xon_resumes_at_once() {
     let (sw, rx) = (out[0].switch(), out[3].host());
     // Paused from the XOFF's arrival to the XON's: exactly 5 us (same frames, same link).
     assert_eq!(
-        sw.port_stats[2].priorities[3].paused_time_ps,
+        sw.port_counters()[2].priorities[3].paused_time_ps,
         Time::from_us(5).ps()
     );
     let x = pause_arrival(Time::from_us(5).ps());
@@ -256,7 +256,7 @@ fn incast_with_pfc_loses_nothing() {
     let pool = total - 17 * DEFAULT_HEADROOM;
     assert_eq!(sw.mmu().shared_pool(), pool);
     for p in 0..16 {
-        let peak = sw.port_stats[p].priorities[3].peak_ingress_bytes;
+        let peak = sw.port_stats()[p].priorities[3].peak_ingress_bytes;
         assert!(
             peak > 0 && peak <= pool / 8 + DEFAULT_HEADROOM,
             "port {p}: {peak}"
@@ -275,7 +275,7 @@ fn incast_without_pfc_drops_and_counts() {
     };
     let out = incast(&cfg, 100, true);
     let sw = out[0].switch();
-    let drops: u64 = sw.port_stats[16].priorities[3].dropped_lossy;
+    let drops: u64 = sw.port_counters()[16].priorities[3].dropped_lossy;
     assert!(drops > 0);
     assert_eq!(sw.dropped_packets(), drops);
     assert_eq!(sw.lossless_drops(), 0);
@@ -299,7 +299,7 @@ fn lossless_drops_are_counted_apart_when_headroom_is_too_small() {
     assert!(sw.lossless_drops() > 0);
     assert_eq!(sw.lossless_drops(), sw.dropped_packets());
     assert_eq!(
-        sw.port_stats[16].priorities[3].dropped_lossless,
+        sw.port_counters()[16].priorities[3].dropped_lossless,
         sw.lossless_drops()
     );
 }
@@ -343,7 +343,7 @@ fn red_marks_ce_at_dequeue_with_a_valid_checksum() {
     let ce: Vec<_> = rx.data().filter(|r| r.ecn == Some(Ecn::Ce)).collect();
     assert_eq!(ce.len() as u64, sw.stats().ecn_marked);
     assert_eq!(
-        sw.port_stats[2].priorities[3].ecn_marked,
+        sw.port_counters()[2].priorities[3].ecn_marked,
         sw.stats().ecn_marked
     );
     // Two frames arrive per frame time and one leaves, so departure k leaves about k frames
@@ -456,7 +456,7 @@ fn pifo_tree_egress_gets_the_pause_mask_and_charges_the_right_ingress() {
     assert_eq!((sw.dropped_packets(), sw.lossless_drops()), (0, 0));
     assert!(sw.stats().pause_frames_sent > 0);
     for p in 0..4 {
-        let s = &sw.port_stats[p].priorities[3];
+        let s = &sw.port_counters()[p].priorities[3];
         // Pauses come and go as the four share the port; every XON follows an XOFF, and the
         // last word each sender heard is an XON.
         assert!(s.xon_frames_sent > 0 && s.xon_frames_sent <= s.pause_frames_sent);
@@ -467,4 +467,74 @@ fn pifo_tree_egress_gets_the_pause_mask_and_charges_the_right_ingress() {
     assert_eq!(sw.xoff(0) | sw.xoff(1) | sw.xoff(2) | sw.xoff(3), 0);
     // Frames went from the slab to the tree and back: every slot was given back.
     assert_eq!(out[5].host().held_at_last, 0);
+}
+
+/// A FIFO that holds at most `cap` frames and refuses the arriving frame beyond.
+struct Bounded {
+    fifo: fabemu_switch::egress::Fifo,
+    cap: usize,
+}
+
+impl fabemu_switch::egress::EgressScheduler for Bounded {
+    fn enqueue(
+        &mut self,
+        packet: fabemu_fabric::packet::Packet,
+        at: fabemu_switch::egress::Arrival,
+    ) -> Option<fabemu_switch::egress::Dequeued> {
+        if self.fifo.len() >= self.cap {
+            return Some(fabemu_switch::egress::Dequeued {
+                packet,
+                enqueued_at: at.now,
+                priority: at.priority,
+                ingress: at.ingress,
+            });
+        }
+        self.fifo.push(packet, at.now, at.priority, at.ingress);
+        None
+    }
+    fn dequeue(&mut self, _now: Time, paused: u8) -> Option<fabemu_switch::egress::Dequeued> {
+        self.fifo
+            .pop(paused)
+            .map(|p| fabemu_switch::egress::Dequeued {
+                packet: p.item,
+                enqueued_at: p.enqueued_at,
+                priority: p.priority,
+                ingress: p.ingress,
+            })
+    }
+    fn len(&self) -> usize {
+        self.fifo.len()
+    }
+}
+
+#[test]
+fn frames_a_scheduler_refuses_are_dropped_not_enqueued() {
+    // Two hosts stream 100 frames each at line rate into one 100 Gb/s port whose scheduler
+    // holds at most 2 frames: about half are refused. The port's `enqueued` (derived when
+    // read) counts those that stayed: every one left, so it equals `dequeued`, and with the
+    // drops it makes all 200.
+    let cfg = SwitchConfig::default();
+    let mut sw = Switch::new(3, harness::routes(&[(1, 0), (2, 1), (3, 2)]), &cfg, 7);
+    sw.set_scheduler(
+        2,
+        Box::new(Bounded {
+            fifo: Default::default(),
+            cap: 2,
+        }),
+    );
+    let nodes = vec![
+        Node::Switch(Box::new(sw)),
+        Node::Host(Host::streaming(ip(1), ip(3), 0, 4096, 100)),
+        Node::Host(Host::streaming(ip(2), ip(3), 0, 4096, 100)),
+        Node::Host(Host::sink()),
+    ];
+    let w = wiring(4, &[(0, 0, 1, 0), (0, 1, 2, 0), (0, 2, 3, 0)]);
+    let out = run(nodes, &w, Time::from_us(1000));
+    let (sw, rx) = (out[0].switch(), out[3].host());
+    let p = &sw.port_stats()[2];
+    assert!(p.dropped_packets > 50, "{}", p.dropped_packets);
+    assert_eq!(p.enqueued, p.dequeued);
+    assert_eq!(p.dequeued + p.dropped_packets, 200);
+    assert_eq!(rx.data().count() as u64, p.dequeued);
+    assert_eq!((sw.queued_packets(), sw.mmu().used()), (0, 0));
 }
