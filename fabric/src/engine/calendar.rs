@@ -176,9 +176,12 @@ impl Calendar {
         // wraps to the largest number, as does one behind it.
         let ahead = b.wrapping_sub(self.cur).wrapping_sub(1);
         if ahead < BUCKETS as u64 - 1 && v.len() < v.capacity() {
+            // A bucket other than the one being drained has a buffer only while it holds
+            // events (it takes one with its first, gives it back when drained), so its bit in
+            // `occupied` is set already: no read-modify-write of it here.
+            debug_assert!(!v.is_empty() && self.occupied[slot / 64] & (1 << (slot % 64)) != 0);
             self.len += 1;
             v.push(e);
-            self.occupied[slot / 64] |= 1 << (slot % 64);
         } else {
             self.push_slow(e, b.max(self.cur));
         }
@@ -206,8 +209,13 @@ impl Calendar {
                 self.head = 0;
             }
             let r = e.rank();
-            let pos = self.head + v[self.head..].partition_point(|x| x.rank() < r);
-            v.insert(pos, e);
+            if v.last().is_none_or(|x| x.rank() < r) {
+                // Later than all that remains (an ACK's completion a few ns ahead, mostly).
+                v.push(e);
+            } else {
+                let pos = self.head + v[self.head..].partition_point(|x| x.rank() < r);
+                v.insert(pos, e);
+            }
         } else {
             v.push(e);
         }
