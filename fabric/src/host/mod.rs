@@ -338,7 +338,9 @@ fn build_from(
             return Some(Packet::from_inline(bytes, lens, payload, meta));
         }
     }
-    let mut pkt = build_general(t, f, payload, int)?;
+    // The fields by value: their copy is made on this rare path only, so the common one
+    // need not write them out to memory for a reference.
+    let mut pkt = build_general(t, *f, payload, int)?;
     pkt.meta = meta;
     Some(pkt)
 }
@@ -347,13 +349,13 @@ fn build_from(
 #[inline(never)]
 fn build_general(
     t: Option<&HeaderTemplate>,
-    f: &PacketFields,
+    f: PacketFields,
     payload: Payload,
     int: &[u8],
 ) -> Option<Packet> {
-    let std_len = HeaderTemplate::header_len(f);
+    let std_len = HeaderTemplate::header_len(&f);
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
-    t?.emit(f, pkt.header_mut()).ok()?;
+    t?.emit(&f, pkt.header_mut()).ok()?;
     finish(&mut pkt, std_len, int)?;
     Some(pkt)
 }
