@@ -88,8 +88,8 @@ pub struct PacketMeta {
 /// One Ethernet frame in flight.
 ///
 /// Layout (128 bytes, in this order): the payload, the frame length, the header and trailer
-/// lengths, one byte of flags, the inline header-and-trailer array, the cached [`PacketMeta`] and the pointer to a
-/// long header. The order is fixed (`repr(C)`) so that everything a switch reads or rewrites
+/// lengths, one byte of flags, the inline header-and-trailer array, the cached [`PacketMeta`]
+/// and the pointer to a long header. The order is fixed (`repr(C)`) so that everything a switch reads or rewrites
 /// per hop — the lengths (frame length), the flags (corruption), the payload's length and the
 /// header's first 45 bytes (Ethernet, IPv4 with DSCP, ECN, TTL and checksum, the UDP ports) —
 /// lies in the first 64-byte cache line; whether the header is inline is told by its length, so
@@ -206,8 +206,14 @@ impl Packet {
     /// writing them there through [`Packet::header_mut`]. Infallible (the lengths were checked
     /// by [`InlineLens::new`]), so that the packet is built where the caller keeps it: a
     /// `Result` around it cost a copy of its 128 bytes per frame.
+    /// `meta` is given here rather than written afterwards, for the same reason.
     #[inline]
-    pub fn from_inline(bytes: [u8; INLINE_LEN], lens: InlineLens, payload: Payload) -> Packet {
+    pub fn from_inline(
+        bytes: [u8; INLINE_LEN],
+        lens: InlineLens,
+        payload: Payload,
+        meta: PacketMeta,
+    ) -> Packet {
         Packet {
             bytes,
             len: frame_len_of(
@@ -219,7 +225,7 @@ impl Packet {
             trailer_len: lens.trailer,
             flags: 0,
             payload,
-            meta: PacketMeta::default(),
+            meta,
             long: None,
         }
     }
@@ -448,7 +454,8 @@ mod tests {
         let mut bytes = [0; INLINE_LEN];
         bytes[..58].fill(3);
         bytes[58..62].copy_from_slice(&[1, 2, 3, 4]);
-        let p = Packet::from_inline(bytes, InlineLens::new(58, 4).unwrap(), Payload::Timing(100));
+        let lens = InlineLens::new(58, 4).unwrap();
+        let p = Packet::from_inline(bytes, lens, Payload::Timing(100), PacketMeta::default());
         let q = Packet::new(&[3; 58], Payload::Timing(100), &[1, 2, 3, 4]).unwrap();
         assert_eq!(p.to_frame_bytes(), q.to_frame_bytes());
         assert_eq!((p.header(), p.trailer()), (q.header(), q.trailer()));

@@ -35,7 +35,7 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use crate::engine::{Actor, Ctx, Event, TransmitError};
-use crate::packet::{Packet, Payload};
+use crate::packet::{Packet, PacketMeta, Payload};
 use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
 use crate::wire::{
@@ -314,13 +314,15 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 ///
 /// An ACK or a data frame without extension headers or telemetry (nearly every frame) is
 /// written into one array by [`HeaderTemplate::emit_common`] and moved into the packet with
-/// its trailer; any other frame (or fields it refuses) takes the general emit.
+/// its trailer; any other frame (or fields it refuses) takes the general emit. `meta` is the
+/// packet's from the start (set afterwards, the packet was copied once more).
 #[inline(always)]
 fn build_from(
     t: Option<&HeaderTemplate>,
     f: &PacketFields,
     payload: Payload,
     int: &[u8],
+    meta: PacketMeta,
 ) -> Option<Packet> {
     if int.is_empty() {
         let mut bytes = [0; crate::packet::INLINE_LEN];
@@ -333,23 +335,27 @@ fn build_from(
                 bytes.get_mut(n..n + wire::ICRC_LEN)?.copy_from_slice(&icrc);
             }
             let lens = crate::packet::InlineLens::new(n, wire::ICRC_LEN).ok()?;
-            return Some(Packet::from_inline(bytes, lens, payload));
+            return Some(Packet::from_inline(bytes, lens, payload, meta));
         }
     }
-    build_general(t, f, payload, int)
+    // The fields by value: their copy is made on this rare path only, so the common one
+    // need not write them out to memory for a reference.
+    let mut pkt = build_general(t, *f, payload, int)?;
+    pkt.meta = meta;
+    Some(pkt)
 }
 
 /// [`build_from`] through the template's general emit (extension headers, telemetry).
 #[inline(never)]
 fn build_general(
     t: Option<&HeaderTemplate>,
-    f: &PacketFields,
+    f: PacketFields,
     payload: Payload,
     int: &[u8],
 ) -> Option<Packet> {
-    let std_len = HeaderTemplate::header_len(f);
+    let std_len = HeaderTemplate::header_len(&f);
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
-    t?.emit(f, pkt.header_mut()).ok()?;
+    t?.emit(&f, pkt.header_mut()).ok()?;
     finish(&mut pkt, std_len, int)?;
     Some(pkt)
 }

@@ -179,14 +179,16 @@ impl Nic {
             Some(d) => Payload::data(d),
             None => Payload::Timing(seg.payload_len),
         };
-        let Some(mut pkt) = build_from(self.header.as_ref(), &fields, payload, int) else {
+        // What size-based schedulers (SJF, SRPT) read; messages are below 4 GiB (RETH).
+        let meta = PacketMeta {
+            created_at: now,
+            message_len: seg.msg_len as u32,
+            message_remaining: seg.msg_remaining as u32,
+        };
+        let Some(pkt) = build_from(self.header.as_ref(), &fields, payload, int, meta) else {
             self.stats.dropped_invalid += 1;
             return;
         };
-        pkt.meta.created_at = now;
-        // What size-based schedulers (SJF, SRPT) read; messages are below 4 GiB (RETH).
-        pkt.meta.message_len = seg.msg_len as u32;
-        pkt.meta.message_remaining = seg.msg_remaining as u32;
         self.stats.data_packets_sent += 1;
         self.stats.data_bytes_sent += seg.payload_len as u64;
         if seg.retransmission {
@@ -325,8 +327,12 @@ impl Nic {
             immdt: None,
             payload_len: int.len(),
         };
-        let Some(pkt) = build_from(self.header.as_ref(), &fields, self.control_payload(), int)
-        else {
+        let meta = PacketMeta {
+            created_at: ctx.now(),
+            ..PacketMeta::default()
+        };
+        let payload = self.control_payload();
+        let Some(pkt) = build_from(self.header.as_ref(), &fields, payload, int, meta) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -342,10 +348,11 @@ impl Nic {
         int: &[u8],
         ctx: &mut Ctx<'_>,
     ) {
-        let Some(pkt) = build(repr, self.control_payload(), int) else {
+        let Some(mut pkt) = build(repr, self.control_payload(), int) else {
             self.stats.dropped_invalid += 1;
             return;
         };
+        pkt.meta.created_at = ctx.now();
         self.queue_control_frame(port, pkt, ctx);
     }
 
@@ -362,8 +369,7 @@ impl Nic {
     /// Queues a built control frame on `port`'s control queue. Inlined into its two callers, so
     /// that the frame goes from where it was built into the queue without a copy in between.
     #[inline(always)]
-    fn queue_control_frame(&mut self, port: usize, mut pkt: Packet, ctx: &mut Ctx<'_>) {
-        pkt.meta.created_at = ctx.now();
+    fn queue_control_frame(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
         let Some(np) = self.ports.get_mut(port) else {
             self.stats.dropped_invalid += 1;
             return;
