@@ -29,7 +29,10 @@ pub struct LatencyHistogram {
     /// Zeros, counted apart: most queueing delays are zero, and a counter costs far less than
     /// a histogram bucket (merged in when quantiles are asked for).
     zeros: u64,
-    min: u64,
+    /// The smallest non-zero value, `u64::MAX` before the first: the minimum is 0 when a zero
+    /// was recorded ([`LatencyHistogram::min`]), so recording a value needs no test of what
+    /// came before (a zero writes only its count).
+    min_nonzero: u64,
     max: u64,
     /// Non-zero values per bucket, indexed as hdrhistogram's `counts` with the same shape;
     /// empty until the first non-zero value, grown when a value beyond it comes.
@@ -92,7 +95,7 @@ impl LatencyHistogram {
         let unit_magnitude = (31 - low.leading_zeros()) as u8;
         LatencyHistogram {
             zeros: 0,
-            min: 0,
+            min_nonzero: u64::MAX,
             max: 0,
             counts: Vec::new(),
             sub_bucket_mask: ((1u64 << sub_magnitude) - 1) << unit_magnitude,
@@ -149,15 +152,9 @@ impl LatencyHistogram {
     pub fn record(&mut self, value_ps: u64) {
         if value_ps == 0 {
             self.zeros += 1;
-            self.min = 0;
             return;
         }
-        // The first non-zero value is the minimum unless a zero came before (`max` is 0
-        // until a non-zero value is recorded or added).
-        if self.max == 0 && self.zeros == 0 {
-            self.min = value_ps;
-        }
-        self.min = self.min.min(value_ps);
+        self.min_nonzero = self.min_nonzero.min(value_ps);
         self.max = self.max.max(value_ps);
         self.count(self.index(value_ps), 1);
     }
@@ -199,6 +196,15 @@ impl LatencyHistogram {
         self.max > 0
     }
 
+    /// The smallest value recorded (0 when none was).
+    fn min(&self) -> u64 {
+        if self.zeros > 0 || !self.has_nonzero() {
+            0
+        } else {
+            self.min_nonzero
+        }
+    }
+
     /// True when `other` counts values in the same buckets as this.
     fn same_shape(&self, other: &LatencyHistogram) -> bool {
         (self.digits, self.low) == (other.digits, other.low)
@@ -208,20 +214,14 @@ impl LatencyHistogram {
     /// non-zero values come with its shape (as hdrhistogram's would); otherwise each of
     /// `other`'s buckets is counted at its lowest value in this one's (hdrhistogram's `add`).
     pub fn add(&mut self, other: &LatencyHistogram) {
-        if other.zeros > 0 {
-            self.zeros += other.zeros;
-            self.min = 0;
-        }
+        self.zeros += other.zeros;
         if !other.has_nonzero() {
             return;
         }
         if !self.has_nonzero() {
-            let (zeros, min) = (self.zeros, self.min);
+            let zeros = self.zeros;
             *self = other.clone();
             self.zeros = zeros;
-            if zeros > 0 {
-                self.min = min;
-            }
             return;
         }
         if self.same_shape(other) {
@@ -242,7 +242,7 @@ impl LatencyHistogram {
                 }
             }
         }
-        self.min = self.min.min(other.min);
+        self.min_nonzero = self.min_nonzero.min(other.min_nonzero);
         self.max = self.max.max(other.max);
     }
 
@@ -297,14 +297,14 @@ impl LatencyHistogram {
                 Some(h) if rank > self.zeros as f64 => {
                     let share = (rank - self.zeros as f64) / h.len() as f64;
                     h.value_at_quantile(share.min(1.0))
-                        .clamp(self.min, self.max)
+                        .clamp(self.min(), self.max)
                 }
                 _ => 0,
             }
         };
         Some(Percentiles {
             count: self.len(),
-            min_ps: self.min,
+            min_ps: self.min(),
             p50_ps: q(0.5),
             p90_ps: q(0.9),
             p99_ps: q(0.99),
@@ -323,7 +323,7 @@ impl PartialEq for LatencyHistogram {
             &h.counts[..n]
         }
         let (a, b) = (nonzero(self), nonzero(other));
-        (self.zeros, self.min, self.max) == (other.zeros, other.min, other.max)
+        (self.zeros, self.min(), self.max) == (other.zeros, other.min(), other.max)
             && a == b
             && (a.is_empty() || self.same_shape(other))
     }
@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn fits_a_cache_line() {
-        // The zero count and the minimum share the line of a switch port's counters; the
+        // The zero count and the extremes share the line of a switch port's counters; the
         // rest, what a non-zero value reads, is one more line.
         assert!(std::mem::size_of::<LatencyHistogram>() <= 64);
     }
