@@ -626,6 +626,34 @@ pub(crate) mod tests {
         }
     }
 
+    /// Sample `which` (modulo their number) with `payload` bytes if it carries any, emitted
+    /// into a buffer 64 bytes longer than the largest header; returns it and its header length.
+    pub(crate) fn sample_frame(
+        which: usize,
+        payload: usize,
+    ) -> (RoceRepr, [u8; MAX_HEADER_LEN + 64], usize) {
+        let all = samples();
+        let mut repr = all[which % all.len()].clone();
+        repr.payload_len = if repr.payload_len == 0 { 0 } else { payload };
+        let mut buf = [0u8; MAX_HEADER_LEN + 64];
+        let n = repr.emit(&mut buf).unwrap();
+        (repr, buf, n)
+    }
+
+    /// Overwrites `buf` at `edits`, then, with `fix`, sets the IPv4 checksum right again (so
+    /// that a parse reaches the checks behind it).
+    pub(crate) fn mutate(buf: &mut [u8], edits: &[(usize, u8)], fix: bool) {
+        for &(at, v) in edits {
+            buf[at] = v;
+        }
+        if fix {
+            let mut ip = MutableIpv4Packet::new(&mut buf[field::IPV4..field::UDP]).unwrap();
+            ip.set_checksum(0);
+            let c = ipv4::checksum(&ip.to_immutable());
+            ip.set_checksum(c);
+        }
+    }
+
     /// One representative of every header kind fabemu sends.
     pub(crate) fn samples() -> Vec<RoceRepr> {
         use opcode::*;
@@ -1032,20 +1060,8 @@ pub(crate) mod tests {
             edits in proptest::collection::vec((0usize..80, proptest::prelude::any::<u8>()), 0..4),
             fix in proptest::prelude::any::<bool>(),
         ) {
-            let all = samples();
-            let mut repr = all[which % all.len()].clone();
-            repr.payload_len = if repr.payload_len == 0 { 0 } else { payload };
-            let mut buf = [0u8; MAX_HEADER_LEN + 64];
-            let n = repr.emit(&mut buf).unwrap();
-            for (at, v) in edits {
-                buf[at] = v;
-            }
-            if fix {
-                let mut ip = MutableIpv4Packet::new(&mut buf[field::IPV4..field::UDP]).unwrap();
-                ip.set_checksum(0);
-                let c = ipv4::checksum(&ip.to_immutable());
-                ip.set_checksum(c);
-            }
+            let (_, mut buf, n) = sample_frame(which, payload);
+            mutate(&mut buf, &edits, fix);
             let frame = &buf[..cut.min(n + 64)];
             proptest::prop_assert_eq!(RoceRepr::parse(frame), parse_with_views(frame));
         }

@@ -171,9 +171,7 @@ fn ipv4_checksum_ok(h: &[u8; field::BTH_END]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::roce::tests::samples;
-    use crate::wire::MAX_HEADER_LEN;
-    use pnet_packet::ipv4::{self, MutableIpv4Packet};
+    use crate::wire::roce::tests::{mutate, sample_frame};
 
     proptest::proptest! {
         /// The one-pass read gives the general parse's fields for every frame it accepts, and
@@ -188,23 +186,11 @@ mod tests {
             edits in proptest::collection::vec((0usize..80, proptest::prelude::any::<u8>()), 0..4),
             fix in proptest::prelude::any::<bool>(),
         ) {
-            let all = samples();
-            let mut repr = all[which % all.len()].clone();
-            repr.payload_len = if repr.payload_len == 0 { 0 } else { payload };
-            let mut buf = [0u8; MAX_HEADER_LEN + 64];
-            let n = repr.emit(&mut buf).unwrap();
+            let (repr, mut buf, n) = sample_frame(which, payload);
             let common_shape = repr.bth.opcode == opcode::ACK || repr.header_len() == field::BTH_END;
             let pristine = RoceRx::common(&buf[..n]);
             proptest::prop_assert_eq!(pristine.is_some(), common_shape);
-            for (at, v) in &edits {
-                buf[*at] = *v;
-            }
-            if fix {
-                let mut ip = MutableIpv4Packet::new(&mut buf[field::IPV4..field::UDP]).unwrap();
-                ip.set_checksum(0);
-                let c = ipv4::checksum(&ip.to_immutable());
-                ip.set_checksum(c);
-            }
+            mutate(&mut buf, &edits, fix);
             let frame = &buf[..cut.min(n + 64)];
             let full = RoceRepr::parse(frame);
             proptest::prop_assert_eq!(RoceRx::parse(frame), full.as_ref().map(RoceRx::from).map_err(Clone::clone));
