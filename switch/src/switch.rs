@@ -23,7 +23,9 @@ use fabemu_fabric::wire::{self, Ecn, ForwardPeek, FrameKind, PfcPauseRepr, PFC_F
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
+use crate::egress::{
+    highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped, LEN_NOT_KEPT,
+};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::{DscpMap, PRIORITIES};
@@ -575,7 +577,7 @@ impl Switch {
             // Told by the port's flags, without reading the queue's own lines.
             _ if !fl.custom && fl.nonempty == 0 => held = Some(frame),
             Egress::Fifo(f) => {
-                f.push(frame, now, prio, in_port, u32::try_from(len).ok());
+                f.push(frame, now, prio, in_port, len as u32);
                 fl.nonempty |= 1 << (prio & 7);
                 behind = true;
             }
@@ -594,19 +596,11 @@ impl Switch {
             // paused: then it waits in the queue as any frame would.
             let f = self.flags[out];
             if f.pending == 0 && f.paused & (1 << prio) == 0 && ctx.port_idle(out) {
-                self.depart(
-                    out,
-                    frame,
-                    Some(now),
-                    u32::try_from(len).ok(),
-                    prio,
-                    in_port,
-                    ctx,
-                );
+                self.depart(out, frame, Some(now), len as u32, prio, in_port, ctx);
                 return;
             }
             if let Egress::Fifo(f) = &mut self.queues[out] {
-                f.push(frame, now, prio, in_port, u32::try_from(len).ok());
+                f.push(frame, now, prio, in_port, len as u32);
                 self.flags[out].nonempty |= 1 << (prio & 7);
             } else {
                 ctx.drop_frame(frame);
@@ -690,15 +684,7 @@ impl Switch {
             return;
         };
         self.note_queue(out, queued);
-        self.depart(
-            out,
-            frame,
-            None,
-            u32::try_from(len).ok(),
-            prio,
-            in_port,
-            ctx,
-        );
+        self.depart(out, frame, None, len as u32, prio, in_port, ctx);
     }
 
     /// The MMU refused a frame from `in_port` for `out`: drop and count it.
@@ -988,7 +974,7 @@ impl Switch {
             Egress::Custom(c) => match c.dequeue(now, paused) {
                 // Back into the slab: `depart` sends every frame from there.
                 Some(d) => Popped {
-                    len: u32::try_from(d.packet.frame_len()).ok(),
+                    len: d.packet.frame_len() as u32,
                     item: ctx.hold(d.packet),
                     enqueued_at: d.enqueued_at,
                     priority: d.priority,
@@ -1022,7 +1008,7 @@ impl Switch {
     /// frees its buffer, counts it, marks it by RED, then resumes the ingress if it fell below
     /// XON. The frame leaves from its slab slot. `queued_at`: when it was queued; `None` for a
     /// frame that never waited, whose bytes [`Mmu::pass`] already settled. `len`: its frame
-    /// length as kept since it arrived (`None`: read from its packet), so that its slab slot
+    /// length as kept since it arrived ([`LEN_NOT_KEPT`]: read from its packet), so that its slab slot
     /// is not read as it leaves (the engine needs it only for its length too): a cache miss
     /// per departure on large fabrics.
     ///
@@ -1038,14 +1024,13 @@ impl Switch {
         port: usize,
         frame: Frame,
         queued_at: Option<Time>,
-        len: Option<u32>,
+        len: u32,
         prio: u8,
         ingress: usize,
         ctx: &mut Ctx<'_>,
     ) {
         let len = match len {
-            Some(l) => l,
-            None => match ctx.frame(&frame) {
+            LEN_NOT_KEPT => match ctx.frame(&frame) {
                 Some(pkt) => u32::try_from(pkt.frame_len()).unwrap_or(u32::MAX),
                 None => {
                     self.stats.tx_refused += 1;
@@ -1056,6 +1041,7 @@ impl Switch {
                     return;
                 }
             },
+            l => l,
         };
         let waited = match queued_at {
             Some(at) => {
