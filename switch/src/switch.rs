@@ -23,7 +23,9 @@ use fabemu_fabric::wire::{self, Ecn, ForwardPeek, FrameKind, PfcPauseRepr, PFC_F
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped};
+use crate::egress::{
+    highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped, LEN_NOT_KEPT,
+};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::{DscpMap, PRIORITIES};
@@ -575,7 +577,7 @@ impl Switch {
             // Told by the port's flags, without reading the queue's own lines.
             _ if !fl.custom && fl.nonempty == 0 => held = Some(frame),
             Egress::Fifo(f) => {
-                f.push(frame, now, prio, in_port);
+                f.push(frame, now, prio, in_port, len as u32);
                 fl.nonempty |= 1 << (prio & 7);
                 behind = true;
             }
@@ -594,11 +596,11 @@ impl Switch {
             // paused: then it waits in the queue as any frame would.
             let f = self.flags[out];
             if f.pending == 0 && f.paused & (1 << prio) == 0 && ctx.port_idle(out) {
-                self.depart(out, frame, Some(now), prio, in_port, ctx);
+                self.depart(out, frame, Some(now), len as u32, prio, in_port, ctx);
                 return;
             }
             if let Egress::Fifo(f) = &mut self.queues[out] {
-                f.push(frame, now, prio, in_port);
+                f.push(frame, now, prio, in_port, len as u32);
                 self.flags[out].nonempty |= 1 << (prio & 7);
             } else {
                 ctx.drop_frame(frame);
@@ -682,7 +684,7 @@ impl Switch {
             return;
         };
         self.note_queue(out, queued);
-        self.depart(out, frame, None, prio, in_port, ctx);
+        self.depart(out, frame, None, len as u32, prio, in_port, ctx);
     }
 
     /// The MMU refused a frame from `in_port` for `out`: drop and count it.
@@ -929,6 +931,7 @@ impl Switch {
             port,
             d.item,
             Some(d.enqueued_at),
+            d.len,
             d.priority,
             d.ingress,
             ctx,
@@ -971,6 +974,7 @@ impl Switch {
             Egress::Custom(c) => match c.dequeue(now, paused) {
                 // Back into the slab: `depart` sends every frame from there.
                 Some(d) => Popped {
+                    len: d.packet.frame_len() as u32,
                     item: ctx.hold(d.packet),
                     enqueued_at: d.enqueued_at,
                     priority: d.priority,
@@ -993,6 +997,7 @@ impl Switch {
             port,
             d.item,
             Some(d.enqueued_at),
+            d.len,
             d.priority,
             d.ingress,
             ctx,
@@ -1002,31 +1007,45 @@ impl Switch {
     /// Sends `frame` (for egress (`port`, `prio`), charged to `ingress`) on the idle `port`:
     /// frees its buffer, counts it, marks it by RED, then resumes the ingress if it fell below
     /// XON. The frame leaves from its slab slot. `queued_at`: when it was queued; `None` for a
-    /// frame that never waited, whose bytes [`Mmu::pass`] already settled.
+    /// frame that never waited, whose bytes [`Mmu::pass`] already settled. `len`: its frame
+    /// length as kept since it arrived ([`LEN_NOT_KEPT`]: read from its packet), so that its slab slot
+    /// is not read as it leaves (the engine needs it only for its length too): a cache miss
+    /// per departure on large fabrics.
     ///
     /// One function for both (a flag, not a second copy of the departure): with two copies
     /// the engine's `transmit_frame` was left out of line (+10 instructions per hop on
     /// fabric64).
+    // Eight arguments: each is one the callers hold in registers; a struct of them would go
+    // through memory.
+    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn depart(
         &mut self,
         port: usize,
         frame: Frame,
         queued_at: Option<Time>,
+        len: u32,
         prio: u8,
         ingress: usize,
         ctx: &mut Ctx<'_>,
     ) {
+        let len = match len {
+            LEN_NOT_KEPT => match ctx.frame(&frame) {
+                Some(pkt) => u32::try_from(pkt.frame_len()).unwrap_or(u32::MAX),
+                None => {
+                    self.stats.tx_refused += 1;
+                    if queued_at.is_some() {
+                        // Admitted, then lost: neither dequeued nor queued, still enqueued.
+                        self.port_stats[port].enqueued += 1;
+                    }
+                    return;
+                }
+            },
+            l => l,
+        };
         let waited = match queued_at {
             Some(at) => {
-                let Some(pkt) = ctx.frame(&frame) else {
-                    self.stats.tx_refused += 1;
-                    // Admitted, then lost: neither dequeued nor queued, still enqueued.
-                    self.port_stats[port].enqueued += 1;
-                    return;
-                };
-                self.mmu
-                    .release(ingress, prio, port, pkt.frame_len() as u64);
+                self.mmu.release(ingress, prio, port, u64::from(len));
                 ctx.now().saturating_sub(at).ps()
             }
             None => 0,
@@ -1039,7 +1058,7 @@ impl Switch {
             self.mark(port, prio, &frame, ctx);
         }
         let more = self.has_more(port);
-        if ctx.transmit_frame(port, frame, more).is_err() {
+        if ctx.transmit_frame_len(port, frame, len, more).is_err() {
             self.stats.tx_refused += 1;
         }
         // Only lossless priorities are ever in XOFF: a lossy frame need not touch the

@@ -423,6 +423,29 @@ impl Ctx<'_> {
         self.sched
             .transmit_frame(self.me, port, frame.slot, self.now, tx_done)
     }
+    /// [`Ctx::transmit_frame`] for a frame whose length without FCS (`frame_len`, what
+    /// [`Packet::frame_len`] says) the caller kept: the engine then reads the frame's slot only
+    /// when something needs its bytes (a fault on the link, a peer in another partition,
+    /// capture or sampling), not for its length. A switch keeps the length in its queue entry,
+    /// so a queued frame leaves without its slot being read (a cache miss per departure on
+    /// large fabrics). A wrong `frame_len` times the frame wrongly; it is the caller's to keep.
+    #[inline]
+    pub fn transmit_frame_len(
+        &mut self,
+        port: usize,
+        frame: Frame,
+        frame_len: u32,
+        tx_done: bool,
+    ) -> Result<(), TransmitError> {
+        self.sched.transmit_held(
+            self.me,
+            port,
+            frame.slot,
+            u64::from(frame_len),
+            self.now,
+            tx_done,
+        )
+    }
     /// Asks for the [`Event::TxDone`] of the frame `port` is sending after a
     /// [`Ctx::transmit_then`] without it. Does nothing when the port is idle or the event is already
     /// coming; calling it more than once is harmless.

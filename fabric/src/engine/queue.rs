@@ -303,6 +303,13 @@ impl EventQueue {
         self.heap.push(Entry::new(key, dst, Kind::Packet, idx));
     }
 
+    /// True when slab slot `idx` exists (whether or not it holds a frame): read from the
+    /// slab's length, not from the slot itself.
+    #[inline]
+    pub(crate) fn has_slot(&self, idx: u32) -> bool {
+        idx < self.slab.len
+    }
+
     /// The packet waiting in slab slot `idx`.
     #[inline]
     pub(crate) fn packet(&self, idx: u32) -> Option<&Packet> {

@@ -143,22 +143,41 @@ fn launch(
     packet: &mut Packet,
     now: Time,
 ) -> Result<Launched, TransmitError> {
+    let frame = packet.frame_len() as u64;
+    launch_len(ps, overhead, frame, now, || Some(packet))
+}
+
+/// [`launch`] for a frame of `frame` bytes (without FCS) whose packet only `packet` gives:
+/// it is asked for only when a fault on the port hits the frame, so a held frame's slab slot
+/// is not read as it leaves (a cache miss per switch departure on large fabrics; the receiver
+/// reads the slot anyway when the frame arrives).
+#[inline(always)]
+fn launch_len<'p>(
+    ps: &mut PortState,
+    overhead: &EthernetOverhead,
+    frame: u64,
+    now: Time,
+    packet: impl FnOnce() -> Option<&'p mut Packet>,
+) -> Result<Launched, TransmitError> {
     if ps.busy_until > now.ps() {
         return Err(TransmitError::Busy);
     }
-    let frame = packet.frame_len() as u64;
     let wire = overhead.wire_bytes(frame as usize);
     let mut ser = ps.channel.rate.serialization_time(wire);
     let mut fate = Fate::Deliver;
     if let Some(f) = ps.fault.as_deref_mut() {
         (ser, fate) = f.apply(now, wire, ser);
         if fate != Fate::Deliver {
-            f.note_hit(packet, now);
-        }
-        if fate == Fate::Corrupted {
-            // Bit errors: the frame goes on with flipped bits; receivers discard it.
-            f.corrupt(packet);
-            fate = Fate::Deliver;
+            if let Some(packet) = packet() {
+                f.note_hit(packet, now);
+                if fate == Fate::Corrupted {
+                    // Bit errors: the frame goes on with flipped bits; receivers discard it.
+                    f.corrupt(packet);
+                }
+            }
+            if fate == Fate::Corrupted {
+                fate = Fate::Deliver;
+            }
         }
     }
     let done = now.ps().saturating_add(ser.ps());
@@ -345,11 +364,46 @@ impl Sched {
         now: Time,
         notify: bool,
     ) -> Result<(), TransmitError> {
+        let Some(frame) = self.queue.packet(slot).map(|p| p.frame_len() as u64) else {
+            let (a, b) = self.port_range(me);
+            if a + port >= b {
+                self.held = self.held.saturating_sub(1);
+                return Err(TransmitError::NoSuchPort);
+            }
+            return Err(TransmitError::NoSuchFrame);
+        };
+        self.transmit_held(me, port, slot, frame, now, notify)
+    }
+
+    /// [`Sched::transmit_frame`] for a frame whose length (`frame` bytes, without FCS) the
+    /// caller knows: the slot is read only when something needs the frame's bytes (a fault
+    /// that hits it, a peer in another partition, an observer). A slot outside the slab is
+    /// [`TransmitError::NoSuchFrame`]; a `Frame` is the engine's own handle, so a slot inside
+    /// it is a held frame (see [`super::Frame`]).
+    #[inline]
+    pub(crate) fn transmit_held(
+        &mut self,
+        me: u32,
+        port: usize,
+        slot: u32,
+        frame: u64,
+        now: Time,
+        notify: bool,
+    ) -> Result<(), TransmitError> {
         let (a, b) = self.port_range(me);
-        let launched = match self.queue.packet_mut(slot) {
-            _ if a + port >= b => Err(TransmitError::NoSuchPort),
-            Some(packet) => launch(&mut self.ports[a + port], &self.overhead, packet, now),
-            None => return Err(TransmitError::NoSuchFrame),
+        let queue = &mut self.queue;
+        let launched = if a + port >= b {
+            Err(TransmitError::NoSuchPort)
+        } else if !queue.has_slot(slot) {
+            return Err(TransmitError::NoSuchFrame);
+        } else {
+            launch_len(
+                &mut self.ports[a + port],
+                &self.overhead,
+                frame,
+                now,
+                || queue.packet_mut(slot),
+            )
         };
         self.held = self.held.saturating_sub(1);
         let l = match launched {
