@@ -171,13 +171,14 @@ pub struct Nic {
     echoes_ecn: bool,
     dcqcn: bool,
     pfc: bool,
+    /// Whether `watch` is set: an ACK reads `watch` (on line 8) only then.
+    watched: bool,
     /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
     /// they cannot be emitted, and then neither can a frame.
     header: Option<HeaderTemplate>,
     /// Counters (from offset 240: the first two, which every data frame sent bumps, share
     /// line 3 with the header's end).
     pub stats: HostStats,
-    done_scratch: Vec<u64>,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
     completions: VecDeque<Completion>,
@@ -463,12 +464,12 @@ impl<A: Application> Host<A> {
                 echoes_ecn: cfg.cc.echoes_ecn(),
                 dcqcn: cfg.cc.dcqcn().is_some(),
                 pfc: cfg.pfc.is_some(),
+                watched: false,
                 cfg,
                 seed,
                 qps: Vec::new(),
                 qp_index: FxHashMap::default(),
                 ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
-                done_scratch: Vec::new(),
                 completions: VecDeque::new(),
                 qp_cc: Vec::new(),
                 header: sender_template(addr),

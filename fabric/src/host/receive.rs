@@ -116,7 +116,10 @@ impl Nic {
         };
         let i = i as usize;
         let qp = &mut self.qps[i];
-        let mut done = std::mem::take(&mut self.done_scratch);
+        // Messages this ACK completes: a new vector each time (it allocates only when one
+        // does, about once per message), which spares every ACK a read and a write of a
+        // scratch vector kept in the NIC on a line it otherwise leaves alone.
+        let mut done = Vec::new();
         let now = ctx.now();
         // Any response shows the peer alive: the retry count restarts (as RC's does).
         qp.retries = 0;
@@ -161,7 +164,12 @@ impl Nic {
                 self.stats.rate_decreases += 1;
             }
         }
-        if let Some(w) = self.watch.as_deref_mut() {
+        let watch = if self.watched {
+            self.watch.as_deref_mut()
+        } else {
+            None
+        };
+        if let Some(w) = watch {
             w.progress(i, qp.snd_una(), now);
             for _ in &done {
                 w.acknowledged(i, now);
@@ -171,7 +179,6 @@ impl Nic {
             self.completions
                 .push_back(Completion::SendDone { dst: src, tag });
         }
-        self.done_scratch = done;
         self.activate(i);
         // Most ACKs arrive while the port sends: no call into `pump` to learn it.
         if ctx.port_idle(port) {
