@@ -96,7 +96,9 @@ impl HostDirectory {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 // In declaration order (`repr(C)`): the scalars every frame reads (MTU, ACK spacing, RTO,
-// DSCPs, ECN, QP rate) share the first line instead of being scattered by size.
+// DSCPs, ECN, QP rate) share the first line instead of being scattered by size. The NIC
+// copies them (and flags for `cc`, `pfc`, `classes`, `verify_icrc`) next to its other hot
+// fields, so a frame reads this struct only for what is rare (see `Nic`'s layout).
 #[repr(C)]
 pub struct NicConfig {
     /// Payload bytes per packet (the RoCE path MTU). Accepted: 64B..8KiB; RoCE uses 256B, 512B,

@@ -131,32 +131,61 @@ struct NicPort {
 
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
 ///
-/// `repr(C, align(64))`, in the order a frame sent or received reads it: the vectors of ports
-/// and QPs, the directory and header template, then the configuration (its per-frame scalars
-/// first); the rest after. Rust's own layout spread a frame's reads of the NIC over more
-/// lines (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB cache).
+/// `repr(C, align(64))`: what a data frame sent, a data frame received or an ACK received reads
+/// of the NIC fills its first four cache lines (the vectors of ports and QPs, the QP map and
+/// directory, the per-frame settings copied out of [`NicConfig`], the addresses and header
+/// template), and the line of the counters every frame sent bumps is the fourth (see
+/// [`Nic::stats`]'s offset, 240). Everything else comes after. With the whole `NicConfig`
+/// (240 bytes) in the hot part, a frame read its scattered scalars, `cc`, `pfc`, `classes`
+/// and `verify_icrc` from four lines and the counters and `qp_index` from three more
+/// (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB cache).
 #[repr(C, align(64))]
 pub struct Nic {
-    ports: Vec<NicPort>,
+    // Line 0.
+    ports: Box<[NicPort]>,
     /// Queue pairs, created on first use; `qp_index` maps a (peer host, class) ([`qp_key`]) to
     /// its QP.
     qps: Vec<Qp>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
+    // Line 1.
     dir: Arc<HostDirectory>,
-    index: u32,
-    /// Whether a failover table was taken (a frame without a route is then blackholed).
-    failed_over: bool,
+    qp_index: FxHashMap<u64, u32>,
+    /// What a frame reads of `cfg`, copied here when the NIC is made (`cfg` never changes).
+    rto: Time,
+    qp_rate: Option<Bandwidth>,
+    // Line 2.
+    classes: ClassTable,
+    /// `cfg.mtu`, at least 1.
+    mtu: u64,
+    ack_every: u32,
     addr: HostAddr,
+    control_dscp: u8,
+    /// `cfg.ecn_capable` or a scheme that wants ECN: data frames go out ECT(0).
+    ecn_data: bool,
+    verify_icrc: bool,
+    data_mode: bool,
+    /// `cfg.cc.wants_int()`, `cfg.cc.echoes_ecn()`, whether `cfg.cc` is DCQCN and whether
+    /// `cfg.pfc` is set: `cfg` is read only when one of them says so.
+    wants_int: bool,
+    echoes_ecn: bool,
+    dcqcn: bool,
+    pfc: bool,
+    /// Whether `watch` is set: an ACK reads `watch` (on line 8) only then.
+    watched: bool,
     /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
     /// they cannot be emitted, and then neither can a frame.
     header: Option<HeaderTemplate>,
-    cfg: NicConfig,
-    qp_index: FxHashMap<u64, u32>,
-    done_scratch: Vec<u64>,
-    completions: VecDeque<Completion>,
-    /// Counters.
+    /// Counters (from offset 240: the first two, which every data frame sent bumps, share
+    /// line 3 with the header's end).
     pub stats: HostStats,
+    /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
+    watch: Option<Box<FaultWatch>>,
+    completions: VecDeque<Completion>,
+    index: u32,
+    /// Whether a failover table was taken (a frame without a route is then blackholed).
+    failed_over: bool,
+    cfg: NicConfig,
     routes: Arc<RouteTable>,
     seed: u64,
     /// The receive buffer toward the host when the NIC generates PFC.
@@ -164,8 +193,6 @@ pub struct Nic {
     /// Route tables to take at given times (failover of a multi-port NIC; see
     /// [`Nic::schedule_routes`]); empty without faults.
     reroutes: Vec<(Time, Arc<RouteTable>)>,
-    /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
-    watch: Option<Box<FaultWatch>>,
 }
 
 /// One QP's congestion-control state, for reports.
@@ -424,12 +451,25 @@ impl<A: Application> Host<A> {
                 addr,
                 dir,
                 routes,
+                rto: cfg.rto,
+                qp_rate: cfg.qp_rate,
+                classes: cfg.classes.clone(),
+                mtu: cfg.mtu.bytes().max(1),
+                ack_every: cfg.ack_every,
+                control_dscp: cfg.control_dscp,
+                ecn_data: cfg.ecn_capable || cfg.cc.wants_ecn(),
+                verify_icrc: cfg.verify_icrc,
+                data_mode: cfg.data_mode,
+                wants_int: cfg.cc.wants_int(),
+                echoes_ecn: cfg.cc.echoes_ecn(),
+                dcqcn: cfg.cc.dcqcn().is_some(),
+                pfc: cfg.pfc.is_some(),
+                watched: false,
                 cfg,
                 seed,
                 qps: Vec::new(),
                 qp_index: FxHashMap::default(),
                 ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
-                done_scratch: Vec::new(),
                 completions: VecDeque::new(),
                 qp_cc: Vec::new(),
                 header: sender_template(addr),

@@ -10,7 +10,7 @@ impl Nic {
     /// addressed and parsed in one pass ([`RoceRx::common`]); any other frame, or one that pass
     /// refuses, takes [`Nic::receive_general`], which decides as before field by field.
     pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
-        if (pkt.is_corrupted() || self.cfg.verify_icrc) && self.damaged(&pkt) {
+        if (pkt.is_corrupted() || self.verify_icrc) && self.damaged(&pkt) {
             self.stats.corrupted_discarded += 1;
             return;
         }
@@ -66,7 +66,7 @@ impl Nic {
         };
         match rx.opcode {
             opcode::ACK => {
-                let int = self.cfg.cc.wants_int().then(|| pkt.header());
+                let int = self.wants_int.then(|| pkt.header());
                 self.on_ack_frame(src, rx, int, ctx)
             }
             opcode::CNP => self.on_cnp(src, rx.dest_qp, ctx),
@@ -83,8 +83,8 @@ impl Nic {
     fn damaged(&mut self, pkt: &Packet) -> bool {
         if let Payload::Data(d) = pkt.payload() {
             let h = pkt.header();
-            if self.cfg.verify_icrc
-                && !self.cfg.cc.wants_int()
+            if self.verify_icrc
+                && !self.wants_int
                 && wire::frame_kind(h) == FrameKind::RoceV2
                 && wire::ipv4_dst(h) == Some(self.addr.ip)
                 && wire::icrc(h, &d[..]) != pkt.trailer()
@@ -116,7 +116,10 @@ impl Nic {
         };
         let i = i as usize;
         let qp = &mut self.qps[i];
-        let mut done = std::mem::take(&mut self.done_scratch);
+        // Messages this ACK completes: a new vector each time (it allocates only when one
+        // does, about once per message), which spares every ACK a read and a write of a
+        // scratch vector kept in the NIC on a line it otherwise leaves alone.
+        let mut done = Vec::new();
         let now = ctx.now();
         // Any response shows the peer alive: the retry count restarts (as RC's does).
         qp.retries = 0;
@@ -131,14 +134,14 @@ impl Nic {
                 .on_nak(rx.psn, &mut done, u64::from(self.cfg.restart_window))
                 .is_some()
             {
-                let rto = qp.base_rto(self.cfg.rto);
+                let rto = qp.base_rto(self.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         } else {
             self.stats.acks_received += 1;
             if qp.on_ack(rx.psn, &mut done) {
                 rtt = qp.on_acked(now);
-                let rto = qp.base_rto(self.cfg.rto);
+                let rto = qp.base_rto(self.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         }
@@ -161,7 +164,12 @@ impl Nic {
                 self.stats.rate_decreases += 1;
             }
         }
-        if let Some(w) = self.watch.as_deref_mut() {
+        let watch = if self.watched {
+            self.watch.as_deref_mut()
+        } else {
+            None
+        };
+        if let Some(w) = watch {
             w.progress(i, qp.snd_una(), now);
             for _ in &done {
                 w.acknowledged(i, now);
@@ -171,7 +179,6 @@ impl Nic {
             self.completions
                 .push_back(Completion::SendDone { dst: src, tag });
         }
-        self.done_scratch = done;
         self.activate(i);
         // Most ACKs arrive while the port sends: no call into `pump` to learn it.
         if ctx.port_idle(port) {
@@ -190,7 +197,12 @@ impl Nic {
         pkt: Packet,
         ctx: &mut Ctx<'_>,
     ) {
-        if let (Some(interval), Ecn::Ce) = (self.cfg.cc.dcqcn().map(|d| d.cnp_interval), rx.ecn) {
+        let dcqcn = if self.dcqcn {
+            self.cfg.cc.dcqcn()
+        } else {
+            None
+        };
+        if let (Some(interval), Ecn::Ce) = (dcqcn.map(|d| d.cnp_interval), rx.ecn) {
             self.stats.ce_received += 1;
             if let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) {
                 let now = ctx.now();
@@ -201,7 +213,9 @@ impl Nic {
                 }
             }
         }
-        if let Some(cfg) = self.cfg.pfc {
+        // The flag first: `cfg` is on a line a frame otherwise leaves alone.
+        let pfc = if self.pfc { self.cfg.pfc } else { None };
+        if let Some(cfg) = pfc {
             self.rx_enqueue(cfg, port, pkt, ctx);
             return;
         }
@@ -211,7 +225,7 @@ impl Nic {
     /// A data frame the transport takes now: in order, acknowledged (or NAKed); by reference,
     /// the caller drops it.
     pub(super) fn on_data_frame(&mut self, src: u32, rx: &RoceRx, pkt: &Packet, ctx: &mut Ctx<'_>) {
-        let ack_every = self.cfg.ack_every;
+        let ack_every = self.ack_every;
         let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;
@@ -233,7 +247,7 @@ impl Nic {
         let (ack_psn, exp_psn, msn) = (qp.ack_psn(), qp.expected_psn(), qp.msn);
         // HPCC: the ACK echoes the data frame's telemetry stack as it arrived (read from the
         // frame itself: a zeroed copy cost a memset of its 100-odd bytes per data frame).
-        let int: &[u8] = if self.cfg.cc.wants_int() {
+        let int: &[u8] = if self.wants_int {
             wire::int::int_bytes(pkt.header())
                 .map_or(&[], |b| &b[..b.len().min(wire::int::INT_MAX_LEN)])
         } else {
@@ -241,7 +255,7 @@ impl Nic {
         };
         // DCTCP's notification point: a CE mark is echoed (BTH BECN) in the next ACK.
         let mut becn = false;
-        if self.cfg.cc.echoes_ecn() {
+        if self.echoes_ecn {
             if rx.ecn == Ecn::Ce {
                 self.stats.ce_received += 1;
             }

@@ -78,7 +78,7 @@ impl Nic {
             PortPause::default()
         };
         let mut earliest = Time::NEVER;
-        let mtu = self.cfg.mtu.bytes().max(1);
+        let mtu = self.mtu;
         for _ in 0..self.ports[port].active.len() {
             let Some(i) = self.ports[port].active.pop_front() else {
                 break;
@@ -131,7 +131,7 @@ impl Nic {
 
     pub(super) fn send_data(&mut self, i: usize, port: usize, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
-        let mtu = self.cfg.mtu.bytes().max(1);
+        let mtu = self.mtu;
         let line = ctx.channel(port).map(|c| c.rate.bandwidth());
         let Some(qp) = self.qps.get_mut(i) else {
             return;
@@ -141,7 +141,7 @@ impl Nic {
         };
         let was_outstanding = qp.outstanding();
         // HPCC: an empty telemetry stack (no hops yet) that switches append to.
-        let int: &[u8] = if self.cfg.cc.wants_int() {
+        let int: &[u8] = if self.wants_int {
             &[0; wire::int::INT_HEADER_LEN]
         } else {
             &[]
@@ -154,7 +154,7 @@ impl Nic {
             dst_mac: paddr.mac,
             dst_ip: paddr.ip,
             dscp: qp.dscp,
-            ecn: if self.cfg.ecn_capable || self.cfg.cc.wants_ecn() {
+            ecn: if self.ecn_data {
                 Ecn::Ect0
             } else {
                 Ecn::NotEct
@@ -200,7 +200,7 @@ impl Nic {
         // DCQCN's rate, when below line rate, caps the configured one.
         let cc = self.qp_cc.get_mut(i);
         let cc_rate = cc.as_ref().and_then(|c| c.rate()).map(dcqcn::to_bandwidth);
-        let rate = match (self.cfg.qp_rate.or(line), cc_rate) {
+        let rate = match (self.qp_rate.or(line), cc_rate) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -210,8 +210,12 @@ impl Nic {
                 qp.next_send_time = now.max(qp.next_send_time) + rate.serialization_time(wire);
             }
         }
-        if let (Some(d), Some(QpCc::Dcqcn { rp, .. }), Some(line)) = (self.cfg.cc.dcqcn(), cc, line)
-        {
+        let dcqcn = if self.dcqcn {
+            self.cfg.cc.dcqcn()
+        } else {
+            None
+        };
+        if let (Some(d), Some(QpCc::Dcqcn { rp, .. }), Some(line)) = (dcqcn, cc, line) {
             rp.on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
         }
         if qp.has_data() {
@@ -226,7 +230,7 @@ impl Nic {
             qp.on_first_send(seg.psn, now);
         }
         if !was_outstanding {
-            let rto = qp.base_rto(self.cfg.rto);
+            let rto = qp.base_rto(self.rto);
             qp.rto_deadline = now + qp.jittered(rto);
         }
         if !qp.rto_armed {
@@ -267,7 +271,7 @@ impl Nic {
         // response): synchronized go-back-N retransmissions would otherwise refill the same
         // overflowing buffer every `rto`.
         let backed_off = Time(
-            qp.base_rto(self.cfg.rto)
+            qp.base_rto(self.rto)
                 .ps()
                 .saturating_mul(1 << qp.retries.min(16)),
         );
@@ -305,11 +309,10 @@ impl Nic {
         };
         let (port, dest_qp) = (qp.port, qp.remote_qpn);
         let dscp = self
-            .cfg
             .classes
             .get(qpn_class(dest_qp))
             .dscp
-            .unwrap_or(self.cfg.control_dscp);
+            .unwrap_or(self.control_dscp);
         let fields = PacketFields {
             dst_mac: paddr.mac,
             dst_ip: paddr.ip,
@@ -359,7 +362,7 @@ impl Nic {
     /// A control frame's payload: none (an empty data payload in data mode, so receivers
     /// check its ICRC).
     fn control_payload(&self) -> Payload {
-        if self.cfg.data_mode {
+        if self.data_mode {
             Payload::data(Bytes::new())
         } else {
             Payload::Timing(0)
@@ -397,7 +400,7 @@ impl Nic {
             udp,
             dest_qp,
         );
-        repr.dscp = self.cfg.control_dscp;
+        repr.dscp = self.control_dscp;
         self.stats.cnps_sent += 1;
         self.queue_control(port, &repr, &[], ctx);
     }

@@ -156,6 +156,7 @@ impl Nic {
     /// first window. Call before the run, only when the run has faults.
     pub fn watch_faults(&mut self, windows: Vec<(Time, Time)>) {
         self.watch = Some(Box::new(FaultWatch::new(windows)));
+        self.watched = true;
     }
 
     /// The fault measurements, when watched.
