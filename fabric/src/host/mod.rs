@@ -97,6 +97,9 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
     u64::from(class) << 32 | u64::from(peer)
 }
 
+/// [`Nic::quiet`]'s flag bit (bits 0-6 are the ports' relay turns).
+const QUIET: u8 = 0x80;
+
 /// Per-port transmit state of a NIC.
 ///
 /// Two cache lines per frame sent (`repr(C, align(64))`): the control and data queues, then
@@ -104,7 +107,8 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
 /// use them, the relay turn, the pacing timer and the pause state's summary word); the
 /// pause state's per-class array, last, is read only while a class is paused. With the two
 /// rare queues inline the port took three lines, each a miss per frame on
-/// benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache.
+/// benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache. Until a port of the NIC
+/// uses the second line's state, [`Nic::quiet`] lets a frame's send read the first line alone.
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct NicPort {
@@ -173,6 +177,12 @@ pub struct Nic {
     pfc: bool,
     /// Whether `watch` is set: an ACK reads `watch` (on line 8) only then.
     watched: bool,
+    /// Nonzero ([`QUIET`] set) while no port has used its second line's state (a PFC frame
+    /// queued, a pause applied, a frame relayed) on a NIC of at most 7 ports: [`Nic::pump`]
+    /// then reads only the port's first line, and bit `p` holds port `p`'s `transit_turn`.
+    /// Zero for good after [`Nic::unquiet`] (on fat_tree1024 the port's second line was a
+    /// miss per frame sent). One byte, in padding: `stats` stays at offset 240.
+    quiet: u8,
     /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
     /// they cannot be emitted, and then neither can a frame.
     header: Option<HeaderTemplate>,
@@ -305,6 +315,18 @@ impl Nic {
         self.activate(i);
         self.pump(port, ctx);
         true
+    }
+
+    /// Ends `quiet` mode before a port's second line gets state: the relay turns kept in
+    /// `quiet` go back to the ports, and [`Nic::pump`] reads the whole port from then on.
+    pub(super) fn unquiet(&mut self) {
+        let turns = std::mem::take(&mut self.quiet);
+        if turns == 0 {
+            return;
+        }
+        for (p, np) in self.ports.iter_mut().enumerate() {
+            np.transit_turn = turns >> (p & 7) & 1 == 1;
+        }
     }
 
     /// Puts QP `i` into its port's round-robin list if it has data and is not there yet.
@@ -465,6 +487,7 @@ impl<A: Application> Host<A> {
                 dcqcn: cfg.cc.dcqcn().is_some(),
                 pfc: cfg.pfc.is_some(),
                 watched: false,
+                quiet: if ports.max(1) < 8 { QUIET } else { 0 },
                 cfg,
                 seed,
                 qps: Vec::new(),

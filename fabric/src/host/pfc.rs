@@ -158,6 +158,7 @@ impl super::Nic {
             return;
         };
         let now = ctx.now();
+        self.unquiet();
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
@@ -192,6 +193,7 @@ impl super::Nic {
             return;
         }
         pkt.meta.created_at = ctx.now();
+        self.unquiet();
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };

@@ -570,3 +570,10 @@ fn bit_errors_arrive_as_flipped_bytes_and_the_icrc_check_rejects_them() {
     assert!(h1.app.received.iter().all(|r| r.data_ok == Some(true)));
     assert!(as_host(&out.actors[0]).nic.stats.retransmitted_packets > 0);
 }
+
+#[test]
+fn quiet_flags_fit_in_the_nic_padding() {
+    // `quiet` sits in the padding before `header`: the counters stay at offset 240
+    // (see `Nic`'s layout notes).
+    assert_eq!(std::mem::offset_of!(Nic, stats), 240);
+}
