@@ -68,15 +68,22 @@ pub struct PriorityStats {
 
 /// Per port counters.
 ///
-/// Laid out in declaration order from a cache line's start (`repr(C, align(64))`): the
-/// counters a departing frame updates (`queueing_delay_sum_ps`, `dequeued`) and the
-/// histogram's zero count, minimum and maximum all lie in the first 64 bytes. An arriving
-/// frame writes none of them: `enqueued` is derived when the counters are read
-/// ([`Switch::port_stats`]) and `max_queue_bytes` is written only when it grows (the port's
-/// flags, which every frame reads, keep a copy to compare with).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// Laid out in declaration order from a cache line's start (`repr(C, align(64))`): all a
+/// departing frame writes, `queueing_delay_sum_ps` and the histogram (its zero count,
+/// extremes, counts' address and bucket constants), fill the first 64 bytes, so a departure
+/// touches one line of the port's counters besides the count it increments. An arriving
+/// frame writes none of them: `enqueued` and `dequeued` are derived when the counters are
+/// read ([`Switch::port_stats`]; `dequeued` is the histogram's count) and `max_queue_bytes` is
+/// written only when it grows (the port's flags, which every frame reads, keep a copy to
+/// compare with). The report lists the fields in its own order (see the `Serialize` impl).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(64))]
 pub struct SwitchPortStats {
+    /// Total time frames waited in this queue, in ps; divide by `dequeued` for the mean.
+    pub queueing_delay_sum_ps: u64,
+    /// Distribution of the time frames waited in this queue (p50 .. max in the JSON; quantiles
+    /// within 6.25%, nothing finer than 1 ns; count, min and max exact).
+    pub queueing_delay: LatencyHistogram,
     /// Frames admitted to this port's queue (those dequeued, still queued, or lost to an
     /// internal error; a frame a custom scheduler drops after admission is not counted).
     pub enqueued: u64,
@@ -87,20 +94,38 @@ pub struct SwitchPortStats {
     pub dropped_bytes: u64,
     /// Deepest the queue got, in bytes.
     pub max_queue_bytes: u64,
-    /// Total time frames waited in this queue, in ps; divide by `dequeued` for the mean.
-    pub queueing_delay_sum_ps: u64,
-    /// Frames that left the queue.
+    /// Frames that left the queue (0 as kept, [`Switch::port_counters`]: the histogram's
+    /// count, which [`Switch::port_stats`] copies here).
     pub dequeued: u64,
-    /// Distribution of the time frames waited in this queue (p50 .. max in the JSON; quantiles
-    /// within 6.25%, nothing finer than 1 ns; count, min and max exact).
-    pub queueing_delay: LatencyHistogram,
     /// Per priority 0..=7: PFC, ECN, drops, ingress use. Boxed: written only on rare events,
     /// it would otherwise push the per-packet counters of neighbouring ports out of cache.
     /// Omitted from the report when every counter of every priority is 0: eight blocks of
     /// zeros per port made most of a large fabric's JSON (120 MB of a 146 MB report at 8192
     /// hosts, where only PFC, ECN or drops ever write them).
-    #[serde(skip_serializing_if = "all_priorities_quiet")]
     pub priorities: Box<[PriorityStats; PRIORITIES]>,
+}
+
+impl Serialize for SwitchPortStats {
+    /// The fields in the report's order (counters, then the delays, then the priorities),
+    /// which is not the memory order the departure wants; `priorities` left out when quiet.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let quiet = all_priorities_quiet(&self.priorities);
+        let mut st = s.serialize_struct("SwitchPortStats", 7 + usize::from(!quiet))?;
+        st.serialize_field("enqueued", &self.enqueued)?;
+        st.serialize_field("dropped_packets", &self.dropped_packets)?;
+        st.serialize_field("dropped_bytes", &self.dropped_bytes)?;
+        st.serialize_field("max_queue_bytes", &self.max_queue_bytes)?;
+        st.serialize_field("queueing_delay_sum_ps", &self.queueing_delay_sum_ps)?;
+        st.serialize_field("dequeued", &self.dequeued)?;
+        st.serialize_field("queueing_delay", &self.queueing_delay)?;
+        if quiet {
+            st.skip_field("priorities")?;
+        } else {
+            st.serialize_field("priorities", &self.priorities)?;
+        }
+        st.end()
+    }
 }
 
 /// Whole-switch counters.
@@ -163,10 +188,11 @@ mod layout_tests {
 
     #[test]
     fn per_frame_port_counters_share_a_cache_line() {
+        use fabemu_fabric::histogram::LatencyHistogram;
         assert_eq!(std::mem::align_of::<SwitchPortStats>(), 64);
-        // The histogram's zero count and minimum follow the six counters.
-        assert!(std::mem::offset_of!(SwitchPortStats, queueing_delay) + 16 <= 64);
-        assert!(std::mem::offset_of!(SwitchPortStats, dequeued) + 8 <= 64);
+        // The sum, then the whole histogram: what a departure touches is the first line.
+        assert_eq!(std::mem::offset_of!(SwitchPortStats, queueing_delay), 8);
+        assert!(std::mem::size_of::<LatencyHistogram>() <= 56);
     }
 }
 
@@ -384,6 +410,7 @@ impl Switch {
             .enumerate()
             .map(|(port, (ps, q))| {
                 let mut ps = ps.clone();
+                ps.dequeued = ps.queueing_delay.len();
                 ps.enqueued += ps.dequeued + q.len() as u64;
                 for (c, pp) in ps.priorities.iter_mut().enumerate() {
                     pp.peak_ingress_bytes = self.mmu.ingress_use(port, c as u8).peak;
@@ -1050,8 +1077,8 @@ impl Switch {
             }
             None => 0,
         };
+        // `dequeued` is the histogram's count (derived in `port_stats`): one line written.
         let ps = &mut self.port_stats[port];
-        ps.dequeued += 1;
         ps.queueing_delay_sum_ps += waited;
         ps.queueing_delay.record(waited);
         if self.marking {
