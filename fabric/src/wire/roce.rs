@@ -918,13 +918,7 @@ pub(crate) mod tests {
         // Patch a header field (and optionally fix the IPv4 checksum), then parse.
         let patched = |at: usize, value: u8, fix_checksum: bool| {
             let mut f = good.to_vec();
-            f[at] = value;
-            if fix_checksum {
-                let mut ip = MutableIpv4Packet::new(&mut f[field::IPV4..field::UDP]).unwrap();
-                ip.set_checksum(0);
-                let c = ipv4::checksum(&ip.to_immutable());
-                ip.set_checksum(c);
-            }
+            mutate(&mut f, &[(at, value)], fix_checksum);
             RoceRepr::parse(&f).unwrap_err()
         };
         assert!(matches!(
@@ -950,10 +944,7 @@ pub(crate) mod tests {
         let mut f = good.to_vec();
         f[16..18].copy_from_slice(&40u16.to_be_bytes());
         f[38..40].copy_from_slice(&20u16.to_be_bytes());
-        let mut ip = MutableIpv4Packet::new(&mut f[field::IPV4..field::UDP]).unwrap();
-        ip.set_checksum(0);
-        let c = ipv4::checksum(&ip.to_immutable());
-        ip.set_checksum(c);
+        mutate(&mut f, &[], true);
         assert!(matches!(RoceRepr::parse(&f), Err(WireError::BadLength(_))));
     }
 
