@@ -108,6 +108,7 @@ pub struct SwitchPortStats {
 impl Serialize for SwitchPortStats {
     /// The fields in the report's order (counters, then the delays, then the priorities),
     /// which is not the memory order the departure wants; `priorities` left out when quiet.
+    /// A field added to the struct must be added here too.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let quiet = all_priorities_quiet(&self.priorities);
