@@ -50,11 +50,15 @@ impl EventKey {
     }
 }
 
-/// What an entry stands for (the top two bits of [`Entry`]'s tag word).
+/// What an entry stands for (the top three bits of [`Entry`]'s tag word).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A packet arrival; the data word is the slab slot (the arrival port waits beside it).
     Packet,
+    /// A packet arrival at an actor that holds frames ([`super::Actor::holds_frames`]): the
+    /// frame stays in its slot. Told apart when queued (the transmitting port knows its peer),
+    /// so that a pop does not read the destination's record to learn it.
+    Frame,
     /// A transmit completion; the data word is the port.
     TxDone,
     /// A timer whose token fits 32 bits; the data word is the token.
@@ -63,9 +67,9 @@ pub(crate) enum Kind {
     LongTimer,
 }
 
-/// Bits of the tag word that hold the destination actor; the two above hold the [`Kind`].
+/// Bits of the tag word that hold the destination actor; the three above hold the [`Kind`].
 /// Local actor indices are below 2^[`ACTOR_BITS`] (the engine refuses larger worlds).
-const DST_BITS: u32 = 30;
+const DST_BITS: u32 = 29;
 const DST_MASK: u32 = (1 << DST_BITS) - 1;
 
 /// One queued event: 24 bytes (the key, then two words), so that an event in flight costs 24
@@ -73,7 +77,7 @@ const DST_MASK: u32 = (1 << DST_BITS) - 1;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
     pub(crate) key: EventKey,
-    /// `kind << 30 | destination actor` (local index).
+    /// `kind << 29 | destination actor` (local index).
     tag: u32,
     /// What the [`Kind`] says.
     data: u32,
@@ -91,6 +95,12 @@ impl Entry {
         }
     }
 
+    /// An arrival entry whose tag word (see [`arrival_tag`]) was made beforehand.
+    #[inline]
+    fn with_tag(key: EventKey, tag: u32, data: u32) -> Entry {
+        Entry { key, tag, data }
+    }
+
     /// The destination actor (local index).
     #[inline]
     pub(crate) fn dst(&self) -> u32 {
@@ -102,8 +112,9 @@ impl Entry {
     pub(crate) fn kind(&self) -> Kind {
         match self.tag >> DST_BITS {
             0 => Kind::Packet,
-            1 => Kind::TxDone,
-            2 => Kind::Timer,
+            1 => Kind::Frame,
+            2 => Kind::TxDone,
+            3 => Kind::Timer,
             _ => Kind::LongTimer,
         }
     }
@@ -119,6 +130,19 @@ impl Entry {
     pub(crate) fn rank(&self) -> u128 {
         (self.key.time as u128) << 64 | self.key.tie as u128
     }
+}
+
+/// The tag word of an arrival at local actor `dst`: [`Kind::Frame`] when it holds frames, else
+/// [`Kind::Packet`]. A port keeps its peer's, so queueing an arrival computes nothing.
+pub(crate) fn arrival_tag(dst: u32, holds: bool) -> u32 {
+    let kind = if holds { Kind::Frame } else { Kind::Packet };
+    (kind as u32) << DST_BITS | (dst & DST_MASK)
+}
+
+/// The destination actor of tag word `tag`.
+#[inline]
+pub(crate) fn tag_dst(tag: u32) -> u32 {
+    tag & DST_MASK
 }
 
 impl PartialEq for Entry {
@@ -249,12 +273,13 @@ impl EventQueue {
         self.heap.push(e);
     }
 
-    /// Queues a packet arrival; returns its slab index.
+    /// Queues a packet arrival with tag word `tag` (its destination and kind, see
+    /// [`arrival_tag`]); returns its slab index.
     #[inline]
     pub(crate) fn push_packet(
         &mut self,
         key: EventKey,
-        dst: u32,
+        tag: u32,
         port: u16,
         packet: Packet,
     ) -> u32 {
@@ -271,7 +296,7 @@ impl EventQueue {
                 self.slab.push(packet)
             }
         };
-        self.heap.push(Entry::new(key, dst, Kind::Packet, idx));
+        self.heap.push(Entry::with_tag(key, tag, idx));
         idx
     }
 
@@ -294,13 +319,13 @@ impl EventQueue {
     }
 
     /// Queues the arrival of the frame already in slab slot `idx` (an actor transmits a frame
-    /// it held): the bytes stay where they are.
+    /// it held): the bytes stay where they are. `tag` as for [`EventQueue::push_packet`].
     #[inline]
-    pub(crate) fn push_held(&mut self, key: EventKey, dst: u32, port: u16, idx: u32) {
+    pub(crate) fn push_held(&mut self, key: EventKey, tag: u32, port: u16, idx: u32) {
         if let Some(p) = self.slab_port.get_mut(idx as usize) {
             *p = port;
         }
-        self.heap.push(Entry::new(key, dst, Kind::Packet, idx));
+        self.heap.push(Entry::with_tag(key, tag, idx));
     }
 
     /// True when slab slot `idx` exists (whether or not it holds a frame): read from the
@@ -323,7 +348,7 @@ impl EventQueue {
     }
 
     /// The arrival port of the frame in slab slot `idx` (`None` when the slot is empty): for a
-    /// [`Kind::Packet`] entry whose frame stays in the slab.
+    /// [`Kind::Frame`] entry.
     #[inline]
     pub(crate) fn arrival_port(&self, idx: u32) -> Option<u16> {
         match self.slab.get(idx) {
@@ -443,11 +468,11 @@ mod tests {
     fn slab_reuses_slots() {
         let mut q = EventQueue::default();
         let p = Packet::new(&[0; 14], Payload::Timing(10), &[]).unwrap();
-        q.push_packet(EventKey::new(1, 0, 0), 0, 0, p.clone());
+        q.push_packet(EventKey::new(1, 0, 0), arrival_tag(0, false), 0, p.clone());
         let e = q.pop_before(10).unwrap();
         assert_eq!(e.kind(), Kind::Packet);
         assert_eq!(q.take_packet(e.data()).map(|(port, _)| port), Some(0));
-        q.push_packet(EventKey::new(2, 0, 1), 0, 0, p);
+        q.push_packet(EventKey::new(2, 0, 1), arrival_tag(0, false), 0, p);
         assert_eq!(q.slab.len(), 1);
         assert!(q.pop_before(2).is_none());
         assert_eq!(q.len(), 1);

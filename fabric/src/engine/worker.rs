@@ -10,7 +10,7 @@ use crossbeam::utils::CachePadded;
 use super::barrier::Gate;
 use super::capture::{CaptureBuf, CaptureDirection};
 use super::partition::Plan;
-use super::queue::{EventKey, EventQueue, Kind};
+use super::queue::{arrival_tag, tag_dst, EventKey, EventQueue, Kind};
 use super::sample::Sampler;
 use super::{
     Actor, ActorId, Ctx, EngineConfig, EngineError, Event, Frame, PortStats, Progress,
@@ -36,7 +36,10 @@ struct PortState {
     done_tie: u64,
     channel: Channel,
     peer_part: u32,
-    peer_local: u32,
+    /// The tag word of the arrivals this port queues: the peer's local index and whether it
+    /// holds frames ([`Kind::Frame`] or [`Kind::Packet`], see [`arrival_tag`]), made once so
+    /// that queueing an arrival computes nothing and a pop reads no record of the peer.
+    peer_tag: u32,
     peer_port: u16,
     /// Capture taps: [`TAP_OUT`] and/or [`TAP_IN`] (0 when not tapped).
     tap: u8,
@@ -209,6 +212,52 @@ struct Launched {
     frame: u64,
 }
 
+/// The engine's side of frame `l` put on the wire of `port` (`ps`) of local actor `me`
+/// (`loc`): draws the keys of the completion and of the arrival (in this order, one sequence
+/// number each: one read and one write of the tie word), and queues the completion (`notify`)
+/// or reserves its key. Returns the arrival's key.
+#[inline(always)]
+fn launched(
+    loc: &mut Local,
+    ps: &mut PortState,
+    queue: &mut EventQueue,
+    me: u32,
+    port: usize,
+    l: &Launched,
+    notify: bool,
+) -> EventKey {
+    let tie = loc.tie;
+    let next = EventKey::next_tie(tie);
+    loc.tie = EventKey::next_tie(next);
+    if notify {
+        ps.done_tie = NO_TX_DONE;
+        queue.push_tx_done(EventKey { time: l.done, tie }, me, port as u16);
+    } else {
+        ps.done_tie = tie;
+    }
+    EventKey {
+        time: l.arrive,
+        tie: next,
+    }
+}
+
+/// Logs a transmit. Per-packet logs exist only when built with the `packet-trace` feature, so
+/// that a normal build pays nothing for them, not even the disabled-callsite check.
+#[inline(always)]
+#[cfg_attr(not(feature = "packet-trace"), allow(unused_variables))]
+fn trace_transmit(gids: &[ActorId], me: u32, port: usize, now: Time, l: &Launched) {
+    #[cfg(feature = "packet-trace")]
+    tracing::trace!(
+        target: "fabemu::packet",
+        actor = gids.get(me as usize).copied().unwrap_or(0),
+        port,
+        start_ps = now.ps(),
+        arrive_ps = l.arrive,
+        frame_len = l.frame,
+        "transmit"
+    );
+}
+
 impl Sched {
     /// First time not to run because of a halt request (`u64::MAX` without one).
     pub(crate) fn halt_end(&self) -> u64 {
@@ -308,13 +357,24 @@ impl Sched {
         now: Time,
         notify: bool,
     ) -> Result<(), TransmitError> {
-        let (a, b) = self.port_range(me);
-        if a + port >= b {
+        // The actor's record and the port are looked up once and kept (fields of `self` apart
+        // from the queue's), not indexed again for the keys, the completion and the peer.
+        let Some(loc) = self.local.get_mut(me as usize) else {
             return Err(TransmitError::NoSuchPort);
-        }
-        let l = launch(&mut self.ports[a + port], &self.overhead, &mut packet, now)?;
+        };
+        let (a, b) = (
+            loc.first as usize,
+            loc.first as usize + usize::from(loc.count),
+        );
+        let Some(ps) = self.ports.get_mut(a + port).filter(|_| a + port < b) else {
+            return Err(TransmitError::NoSuchPort);
+        };
+        let l = launch(ps, &self.overhead, &mut packet, now)?;
+        self.packet_hops += 1;
+        trace_transmit(&self.gids, me, port, now, &l);
+        let k_arrive = launched(loc, ps, &mut self.queue, me, port, &l, notify);
         let (done, arrive) = (l.done, l.arrive);
-        let (k_arrive, peer_part) = self.launched(me, port, a, now, l, notify);
+        let (peer_part, peer_tag, peer_port) = (ps.peer_part, ps.peer_tag, ps.peer_port);
         if !l.deliver {
             // Lost on the wire: the port was busy all the same, nothing arrives.
             if let Some(s) = &mut self.sampler {
@@ -322,17 +382,15 @@ impl Sched {
             }
             return Ok(());
         }
-        let ps = &self.ports[a + port];
-        let (peer_local, peer_port) = (ps.peer_local, ps.peer_port);
         // The packet is moved straight into the queue or outbox; the capture reads it back from
         // there, so the hot path never needs it at a fixed address.
         let slot = if peer_part == self.part {
             self.queue
-                .push_packet(k_arrive, peer_local, peer_port, packet)
+                .push_packet(k_arrive, peer_tag, peer_port, packet)
         } else {
             self.outbox[peer_part as usize].push(Remote {
                 key: k_arrive,
-                dst: peer_local,
+                dst: tag_dst(peer_tag),
                 port: peer_port,
                 packet,
             });
@@ -390,31 +448,35 @@ impl Sched {
         now: Time,
         notify: bool,
     ) -> Result<(), TransmitError> {
-        let (a, b) = self.port_range(me);
-        let queue = &mut self.queue;
-        let launched = if a + port >= b {
-            Err(TransmitError::NoSuchPort)
-        } else if !queue.has_slot(slot) {
-            return Err(TransmitError::NoSuchFrame);
-        } else {
-            launch_len(
-                &mut self.ports[a + port],
-                &self.overhead,
-                frame,
-                now,
-                || queue.packet_mut(slot),
-            )
+        // As in `transmit`: the actor's record and the port looked up once.
+        let Some(loc) = self.local.get_mut(me as usize) else {
+            return self.refuse_held(false, slot);
         };
+        let (a, b) = (
+            loc.first as usize,
+            loc.first as usize + usize::from(loc.count),
+        );
+        let Some(ps) = self.ports.get_mut(a + port).filter(|_| a + port < b) else {
+            return self.refuse_held(false, slot);
+        };
+        if !self.queue.has_slot(slot) {
+            return self.refuse_held(true, slot);
+        }
+        let queue = &mut self.queue;
+        let launched_len = launch_len(ps, &self.overhead, frame, now, || queue.packet_mut(slot));
         self.held = self.held.saturating_sub(1);
-        let l = match launched {
+        let l = match launched_len {
             Ok(l) => l,
             Err(e) => {
                 self.queue.free_slot(slot);
                 return Err(e);
             }
         };
+        self.packet_hops += 1;
+        trace_transmit(&self.gids, me, port, now, &l);
+        let k_arrive = launched(loc, ps, &mut self.queue, me, port, &l, notify);
         let (done, arrive) = (l.done, l.arrive);
-        let (k_arrive, peer_part) = self.launched(me, port, a, now, l, notify);
+        let (peer_part, peer_tag, peer_port) = (ps.peer_part, ps.peer_tag, ps.peer_port);
         if !l.deliver {
             self.queue.free_slot(slot);
             if let Some(s) = &mut self.sampler {
@@ -422,14 +484,12 @@ impl Sched {
             }
             return Ok(());
         }
-        let ps = &self.ports[a + port];
-        let (peer_local, peer_port) = (ps.peer_local, ps.peer_port);
         if peer_part == self.part {
-            self.queue.push_held(k_arrive, peer_local, peer_port, slot);
+            self.queue.push_held(k_arrive, peer_tag, peer_port, slot);
         } else if let Some((_, packet)) = self.queue.take_packet(slot) {
             self.outbox[peer_part as usize].push(Remote {
                 key: k_arrive,
-                dst: peer_local,
+                dst: tag_dst(peer_tag),
                 port: peer_port,
                 packet,
             });
@@ -453,45 +513,18 @@ impl Sched {
         Ok(())
     }
 
-    /// The engine's side of frame `l` put on the wire of local port `a + port` at `now`:
-    /// counts the hop, draws the keys of the completion and of the arrival (in this order, one
-    /// sequence number each), and queues the completion (`notify`) or reserves its key.
-    /// Returns the arrival's key and the peer's partition.
-    #[inline(always)]
-    fn launched(
-        &mut self,
-        me: u32,
-        port: usize,
-        a: usize,
-        now: Time,
-        l: Launched,
-        notify: bool,
-    ) -> (EventKey, u32) {
-        self.packet_hops += 1;
-        let k_done = self.next_key(me, l.done);
-        let k_arrive = self.next_key(me, l.arrive);
-        // Per-packet logs exist only when built with the `packet-trace` feature, so that a
-        // normal build pays nothing for them, not even the disabled-callsite check.
-        #[cfg(feature = "packet-trace")]
-        tracing::trace!(
-            target: "fabemu::packet",
-            actor = self.gids[me as usize],
-            port,
-            start_ps = now.ps(),
-            arrive_ps = l.arrive,
-            frame_len = l.frame,
-            "transmit"
-        );
-        #[cfg(not(feature = "packet-trace"))]
-        let _ = now;
-        let ps = &mut self.ports[a + port];
-        if notify {
-            ps.done_tie = NO_TX_DONE;
-            self.queue.push_tx_done(k_done, me, port as u16);
-        } else {
-            ps.done_tie = k_done.tie;
+    /// A [`Sched::transmit_held`] refused before its port was looked at: with no such port
+    /// (`port_ok` false) the frame is dropped, as `transmit` drops its packet; with a slot
+    /// outside the slab there is no frame to drop.
+    #[cold]
+    #[inline(never)]
+    fn refuse_held(&mut self, port_ok: bool, slot: u32) -> Result<(), TransmitError> {
+        if port_ok {
+            return Err(TransmitError::NoSuchFrame);
         }
-        (k_arrive, ps.peer_part)
+        self.held = self.held.saturating_sub(1);
+        self.queue.free_slot(slot);
+        Err(TransmitError::NoSuchPort)
     }
 
     /// The packet in slab slot `slot`.
@@ -680,6 +713,7 @@ impl<A: Actor> Partition<A> {
                 .as_ref()
                 .is_some_and(|c| c.ports.contains(&(a as ActorId, p)))
         };
+        let holds_frames: Vec<bool> = actors.iter().map(Actor::holds_frames).collect();
         let mut fault_rules: rustc_hash::FxHashMap<(u32, usize), Vec<_>> = Default::default();
         for &(a, port, r) in &cfg.faults.rules {
             fault_rules.entry((a, port)).or_default().push(r);
@@ -705,7 +739,10 @@ impl<A: Actor> Partition<A> {
                 p.sched.ports.push(PortState {
                     channel: w.channel,
                     peer_part: plan.assignment[peer],
-                    peer_local: local[peer],
+                    peer_tag: arrival_tag(
+                        local[peer],
+                        holds_frames.get(peer).copied().unwrap_or(false),
+                    ),
                     peer_port: w.peer_port as u16,
                     busy_until: 0,
                     done_tie: NO_TX_DONE,
@@ -815,23 +852,21 @@ impl<A: Actor> Partition<A> {
                 let dst = e.dst();
                 let event = match e.kind() {
                     // An actor that holds frames gets the slot; the frame stays where it is.
-                    Kind::Packet if self.sched.local[dst as usize].holds => {
-                        match self.sched.queue.arrival_port(e.data()) {
-                            Some(port) => {
-                                self.sched.held += 1;
-                                Event::Frame {
-                                    port: port as usize,
-                                    frame: Frame { slot: e.data() },
-                                }
-                            }
-                            None => {
-                                return Err(EngineError::Failure(format!(
-                                    "packet slot {} empty",
-                                    e.data()
-                                )))
+                    Kind::Frame => match self.sched.queue.arrival_port(e.data()) {
+                        Some(port) => {
+                            self.sched.held += 1;
+                            Event::Frame {
+                                port: port as usize,
+                                frame: Frame { slot: e.data() },
                             }
                         }
-                    }
+                        None => {
+                            return Err(EngineError::Failure(format!(
+                                "packet slot {} empty",
+                                e.data()
+                            )))
+                        }
+                    },
                     Kind::Packet => match self.sched.queue.take_packet(e.data()) {
                         Some((port, packet)) => Event::Packet {
                             port: port as usize,
@@ -900,7 +935,14 @@ impl<A: Actor> Partition<A> {
 
     fn ingest(&mut self, batch: Vec<Remote>) {
         for r in batch {
-            self.sched.queue.push_packet(r.key, r.dst, r.port, r.packet);
+            let holds = self
+                .sched
+                .local
+                .get(r.dst as usize)
+                .is_some_and(|l| l.holds);
+            self.sched
+                .queue
+                .push_packet(r.key, arrival_tag(r.dst, holds), r.port, r.packet);
         }
     }
 
