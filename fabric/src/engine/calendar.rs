@@ -71,7 +71,6 @@ pub(crate) struct Calendar {
     head: usize,
     /// Events beyond the ring's horizon (a min-heap through `Entry`'s reversed order).
     far: BinaryHeap<Entry>,
-    len: usize,
     /// Where [`sort_bucket`] scatters a bucket (then swapped in for it).
     scratch: Vec<Entry>,
     /// Buffers of drained buckets, most recently drained last: a bucket that gets its first
@@ -89,7 +88,6 @@ impl Default for Calendar {
             drain: Vec::new(),
             head: 0,
             far: BinaryHeap::new(),
-            len: 0,
             scratch: Vec::new(),
             spare: Vec::new(),
         }
@@ -193,9 +191,12 @@ fn halve_sort(v: &mut [Entry], start: u64, bits: u32) {
 }
 
 impl Calendar {
-    #[inline]
+    /// Events queued. Counted when asked (at the end of a run and in tests) rather than kept
+    /// in a counter that every push and pop would write: two read-modify-writes per event.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.drain.len().saturating_sub(self.head)
+            + self.buckets.iter().map(Vec::len).sum::<usize>()
+            + self.far.len()
     }
 
     /// Queues `e`. The common case, an append to a later bucket of the ring with room for it,
@@ -215,7 +216,6 @@ impl Calendar {
             // events (it takes one with its first, gives it back when drained), so its bit in
             // `occupied` is set already: no read-modify-write of it here.
             debug_assert!(!v.is_empty() && self.occupied[slot / 64] & (1 << (slot % 64)) != 0);
-            self.len += 1;
             v.push(e);
         } else {
             self.push_slow(e, b.max(self.cur));
@@ -226,7 +226,6 @@ impl Calendar {
     /// ring, into the bucket being drained, or into a bucket without room.
     #[inline(never)]
     fn push_slow(&mut self, e: Entry, b: u64) {
-        self.len += 1;
         if b >= self.cur + BUCKETS as u64 {
             self.far.push(e);
             return;
@@ -270,9 +269,7 @@ impl Calendar {
             self.occupied[slot / 64] &= !(1 << (slot % 64));
         }
         self.sorted = false;
-        if self.len == 0 {
-            return false;
-        }
+        // Nothing queued ends the loop below: no occupied bucket and no far event.
         loop {
             // Bring far events that the ring now covers into it.
             let horizon = self.cur + BUCKETS as u64;
@@ -365,7 +362,6 @@ impl Calendar {
     /// keeping its capacity) once all have popped.
     #[inline]
     fn advance(&mut self) {
-        self.len -= 1;
         self.head += 1;
         if self.head >= self.drain.len() {
             let mut buf = std::mem::take(&mut self.drain);
@@ -470,6 +466,48 @@ mod tests {
             for &(t, o) in times.iter().take(10) {
                 push(&mut cal, &mut heap, now + t % 3000, o);
             }
+            while let Some(b) = heap.pop() {
+                prop_assert_eq!(cal.pop_before(u64::MAX).map(|e| e.key), Some(b.key));
+            }
+            prop_assert!(cal.pop_before(u64::MAX).is_none());
+        }
+    }
+
+    proptest! {
+        /// Pushes into the bucket being drained (sorted inserts near its front, appends, and
+        /// inserts into a full bucket that drop its popped prefix first), interleaved with
+        /// pops, come out in key order.
+        #[test]
+        fn inserts_into_the_drained_bucket_keep_key_order(
+            times in proptest::collection::vec(0u64..8192, 1..80),
+            ops in proptest::collection::vec((0u64..3, 0u64..400, 0u32..3), 1..120),
+        ) {
+            let mut cal = Calendar::default();
+            let mut heap = BinaryHeap::new();
+            let mut seq = 0u64;
+            for &t in &times {
+                seq += 1;
+                cal.push(entry(t, 1, seq));
+                heap.push(entry(t, 1, seq));
+            }
+            let mut now = 0u64;
+            for (op, dt, origin) in ops {
+                if op == 0 {
+                    let a = cal.pop_before(u64::MAX);
+                    let b = heap.pop();
+                    prop_assert_eq!(a.map(|e| e.key), b.map(|e: Entry| e.key));
+                    if let Some(e) = a {
+                        now = e.key.time;
+                    }
+                } else {
+                    // Mostly just after now (near the front), sometimes at now (ties by origin).
+                    let t = now + if op == 1 { dt } else { 0 };
+                    seq += 1;
+                    cal.push(entry(t, origin, seq));
+                    heap.push(entry(t, origin, seq));
+                }
+            }
+            prop_assert_eq!(cal.len(), heap.len());
             while let Some(b) = heap.pop() {
                 prop_assert_eq!(cal.pop_before(u64::MAX).map(|e| e.key), Some(b.key));
             }

@@ -848,7 +848,6 @@ impl<A: Actor> Partition<A> {
         loop {
             while let Some(e) = self.sched.queue.pop_before(self.sched.stop) {
                 now = Time(e.key.time);
-                self.sched.events += 1;
                 let dst = e.dst();
                 let event = match e.kind() {
                     // An actor that holds frames gets the slot; the frame stays where it is.
@@ -904,7 +903,10 @@ impl<A: Actor> Partition<A> {
                 actor.handle(event, &mut ctx);
                 budget -= 1;
                 if budget == 0 {
+                    // Events are counted here and when the loop ends, from the budget, not one
+                    // write per event.
                     budget = REPORT;
+                    self.sched.events += u64::from(REPORT);
                     progress
                         .events
                         .fetch_add(u64::from(REPORT), Ordering::Relaxed);
@@ -926,6 +928,7 @@ impl<A: Actor> Partition<A> {
             break;
         }
         self.sched.last_time = now;
+        self.sched.events += u64::from(REPORT - budget);
         progress
             .events
             .fetch_add(u64::from(REPORT - budget), Ordering::Relaxed);
