@@ -185,16 +185,16 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
                     st.acks_sent = c.acks_sent;
                     st.data_packets_received = c.data_packets_received;
                 }
-                Node::Host(host)
+                Node::Host(Box::new(host))
             }
-            NodeKind::Switch => Node::Switch(Switch::new(
+            NodeKind::Switch => Node::Switch(Box::new(Switch::new(
                 ports.len(),
                 RouteTable::new(),
                 &SwitchConfig {
                     buffer: s.switch_buffer,
                 },
                 switch_salt(s.seed, id),
-            )),
+            ))),
         };
         actors.push(actor);
     }
