@@ -311,6 +311,10 @@ pub struct Switch {
     /// RED/ECN or INT is on: departures call [`Switch::mark`] (read here instead of the two
     /// options' lines).
     marking: bool,
+    /// Some ingress was ever put in XOFF: until then no departure can bring an XON, and
+    /// departures skip the ingress's PFC state (a lossless fabric that never pauses, the
+    /// usual case, reads it for nothing). Set for good: no count to keep per XON.
+    xoff_seen: bool,
     /// `cfg.dscp_priority`, packed.
     dscp: PackedDscp,
     mmu: Mmu,
@@ -358,6 +362,7 @@ impl Switch {
             seed,
             received: 0,
             marking: b.ecn.is_some(),
+            xoff_seen: false,
             cfg: b,
             mmu: Mmu::new(&b, ports),
             queues: (0..ports).map(|_| Egress::default()).collect(),
@@ -767,6 +772,7 @@ impl Switch {
             return;
         }
         st.xoff |= bit;
+        self.xoff_seen = true;
         self.flags[port].pending |= bit;
         if st.refresh_at.is_none() {
             let t = ctx.now().add(Time((st.pause_time(quanta).ps() / 2).max(1)));
@@ -1089,9 +1095,10 @@ impl Switch {
         if ctx.transmit_frame_len(port, frame, len, more).is_err() {
             self.stats.tx_refused += 1;
         }
-        // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
-        // ingress port's PFC state (a cache miss per frame on large switches).
-        if self.mmu.is_lossless(prio) && ingress < self.pfc.len() {
+        // Only lossless priorities are ever in XOFF, and only after some ingress went over
+        // its threshold: until then a frame need not touch the ingress port's PFC state (a
+        // cache miss per frame on large switches).
+        if self.xoff_seen && self.mmu.is_lossless(prio) && ingress < self.pfc.len() {
             self.check_xon(ingress, prio, ctx);
         }
     }
