@@ -662,6 +662,19 @@ impl Switch {
             self.cut_through(in_port, out, prio, len, frame, ctx);
             return;
         }
+        // The usual case of a loaded fabric (1.16M of fabric64's 1.43M visits): a FIFO that
+        // holds frames, on a busy port with no class paused and no PFC frame owed. The frame
+        // joins its queue and the completion already asked for sends it: what the general
+        // path below does for it, with the port's flags read once.
+        if !fl.custom
+            && fl.nonempty != 0
+            && fl.paused == 0
+            && fl.pending == 0
+            && !ctx.port_idle(out)
+        {
+            self.queue_behind(in_port, out, prio, len, frame, ctx);
+            return;
+        }
         let now = ctx.now();
         let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
@@ -721,6 +734,45 @@ impl Switch {
             return;
         }
         self.start_tx(out, ctx);
+    }
+
+    /// [`Switch::on_packet`] for a frame (`len` bytes, from `in_port`, at `prio`) for the
+    /// busy FIFO port `out` that holds frames, has no class paused and owes no PFC frame:
+    /// admitted, queued, then the ingress paused if it went over XOFF. No `start_tx`: the
+    /// frame in flight on `out` asked for its completion (see the end of `on_packet`),
+    /// unless the XOFF owed a PFC frame on `out` itself (a frame sent back by its ingress).
+    /// Out of line by the compiler's choice: forced inline, it pushed `Mmu::threshold` and
+    /// `note_queue` out of `on_packet` (+19 instructions per packet-hop on fabric64).
+    #[inline]
+    fn queue_behind(
+        &mut self,
+        in_port: usize,
+        out: usize,
+        prio: u8,
+        len: u64,
+        frame: Frame,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
+            self.refused(in_port, out, prio, len, frame, ctx);
+            return;
+        };
+        self.note_queue(out, queued);
+        self.mmu.note_peak(in_port, prio);
+        let Some(Egress::Fifo(f)) = self.queues.get_mut(out) else {
+            ctx.drop_frame(frame);
+            return;
+        };
+        f.push(frame, ctx.now(), prio, in_port, len as u32);
+        self.flags[out].nonempty |= 1 << (prio & 7);
+        if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
+            self.enter_xoff(in_port, prio, ctx);
+            // As `on_packet`'s end: the XOFF may have claimed `out` (when it is `in_port`).
+            let f = self.flags[out];
+            if f.paused != 0 || f.pending != 0 || ctx.port_idle(out) {
+                self.start_tx(out, ctx);
+            }
+        }
     }
 
     /// Queues `frame` (admitted from `in_port` at `prio`) on `out`'s custom scheduler. Out of
