@@ -209,6 +209,34 @@ mod layout_tests {
         assert_eq!(flushed + fl.cut(), 1_000);
     }
 
+    /// Waits go through the log (folded when full, the rest added when read; one too large
+    /// for an entry counted at once) and reach the counters as if recorded one by one.
+    #[test]
+    fn logged_waits_reach_the_counters_exactly() {
+        use super::{Switch, SwitchConfig};
+        use fabemu_fabric::histogram::LatencyHistogram;
+        use fabemu_fabric::route::RouteTable;
+        let mut sw = Switch::new(3, RouteTable::default(), &SwitchConfig::default(), 1);
+        let mut want = vec![LatencyHistogram::rough(); 3];
+        let mut sums = [0u64; 3];
+        for i in 0..1_000u64 {
+            let port = (i * 7 % 3) as usize;
+            let waited = match i {
+                500 => 1 << 50,
+                _ => i * i * 1_000 % 9_000_000,
+            };
+            sw.log_wait(port, waited);
+            want[port].record(waited);
+            sums[port] += waited;
+        }
+        let got = sw.port_stats();
+        for port in 0..3 {
+            assert_eq!(got[port].queueing_delay, want[port]);
+            assert_eq!(got[port].queueing_delay_sum_ps, sums[port]);
+            assert_eq!(got[port].dequeued, want[port].len());
+        }
+    }
+
     #[test]
     fn per_frame_port_counters_share_a_cache_line() {
         use fabemu_fabric::histogram::LatencyHistogram;
@@ -216,6 +244,20 @@ mod layout_tests {
         // The sum, then the whole histogram: what a departure touches is the first line.
         assert_eq!(std::mem::offset_of!(SwitchPortStats, queueing_delay), 8);
         assert!(std::mem::size_of::<LatencyHistogram>() <= 56);
+    }
+}
+
+/// Entries of a switch's log of waits ([`Switch`]'s `waits`): 512 bytes, eight lines.
+const WAIT_LOG: usize = 64;
+
+/// Adds a logged wait (`wait << 16 | port`) to its port's counters: the delay sum and the
+/// histogram (`dequeued` is the histogram's count).
+#[inline]
+fn count_wait(stats: &mut [SwitchPortStats], w: u64) {
+    if let Some(ps) = stats.get_mut((w & 0xFFFF) as usize) {
+        let waited = w >> 16;
+        ps.queueing_delay_sum_ps += waited;
+        ps.queueing_delay.record(waited);
     }
 }
 
@@ -371,11 +413,23 @@ pub struct Switch {
     /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
     flags: Vec<PortFlags>,
     /// Per port counters, but `enqueued`, which holds only the frames admitted and then lost
-    /// to an internal error ([`Switch::port_stats`] adds the dequeued and queued ones).
-    port_stats: Vec<SwitchPortStats>,
+    /// to an internal error ([`Switch::port_stats`] adds the dequeued and queued ones), and
+    /// the waits still in `waits`. A boxed slice (never resized): 8 bytes fewer than a `Vec`
+    /// make room for `waits` in the stretch every frame reads.
+    port_stats: Box<[SwitchPortStats]>,
+    /// The waits of the last queued departures (up to [`WAIT_LOG`], `wait_len` of them), each
+    /// `wait << 16 | port`, not yet in their port's counters: added in a burst when the log
+    /// is full ([`Switch::fold_waits`]) and by [`Switch::port_stats`]. A departure wrote its
+    /// port's counters' line and a histogram bucket, two lines apart from anything else it
+    /// touches; on a large fabric each port is visited too rarely for them to stay cached (a
+    /// miss each for most departures), while a burst finds the lines of a port's recent
+    /// waits together.
+    waits: Box<[u64; WAIT_LOG]>,
     /// RED/ECN or INT is on: departures call [`Switch::mark`] (read here instead of the two
     /// options' lines).
     marking: bool,
+    /// Entries of `waits` in use.
+    wait_len: u8,
     /// Some ingress was ever put in XOFF: until then no departure can bring an XON, and
     /// departures skip the ingress's PFC state (a lossless fabric that never pauses, the
     /// usual case, reads it for nothing). Set for good: no count to keep per XON.
@@ -443,7 +497,10 @@ impl Switch {
                     ..SwitchPortStats::default()
                 };
                 ports
-            ],
+            ]
+            .into_boxed_slice(),
+            waits: Box::new([0; WAIT_LOG]),
+            wait_len: 0,
             stats: SwitchStats::default(),
             reroutes: Vec::new(),
             failed_over: false,
@@ -478,13 +535,15 @@ impl Switch {
     /// The queueing-delay histogram gets the zero waits of frames that cut through still
     /// counted in the port's flags (see `PortFlags::queue_cut`).
     pub fn port_stats(&self) -> Vec<SwitchPortStats> {
-        self.port_stats
-            .iter()
+        let mut all = self.port_stats.to_vec();
+        for &w in &self.waits[..usize::from(self.wait_len)] {
+            count_wait(&mut all, w);
+        }
+        all.into_iter()
             .zip(&self.queues)
             .zip(&self.flags)
             .enumerate()
-            .map(|(port, ((ps, q), fl))| {
-                let mut ps = ps.clone();
+            .map(|(port, ((mut ps, q), fl))| {
                 ps.queueing_delay.record_zeros(fl.cut());
                 ps.dequeued = ps.queueing_delay.len();
                 ps.enqueued += ps.dequeued + q.len() as u64;
@@ -497,8 +556,9 @@ impl Switch {
     }
 
     /// Per port counters as kept, without the derived `enqueued` and `peak_ingress_bytes`,
-    /// and with the queueing delays of frames that waited only (for reads of fields that need
-    /// no copy: the PFC counters; [`Switch::port_stats`] has the whole histograms).
+    /// and with only some of the queueing delays (those of frames that waited, up to the last
+    /// few): for reads of fields that need no copy, the PFC counters; [`Switch::port_stats`]
+    /// has the whole histograms.
     pub fn port_counters(&self) -> &[SwitchPortStats] {
         &self.port_stats
     }
@@ -1204,11 +1264,7 @@ impl Switch {
             Some(at) => {
                 self.mmu.release(ingress, prio, port, u64::from(len));
                 let waited = ctx.now().saturating_sub(at).ps();
-                // `dequeued` is the histogram's count (derived in `port_stats`): one line
-                // written.
-                let ps = &mut self.port_stats[port];
-                ps.queueing_delay_sum_ps += waited;
-                ps.queueing_delay.record(waited);
+                self.log_wait(port, waited);
             }
             // A zero wait, counted apart (`port_stats` adds the count to the histogram's
             // zeros); the sum does not change.
@@ -1233,6 +1289,44 @@ impl Switch {
         if self.xoff_seen && self.mmu.is_lossless(prio) && ingress < self.pfc.len() {
             self.check_xon(ingress, prio, ctx);
         }
+    }
+
+    /// Counts a queued frame's wait on `port`: into the log (`dequeued` is the histogram's
+    /// count, derived in `port_stats`).
+    #[inline(always)]
+    fn log_wait(&mut self, port: usize, waited: u64) {
+        let n = usize::from(self.wait_len);
+        match self.waits.get_mut(n) {
+            Some(w) if waited >> 48 == 0 && port >> 16 == 0 => {
+                *w = waited << 16 | port as u64;
+                self.wait_len += 1;
+            }
+            _ => self.log_wait_slow(port, waited),
+        }
+    }
+
+    /// [`Switch::log_wait`] when the log is full, or for a wait or port too large for
+    /// an entry (2^48 ps, 2^16 ports): folds the log, then logs the wait or counts it at once.
+    #[cold]
+    #[inline(never)]
+    fn log_wait_slow(&mut self, port: usize, waited: u64) {
+        self.fold_waits();
+        if waited >> 48 == 0 && port >> 16 == 0 {
+            self.waits[0] = waited << 16 | port as u64;
+            self.wait_len = 1;
+        } else if let Some(ps) = self.port_stats.get_mut(port) {
+            ps.queueing_delay_sum_ps += waited;
+            ps.queueing_delay.record(waited);
+        }
+    }
+
+    /// Adds the logged waits to their ports' counters and empties the log.
+    fn fold_waits(&mut self) {
+        let n = usize::from(self.wait_len);
+        for &w in &self.waits[..n] {
+            count_wait(&mut self.port_stats, w);
+        }
+        self.wait_len = 0;
     }
 
     /// RED/ECN marking and INT stamping of `frame` as it leaves (`port`, `prio`), after its
