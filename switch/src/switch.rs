@@ -722,16 +722,11 @@ impl Switch {
             self.cut_through(in_port, out, prio, len, frame, ctx);
             return;
         }
-        // The usual case of a loaded fabric (1.16M of fabric64's 1.43M visits): a FIFO that
-        // holds frames, on a busy port with no class paused and no PFC frame owed. The frame
-        // joins its queue and the completion already asked for sends it: what the general
-        // path below does for it, with the port's flags read once.
-        if !fl.custom
-            && fl.nonempty != 0
-            && fl.paused == 0
-            && fl.pending == 0
-            && !ctx.port_idle(out)
-        {
+        // The usual case of a loaded fabric (1.29M of fabric64's 1.43M visits): a FIFO port
+        // that is busy, with no class paused and no PFC frame owed. The frame joins its
+        // queue and the frame on the wire sends it at its completion: what the general path
+        // below does for it, with the port's flags read once.
+        if !fl.custom && fl.paused == 0 && fl.pending == 0 && !ctx.port_idle(out) {
             self.queue_behind(in_port, out, prio, len, frame, ctx);
             return;
         }
@@ -797,10 +792,12 @@ impl Switch {
     }
 
     /// [`Switch::on_packet`] for a frame (`len` bytes, from `in_port`, at `prio`) for the
-    /// busy FIFO port `out` that holds frames, has no class paused and owes no PFC frame:
-    /// admitted, queued, then the ingress paused if it went over XOFF. No `start_tx`: the
-    /// frame in flight on `out` asked for its completion (see the end of `on_packet`),
-    /// unless the XOFF owed a PFC frame on `out` itself (a frame sent back by its ingress).
+    /// busy FIFO port `out` that has no class paused and owes no PFC frame: admitted,
+    /// queued, then the ingress paused if it went over XOFF. The completion of the frame on
+    /// the wire is asked for when this one is the first queued (what `start_tx` does on a
+    /// busy port); with frames ahead, it was asked for already (see the end of `on_packet`),
+    /// and `start_tx` runs only if the XOFF owed a PFC frame on `out` itself (a frame sent
+    /// back by its ingress).
     /// Out of line by the compiler's choice: forced inline, it pushed `Mmu::threshold` and
     /// `note_queue` out of `on_packet` (+19 instructions per packet-hop on fabric64).
     #[inline]
@@ -824,14 +821,20 @@ impl Switch {
             return;
         };
         f.push(frame, ctx.now(), prio, in_port, len as u32);
-        self.flags[out].nonempty |= 1 << (prio & 7);
+        let fl = &mut self.flags[out];
+        let first = fl.nonempty == 0;
+        fl.nonempty |= 1 << (prio & 7);
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
             self.enter_xoff(in_port, prio, ctx);
             // As `on_packet`'s end: the XOFF may have claimed `out` (when it is `in_port`).
             let f = self.flags[out];
-            if f.paused != 0 || f.pending != 0 || ctx.port_idle(out) {
+            if !first && (f.paused != 0 || f.pending != 0 || ctx.port_idle(out)) {
                 self.start_tx(out, ctx);
             }
+        }
+        if first {
+            // `start_tx` on the port, still busy: nothing else can have sent on it.
+            ctx.want_tx_done(out);
         }
     }
 
