@@ -187,6 +187,56 @@ mod layout_tests {
         assert!(last / 64 - first / 64 < 4, "{first}..={last}");
     }
 
+    /// The flags every frame reads stay 8 bytes (eight ports a line; 12 cost fabric64 ~10
+    /// instructions per hop), and the zero waits they count reach the histogram exactly:
+    /// 256 at each wrap, the rest when the counters are read.
+    #[test]
+    fn port_flags_count_zero_waits_in_eight_bytes() {
+        use super::{PortFlags, CUT_MASK};
+        assert_eq!(std::mem::size_of::<PortFlags>(), 8);
+        let mut fl = PortFlags::default();
+        fl.set_max_queue(5_000);
+        let mut flushed = 0u64;
+        for _ in 0..1_000 {
+            if fl.count_cut() {
+                flushed += u64::from(CUT_MASK) + 1;
+            }
+        }
+        assert_eq!(flushed + fl.cut(), 1_000);
+        assert_eq!(fl.max_queue(), 5_000);
+        fl.set_max_queue(u64::MAX);
+        assert_eq!(fl.max_queue(), (1 << 24) - 1);
+        assert_eq!(flushed + fl.cut(), 1_000);
+    }
+
+    /// Waits go through the log (folded when full, the rest added when read; one too large
+    /// for an entry counted at once) and reach the counters as if recorded one by one.
+    #[test]
+    fn logged_waits_reach_the_counters_exactly() {
+        use super::{Switch, SwitchConfig};
+        use fabemu_fabric::histogram::LatencyHistogram;
+        use fabemu_fabric::route::RouteTable;
+        let mut sw = Switch::new(3, RouteTable::default(), &SwitchConfig::default(), 1);
+        let mut want = vec![LatencyHistogram::rough(); 3];
+        let mut sums = [0u64; 3];
+        for i in 0..1_000u64 {
+            let port = (i * 7 % 3) as usize;
+            let waited = match i {
+                500 => 1 << 50,
+                _ => i * i * 1_000 % 9_000_000,
+            };
+            sw.log_wait(port, waited);
+            want[port].record(waited);
+            sums[port] += waited;
+        }
+        let got = sw.port_stats();
+        for port in 0..3 {
+            assert_eq!(got[port].queueing_delay, want[port]);
+            assert_eq!(got[port].queueing_delay_sum_ps, sums[port]);
+            assert_eq!(got[port].dequeued, want[port].len());
+        }
+    }
+
     #[test]
     fn per_frame_port_counters_share_a_cache_line() {
         use fabemu_fabric::histogram::LatencyHistogram;
@@ -194,6 +244,20 @@ mod layout_tests {
         // The sum, then the whole histogram: what a departure touches is the first line.
         assert_eq!(std::mem::offset_of!(SwitchPortStats, queueing_delay), 8);
         assert!(std::mem::size_of::<LatencyHistogram>() <= 56);
+    }
+}
+
+/// Entries of a switch's log of waits ([`Switch`]'s `waits`): 512 bytes, eight lines.
+const WAIT_LOG: usize = 64;
+
+/// Adds a logged wait (`wait << 16 | port`) to its port's counters: the delay sum and the
+/// histogram (`dequeued` is the histogram's count).
+#[inline]
+fn count_wait(stats: &mut [SwitchPortStats], w: u64) {
+    if let Some(ps) = stats.get_mut((w & 0xFFFF) as usize) {
+        let waited = w >> 16;
+        ps.queueing_delay_sum_ps += waited;
+        ps.queueing_delay.record(waited);
     }
 }
 
@@ -237,9 +301,52 @@ struct PortFlags {
     /// whether a completion is needed, and which priority goes next are told here without
     /// reading the FIFO's lines (the FIFO's [`crate::egress::Lanes`] keep no count of their own).
     nonempty: u8,
-    /// The port's `max_queue_bytes` (saturated at `u32::MAX`): an arriving frame compares
-    /// its queue with it here and writes the port's counters only when the queue is deeper.
-    max_queue: u32,
+    /// Two counters in one word ([`PortFlags::max_queue`], [`PortFlags::count_cut`]), so
+    /// that the flags stay 8 bytes (12 cost every frame ~10 instructions on fabric64: the
+    /// stride and the copies). High 24 bits: the port's `max_queue_bytes` (saturated at
+    /// 2^24 - 1): an arriving frame compares its queue with it here and writes the port's
+    /// counters only when the queue is deeper. Low 8 bits: frames that left without waiting
+    /// (cut through an idle, empty port) not yet in the port's queueing-delay histogram,
+    /// moved there every 256 and by [`Switch::port_stats`]: such a frame would otherwise
+    /// touch the counters' line for a zero alone (a cache miss for half the departures on
+    /// fat_tree1024).
+    queue_cut: u32,
+}
+
+/// Low bits of [`PortFlags::queue_cut`]: zero waits not yet in the histogram.
+const CUT_MASK: u32 = 0xFF;
+
+impl PortFlags {
+    /// The copy of the port's `max_queue_bytes` (saturated at 2^24 - 1).
+    #[inline]
+    fn max_queue(self) -> u64 {
+        u64::from(self.queue_cut >> 8)
+    }
+
+    /// Sets the copy of `max_queue_bytes` to `queued` (saturated).
+    #[inline]
+    fn set_max_queue(&mut self, queued: u64) {
+        let q = u32::try_from(queued.min(u64::from(u32::MAX >> 8))).unwrap_or(u32::MAX >> 8);
+        self.queue_cut = q << 8 | self.queue_cut & CUT_MASK;
+    }
+
+    /// Counts a departure that never waited; true when the count wrapped (256 more zeros
+    /// for the histogram).
+    #[inline]
+    fn count_cut(&mut self) -> bool {
+        if self.queue_cut & CUT_MASK == CUT_MASK {
+            self.queue_cut &= !CUT_MASK;
+            true
+        } else {
+            self.queue_cut += 1;
+            false
+        }
+    }
+
+    /// Zero waits counted here and not yet in the histogram.
+    fn cut(self) -> u64 {
+        u64::from(self.queue_cut & CUT_MASK)
+    }
 }
 
 /// What the switch does with an arriving frame, read from its bytes.
@@ -306,11 +413,27 @@ pub struct Switch {
     /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
     flags: Vec<PortFlags>,
     /// Per port counters, but `enqueued`, which holds only the frames admitted and then lost
-    /// to an internal error ([`Switch::port_stats`] adds the dequeued and queued ones).
-    port_stats: Vec<SwitchPortStats>,
+    /// to an internal error ([`Switch::port_stats`] adds the dequeued and queued ones), and
+    /// the waits still in `waits`. A boxed slice (never resized): 8 bytes fewer than a `Vec`
+    /// make room for `waits` in the stretch every frame reads.
+    port_stats: Box<[SwitchPortStats]>,
+    /// The waits of the last queued departures (up to [`WAIT_LOG`], `wait_len` of them), each
+    /// `wait << 16 | port`, not yet in their port's counters: added in a burst when the log
+    /// is full ([`Switch::fold_waits`]) and by [`Switch::port_stats`]. A departure wrote its
+    /// port's counters' line and a histogram bucket, two lines apart from anything else it
+    /// touches; on a large fabric each port is visited too rarely for them to stay cached (a
+    /// miss each for most departures), while a burst finds the lines of a port's recent
+    /// waits together.
+    waits: Box<[u64; WAIT_LOG]>,
     /// RED/ECN or INT is on: departures call [`Switch::mark`] (read here instead of the two
     /// options' lines).
     marking: bool,
+    /// Entries of `waits` in use.
+    wait_len: u8,
+    /// Some ingress was ever put in XOFF: until then no departure can bring an XON, and
+    /// departures skip the ingress's PFC state (a lossless fabric that never pauses, the
+    /// usual case, reads it for nothing). Set for good: no count to keep per XON.
+    xoff_seen: bool,
     /// `cfg.dscp_priority`, packed.
     dscp: PackedDscp,
     mmu: Mmu,
@@ -358,6 +481,7 @@ impl Switch {
             seed,
             received: 0,
             marking: b.ecn.is_some(),
+            xoff_seen: false,
             cfg: b,
             mmu: Mmu::new(&b, ports),
             queues: (0..ports).map(|_| Egress::default()).collect(),
@@ -373,7 +497,10 @@ impl Switch {
                     ..SwitchPortStats::default()
                 };
                 ports
-            ],
+            ]
+            .into_boxed_slice(),
+            waits: Box::new([0; WAIT_LOG]),
+            wait_len: 0,
             stats: SwitchStats::default(),
             reroutes: Vec::new(),
             failed_over: false,
@@ -404,13 +531,20 @@ impl Switch {
     /// peak beside its byte counts ([`crate::mmu::IngressUse::peak`]): copied into the
     /// counters whenever it grew, it cost a write to a line of their own (0.1 misses per
     /// packet-hop on fat_tree1024).
+    ///
+    /// The queueing-delay histogram gets the zero waits of frames that cut through still
+    /// counted in the port's flags (see `PortFlags::queue_cut`).
     pub fn port_stats(&self) -> Vec<SwitchPortStats> {
-        self.port_stats
-            .iter()
+        let mut all = self.port_stats.to_vec();
+        for &w in &self.waits[..usize::from(self.wait_len)] {
+            count_wait(&mut all, w);
+        }
+        all.into_iter()
             .zip(&self.queues)
+            .zip(&self.flags)
             .enumerate()
-            .map(|(port, (ps, q))| {
-                let mut ps = ps.clone();
+            .map(|(port, ((mut ps, q), fl))| {
+                ps.queueing_delay.record_zeros(fl.cut());
                 ps.dequeued = ps.queueing_delay.len();
                 ps.enqueued += ps.dequeued + q.len() as u64;
                 for (c, pp) in ps.priorities.iter_mut().enumerate() {
@@ -421,8 +555,10 @@ impl Switch {
             .collect()
     }
 
-    /// Per port counters as kept, without the derived `enqueued` and `peak_ingress_bytes`
-    /// (for reads of fields that need no copy: the histograms, the PFC counters).
+    /// Per port counters as kept, without the derived `enqueued` and `peak_ingress_bytes`,
+    /// and with only some of the queueing delays (those of frames that waited, up to the last
+    /// few): for reads of fields that need no copy, the PFC counters; [`Switch::port_stats`]
+    /// has the whole histograms.
     pub fn port_counters(&self) -> &[SwitchPortStats] {
         &self.port_stats
     }
@@ -586,6 +722,29 @@ impl Switch {
             self.cut_through(in_port, out, prio, len, frame, ctx);
             return;
         }
+        // A lossless frame in the same case leaves at once too unless its admission puts
+        // the ingress over XOFF (the pause must go first: the general path below): what the
+        // general path does for it, admitted, counted and released in one pass. Its wait, 0
+        // either way, is counted as a cut-through's.
+        if !fl.custom
+            && fl.nonempty == 0
+            && fl.pending == 0
+            && fl.paused & (1 << (prio & 7)) == 0
+            && ctx.port_idle(out)
+        {
+            if let Some(passed) = self.mmu.pass_unless_xoff(in_port, prio, len) {
+                self.leave_at_once(in_port, out, prio, len, frame, passed, ctx);
+                return;
+            }
+        }
+        // The usual case of a loaded fabric (1.29M of fabric64's 1.43M visits): a FIFO port
+        // that is busy, with no class paused and no PFC frame owed. The frame joins its
+        // queue and the frame on the wire sends it at its completion: what the general path
+        // below does for it, with the port's flags read once.
+        if !fl.custom && fl.paused == 0 && fl.pending == 0 && !ctx.port_idle(out) {
+            self.queue_behind(in_port, out, prio, len, frame, ctx);
+            return;
+        }
         let now = ctx.now();
         let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
@@ -647,6 +806,53 @@ impl Switch {
         self.start_tx(out, ctx);
     }
 
+    /// [`Switch::on_packet`] for a frame (`len` bytes, from `in_port`, at `prio`) for the
+    /// busy FIFO port `out` that has no class paused and owes no PFC frame: admitted,
+    /// queued, then the ingress paused if it went over XOFF. The completion of the frame on
+    /// the wire is asked for when this one is the first queued (what `start_tx` does on a
+    /// busy port); with frames ahead, it was asked for already (see the end of `on_packet`),
+    /// and `start_tx` runs only if the XOFF owed a PFC frame on `out` itself (a frame sent
+    /// back by its ingress).
+    /// Out of line by the compiler's choice: forced inline, it pushed `Mmu::threshold` and
+    /// `note_queue` out of `on_packet` (+19 instructions per packet-hop on fabric64).
+    #[inline]
+    fn queue_behind(
+        &mut self,
+        in_port: usize,
+        out: usize,
+        prio: u8,
+        len: u64,
+        frame: Frame,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
+            self.refused(in_port, out, prio, len, frame, ctx);
+            return;
+        };
+        self.note_queue(out, queued);
+        self.mmu.note_peak(in_port, prio);
+        let Some(Egress::Fifo(f)) = self.queues.get_mut(out) else {
+            ctx.drop_frame(frame);
+            return;
+        };
+        f.push(frame, ctx.now(), prio, in_port, len as u32);
+        let fl = &mut self.flags[out];
+        let first = fl.nonempty == 0;
+        fl.nonempty |= 1 << (prio & 7);
+        if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
+            self.enter_xoff(in_port, prio, ctx);
+            // As `on_packet`'s end: the XOFF may have claimed `out` (when it is `in_port`).
+            let f = self.flags[out];
+            if !first && (f.paused != 0 || f.pending != 0 || ctx.port_idle(out)) {
+                self.start_tx(out, ctx);
+            }
+        }
+        if first {
+            // `start_tx` on the port, still busy: nothing else can have sent on it.
+            ctx.want_tx_done(out);
+        }
+    }
+
     /// Queues `frame` (admitted from `in_port` at `prio`) on `out`'s custom scheduler. Out of
     /// line: the scheduler's packet and arrival took stack in [`Switch::on_packet`].
     #[inline(never)]
@@ -686,9 +892,9 @@ impl Switch {
     #[inline]
     fn note_queue(&mut self, out: usize, queued: u64) {
         let fl = &mut self.flags[out];
-        if queued > u64::from(fl.max_queue) {
+        if queued > fl.max_queue() {
             // Exact when the copy saturated: the counter itself is compared then.
-            fl.max_queue = u32::try_from(queued).unwrap_or(u32::MAX);
+            fl.set_max_queue(queued);
             let ps = &mut self.port_stats[out];
             ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
         }
@@ -707,7 +913,26 @@ impl Switch {
         ctx: &mut Ctx<'_>,
     ) {
         // The FIFO is empty (the caller checked), so its egress holds no bytes.
-        let Ok((queued, _)) = self.mmu.pass(in_port, prio, len) else {
+        let passed = self.mmu.pass(in_port, prio, len);
+        self.leave_at_once(in_port, out, prio, len, frame, passed, ctx);
+    }
+
+    /// The rest of [`Switch::cut_through`], for a frame whose pass through the MMU gave
+    /// `passed`: sent, or refused.
+    // Eight arguments: each is one the callers hold in registers.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn leave_at_once(
+        &mut self,
+        in_port: usize,
+        out: usize,
+        prio: u8,
+        len: u64,
+        frame: Frame,
+        passed: Result<(u64, Option<u64>), crate::buffer::Refusal>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Ok((queued, _)) = passed else {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
@@ -767,6 +992,7 @@ impl Switch {
             return;
         }
         st.xoff |= bit;
+        self.xoff_seen = true;
         self.flags[port].pending |= bit;
         if st.refresh_at.is_none() {
             let t = ctx.now().add(Time((st.pause_time(quanta).ps() / 2).max(1)));
@@ -1071,17 +1297,22 @@ impl Switch {
             },
             l => l,
         };
-        let waited = match queued_at {
+        match queued_at {
             Some(at) => {
                 self.mmu.release(ingress, prio, port, u64::from(len));
-                ctx.now().saturating_sub(at).ps()
+                let waited = ctx.now().saturating_sub(at).ps();
+                self.log_wait(port, waited);
             }
-            None => 0,
-        };
-        // `dequeued` is the histogram's count (derived in `port_stats`): one line written.
-        let ps = &mut self.port_stats[port];
-        ps.queueing_delay_sum_ps += waited;
-        ps.queueing_delay.record(waited);
+            // A zero wait, counted apart (`port_stats` adds the count to the histogram's
+            // zeros); the sum does not change.
+            None => {
+                if self.flags[port].count_cut() {
+                    self.port_stats[port]
+                        .queueing_delay
+                        .record_zeros(u64::from(CUT_MASK) + 1);
+                }
+            }
+        }
         if self.marking {
             self.mark(port, prio, &frame, ctx);
         }
@@ -1089,11 +1320,50 @@ impl Switch {
         if ctx.transmit_frame_len(port, frame, len, more).is_err() {
             self.stats.tx_refused += 1;
         }
-        // Only lossless priorities are ever in XOFF: a lossy frame need not touch the
-        // ingress port's PFC state (a cache miss per frame on large switches).
-        if self.mmu.is_lossless(prio) && ingress < self.pfc.len() {
+        // Only lossless priorities are ever in XOFF, and only after some ingress went over
+        // its threshold: until then a frame need not touch the ingress port's PFC state (a
+        // cache miss per frame on large switches).
+        if self.xoff_seen && self.mmu.is_lossless(prio) && ingress < self.pfc.len() {
             self.check_xon(ingress, prio, ctx);
         }
+    }
+
+    /// Counts a queued frame's wait on `port`: into the log (`dequeued` is the histogram's
+    /// count, derived in `port_stats`).
+    #[inline(always)]
+    fn log_wait(&mut self, port: usize, waited: u64) {
+        let n = usize::from(self.wait_len);
+        match self.waits.get_mut(n) {
+            Some(w) if waited >> 48 == 0 && port >> 16 == 0 => {
+                *w = waited << 16 | port as u64;
+                self.wait_len += 1;
+            }
+            _ => self.log_wait_slow(port, waited),
+        }
+    }
+
+    /// [`Switch::log_wait`] when the log is full, or for a wait or port too large for
+    /// an entry (2^48 ps, 2^16 ports): folds the log, then logs the wait or counts it at once.
+    #[cold]
+    #[inline(never)]
+    fn log_wait_slow(&mut self, port: usize, waited: u64) {
+        self.fold_waits();
+        if waited >> 48 == 0 && port >> 16 == 0 {
+            self.waits[0] = waited << 16 | port as u64;
+            self.wait_len = 1;
+        } else if let Some(ps) = self.port_stats.get_mut(port) {
+            ps.queueing_delay_sum_ps += waited;
+            ps.queueing_delay.record(waited);
+        }
+    }
+
+    /// Adds the logged waits to their ports' counters and empties the log.
+    fn fold_waits(&mut self) {
+        let n = usize::from(self.wait_len);
+        for &w in &self.waits[..n] {
+            count_wait(&mut self.port_stats, w);
+        }
+        self.wait_len = 0;
     }
 
     /// RED/ECN marking and INT stamping of `frame` as it leaves (`port`, `prio`), after its
