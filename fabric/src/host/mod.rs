@@ -102,20 +102,32 @@ const QUIET: u8 = 0x80;
 
 /// Per-port transmit state of a NIC.
 ///
-/// Two cache lines per frame sent (`repr(C, align(64))`): the control and data queues, then
-/// what `Nic::pump` checks besides (the PFC and relay queues, boxed since most NICs never
-/// use them, the relay turn, the pacing timer and the pause state's summary word); the
-/// pause state's per-class array, last, is read only while a class is paused. With the two
-/// rare queues inline the port took three lines, each a miss per frame on
-/// benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache. Until a port of the NIC
-/// uses the second line's state, [`Nic::quiet`] lets a frame's send read the first line alone.
+/// Two cache lines per frame sent (`repr(C, align(64))`): the control queue, the head of the
+/// round-robin list and the pacing timer, then what `Nic::pump` checks besides (the rest of the
+/// round-robin list, the PFC and relay queues, boxed since most NICs never use them, and the
+/// pause state's summary word); the pause state's per-class array, last, is read only while a
+/// class is paused. With the two rare queues inline the port took three lines, each a miss per
+/// frame on benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache. Until a port of
+/// the NIC uses the second line's state, [`Nic::quiet`] lets a frame's send read the first line
+/// alone, and so does a port with at most one QP to serve (the list's head is on the first
+/// line: a fat_tree1024 NIC sends to one peer, and the list's buffer was a miss per frame).
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct NicPort {
+    // Line 0.
     /// ACK/NAK/CNP frames, sent before data.
     control: VecDeque<Packet>,
-    /// QPs (by index) with data to send, in round-robin order.
-    active: VecDeque<u32>,
+    /// The round-robin list of QPs (by index) with data to send: its first entry (valid while
+    /// `active_len` > 0) and its length; `active_rest` holds the others in order.
+    active_head: u32,
+    active_len: u32,
+    /// Pacing timer pending at this time (to avoid arming duplicates).
+    pace_timer_at: Option<Time>,
+    /// Whether relayed frames go next when local data also waits (the two alternate).
+    transit_turn: bool,
+    // Line 1.
+    /// The round-robin list after its head.
+    active_rest: VecDeque<u32>,
     /// PFC frames this NIC generates: sent before anything else and never paused (created
     /// with the first).
     // Boxed on purpose: 8 bytes on the port's second line instead of a 32-byte deque.
@@ -125,12 +137,56 @@ struct NicPort {
     #[allow(clippy::box_collection)]
     transit: Option<Box<VecDeque<Packet>>>,
     transit_bytes: u64,
-    /// Whether relayed frames go next when local data also waits (the two alternate).
-    transit_turn: bool,
-    /// Pacing timer pending at this time (to avoid arming duplicates).
-    pace_timer_at: Option<Time>,
     /// PFC pause state of this port's transmit side.
     pause: PortPause,
+}
+
+impl NicPort {
+    /// QPs in the round-robin list.
+    #[inline]
+    fn active_len(&self) -> usize {
+        self.active_len as usize
+    }
+
+    /// Appends QP `i` to the round-robin list.
+    #[inline]
+    fn push_active(&mut self, i: u32) {
+        if self.active_len == 0 {
+            self.active_head = i;
+        } else {
+            self.active_rest.push_back(i);
+        }
+        self.active_len += 1;
+    }
+
+    /// Takes the first QP of the round-robin list; `active_rest` is read only when it holds
+    /// one.
+    #[inline]
+    fn pop_active(&mut self) -> Option<u32> {
+        if self.active_len == 0 {
+            return None;
+        }
+        let head = self.active_head;
+        self.active_len -= 1;
+        if self.active_len > 0 {
+            // `active_len` counts `active_rest` and the head: the rest holds one.
+            self.active_head = self.active_rest.pop_front().unwrap_or(head);
+        }
+        Some(head)
+    }
+
+    /// Keeps the QPs of the round-robin list for which `keep` holds, in order.
+    fn retain_active(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        let mut all = Vec::with_capacity(self.active_len());
+        while let Some(i) = self.pop_active() {
+            all.push(i);
+        }
+        for i in all {
+            if keep(i) {
+                self.push_active(i);
+            }
+        }
+    }
 }
 
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
@@ -334,7 +390,7 @@ impl Nic {
         if let Some(qp) = self.qps.get_mut(i) {
             if qp.has_data() && !qp.active {
                 qp.active = true;
-                self.ports[qp.port].active.push_back(i as u32);
+                self.ports[qp.port].push_active(i as u32);
             }
         }
     }

@@ -94,8 +94,8 @@ impl Nic {
         };
         let mut earliest = Time::NEVER;
         let mtu = self.mtu;
-        for _ in 0..self.ports[port].active.len() {
-            let Some(i) = self.ports[port].active.pop_front() else {
+        for _ in 0..self.ports[port].active_len() {
+            let Some(i) = self.ports[port].pop_active() else {
                 break;
             };
             let Some(qp) = self.qps.get_mut(i as usize) else {
@@ -106,19 +106,19 @@ impl Nic {
                 continue;
             }
             if any_paused && pause.is_paused(qp.dscp >> 3, now) {
-                self.ports[port].active.push_back(i);
+                self.ports[port].push_active(i);
                 continue;
             }
             if qp.next_send_time > now {
                 earliest = earliest.min(qp.next_send_time);
-                self.ports[port].active.push_back(i);
+                self.ports[port].push_active(i);
                 continue;
             }
             // A congestion window full: the next ACK that frees room pumps the port again.
             if let Some(w) = self.qp_cc.get(i as usize).and_then(QpCc::window) {
                 let inflight = qp.snd_nxt().saturating_sub(qp.snd_una()) * mtu;
                 if inflight >= w {
-                    self.ports[port].active.push_back(i);
+                    self.ports[port].push_active(i);
                     continue;
                 }
             }
@@ -234,7 +234,7 @@ impl Nic {
             rp.on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
         }
         if qp.has_data() {
-            self.ports[port].active.push_back(i as u32);
+            self.ports[port].push_active(i as u32);
         } else {
             qp.active = false;
         }
