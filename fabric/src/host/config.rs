@@ -22,6 +22,17 @@ pub struct HostAddr {
     pub mac: MacAddr,
 }
 
+impl HostAddr {
+    /// This host as the sender of frames built from a shared header template.
+    #[inline(always)]
+    pub fn sender(&self) -> crate::wire::Sender {
+        crate::wire::Sender {
+            mac: self.mac,
+            ip: self.ip,
+        }
+    }
+}
+
 /// Every host's addresses, by host index, and the reverse map.
 #[derive(Clone, Debug, Default)]
 pub struct HostDirectory {

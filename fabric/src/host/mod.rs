@@ -29,7 +29,7 @@ mod watch;
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
@@ -40,7 +40,7 @@ use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
 use crate::wire::{
     self, opcode, AethRepr, BthRepr, Ecn, FrameKind, HeaderTemplate, PacketFields, PfcPauseRepr,
-    RethRepr, RoceRepr, RoceRx,
+    RethRepr, RoceRepr, RoceRx, Sender,
 };
 
 pub use self::api::AppApi;
@@ -192,10 +192,11 @@ impl NicPort {
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
 ///
 /// `repr(C, align(64))`: what a data frame sent, a data frame received or an ACK received reads
-/// of the NIC fills its first four cache lines (the vectors of ports and QPs, the QP map and
-/// directory, the per-frame settings copied out of [`NicConfig`], the addresses and header
-/// template), and the line of the counters every frame sent bumps is the fourth (see
-/// [`Nic::stats`]'s offset, 240). Everything else comes after. With the whole `NicConfig`
+/// of the NIC fills its first three cache lines (the vectors of ports and QPs, the QP map and
+/// directory, the per-frame settings copied out of [`NicConfig`] and the addresses), and the
+/// counters every frame sent bumps end the third (see [`Nic::stats`]'s offset, 176): a data
+/// frame sent reads three lines of its NIC. The header bytes come from a template shared by all
+/// NICs ([`TEMPLATE`]; a template per NIC took a line and a half). Everything else comes after. With the whole `NicConfig`
 /// (240 bytes) in the hot part, a frame read its scattered scalars, `cc`, `pfc`, `classes`
 /// and `verify_icrc` from four lines and the counters and `qp_index` from three more
 /// (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB cache).
@@ -237,13 +238,10 @@ pub struct Nic {
     /// queued, a pause applied, a frame relayed) on a NIC of at most 7 ports: [`Nic::pump`]
     /// then reads only the port's first line, and bit `p` holds port `p`'s `transit_turn`.
     /// Zero for good after [`Nic::unquiet`] (on fat_tree1024 the port's second line was a
-    /// miss per frame sent). One byte, in padding: `stats` stays at offset 240.
+    /// miss per frame sent). One byte, in padding: `stats` stays at offset 176.
     quiet: u8,
-    /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
-    /// they cannot be emitted, and then neither can a frame.
-    header: Option<HeaderTemplate>,
-    /// Counters (from offset 240: the first two, which every data frame sent bumps, share
-    /// line 3 with the header's end).
+    /// Counters (from offset 176: the first two, which every data frame sent bumps, share
+    /// line 2 with the addresses and flags a frame reads).
     pub stats: HostStats,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
@@ -423,15 +421,16 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 /// packet's from the start (set afterwards, the packet was copied once more).
 #[inline(always)]
 fn build_from(
-    t: Option<&HeaderTemplate>,
+    src: &Sender,
     f: &PacketFields,
     payload: Payload,
     int: &[u8],
     meta: PacketMeta,
 ) -> Option<Packet> {
+    let t = TEMPLATE.as_ref();
     if int.is_empty() {
         let mut bytes = [0; crate::packet::INLINE_LEN];
-        if let Some(n) = t.and_then(|t| t.emit_common(f, &mut bytes)) {
+        if let Some(n) = t.and_then(|t| t.emit_common_from(src, f, &mut bytes)) {
             // The trailer follows the header; still zero, it is the ICRC of timing mode. Set
             // before the packet exists, so that the packet is built where it is returned
             // (built first and then returned, it was copied: ~22 instructions per frame).
@@ -445,7 +444,7 @@ fn build_from(
     }
     // The fields by value: their copy is made on this rare path only, so the common one
     // need not write them out to memory for a reference.
-    let mut pkt = build_general(t, *f, payload, int)?;
+    let mut pkt = build_general(t, src, *f, payload, int)?;
     pkt.meta = meta;
     Some(pkt)
 }
@@ -454,13 +453,14 @@ fn build_from(
 #[inline(never)]
 fn build_general(
     t: Option<&HeaderTemplate>,
+    src: &Sender,
     f: PacketFields,
     payload: Payload,
     int: &[u8],
 ) -> Option<Packet> {
     let std_len = HeaderTemplate::header_len(&f);
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
-    t?.emit(&f, pkt.header_mut()).ok()?;
+    t?.emit_from(src, &f, pkt.header_mut()).ok()?;
     finish(&mut pkt, std_len, int)?;
     Some(pkt)
 }
@@ -501,6 +501,18 @@ fn sender_template(addr: HostAddr) -> Option<HeaderTemplate> {
     };
     HeaderTemplate::new(&repr).ok()
 }
+
+/// The header template every NIC's frames start from: [`sender_template`] with the source
+/// addresses zero, which each NIC writes as its own ([`HeaderTemplate::emit_common_from`]).
+/// One for all NICs, it stays cached, where a template per NIC was a cache line of each NIC
+/// that every frame built read (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB
+/// cache). `None` if it cannot be emitted, and then neither can a frame.
+static TEMPLATE: LazyLock<Option<HeaderTemplate>> = LazyLock::new(|| {
+    sender_template(HostAddr {
+        ip: Ipv4Addr::UNSPECIFIED,
+        mac: [0; 6],
+    })
+});
 
 /// A host: a NIC plus the application above it.
 pub struct Host<A> {
@@ -551,7 +563,6 @@ impl<A: Application> Host<A> {
                 ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
                 completions: VecDeque::new(),
                 qp_cc: Vec::new(),
-                header: sender_template(addr),
                 rx: RxBuffer {
                     xoff_sent: vec![[None; CLASSES]; ports.max(1)],
                     ..RxBuffer::default()

@@ -200,7 +200,7 @@ impl Nic {
             message_len: seg.msg_len as u32,
             message_remaining: seg.msg_remaining as u32,
         };
-        let Some(pkt) = build_from(self.header.as_ref(), &fields, payload, int, meta) else {
+        let Some(pkt) = build_from(&self.addr.sender(), &fields, payload, int, meta) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -350,7 +350,7 @@ impl Nic {
             ..PacketMeta::default()
         };
         let payload = self.control_payload();
-        let Some(pkt) = build_from(self.header.as_ref(), &fields, payload, int, meta) else {
+        let Some(pkt) = build_from(&self.addr.sender(), &fields, payload, int, meta) else {
             self.stats.dropped_invalid += 1;
             return;
         };
