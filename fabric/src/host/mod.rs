@@ -97,9 +97,6 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
     u64::from(class) << 32 | u64::from(peer)
 }
 
-/// [`Nic::quiet`]'s flag bit (bits 0-6 are the ports' relay turns).
-const QUIET: u8 = 0x80;
-
 /// Per-port transmit state of a NIC.
 ///
 /// Two cache lines per frame sent (`repr(C, align(64))`): the control queue, the head of the
@@ -108,7 +105,7 @@ const QUIET: u8 = 0x80;
 /// pause state's summary word); the pause state's per-class array, last, is read only while a
 /// class is paused. With the two rare queues inline the port took three lines, each a miss per
 /// frame on benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache. Until a port of
-/// the NIC uses the second line's state, [`Nic::quiet`] lets a frame's send read the first line
+/// the NIC uses the second line's state, `quiet` lets a frame's send read the first line
 /// alone, and so does a port with at most one QP to serve (the list's head is on the first
 /// line: a fat_tree1024 NIC sends to one peer, and the list's buffer was a miss per frame).
 #[derive(Debug, Default)]
@@ -125,6 +122,12 @@ struct NicPort {
     pace_timer_at: Option<Time>,
     /// Whether relayed frames go next when local data also waits (the two alternate).
     transit_turn: bool,
+    /// Set while no port of the NIC has used its second line's state (a PFC frame queued, a
+    /// pause applied, a frame relayed; see [`Nic::unquiet`]): [`Nic::pump`] then reads only
+    /// this line of the port, and nothing of the `Nic` beyond its first line to decide (on
+    /// fat_tree1024 the port's second line was a miss per frame sent, and a NIC-wide flag on
+    /// the `Nic`'s third line one per ACK sent).
+    quiet: bool,
     // Line 1.
     /// The round-robin list after its head.
     active_rest: VecDeque<u32>,
@@ -234,12 +237,10 @@ pub struct Nic {
     pfc: bool,
     /// Whether `watch` is set: an ACK reads `watch` (on line 8) only then.
     watched: bool,
-    /// Nonzero ([`QUIET`] set) while no port has used its second line's state (a PFC frame
-    /// queued, a pause applied, a frame relayed) on a NIC of at most 7 ports: [`Nic::pump`]
-    /// then reads only the port's first line, and bit `p` holds port `p`'s `transit_turn`.
-    /// Zero for good after [`Nic::unquiet`] (on fat_tree1024 the port's second line was a
-    /// miss per frame sent). One byte, in padding: `stats` stays at offset 176.
-    quiet: u8,
+    /// True while no port has used its second line's state (a PFC frame queued, a pause
+    /// applied, a frame relayed), and so every port's `quiet` is set; false for good after
+    /// [`Nic::unquiet`]. One byte, in padding: `stats` stays at offset 176.
+    quiet: bool,
     /// Counters (from offset 176: the first two, which every data frame sent bumps, share
     /// line 2 with the addresses and flags a frame reads).
     pub stats: HostStats,
@@ -371,15 +372,14 @@ impl Nic {
         true
     }
 
-    /// Ends `quiet` mode before a port's second line gets state: the relay turns kept in
-    /// `quiet` go back to the ports, and [`Nic::pump`] reads the whole port from then on.
+    /// Ends `quiet` mode on every port before a port's second line gets state:
+    /// [`Nic::pump`] reads the whole port from then on.
     pub(super) fn unquiet(&mut self) {
-        let turns = std::mem::take(&mut self.quiet);
-        if turns == 0 {
+        if !std::mem::take(&mut self.quiet) {
             return;
         }
-        for (p, np) in self.ports.iter_mut().enumerate() {
-            np.transit_turn = turns >> (p & 7) & 1 == 1;
+        for np in self.ports.iter_mut() {
+            np.quiet = false;
         }
     }
 
@@ -555,12 +555,17 @@ impl<A: Application> Host<A> {
                 dcqcn: cfg.cc.dcqcn().is_some(),
                 pfc: cfg.pfc.is_some(),
                 watched: false,
-                quiet: if ports.max(1) < 8 { QUIET } else { 0 },
+                quiet: true,
                 cfg,
                 seed,
                 qps: Vec::new(),
                 qp_index: FxHashMap::default(),
-                ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
+                ports: (0..ports.max(1))
+                    .map(|_| NicPort {
+                        quiet: true,
+                        ..NicPort::default()
+                    })
+                    .collect(),
                 completions: VecDeque::new(),
                 qp_cc: Vec::new(),
                 rx: RxBuffer {

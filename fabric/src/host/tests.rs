@@ -584,6 +584,7 @@ fn port_lines_hold_what_a_send_reads() {
     // Line 0: the control queue, the round-robin head and the pacing timer; line 1 starts with
     // the rest of the list and ends with the pause state's summary word.
     assert!(offset_of!(NicPort, transit_turn) < 64);
+    assert!(offset_of!(NicPort, quiet) < 64);
     assert_eq!(offset_of!(NicPort, active_rest), 64);
     assert_eq!(offset_of!(NicPort, pause), 120);
 }

@@ -15,19 +15,15 @@ impl Nic {
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
-        if self.quiet != 0 {
-            // No PFC frame, pause or relayed frame anywhere (see `Nic::quiet`): what the
+        if np.quiet {
+            // No PFC frame, pause or relayed frame anywhere (see `NicPort::quiet`): what the
             // general path below does then, reading only the port's first line.
             if let Some(pkt) = np.control.pop_front() {
                 self.send(port, pkt, ctx);
                 return;
             }
             let sent = self.send_local(port, ctx);
-            // `port` < 7 here (a quiet NIC has at most 7 ports).
-            let bit = 1u8 << (port & 7);
-            if sent != (self.quiet & bit != 0) {
-                self.quiet ^= bit;
-            }
+            self.ports[port].transit_turn = sent;
             return;
         }
         if let Some(pkt) = np.mac_control.as_mut().and_then(|q| q.pop_front()) {
@@ -86,7 +82,7 @@ impl Nic {
         let now = ctx.now();
         // QPs of a paused priority keep their turn; the resume timer pumps the port again.
         // Copied only while a class is paused (rare): the copy read all of its line.
-        let any_paused = self.quiet == 0 && self.ports[port].pause.any_paused(now);
+        let any_paused = !self.ports[port].quiet && self.ports[port].pause.any_paused(now);
         let pause = if any_paused {
             self.ports[port].pause
         } else {
