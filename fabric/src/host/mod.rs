@@ -194,35 +194,34 @@ impl NicPort {
 
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
 ///
-/// `repr(C, align(64))`: what a data frame sent, a data frame received or an ACK received reads
-/// of the NIC fills its first three cache lines (the vectors of ports and QPs, the QP map and
-/// directory, the per-frame settings copied out of [`NicConfig`] and the addresses), and the
-/// counters every frame sent bumps end the third (see [`Nic::stats`]'s offset, 176): a data
-/// frame sent reads three lines of its NIC. The header bytes come from a template shared by all
-/// NICs ([`TEMPLATE`]; a template per NIC took a line and a half). Everything else comes after. With the whole `NicConfig`
-/// (240 bytes) in the hot part, a frame read its scattered scalars, `cc`, `pfc`, `classes`
-/// and `verify_icrc` from four lines and the counters and `qp_index` from three more
-/// (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB cache).
+/// `repr(C, align(64))`: a data frame sent reads two cache lines of its NIC, the first two
+/// (the vectors of ports and QPs; the directory, the per-frame settings copied out of
+/// [`NicConfig`], the addresses, and the two counters it bumps: [`Nic::stats`] starts at
+/// offset 112); the counters of frames received follow on the third, and what only a frame
+/// received reads (the QP map, the RTO floor, the class table, `ack_every`) fills one line
+/// behind the counters ([`Lookup`]). The header bytes come from a template shared by all NICs
+/// ([`TEMPLATE`]; a template per NIC took a line and a half). Everything else comes after.
+/// With the whole `NicConfig` (240 bytes) in the hot part, a frame read its scattered
+/// scalars, `cc`, `pfc`, `classes` and `verify_icrc` from four lines and the counters and
+/// `qp_index` from three more (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB
+/// cache); with the template and the QP map on the same lines as the send's settings, a data
+/// frame sent read four.
 #[repr(C, align(64))]
 pub struct Nic {
     // Line 0.
     ports: Box<[NicPort]>,
-    /// Queue pairs, created on first use; `qp_index` maps a (peer host, class) ([`qp_key`]) to
-    /// its QP.
+    /// Queue pairs, created on first use; `lk.qp_index` maps a (peer host, class)
+    /// ([`qp_key`]) to its QP.
     qps: Vec<Qp>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
-    // Line 1.
+    // Line 1: what a data frame sent reads.
     dir: Arc<HostDirectory>,
-    qp_index: FxHashMap<u64, u32>,
     /// What a frame reads of `cfg`, copied here when the NIC is made (`cfg` never changes).
-    rto: Time,
     qp_rate: Option<Bandwidth>,
-    // Line 2.
-    classes: ClassTable,
-    /// `cfg.mtu`, at least 1.
-    mtu: u64,
-    ack_every: u32,
+    /// `cfg.mtu`, at least 1 (a u32: frames are far shorter, and the counters stay on this
+    /// line).
+    mtu: u32,
     addr: HostAddr,
     control_dscp: u8,
     /// `cfg.ecn_capable` or a scheme that wants ECN: data frames go out ECT(0).
@@ -235,15 +234,17 @@ pub struct Nic {
     echoes_ecn: bool,
     dcqcn: bool,
     pfc: bool,
-    /// Whether `watch` is set: an ACK reads `watch` (on line 8) only then.
+    /// Whether `watch` is set: an ACK reads `watch` only then.
     watched: bool,
     /// True while no port has used its second line's state (a PFC frame queued, a pause
     /// applied, a frame relayed), and so every port's `quiet` is set; false for good after
-    /// [`Nic::unquiet`]. One byte, in padding: `stats` stays at offset 176.
+    /// [`Nic::unquiet`].
     quiet: bool,
-    /// Counters (from offset 176: the first two, which every data frame sent bumps, share
-    /// line 2 with the addresses and flags a frame reads).
+    /// Counters (from offset 112: the two every data frame sent bumps end line 1, those of
+    /// frames received are on line 2).
     pub stats: HostStats,
+    /// What only frames received read, on a line of its own.
+    lk: Lookup,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
     completions: VecDeque<Completion>,
@@ -258,6 +259,20 @@ pub struct Nic {
     /// Route tables to take at given times (failover of a multi-port NIC; see
     /// [`Nic::schedule_routes`]); empty without faults.
     reroutes: Vec<(Time, Arc<RouteTable>)>,
+}
+
+/// What of a NIC only frames received read (and a send only now and then), on one cache line
+/// of its own behind the counters: a data frame sent no longer reads them.
+#[repr(C, align(64))]
+struct Lookup {
+    /// A (peer host, class) ([`qp_key`]) to its QP's index in `qps`.
+    qp_index: FxHashMap<u64, u32>,
+    /// `cfg.rto`.
+    rto: Time,
+    /// `cfg.classes`.
+    classes: ClassTable,
+    /// `cfg.ack_every`.
+    ack_every: u32,
 }
 
 /// One QP's congestion-control state, for reports.
@@ -307,7 +322,7 @@ impl Nic {
     /// lookup inlined (every data frame received asks), the creation out of line.
     #[inline]
     fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
-        if let Some(&i) = self.qp_index.get(&qp_key(peer, class)) {
+        if let Some(&i) = self.lk.qp_index.get(&qp_key(peer, class)) {
             return Some(i as usize);
         }
         self.qp_create(peer, class, ctx)
@@ -343,7 +358,7 @@ impl Nic {
             if let Some(cc) = self.cfg.cc.new_qp(self.cfg.mtu.bytes().max(1), line) {
                 self.qp_cc.push(cc);
             }
-            self.qp_index.insert(key, (self.qps.len() - 1) as u32);
+            self.lk.qp_index.insert(key, (self.qps.len() - 1) as u32);
         }
         Some(self.qps.len() - 1)
     }
@@ -541,11 +556,14 @@ impl<A: Application> Host<A> {
                 addr,
                 dir,
                 routes,
-                rto: cfg.rto,
+                lk: Lookup {
+                    qp_index: FxHashMap::default(),
+                    rto: cfg.rto,
+                    classes: cfg.classes.clone(),
+                    ack_every: cfg.ack_every,
+                },
                 qp_rate: cfg.qp_rate,
-                classes: cfg.classes.clone(),
-                mtu: cfg.mtu.bytes().max(1),
-                ack_every: cfg.ack_every,
+                mtu: u32::try_from(cfg.mtu.bytes().max(1)).unwrap_or(u32::MAX),
                 control_dscp: cfg.control_dscp,
                 ecn_data: cfg.ecn_capable || cfg.cc.wants_ecn(),
                 verify_icrc: cfg.verify_icrc,
@@ -559,7 +577,6 @@ impl<A: Application> Host<A> {
                 cfg,
                 seed,
                 qps: Vec::new(),
-                qp_index: FxHashMap::default(),
                 ports: (0..ports.max(1))
                     .map(|_| NicPort {
                         quiet: true,

@@ -110,7 +110,7 @@ impl Nic {
         };
         // The destination QP number names the class of the QP pair (`qp_number`).
         let class = qpn_class(rx.dest_qp);
-        let Some(&i) = self.qp_index.get(&qp_key(src, class)) else {
+        let Some(&i) = self.lk.qp_index.get(&qp_key(src, class)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -134,14 +134,14 @@ impl Nic {
                 .on_nak(rx.psn, &mut done, u64::from(self.cfg.restart_window))
                 .is_some()
             {
-                let rto = qp.base_rto(self.rto);
+                let rto = qp.base_rto(self.lk.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         } else {
             self.stats.acks_received += 1;
             if qp.on_ack(rx.psn, &mut done) {
                 rtt = qp.on_acked(now);
-                let rto = qp.base_rto(self.rto);
+                let rto = qp.base_rto(self.lk.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         }
@@ -225,7 +225,7 @@ impl Nic {
     /// A data frame the transport takes now: in order, acknowledged (or NAKed); by reference,
     /// the caller drops it.
     pub(super) fn on_data_frame(&mut self, src: u32, rx: &RoceRx, pkt: &Packet, ctx: &mut Ctx<'_>) {
-        let ack_every = self.ack_every;
+        let ack_every = self.lk.ack_every;
         let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;

@@ -573,9 +573,10 @@ fn bit_errors_arrive_as_flipped_bytes_and_the_icrc_check_rejects_them() {
 
 #[test]
 fn quiet_flags_fit_in_the_nic_padding() {
-    // `quiet` sits in the padding before `stats`: the counters stay at offset 176, the two a
-    // data frame sent bumps on line 2 (see `Nic`'s layout notes).
-    assert_eq!(std::mem::offset_of!(Nic, stats), 176);
+    // `quiet` sits in the padding before `stats`: the counters start at offset 112, the two a
+    // data frame sent bumps on line 1 with the settings it reads (see `Nic`'s layout notes).
+    assert_eq!(std::mem::offset_of!(Nic, stats), 112);
+    assert_eq!(std::mem::size_of::<Lookup>(), 64);
 }
 
 #[test]

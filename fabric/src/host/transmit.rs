@@ -89,7 +89,7 @@ impl Nic {
             PortPause::default()
         };
         let mut earliest = Time::NEVER;
-        let mtu = self.mtu;
+        let mtu = u64::from(self.mtu);
         for _ in 0..self.ports[port].active_len() {
             let Some(i) = self.ports[port].pop_active() else {
                 break;
@@ -142,7 +142,7 @@ impl Nic {
 
     pub(super) fn send_data(&mut self, i: usize, port: usize, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
-        let mtu = self.mtu;
+        let mtu = u64::from(self.mtu);
         let line = ctx.channel(port).map(|c| c.rate.bandwidth());
         let Some(qp) = self.qps.get_mut(i) else {
             return;
@@ -241,7 +241,7 @@ impl Nic {
             qp.on_first_send(seg.psn, now);
         }
         if !was_outstanding {
-            let rto = qp.base_rto(self.rto);
+            let rto = qp.base_rto(self.lk.rto);
             qp.rto_deadline = now + qp.jittered(rto);
         }
         if !qp.rto_armed {
@@ -282,7 +282,7 @@ impl Nic {
         // response): synchronized go-back-N retransmissions would otherwise refill the same
         // overflowing buffer every `rto`.
         let backed_off = Time(
-            qp.base_rto(self.rto)
+            qp.base_rto(self.lk.rto)
                 .ps()
                 .saturating_mul(1 << qp.retries.min(16)),
         );
@@ -320,6 +320,7 @@ impl Nic {
         };
         let (port, dest_qp) = (qp.port, qp.remote_qpn);
         let dscp = self
+            .lk
             .classes
             .get(qpn_class(dest_qp))
             .dscp
