@@ -576,6 +576,10 @@ fn quiet_flags_fit_in_the_nic_padding() {
     // `quiet` sits in the padding before `stats`: the counters start at offset 112, the two a
     // data frame sent bumps on line 1 with the settings it reads (see `Nic`'s layout notes).
     assert_eq!(std::mem::offset_of!(Nic, stats), 112);
+    // `HostStats` in its declared order: the two counters a data frame sent bumps end line 1,
+    // those of frames received are on line 2.
+    assert_eq!(std::mem::offset_of!(HostStats, data_bytes_sent), 8);
+    assert_eq!(std::mem::offset_of!(HostStats, data_packets_received), 72);
     assert_eq!(std::mem::size_of::<Lookup>(), 64);
 }
 
