@@ -7,14 +7,16 @@ impl Nic {
     /// Handles a frame that arrived on `port`.
     ///
     /// An ACK or a data frame without extension headers (nearly every frame) is classified,
-    /// addressed and parsed in one pass ([`RoceRx::common`]); any other frame, or one that pass
+    /// addressed and parsed in one pass ([`RoceRx::common_intact`]); any other frame, or one that pass
     /// refuses, takes [`Nic::receive_general`], which decides as before field by field.
     pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
         if (pkt.is_corrupted() || self.verify_icrc) && self.damaged(&pkt) {
             self.stats.corrupted_discarded += 1;
             return;
         }
-        let Some(rx) = RoceRx::common(pkt.header()) else {
+        // Intact: a frame a fault damaged was discarded just above (the FCS check), so its
+        // IPv4 checksum is the one its last writer set and need not be recomputed.
+        let Some(rx) = RoceRx::common_intact(pkt.header()) else {
             self.receive_general(port, pkt, ctx);
             return;
         };
