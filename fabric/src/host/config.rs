@@ -22,6 +22,17 @@ pub struct HostAddr {
     pub mac: MacAddr,
 }
 
+impl HostAddr {
+    /// This host as the sender of frames built from a shared header template.
+    #[inline(always)]
+    pub fn sender(&self) -> crate::wire::Sender {
+        crate::wire::Sender {
+            mac: self.mac,
+            ip: self.ip,
+        }
+    }
+}
+
 /// Every host's addresses, by host index, and the reverse map.
 #[derive(Clone, Debug, Default)]
 pub struct HostDirectory {
@@ -203,7 +214,13 @@ impl Default for NicConfig {
 }
 
 /// What a host's NIC counted.
+///
+/// `repr(C)`: the counters in the order declared (the report's), so that the two every data
+/// frame sent bumps come first and share a line with what the send reads of the [`super::Nic`]
+/// (with Rust's own layout the latency histogram came first and pushed them onto the next
+/// line), and the counters of frames received follow on the next.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[repr(C)]
 pub struct HostStats {
     /// Data packets transmitted, first transmissions and retransmissions.
     pub data_packets_sent: u64,

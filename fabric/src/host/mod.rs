@@ -29,7 +29,7 @@ mod watch;
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
@@ -40,7 +40,7 @@ use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
 use crate::wire::{
     self, opcode, AethRepr, BthRepr, Ecn, FrameKind, HeaderTemplate, PacketFields, PfcPauseRepr,
-    RethRepr, RoceRepr, RoceRx,
+    RethRepr, RoceRepr, RoceRx, Sender,
 };
 
 pub use self::api::AppApi;
@@ -97,25 +97,40 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
     u64::from(class) << 32 | u64::from(peer)
 }
 
-/// [`Nic::quiet`]'s flag bit (bits 0-6 are the ports' relay turns).
-const QUIET: u8 = 0x80;
-
 /// Per-port transmit state of a NIC.
 ///
-/// Two cache lines per frame sent (`repr(C, align(64))`): the control and data queues, then
-/// what `Nic::pump` checks besides (the PFC and relay queues, boxed since most NICs never
-/// use them, the relay turn, the pacing timer and the pause state's summary word); the
-/// pause state's per-class array, last, is read only while a class is paused. With the two
-/// rare queues inline the port took three lines, each a miss per frame on
-/// benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache. Until a port of the NIC
-/// uses the second line's state, [`Nic::quiet`] lets a frame's send read the first line alone.
+/// Two cache lines per frame sent (`repr(C, align(64))`): the control queue, the head of the
+/// round-robin list and the pacing timer, then what `Nic::pump` checks besides (the rest of the
+/// round-robin list, the PFC and relay queues, boxed since most NICs never use them, and the
+/// pause state's summary word); the pause state's per-class array, last, is read only while a
+/// class is paused. With the two rare queues inline the port took three lines, each a miss per
+/// frame on benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache. Until a port of
+/// the NIC uses the second line's state, `quiet` lets a frame's send read the first line
+/// alone, and so does a port with at most one QP to serve (the list's head is on the first
+/// line: a fat_tree1024 NIC sends to one peer, and the list's buffer was a miss per frame).
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct NicPort {
+    // Line 0.
     /// ACK/NAK/CNP frames, sent before data.
     control: VecDeque<Packet>,
-    /// QPs (by index) with data to send, in round-robin order.
-    active: VecDeque<u32>,
+    /// The round-robin list of QPs (by index) with data to send: its first entry (valid while
+    /// `active_len` > 0) and its length; `active_rest` holds the others in order.
+    active_head: u32,
+    active_len: u32,
+    /// Pacing timer pending at this time (to avoid arming duplicates).
+    pace_timer_at: Option<Time>,
+    /// Whether relayed frames go next when local data also waits (the two alternate).
+    transit_turn: bool,
+    /// Set while no port of the NIC has used its second line's state (a PFC frame queued, a
+    /// pause applied, a frame relayed; see [`Nic::unquiet`]): [`Nic::pump`] then reads only
+    /// this line of the port, and nothing of the `Nic` beyond its first line to decide (on
+    /// fat_tree1024 the port's second line was a miss per frame sent, and a NIC-wide flag on
+    /// the `Nic`'s third line one per ACK sent).
+    quiet: bool,
+    // Line 1.
+    /// The round-robin list after its head.
+    active_rest: VecDeque<u32>,
     /// PFC frames this NIC generates: sent before anything else and never paused (created
     /// with the first).
     // Boxed on purpose: 8 bytes on the port's second line instead of a 32-byte deque.
@@ -125,44 +140,88 @@ struct NicPort {
     #[allow(clippy::box_collection)]
     transit: Option<Box<VecDeque<Packet>>>,
     transit_bytes: u64,
-    /// Whether relayed frames go next when local data also waits (the two alternate).
-    transit_turn: bool,
-    /// Pacing timer pending at this time (to avoid arming duplicates).
-    pace_timer_at: Option<Time>,
     /// PFC pause state of this port's transmit side.
     pause: PortPause,
 }
 
+impl NicPort {
+    /// QPs in the round-robin list.
+    #[inline]
+    fn active_len(&self) -> usize {
+        self.active_len as usize
+    }
+
+    /// Appends QP `i` to the round-robin list.
+    #[inline]
+    fn push_active(&mut self, i: u32) {
+        if self.active_len == 0 {
+            self.active_head = i;
+        } else {
+            self.active_rest.push_back(i);
+        }
+        self.active_len += 1;
+    }
+
+    /// Takes the first QP of the round-robin list; `active_rest` is read only when it holds
+    /// one.
+    #[inline]
+    fn pop_active(&mut self) -> Option<u32> {
+        if self.active_len == 0 {
+            return None;
+        }
+        let head = self.active_head;
+        self.active_len -= 1;
+        if self.active_len > 0 {
+            // `active_len` counts `active_rest` and the head: the rest holds one.
+            self.active_head = self.active_rest.pop_front().unwrap_or(head);
+        }
+        Some(head)
+    }
+
+    /// Keeps the QPs of the round-robin list for which `keep` holds, in order.
+    fn retain_active(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        let mut all = Vec::with_capacity(self.active_len());
+        while let Some(i) = self.pop_active() {
+            all.push(i);
+        }
+        for i in all {
+            if keep(i) {
+                self.push_active(i);
+            }
+        }
+    }
+}
+
 /// A RoCE NIC: queue pairs, per-port scheduling, frame building and parsing.
 ///
-/// `repr(C, align(64))`: what a data frame sent, a data frame received or an ACK received reads
-/// of the NIC fills its first four cache lines (the vectors of ports and QPs, the QP map and
-/// directory, the per-frame settings copied out of [`NicConfig`], the addresses and header
-/// template), and the line of the counters every frame sent bumps is the fourth (see
-/// [`Nic::stats`]'s offset, 240). Everything else comes after. With the whole `NicConfig`
-/// (240 bytes) in the hot part, a frame read its scattered scalars, `cc`, `pfc`, `classes`
-/// and `verify_icrc` from four lines and the counters and `qp_index` from three more
-/// (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB cache).
+/// `repr(C, align(64))`: a data frame sent reads two cache lines of its NIC, the first two
+/// (the vectors of ports and QPs; the directory, the per-frame settings copied out of
+/// [`NicConfig`], the addresses, and the two counters it bumps: [`Nic::stats`] starts at
+/// offset 112); the counters of frames received follow on the third, and what only a frame
+/// received reads (the QP map, the RTO floor, the class table, `ack_every`) fills one line
+/// behind the counters ([`Lookup`]). The header bytes come from a template shared by all NICs
+/// ([`TEMPLATE`]; a template per NIC took a line and a half). Everything else comes after.
+/// With the whole `NicConfig` (240 bytes) in the hot part, a frame read its scattered
+/// scalars, `cc`, `pfc`, `classes` and `verify_icrc` from four lines and the counters and
+/// `qp_index` from three more (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB
+/// cache); with the template and the QP map on the same lines as the send's settings, a data
+/// frame sent read four.
 #[repr(C, align(64))]
 pub struct Nic {
     // Line 0.
     ports: Box<[NicPort]>,
-    /// Queue pairs, created on first use; `qp_index` maps a (peer host, class) ([`qp_key`]) to
-    /// its QP.
+    /// Queue pairs, created on first use; `lk.qp_index` maps a (peer host, class)
+    /// ([`qp_key`]) to its QP.
     qps: Vec<Qp>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
-    // Line 1.
+    // Line 1: what a data frame sent reads.
     dir: Arc<HostDirectory>,
-    qp_index: FxHashMap<u64, u32>,
     /// What a frame reads of `cfg`, copied here when the NIC is made (`cfg` never changes).
-    rto: Time,
     qp_rate: Option<Bandwidth>,
-    // Line 2.
-    classes: ClassTable,
-    /// `cfg.mtu`, at least 1.
-    mtu: u64,
-    ack_every: u32,
+    /// `cfg.mtu`, at least 1 (a u32: frames are far shorter, and the counters stay on this
+    /// line).
+    mtu: u32,
     addr: HostAddr,
     control_dscp: u8,
     /// `cfg.ecn_capable` or a scheme that wants ECN: data frames go out ECT(0).
@@ -175,20 +234,17 @@ pub struct Nic {
     echoes_ecn: bool,
     dcqcn: bool,
     pfc: bool,
-    /// Whether `watch` is set: an ACK reads `watch` (on line 8) only then.
+    /// Whether `watch` is set: an ACK reads `watch` only then.
     watched: bool,
-    /// Nonzero ([`QUIET`] set) while no port has used its second line's state (a PFC frame
-    /// queued, a pause applied, a frame relayed) on a NIC of at most 7 ports: [`Nic::pump`]
-    /// then reads only the port's first line, and bit `p` holds port `p`'s `transit_turn`.
-    /// Zero for good after [`Nic::unquiet`] (on fat_tree1024 the port's second line was a
-    /// miss per frame sent). One byte, in padding: `stats` stays at offset 240.
-    quiet: u8,
-    /// The bytes every frame this NIC builds starts from (see [`HeaderTemplate`]); `None` if
-    /// they cannot be emitted, and then neither can a frame.
-    header: Option<HeaderTemplate>,
-    /// Counters (from offset 240: the first two, which every data frame sent bumps, share
-    /// line 3 with the header's end).
+    /// True while no port has used its second line's state (a PFC frame queued, a pause
+    /// applied, a frame relayed), and so every port's `quiet` is set; false for good after
+    /// [`Nic::unquiet`].
+    quiet: bool,
+    /// Counters (from offset 112: the two every data frame sent bumps end line 1, those of
+    /// frames received are on line 2).
     pub stats: HostStats,
+    /// What only frames received read, on a line of its own.
+    lk: Lookup,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
     completions: VecDeque<Completion>,
@@ -203,6 +259,20 @@ pub struct Nic {
     /// Route tables to take at given times (failover of a multi-port NIC; see
     /// [`Nic::schedule_routes`]); empty without faults.
     reroutes: Vec<(Time, Arc<RouteTable>)>,
+}
+
+/// What of a NIC only frames received read (and a send only now and then), on one cache line
+/// of its own behind the counters: a data frame sent no longer reads them.
+#[repr(C, align(64))]
+struct Lookup {
+    /// A (peer host, class) ([`qp_key`]) to its QP's index in `qps`.
+    qp_index: FxHashMap<u64, u32>,
+    /// `cfg.rto`.
+    rto: Time,
+    /// `cfg.classes`.
+    classes: ClassTable,
+    /// `cfg.ack_every`.
+    ack_every: u32,
 }
 
 /// One QP's congestion-control state, for reports.
@@ -252,7 +322,7 @@ impl Nic {
     /// lookup inlined (every data frame received asks), the creation out of line.
     #[inline]
     fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
-        if let Some(&i) = self.qp_index.get(&qp_key(peer, class)) {
+        if let Some(&i) = self.lk.qp_index.get(&qp_key(peer, class)) {
             return Some(i as usize);
         }
         self.qp_create(peer, class, ctx)
@@ -288,7 +358,7 @@ impl Nic {
             if let Some(cc) = self.cfg.cc.new_qp(self.cfg.mtu.bytes().max(1), line) {
                 self.qp_cc.push(cc);
             }
-            self.qp_index.insert(key, (self.qps.len() - 1) as u32);
+            self.lk.qp_index.insert(key, (self.qps.len() - 1) as u32);
         }
         Some(self.qps.len() - 1)
     }
@@ -317,15 +387,14 @@ impl Nic {
         true
     }
 
-    /// Ends `quiet` mode before a port's second line gets state: the relay turns kept in
-    /// `quiet` go back to the ports, and [`Nic::pump`] reads the whole port from then on.
+    /// Ends `quiet` mode on every port before a port's second line gets state:
+    /// [`Nic::pump`] reads the whole port from then on.
     pub(super) fn unquiet(&mut self) {
-        let turns = std::mem::take(&mut self.quiet);
-        if turns == 0 {
+        if !std::mem::take(&mut self.quiet) {
             return;
         }
-        for (p, np) in self.ports.iter_mut().enumerate() {
-            np.transit_turn = turns >> (p & 7) & 1 == 1;
+        for np in self.ports.iter_mut() {
+            np.quiet = false;
         }
     }
 
@@ -334,7 +403,7 @@ impl Nic {
         if let Some(qp) = self.qps.get_mut(i) {
             if qp.has_data() && !qp.active {
                 qp.active = true;
-                self.ports[qp.port].active.push_back(i as u32);
+                self.ports[qp.port].push_active(i as u32);
             }
         }
     }
@@ -367,15 +436,16 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 /// packet's from the start (set afterwards, the packet was copied once more).
 #[inline(always)]
 fn build_from(
-    t: Option<&HeaderTemplate>,
+    src: &Sender,
     f: &PacketFields,
     payload: Payload,
     int: &[u8],
     meta: PacketMeta,
 ) -> Option<Packet> {
+    let t = TEMPLATE.as_ref();
     if int.is_empty() {
         let mut bytes = [0; crate::packet::INLINE_LEN];
-        if let Some(n) = t.and_then(|t| t.emit_common(f, &mut bytes)) {
+        if let Some(n) = t.and_then(|t| t.emit_common_from(src, f, &mut bytes)) {
             // The trailer follows the header; still zero, it is the ICRC of timing mode. Set
             // before the packet exists, so that the packet is built where it is returned
             // (built first and then returned, it was copied: ~22 instructions per frame).
@@ -389,7 +459,7 @@ fn build_from(
     }
     // The fields by value: their copy is made on this rare path only, so the common one
     // need not write them out to memory for a reference.
-    let mut pkt = build_general(t, *f, payload, int)?;
+    let mut pkt = build_general(t, src, *f, payload, int)?;
     pkt.meta = meta;
     Some(pkt)
 }
@@ -398,13 +468,14 @@ fn build_from(
 #[inline(never)]
 fn build_general(
     t: Option<&HeaderTemplate>,
+    src: &Sender,
     f: PacketFields,
     payload: Payload,
     int: &[u8],
 ) -> Option<Packet> {
     let std_len = HeaderTemplate::header_len(&f);
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
-    t?.emit(&f, pkt.header_mut()).ok()?;
+    t?.emit_from(src, &f, pkt.header_mut()).ok()?;
     finish(&mut pkt, std_len, int)?;
     Some(pkt)
 }
@@ -446,6 +517,18 @@ fn sender_template(addr: HostAddr) -> Option<HeaderTemplate> {
     HeaderTemplate::new(&repr).ok()
 }
 
+/// The header template every NIC's frames start from: [`sender_template`] with the source
+/// addresses zero, which each NIC writes as its own ([`HeaderTemplate::emit_common_from`]).
+/// One for all NICs, it stays cached, where a template per NIC was a cache line of each NIC
+/// that every frame built read (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB
+/// cache). `None` if it cannot be emitted, and then neither can a frame.
+static TEMPLATE: LazyLock<Option<HeaderTemplate>> = LazyLock::new(|| {
+    sender_template(HostAddr {
+        ip: Ipv4Addr::UNSPECIFIED,
+        mac: [0; 6],
+    })
+});
+
 /// A host: a NIC plus the application above it.
 pub struct Host<A> {
     /// The NIC.
@@ -473,11 +556,14 @@ impl<A: Application> Host<A> {
                 addr,
                 dir,
                 routes,
-                rto: cfg.rto,
+                lk: Lookup {
+                    qp_index: FxHashMap::default(),
+                    rto: cfg.rto,
+                    classes: cfg.classes.clone(),
+                    ack_every: cfg.ack_every,
+                },
                 qp_rate: cfg.qp_rate,
-                classes: cfg.classes.clone(),
-                mtu: cfg.mtu.bytes().max(1),
-                ack_every: cfg.ack_every,
+                mtu: u32::try_from(cfg.mtu.bytes().max(1)).unwrap_or(u32::MAX),
                 control_dscp: cfg.control_dscp,
                 ecn_data: cfg.ecn_capable || cfg.cc.wants_ecn(),
                 verify_icrc: cfg.verify_icrc,
@@ -487,15 +573,18 @@ impl<A: Application> Host<A> {
                 dcqcn: cfg.cc.dcqcn().is_some(),
                 pfc: cfg.pfc.is_some(),
                 watched: false,
-                quiet: if ports.max(1) < 8 { QUIET } else { 0 },
+                quiet: true,
                 cfg,
                 seed,
                 qps: Vec::new(),
-                qp_index: FxHashMap::default(),
-                ports: (0..ports.max(1)).map(|_| NicPort::default()).collect(),
+                ports: (0..ports.max(1))
+                    .map(|_| NicPort {
+                        quiet: true,
+                        ..NicPort::default()
+                    })
+                    .collect(),
                 completions: VecDeque::new(),
                 qp_cc: Vec::new(),
-                header: sender_template(addr),
                 rx: RxBuffer {
                     xoff_sent: vec![[None; CLASSES]; ports.max(1)],
                     ..RxBuffer::default()

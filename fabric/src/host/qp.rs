@@ -18,6 +18,9 @@ use bytes::{Bytes, BytesMut};
 use crate::units::Time;
 use crate::wire::opcode;
 
+/// [`Qp`]'s `probe_psn` when no packet is being timed (PSNs never reach it).
+const NO_PROBE: u64 = u64::MAX;
+
 /// Mask of a 24-bit PSN.
 pub(crate) const PSN_MASK: u64 = 0x00FF_FFFF;
 const HALF_PSN_SPACE: u64 = 1 << 23;
@@ -87,9 +90,10 @@ pub(crate) struct Received {
 ///
 /// Laid out by who reads what, from a cache line's start (`repr(C, align(64))`): line 0 holds
 /// what every send and every ACK reads (the sequence numbers, the rate limiter, the flags and
-/// the header fields of the pair), line 1 the current message and the timed packet (every
-/// send), line 2 the window and the timer's state (every send and ACK), line 3 the receive
-/// side and what only a new message or a retransmission needs. With Rust's own layout the
+/// the header fields of the pair), line 1 the current message, the timed packet and the
+/// window's size (every send), line 2 the window and the timer's state (every ACK; a send
+/// only when nothing was outstanding), line 3 the receive side and what only a new message
+/// or a retransmission needs. With Rust's own layout the
 /// fields a send reads were spread over five or six lines (4032 QPs on fabric64, ~1.3 MB).
 #[derive(Debug)]
 #[repr(C, align(64))]
@@ -129,11 +133,20 @@ pub(crate) struct Qp {
     /// Copy of `msgs[cursor]`'s bounds, so sending does not touch the message queue's memory
     /// for every packet (valid while `cur_valid`).
     cur: CurMsg,
-    /// The packet being timed: its PSN and when it was first sent (Karn: never a resent one).
-    probe: Option<(u64, Time)>,
+    /// The PSN of the packet being timed ([`NO_PROBE`]: none) and when it was first sent
+    /// (Karn: never a resent one). Two words rather than an `Option` of a pair (24 bytes), so
+    /// that `cwnd` fits on this line.
+    probe_psn: u64,
+    probe_sent: Time,
+    /// Packets that may be unacknowledged at once: `window`'s `cwnd`, or [`MAX_IN_FLIGHT`]
+    /// without one. A copy on the line every send reads: [`Qp::has_data`] read `window` on
+    /// line 2, which a send otherwise leaves alone (a cache miss per data frame sent on
+    /// benches/fat_tree1024.yaml).
+    cwnd: u64,
     // Line 2.
     /// Loss-recovery window (see [`Qp::on_loss`]): `None` until the QP first loses a packet,
-    /// so a loss-free QP is never held back.
+    /// so a loss-free QP is never held back. Its `cwnd` is copied into [`Qp::cwnd`] whenever
+    /// it changes.
     window: Option<Window>,
     /// Retransmission deadline while packets are outstanding.
     pub(crate) rto_deadline: Time,
@@ -218,7 +231,9 @@ impl Qp {
             remote_qpn,
             srtt: 0,
             rttvar: 0,
-            probe: None,
+            probe_psn: NO_PROBE,
+            probe_sent: Time::ZERO,
+            cwnd: MAX_IN_FLIGHT,
             jitter: jitter_seed,
             window: None,
             peer,
@@ -265,9 +280,7 @@ impl Qp {
 
     /// True when a data packet is waiting to be (re)transmitted.
     pub(crate) fn has_data(&self) -> bool {
-        !self.failed
-            && self.snd_nxt < self.alloc
-            && self.snd_nxt - self.snd_una < self.window.map_or(MAX_IN_FLIGHT, |w| w.cwnd)
+        !self.failed && self.snd_nxt < self.alloc && self.snd_nxt - self.snd_una < self.cwnd
     }
 
     /// The loss-recovery window, if a loss ever engaged it.
@@ -295,6 +308,7 @@ impl Qp {
             ssthresh,
             acked: 0,
         });
+        self.cwnd = cwnd;
     }
 
     /// `n` packets newly acknowledged: the window grows by one per packet below `ssthresh`
@@ -311,6 +325,7 @@ impl Qp {
             w.cwnd += 1;
         }
         w.cwnd = w.cwnd.min(MAX_IN_FLIGHT);
+        self.cwnd = w.cwnd;
     }
 
     /// True when packets are in flight without acknowledgement.
@@ -432,8 +447,8 @@ impl Qp {
 
     /// A first transmission of `psn` left at `now`: time it if no other packet is being timed.
     pub(crate) fn on_first_send(&mut self, psn: u64, now: Time) {
-        if self.probe.is_none() {
-            self.probe = Some((psn, now));
+        if self.probe_psn == NO_PROBE {
+            (self.probe_psn, self.probe_sent) = (psn, now);
         }
     }
 
@@ -441,11 +456,11 @@ impl Qp {
     /// estimate (RFC 6298: rttvar = 3/4 rttvar + 1/4 |srtt - r|, srtt = 7/8 srtt + 1/8 r).
     /// Returns the round trip measured, if any (congestion control's sample).
     pub(crate) fn on_acked(&mut self, now: Time) -> Option<Time> {
-        let (psn, sent) = self.probe?;
-        if self.snd_una <= psn {
+        let (psn, sent) = (self.probe_psn, self.probe_sent);
+        if psn == NO_PROBE || self.snd_una <= psn {
             return None;
         }
-        self.probe = None;
+        self.probe_psn = NO_PROBE;
         let r = now.ps().saturating_sub(sent.ps());
         if self.srtt == 0 {
             self.srtt = r.max(1);
@@ -481,7 +496,7 @@ impl Qp {
 
     fn go_back(&mut self) -> u64 {
         // Karn: a round trip that includes a resend measures nothing.
-        self.probe = None;
+        self.probe_psn = NO_PROBE;
         let rewound = self.snd_nxt.saturating_sub(self.snd_una);
         self.snd_nxt = self.snd_una;
         self.cursor = 0;
@@ -605,6 +620,7 @@ mod tests {
         use std::mem::offset_of;
         assert_eq!(std::mem::align_of::<Qp>(), 64);
         assert_eq!(offset_of!(Qp, cur), 64);
+        assert_eq!(offset_of!(Qp, cwnd), 120);
         assert_eq!(offset_of!(Qp, window), 128);
         assert_eq!(offset_of!(Qp, epsn), 192);
     }

@@ -7,14 +7,16 @@ impl Nic {
     /// Handles a frame that arrived on `port`.
     ///
     /// An ACK or a data frame without extension headers (nearly every frame) is classified,
-    /// addressed and parsed in one pass ([`RoceRx::common`]); any other frame, or one that pass
+    /// addressed and parsed in one pass ([`RoceRx::common_intact`]); any other frame, or one that pass
     /// refuses, takes [`Nic::receive_general`], which decides as before field by field.
     pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
         if (pkt.is_corrupted() || self.verify_icrc) && self.damaged(&pkt) {
             self.stats.corrupted_discarded += 1;
             return;
         }
-        let Some(rx) = RoceRx::common(pkt.header()) else {
+        // Intact: a frame a fault damaged was discarded just above (the FCS check), so its
+        // IPv4 checksum is the one its last writer set and need not be recomputed.
+        let Some(rx) = RoceRx::common_intact(pkt.header()) else {
             self.receive_general(port, pkt, ctx);
             return;
         };
@@ -110,7 +112,7 @@ impl Nic {
         };
         // The destination QP number names the class of the QP pair (`qp_number`).
         let class = qpn_class(rx.dest_qp);
-        let Some(&i) = self.qp_index.get(&qp_key(src, class)) else {
+        let Some(&i) = self.lk.qp_index.get(&qp_key(src, class)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -134,14 +136,14 @@ impl Nic {
                 .on_nak(rx.psn, &mut done, u64::from(self.cfg.restart_window))
                 .is_some()
             {
-                let rto = qp.base_rto(self.rto);
+                let rto = qp.base_rto(self.lk.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         } else {
             self.stats.acks_received += 1;
             if qp.on_ack(rx.psn, &mut done) {
                 rtt = qp.on_acked(now);
-                let rto = qp.base_rto(self.rto);
+                let rto = qp.base_rto(self.lk.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         }
@@ -225,7 +227,7 @@ impl Nic {
     /// A data frame the transport takes now: in order, acknowledged (or NAKed); by reference,
     /// the caller drops it.
     pub(super) fn on_data_frame(&mut self, src: u32, rx: &RoceRx, pkt: &Packet, ctx: &mut Ctx<'_>) {
-        let ack_every = self.ack_every;
+        let ack_every = self.lk.ack_every;
         let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;

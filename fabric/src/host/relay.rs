@@ -50,7 +50,7 @@ impl Nic {
                 continue;
             }
             if qp.active {
-                self.ports[old].active.retain(|&x| x as usize != q);
+                self.ports[old].retain_active(|x| x as usize != q);
             }
             let qp = &mut self.qps[q];
             qp.active = false;

@@ -573,7 +573,49 @@ fn bit_errors_arrive_as_flipped_bytes_and_the_icrc_check_rejects_them() {
 
 #[test]
 fn quiet_flags_fit_in_the_nic_padding() {
-    // `quiet` sits in the padding before `header`: the counters stay at offset 240
-    // (see `Nic`'s layout notes).
-    assert_eq!(std::mem::offset_of!(Nic, stats), 240);
+    // `quiet` sits in the padding before `stats`: the counters start at offset 112, the two a
+    // data frame sent bumps on line 1 with the settings it reads (see `Nic`'s layout notes).
+    assert_eq!(std::mem::offset_of!(Nic, stats), 112);
+    // `HostStats` in its declared order: the two counters a data frame sent bumps end line 1,
+    // those of frames received are on line 2.
+    assert_eq!(std::mem::offset_of!(HostStats, data_bytes_sent), 8);
+    assert_eq!(std::mem::offset_of!(HostStats, data_packets_received), 72);
+    assert_eq!(std::mem::size_of::<Lookup>(), 64);
+}
+
+#[test]
+fn port_lines_hold_what_a_send_reads() {
+    use std::mem::offset_of;
+    // Line 0: the control queue, the round-robin head and the pacing timer; line 1 starts with
+    // the rest of the list and ends with the pause state's summary word.
+    assert!(offset_of!(NicPort, transit_turn) < 64);
+    assert!(offset_of!(NicPort, quiet) < 64);
+    assert_eq!(offset_of!(NicPort, active_rest), 64);
+    assert_eq!(offset_of!(NicPort, pause), 120);
+}
+
+proptest::proptest! {
+    /// The round-robin list with its head inline keeps a deque's order through any mix of
+    /// appends, removals from the front and retains.
+    #[test]
+    fn round_robin_list_is_a_deque(ops in proptest::collection::vec((0u8..4, 0u32..8), 0..64)) {
+        let mut port = NicPort::default();
+        let mut model = VecDeque::new();
+        for (op, i) in ops {
+            match op {
+                0 | 1 => {
+                    port.push_active(i);
+                    model.push_back(i);
+                }
+                2 => proptest::prop_assert_eq!(port.pop_active(), model.pop_front()),
+                _ => {
+                    port.retain_active(|x| x != i);
+                    model.retain(|&x| x != i);
+                }
+            }
+            proptest::prop_assert_eq!(port.active_len(), model.len());
+        }
+        let rest: Vec<u32> = std::iter::from_fn(|| port.pop_active()).collect();
+        proptest::prop_assert_eq!(rest, Vec::from(model));
+    }
 }

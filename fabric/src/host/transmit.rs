@@ -15,19 +15,15 @@ impl Nic {
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
-        if self.quiet != 0 {
-            // No PFC frame, pause or relayed frame anywhere (see `Nic::quiet`): what the
+        if np.quiet {
+            // No PFC frame, pause or relayed frame anywhere (see `NicPort::quiet`): what the
             // general path below does then, reading only the port's first line.
             if let Some(pkt) = np.control.pop_front() {
                 self.send(port, pkt, ctx);
                 return;
             }
             let sent = self.send_local(port, ctx);
-            // `port` < 7 here (a quiet NIC has at most 7 ports).
-            let bit = 1u8 << (port & 7);
-            if sent != (self.quiet & bit != 0) {
-                self.quiet ^= bit;
-            }
+            self.ports[port].transit_turn = sent;
             return;
         }
         if let Some(pkt) = np.mac_control.as_mut().and_then(|q| q.pop_front()) {
@@ -86,16 +82,16 @@ impl Nic {
         let now = ctx.now();
         // QPs of a paused priority keep their turn; the resume timer pumps the port again.
         // Copied only while a class is paused (rare): the copy read all of its line.
-        let any_paused = self.quiet == 0 && self.ports[port].pause.any_paused(now);
+        let any_paused = !self.ports[port].quiet && self.ports[port].pause.any_paused(now);
         let pause = if any_paused {
             self.ports[port].pause
         } else {
             PortPause::default()
         };
         let mut earliest = Time::NEVER;
-        let mtu = self.mtu;
-        for _ in 0..self.ports[port].active.len() {
-            let Some(i) = self.ports[port].active.pop_front() else {
+        let mtu = u64::from(self.mtu);
+        for _ in 0..self.ports[port].active_len() {
+            let Some(i) = self.ports[port].pop_active() else {
                 break;
             };
             let Some(qp) = self.qps.get_mut(i as usize) else {
@@ -106,19 +102,19 @@ impl Nic {
                 continue;
             }
             if any_paused && pause.is_paused(qp.dscp >> 3, now) {
-                self.ports[port].active.push_back(i);
+                self.ports[port].push_active(i);
                 continue;
             }
             if qp.next_send_time > now {
                 earliest = earliest.min(qp.next_send_time);
-                self.ports[port].active.push_back(i);
+                self.ports[port].push_active(i);
                 continue;
             }
             // A congestion window full: the next ACK that frees room pumps the port again.
             if let Some(w) = self.qp_cc.get(i as usize).and_then(QpCc::window) {
                 let inflight = qp.snd_nxt().saturating_sub(qp.snd_una()) * mtu;
                 if inflight >= w {
-                    self.ports[port].active.push_back(i);
+                    self.ports[port].push_active(i);
                     continue;
                 }
             }
@@ -146,7 +142,7 @@ impl Nic {
 
     pub(super) fn send_data(&mut self, i: usize, port: usize, ctx: &mut Ctx<'_>) {
         let now = ctx.now();
-        let mtu = self.mtu;
+        let mtu = u64::from(self.mtu);
         let line = ctx.channel(port).map(|c| c.rate.bandwidth());
         let Some(qp) = self.qps.get_mut(i) else {
             return;
@@ -200,7 +196,7 @@ impl Nic {
             message_len: seg.msg_len as u32,
             message_remaining: seg.msg_remaining as u32,
         };
-        let Some(pkt) = build_from(self.header.as_ref(), &fields, payload, int, meta) else {
+        let Some(pkt) = build_from(&self.addr.sender(), &fields, payload, int, meta) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -234,7 +230,7 @@ impl Nic {
             rp.on_sent(d, line.bps() as f64, pkt.frame_len() as u64, now);
         }
         if qp.has_data() {
-            self.ports[port].active.push_back(i as u32);
+            self.ports[port].push_active(i as u32);
         } else {
             qp.active = false;
         }
@@ -245,7 +241,7 @@ impl Nic {
             qp.on_first_send(seg.psn, now);
         }
         if !was_outstanding {
-            let rto = qp.base_rto(self.rto);
+            let rto = qp.base_rto(self.lk.rto);
             qp.rto_deadline = now + qp.jittered(rto);
         }
         if !qp.rto_armed {
@@ -286,7 +282,7 @@ impl Nic {
         // response): synchronized go-back-N retransmissions would otherwise refill the same
         // overflowing buffer every `rto`.
         let backed_off = Time(
-            qp.base_rto(self.rto)
+            qp.base_rto(self.lk.rto)
                 .ps()
                 .saturating_mul(1 << qp.retries.min(16)),
         );
@@ -324,6 +320,7 @@ impl Nic {
         };
         let (port, dest_qp) = (qp.port, qp.remote_qpn);
         let dscp = self
+            .lk
             .classes
             .get(qpn_class(dest_qp))
             .dscp
@@ -350,7 +347,7 @@ impl Nic {
             ..PacketMeta::default()
         };
         let payload = self.control_payload();
-        let Some(pkt) = build_from(self.header.as_ref(), &fields, payload, int, meta) else {
+        let Some(pkt) = build_from(&self.addr.sender(), &fields, payload, int, meta) else {
             self.stats.dropped_invalid += 1;
             return;
         };
