@@ -199,8 +199,8 @@ impl NicPort {
 /// [`NicConfig`], the addresses, and the two counters it bumps: [`Nic::stats`] starts at
 /// offset 112); the counters of frames received follow on the third, and what only a frame
 /// received reads (the QP map, the RTO floor, the class table, `ack_every`) fills one line
-/// behind the counters ([`Lookup`]). The header bytes come from a template shared by all NICs
-/// ([`TEMPLATE`]; a template per NIC took a line and a half). Everything else comes after.
+/// behind the counters (`Lookup`). The header bytes come from a template shared by all NICs
+/// (`TEMPLATE`; a template per NIC took a line and a half). Everything else comes after.
 /// With the whole `NicConfig` (240 bytes) in the hot part, a frame read its scattered
 /// scalars, `cc`, `pfc`, `classes` and `verify_icrc` from four lines and the counters and
 /// `qp_index` from three more (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB
