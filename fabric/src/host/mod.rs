@@ -381,7 +381,7 @@ impl Nic {
         }
         let qp = &mut self.qps[i];
         qp.post(tag, len, data, mtu);
-        let port = qp.port;
+        let port = qp.port();
         self.activate(i);
         self.pump(port, ctx);
         true
@@ -403,7 +403,7 @@ impl Nic {
         if let Some(qp) = self.qps.get_mut(i) {
             if qp.has_data() && !qp.active {
                 qp.active = true;
-                self.ports[qp.port].push_active(i as u32);
+                self.ports[qp.port()].push_active(i as u32);
             }
         }
     }

@@ -12,6 +12,7 @@
 //! message tag so the receiver can complete the right message; the last packet asks for an ACK.
 
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 
 use bytes::{Bytes, BytesMut};
 
@@ -91,9 +92,9 @@ pub(crate) struct Received {
 /// Laid out by who reads what, from a cache line's start (`repr(C, align(64))`): line 0 holds
 /// what every send and every ACK reads (the sequence numbers, the rate limiter, the flags and
 /// the header fields of the pair), line 1 the current message, the timed packet and the
-/// window's size (every send), line 2 the window and the timer's state (every ACK; a send
-/// only when nothing was outstanding), line 3 the receive side and what only a new message
-/// or a retransmission needs. With Rust's own layout the
+/// window's size (every send), line 2 the window, the timer's state, the retry count and the
+/// port (every ACK; a send only when nothing was outstanding), line 3 the receive side, then
+/// what only a new message or a retransmission needs. With Rust's own layout the
 /// fields a send reads were spread over five or six lines (4032 QPs on fabric64, ~1.3 MB).
 #[derive(Debug)]
 #[repr(C, align(64))]
@@ -155,16 +156,18 @@ pub(crate) struct Qp {
     rttvar: u64,
     /// State of the QP's own jitter generator (seeded, so runs stay reproducible).
     jitter: u64,
-    // Line 3 on: the receive side, then what a send needs only now and then.
+    /// Retransmission timeouts in a row without an acknowledgement making progress (every
+    /// ACK clears it: on this line, which an ACK reads anyway, not on the receive side's).
+    pub(crate) retries: u32,
+    /// Egress port this QP's packets leave by (see [`Qp::port`]; a u32 to share this line).
+    port: u32,
+    // Line 3: the receive side (one line: a data frame received reads no other of the
+    // receive side), then what a send needs only now and then.
     epsn: u64,
     since_ack: u32,
     /// Messages completed by the receive side (the AETH MSN).
     pub(crate) msn: u32,
     rx_msg: Option<RxMsg>,
-    /// Retransmission timeouts in a row without an acknowledgement making progress.
-    pub(crate) retries: u32,
-    /// Egress port this QP's packets leave by.
-    pub(crate) port: usize,
     /// Index in `msgs` of the message containing `snd_nxt`.
     cursor: usize,
     msgs: VecDeque<SendMsg>,
@@ -176,8 +179,9 @@ pub(crate) struct Qp {
 pub(crate) struct Window {
     /// Packets that may be unacknowledged at once.
     pub(crate) cwnd: u64,
-    /// Where slow start (doubling per round trip) gives way to additive increase.
-    pub(crate) ssthresh: u64,
+    /// Where slow start (doubling per round trip) gives way to additive increase; at least
+    /// the restart window, so never zero, which makes `Option<Window>` 24 bytes, not 32.
+    pub(crate) ssthresh: NonZeroU64,
     /// Packets acknowledged since the last additive increase.
     acked: u64,
 }
@@ -204,7 +208,8 @@ struct CurMsg {
 struct RxMsg {
     len: u64,
     got: u64,
-    buf: Option<BytesMut>,
+    /// The bytes so far (data mode), boxed so that the receive side fits its line.
+    buf: Option<Box<BytesMut>>,
 }
 
 /// Maps a 24-bit wire PSN to the internal counter nearest to `base` (forward or backward).
@@ -237,7 +242,7 @@ impl Qp {
             jitter: jitter_seed,
             window: None,
             peer,
-            port,
+            port: u32::try_from(port).unwrap_or(u32::MAX),
             udp_src_port,
             msgs: VecDeque::new(),
             snd_una: 0,
@@ -278,6 +283,17 @@ impl Qp {
         self.alloc += npkts;
     }
 
+    /// The egress port this QP's packets leave by.
+    #[inline]
+    pub(crate) fn port(&self) -> usize {
+        self.port as usize
+    }
+
+    /// Moves the QP to egress port `port` (failover).
+    pub(crate) fn set_port(&mut self, port: usize) {
+        self.port = u32::try_from(port).unwrap_or(u32::MAX);
+    }
+
     /// True when a data packet is waiting to be (re)transmitted.
     pub(crate) fn has_data(&self) -> bool {
         !self.failed && self.snd_nxt < self.alloc && self.snd_nxt - self.snd_una < self.cwnd
@@ -298,10 +314,11 @@ impl Qp {
         let restart = restart.max(1);
         let flight = self.snd_nxt.saturating_sub(self.snd_una);
         let current = self.window.map_or(flight, |w| w.cwnd.min(flight.max(1)));
-        let ssthresh = (current / 2).max(restart);
+        // `restart` >= 1: never zero (the fallback is unreachable).
+        let ssthresh = NonZeroU64::new((current / 2).max(restart)).unwrap_or(NonZeroU64::MIN);
         let cwnd = match kind {
             Loss::Timeout => restart,
-            Loss::Nak => ssthresh,
+            Loss::Nak => ssthresh.get(),
         };
         self.window = Some(Window {
             cwnd,
@@ -317,7 +334,7 @@ impl Qp {
         let Some(w) = self.window.as_mut() else {
             return;
         };
-        let slow = n.min(w.ssthresh.saturating_sub(w.cwnd));
+        let slow = n.min(w.ssthresh.get().saturating_sub(w.cwnd));
         w.cwnd += slow;
         w.acked += n - slow;
         while w.acked >= w.cwnd {
@@ -582,7 +599,7 @@ impl Qp {
             self.rx_msg = Some(RxMsg {
                 len,
                 got: 0,
-                buf: payload.map(|_| BytesMut::with_capacity(len as usize)),
+                buf: payload.map(|_| Box::new(BytesMut::with_capacity(len as usize))),
             });
         }
         if let Some(m) = self.rx_msg.as_mut() {
@@ -598,7 +615,7 @@ impl Qp {
                     imm: imm.unwrap_or(0),
                     len: m.got,
                     dma_len: m.len,
-                    data: m.buf.map(BytesMut::freeze),
+                    data: m.buf.map(|b| b.freeze()),
                 });
             }
         }
@@ -622,6 +639,10 @@ mod tests {
         assert_eq!(offset_of!(Qp, cur), 64);
         assert_eq!(offset_of!(Qp, cwnd), 120);
         assert_eq!(offset_of!(Qp, window), 128);
+        // What an ACK reads and writes of lines 2 and 3 stays on line 2; the receive side on
+        // line 3.
+        assert!(offset_of!(Qp, port) < 192 && offset_of!(Qp, retries) < 192);
+        assert!(offset_of!(Qp, rx_msg) + std::mem::size_of::<Option<RxMsg>>() <= 256);
         assert_eq!(offset_of!(Qp, epsn), 192);
     }
 
@@ -755,7 +776,7 @@ mod tests {
         assert!(qp.on_ack(15, &mut done));
         qp.on_timeout(1);
         let w = qp.window().unwrap();
-        assert_eq!((w.cwnd, w.ssthresh), (1, 24));
+        assert_eq!((w.cwnd, w.ssthresh.get()), (1, 24));
         assert_eq!(drain(&mut qp, 100).len(), 1, "one packet after a timeout");
         // Its ACK grows the window to 2 (slow start): two more go.
         assert!(qp.on_ack(16, &mut done));
@@ -767,7 +788,7 @@ mod tests {
         assert_eq!(drain(&mut qp, 100).len(), 4);
         assert!(qp.on_nak(19, &mut done, 1).is_some());
         let w = qp.window().unwrap();
-        assert_eq!((w.cwnd, w.ssthresh), (2, 2));
+        assert_eq!((w.cwnd, w.ssthresh.get()), (2, 2));
         // At ssthresh: one packet more per window's worth acknowledged.
         assert_eq!(drain(&mut qp, 100).len(), 2);
         assert!(qp.on_ack(20, &mut done));

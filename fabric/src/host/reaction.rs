@@ -19,7 +19,7 @@ impl Nic {
             return;
         };
         let Some(line) = ctx
-            .channel(qp.port)
+            .channel(qp.port())
             .map(|c| c.rate.bandwidth().bps() as f64)
         else {
             return;
@@ -49,7 +49,7 @@ impl Nic {
         let now = ctx.now();
         if now >= rp.timer_deadline {
             let Some(line) = ctx
-                .channel(qp.port)
+                .channel(qp.port())
                 .map(|c| c.rate.bandwidth().bps() as f64)
             else {
                 return;

@@ -147,7 +147,7 @@ impl Nic {
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         }
-        let port = qp.port;
+        let port = qp.port();
         let acked_psns = qp.snd_una().saturating_sub(una_before);
         if let Some(cc) = self.qp_cc.get_mut(i) {
             let sig = AckSignal {

@@ -45,7 +45,7 @@ impl Nic {
             let Some(port) = self.routes.select(paddr.ip, h) else {
                 continue;
             };
-            let old = qp.port;
+            let old = qp.port();
             if port == old || port >= self.ports.len() {
                 continue;
             }
@@ -54,7 +54,7 @@ impl Nic {
             }
             let qp = &mut self.qps[q];
             qp.active = false;
-            qp.port = port;
+            qp.set_port(port);
             self.activate(q);
         }
         for port in 0..self.ports.len() {

@@ -289,7 +289,7 @@ impl Nic {
         qp.rto_deadline = now + qp.jittered(backed_off);
         qp.rto_armed = true;
         ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
-        let port = qp.port;
+        let port = qp.port();
         self.activate(i);
         self.pump(port, ctx);
     }
@@ -318,7 +318,7 @@ impl Nic {
         let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
-        let (port, dest_qp) = (qp.port, qp.remote_qpn);
+        let (port, dest_qp) = (qp.port(), qp.remote_qpn);
         let dscp = self
             .lk
             .classes
@@ -403,7 +403,7 @@ impl Nic {
         let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
-        let (port, udp, dest_qp) = (qp.port, qp.udp_src_port, qp.remote_qpn);
+        let (port, udp, dest_qp) = (qp.port(), qp.udp_src_port, qp.remote_qpn);
         let mut repr = RoceRepr::cnp(
             self.addr.mac,
             paddr.mac,
