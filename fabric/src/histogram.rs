@@ -278,8 +278,8 @@ impl LatencyHistogram {
     }
 
     /// The non-zero values as an auto-resizing hdrhistogram of this shape (`None` when there
-    /// are none): each bucket's count recorded at the bucket's lowest value. Zeros are counted
-    /// apart ([`LatencyHistogram::len`] includes them, this does not).
+    /// are none): each bucket's count recorded at the bucket's lowest value (1 for the first).
+    /// Zeros are counted apart ([`LatencyHistogram::len`] includes them, this does not).
     pub fn histogram(&self) -> Option<Histogram<u64>> {
         if !self.has_nonzero() {
             return None;
@@ -289,8 +289,11 @@ impl LatencyHistogram {
         h.auto(true);
         for (i, &c) in self.counts.iter().enumerate() {
             if c > 0 {
+                // At 1 rather than 0 for the first bucket: a value below the unit (1 ns in
+                // the coarse shapes) lands there, and hdrhistogram leaves its maximum unset
+                // for a 0 but not for a 1, which lands in the same bucket.
                 // Auto-resizing: fails only if the counts would not fit in memory.
-                h.record_n(self.value_for(i), c).ok()?;
+                h.record_n(self.value_for(i).max(1), c).ok()?;
             }
         }
         Some(h)
