@@ -165,6 +165,39 @@ fn every_scheme_shares_a_4_to_1_incast_fairly_without_pausing() {
     }
 }
 
+/// A frame a switch stamps leaves it longer by the INT record and is put on the wire, timed
+/// and counted by that length. In a 2:1 HPCC incast through one switch, the switch-to-h0
+/// direction carries the data frames the senders sent and nothing else (ACKs flow the other
+/// way, and no pause frame is sent: checked), each one hop record longer: exactly the senders'
+/// wire bytes plus `INT_HOP_LEN` per frame (4 KiB frames are far above Ethernet's minimum, so
+/// no padding enters). The departure once kept the length of the frame as it arrived: every
+/// stamped frame was serialized 10 bytes short.
+#[test]
+fn a_stamped_frame_leaves_longer_by_its_int_record() {
+    let r = run_yaml(&incast(2, "256KiB", "{hpcc: {base_rtt: 5us}}", "timing"), 1);
+    assert!(r.invariants.ok);
+    assert_eq!(r.totals.xoff_frames_sent, 0);
+    // (frames, wire bytes) from `host` toward the switch, and from the switch toward `host`.
+    let dirs = |host: &str| {
+        let l = r.links.iter().find(|l| l.a == host || l.b == host).unwrap();
+        let (up, down) = if l.a == host {
+            (&l.a_to_b, &l.b_to_a)
+        } else {
+            (&l.b_to_a, &l.a_to_b)
+        };
+        (
+            (up.tx_packets, up.tx_wire_bytes),
+            (down.tx_packets, down.tx_wire_bytes),
+        )
+    };
+    let (sent1, sent2) = (dirs("h1").0, dirs("h2").0);
+    let (frames, bytes) = (sent1.0 + sent2.0, sent1.1 + sent2.1);
+    assert_eq!(frames, 2 * 64, "256 KiB in 4 KiB frames from each sender");
+    let to_h0 = dirs("h0").1;
+    assert_eq!(to_h0.0, frames);
+    assert_eq!(to_h0.1, bytes + frames * int::INT_HOP_LEN as u64);
+}
+
 #[test]
 fn hpcc_telemetry_is_real_bytes_with_a_good_icrc_and_parses_back() {
     let src = load_str(

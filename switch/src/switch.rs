@@ -1313,9 +1313,12 @@ impl Switch {
                 }
             }
         }
-        if self.marking {
-            self.mark(port, prio, &frame, ctx);
-        }
+        // INT stamping lengthens the frame: it leaves, and is timed, by its new length.
+        let len = if self.marking {
+            self.mark(port, prio, &frame, len, ctx)
+        } else {
+            len
+        };
         let more = self.has_more(port);
         if ctx.transmit_frame_len(port, frame, len, more).is_err() {
             self.stats.tx_refused += 1;
@@ -1367,10 +1370,11 @@ impl Switch {
     }
 
     /// RED/ECN marking and INT stamping of `frame` as it leaves (`port`, `prio`), after its
-    /// bytes were released. Out of line: most runs have neither, and inlined into `depart` it
-    /// made every frame pay its stack frame and register saves.
+    /// bytes were released. Returns the frame's length after it (`len`, the length kept since
+    /// it arrived, plus the INT record a stamp appends). Out of line: most runs have neither,
+    /// and inlined into `depart` it made every frame pay its stack frame and register saves.
     #[inline(never)]
-    fn mark(&mut self, port: usize, prio: u8, frame: &Frame, ctx: &mut Ctx<'_>) {
+    fn mark(&mut self, port: usize, prio: u8, frame: &Frame, len: u32, ctx: &mut Ctx<'_>) -> u32 {
         let now = ctx.now();
         // Read before the frame is borrowed from the context (HPCC only).
         let bw = match self.int_tx {
@@ -1378,7 +1382,7 @@ impl Switch {
             None => 0,
         };
         let Some(pkt) = ctx.frame_mut(frame) else {
-            return;
+            return len;
         };
         if let Some(red) = &mut self.red {
             let ect = matches!(wire::ecn(pkt.header()), Some(Ecn::Ect0 | Ecn::Ect1));
@@ -1401,7 +1405,9 @@ impl Switch {
                 self.stats.int_stamped += 1;
             }
             *tx += pkt.frame_len() as u64;
+            return u32::try_from(pkt.frame_len()).unwrap_or(u32::MAX);
         }
+        len
     }
 
     /// Out of line and cold: inlined into [`Actor::handle`], its register saves and stack frame
