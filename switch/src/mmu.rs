@@ -557,6 +557,33 @@ mod tests {
         }
     }
 
+    /// Random admissions (with their peaks) and releases on a 3-port MMU (lossless priorities
+    /// 3 and 5 when `pfc`, a per-queue cap, headroom, refusals included), then egress `e`
+    /// emptied of its frames: the precondition of [`Mmu::pass`].
+    fn emptied_egress_state(ops: Vec<(usize, u8, usize, u64, bool)>, e: usize, pfc: bool) -> Mmu {
+        let mut c = cfg(60_000, pfc);
+        c.per_queue = Some(ByteSize(25_000));
+        c.pfc.priorities = crate::priority::PrioritySet(0b0010_1000);
+        let mut m = Mmu::new(&c, 3);
+        for port in 0..3 {
+            m.set_headroom(port, 4_000);
+        }
+        let mut held: Vec<(usize, u8, usize, u64)> = Vec::new();
+        for (oi, op, oe, olen, release) in ops {
+            if release && !held.is_empty() {
+                let (ri, rp, re, rlen) = held.remove(olen as usize % held.len());
+                m.release(ri, rp, re, rlen);
+            } else if m.admit(oi, op, oe, olen).is_ok() {
+                m.note_peak(oi, op);
+                held.push((oi, op, oe, olen));
+            }
+        }
+        for &(ri, rp, re, rlen) in held.iter().filter(|h| h.2 == e) {
+            m.release(ri, rp, re, rlen);
+        }
+        m
+    }
+
     proptest::proptest! {
         /// `pass` leaves the MMU as admission, `note_peak` and release of the same frame do,
         /// and returns what they return, from states built by random admissions and releases
@@ -568,26 +595,7 @@ mod tests {
             (i, p, e, len) in (0usize..3, 0u8..8, 0usize..3, 1u64..20_000),
             pfc in proptest::prelude::any::<bool>(),
         ) {
-            let mut c = cfg(60_000, pfc);
-            c.per_queue = Some(ByteSize(25_000));
-            c.pfc.priorities = crate::priority::PrioritySet(0b0010_1000);
-            let mut m = Mmu::new(&c, 3);
-            for port in 0..3 {
-                m.set_headroom(port, 4_000);
-            }
-            let mut held: Vec<(usize, u8, usize, u64)> = Vec::new();
-            for (oi, op, oe, olen, release) in ops {
-                if release && !held.is_empty() {
-                    let (ri, rp, re, rlen) = held.remove(olen as usize % held.len());
-                    m.release(ri, rp, re, rlen);
-                } else if m.admit(oi, op, oe, olen).is_ok() {
-                    m.note_peak(oi, op);
-                    held.push((oi, op, oe, olen));
-                }
-            }
-            for &(ri, rp, re, rlen) in held.iter().filter(|h| h.2 == e) {
-                m.release(ri, rp, re, rlen);
-            }
+            let mut m = emptied_egress_state(ops, e, pfc);
             proptest::prop_assert_eq!(m.queue_bytes(e), 0);
             let mut a = m.clone();
             let want = a.admit_queued(i, p, e, len).map(|(_, queued)| {
@@ -610,26 +618,7 @@ mod tests {
             (i, p, e, len) in (0usize..3, 0u8..8, 0usize..3, 1u64..20_000),
             pfc in proptest::prelude::any::<bool>(),
         ) {
-            let mut c = cfg(60_000, pfc);
-            c.per_queue = Some(ByteSize(25_000));
-            c.pfc.priorities = crate::priority::PrioritySet(0b0010_1000);
-            let mut m = Mmu::new(&c, 3);
-            for port in 0..3 {
-                m.set_headroom(port, 4_000);
-            }
-            let mut held: Vec<(usize, u8, usize, u64)> = Vec::new();
-            for (oi, op, oe, olen, release) in ops {
-                if release && !held.is_empty() {
-                    let (ri, rp, re, rlen) = held.remove(olen as usize % held.len());
-                    m.release(ri, rp, re, rlen);
-                } else if m.admit(oi, op, oe, olen).is_ok() {
-                    m.note_peak(oi, op);
-                    held.push((oi, op, oe, olen));
-                }
-            }
-            for &(ri, rp, re, rlen) in held.iter().filter(|h| h.2 == e) {
-                m.release(ri, rp, re, rlen);
-            }
+            let mut m = emptied_egress_state(ops, e, pfc);
             let mut probe = m.clone();
             let xoff = probe.admit(i, p, e, len).is_ok() && probe.is_lossless(p) && probe.should_xoff(i, p);
             let mut a = m.clone();
