@@ -382,6 +382,15 @@ mod tests {
         Entry::new(EventKey::new(time, origin, seq), 0, Kind::Timer, 0)
     }
 
+    /// Pops everything left in `cal` and checks that it comes in `heap`'s order, then nothing.
+    fn drains_like(cal: &mut Calendar, mut heap: BinaryHeap<Entry>) -> Result<(), TestCaseError> {
+        while let Some(b) = heap.pop() {
+            prop_assert_eq!(cal.pop_before(u64::MAX).map(|e| e.key), Some(b.key));
+        }
+        prop_assert!(cal.pop_before(u64::MAX).is_none());
+        Ok(())
+    }
+
     proptest! {
         /// Interleaved pushes (never before the last popped time, as in a simulation) and pops
         /// come out in exactly the order of a binary heap.
@@ -406,10 +415,7 @@ mod tests {
                 }
                 prop_assert_eq!(cal.len(), heap.len());
             }
-            while let Some(b) = heap.pop() {
-                prop_assert_eq!(cal.pop_before(u64::MAX).map(|e| e.key), Some(b.key));
-            }
-            prop_assert!(cal.pop_before(u64::MAX).is_none());
+            drains_like(&mut cal, heap)?;
         }
     }
 
@@ -426,10 +432,7 @@ mod tests {
                 cal.push(entry(t, origin, seq as u64));
                 heap.push(entry(t, origin, seq as u64));
             }
-            while let Some(b) = heap.pop() {
-                prop_assert_eq!(cal.pop_before(u64::MAX).map(|e| e.key), Some(b.key));
-            }
-            prop_assert!(cal.pop_before(u64::MAX).is_none());
+            drains_like(&mut cal, heap)?;
         }
     }
 
@@ -466,10 +469,7 @@ mod tests {
             for &(t, o) in times.iter().take(10) {
                 push(&mut cal, &mut heap, now + t % 3000, o);
             }
-            while let Some(b) = heap.pop() {
-                prop_assert_eq!(cal.pop_before(u64::MAX).map(|e| e.key), Some(b.key));
-            }
-            prop_assert!(cal.pop_before(u64::MAX).is_none());
+            drains_like(&mut cal, heap)?;
         }
     }
 
@@ -508,10 +508,7 @@ mod tests {
                 }
             }
             prop_assert_eq!(cal.len(), heap.len());
-            while let Some(b) = heap.pop() {
-                prop_assert_eq!(cal.pop_before(u64::MAX).map(|e| e.key), Some(b.key));
-            }
-            prop_assert!(cal.pop_before(u64::MAX).is_none());
+            drains_like(&mut cal, heap)?;
         }
     }
 
