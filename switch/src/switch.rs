@@ -706,33 +706,26 @@ impl Switch {
                 return;
             }
         };
-        // A lossy frame for an idle FIFO port with nothing queued, no class of it paused and
-        // no PFC frame owed leaves at once: admitted, counted and released in one pass
-        // ([`Mmu::pass`]), what the general path below does for it step by step (no XOFF can
-        // follow a lossy admission, and the checks that could hold it back are the ones made
-        // here).
+        // A frame for an idle FIFO port with nothing queued, no class of it paused and no PFC
+        // frame owed leaves at once: admitted, counted and released in one pass
+        // ([`Mmu::pass`]), what the general path below does for it step by step. A lossy
+        // admission cannot be followed by an XOFF; a lossless one takes this path unless it
+        // puts the ingress over XOFF (the pause must go first: the general path below). Its
+        // wait, 0 either way, is counted as a cut-through's.
         let fl = self.flags[out];
         if !fl.custom
             && fl.nonempty == 0
             && fl.pending == 0
             && fl.paused & (1 << (prio & 7)) == 0
-            && !self.mmu.is_lossless(prio)
             && ctx.port_idle(out)
         {
-            self.cut_through(in_port, out, prio, len, frame, ctx);
-            return;
-        }
-        // A lossless frame in the same case leaves at once too unless its admission puts
-        // the ingress over XOFF (the pause must go first: the general path below): what the
-        // general path does for it, admitted, counted and released in one pass. Its wait, 0
-        // either way, is counted as a cut-through's.
-        if !fl.custom
-            && fl.nonempty == 0
-            && fl.pending == 0
-            && fl.paused & (1 << (prio & 7)) == 0
-            && ctx.port_idle(out)
-        {
-            if let Some(passed) = self.mmu.pass_unless_xoff(in_port, prio, len) {
+            let passed = if self.mmu.is_lossless(prio) {
+                self.mmu.pass_unless_xoff(in_port, prio, len)
+            } else {
+                // The FIFO is empty (checked above), so its egress holds no bytes.
+                Some(self.mmu.pass(in_port, prio, len))
+            };
+            if let Some(passed) = passed {
                 self.leave_at_once(in_port, out, prio, len, frame, passed, ctx);
                 return;
             }
@@ -900,25 +893,8 @@ impl Switch {
         }
     }
 
-    /// The lossy frame `frame` (`len` bytes, from `in_port`) leaves by the idle `out`, with
-    /// nothing queued there, at once: see [`Switch::on_packet`].
-    #[inline]
-    fn cut_through(
-        &mut self,
-        in_port: usize,
-        out: usize,
-        prio: u8,
-        len: u64,
-        frame: Frame,
-        ctx: &mut Ctx<'_>,
-    ) {
-        // The FIFO is empty (the caller checked), so its egress holds no bytes.
-        let passed = self.mmu.pass(in_port, prio, len);
-        self.leave_at_once(in_port, out, prio, len, frame, passed, ctx);
-    }
-
-    /// The rest of [`Switch::cut_through`], for a frame whose pass through the MMU gave
-    /// `passed`: sent, or refused.
+    /// A frame that cuts through an idle, empty port (see [`Switch::on_packet`]), whose pass
+    /// through the MMU gave `passed`: sent, or refused.
     // Eight arguments: each is one the callers hold in registers.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
