@@ -294,7 +294,8 @@ impl Mmu {
     /// [`Mmu::admit`], also returning the bytes queued for `egress` with the frame (what the
     /// switch's deepest-queue counter wants: read here, from the line admission reads anyway).
     /// Always inlined: the switch admits in two places, and out of line its result went
-    /// through memory (+27 instructions per packet-hop on fabric64).
+    /// through memory (+27 instructions per packet-hop on fabric64). An `egress` beyond the
+    /// ports is refused as [`Refusal::QueueFull`].
     #[inline(always)]
     pub fn admit_queued(
         &mut self,
@@ -303,14 +304,43 @@ impl Mmu {
         egress: usize,
         len: u64,
     ) -> Result<(Region, u64), Refusal> {
+        self.admit_inner::<false>(ingress, p, egress, len)
+    }
+
+    /// [`Mmu::admit_queued`], then [`Mmu::note_peak`], in one pass (the ingress's counters
+    /// are in registers after the admission): what the switch does for every queued frame.
+    #[inline(always)]
+    pub fn admit_noting_peak(
+        &mut self,
+        ingress: usize,
+        p: u8,
+        egress: usize,
+        len: u64,
+    ) -> Result<(Region, u64), Refusal> {
+        self.admit_inner::<true>(ingress, p, egress, len)
+    }
+
+    /// [`Mmu::admit_queued`] and, with `PEAK`, [`Mmu::note_peak`] after it.
+    #[inline(always)]
+    fn admit_inner<const PEAK: bool>(
+        &mut self,
+        ingress: usize,
+        p: u8,
+        egress: usize,
+        len: u64,
+    ) -> Result<(Region, u64), Refusal> {
         let pi = usize::from(p & 7);
         let lossless = self.is_lossless(p);
-        let queued = self.queue_bytes(egress) + len;
+        let free = self.shared_pool.saturating_sub(self.shared_used);
+        let threshold = self.threshold(lossless);
+        // The egress line, indexed once for its sum and its count.
+        let Some(e) = self.egress.get_mut(egress) else {
+            return Err(Refusal::QueueFull);
+        };
+        let queued = e.0.iter().sum::<u64>() + len;
         if !lossless && queued > self.per_queue {
             return Err(Refusal::QueueFull);
         }
-        let free = self.shared_pool.saturating_sub(self.shared_used);
-        let threshold = self.threshold(lossless);
         let u = &mut self.ingress[ingress].0[pi];
         let region = if u.reserved + len <= self.reserved {
             u.reserved += len;
@@ -329,7 +359,13 @@ impl Mmu {
         } else {
             return Err(Refusal::ThresholdExceeded);
         };
-        self.egress[egress].0[pi] += len;
+        if PEAK {
+            let held = u.reserved + u.shared + u.headroom;
+            if held > u.peak {
+                u.peak = held;
+            }
+        }
+        e.0[pi] += len;
         self.used += len;
         self.peak = self.peak.max(self.used);
         Ok((region, queued))
@@ -738,6 +774,25 @@ mod tests {
             want.egress[e].0[pi] = want.egress[e].0[pi].saturating_sub(len);
             want.used = want.used.saturating_sub(len);
             m.release(i, p, e, len);
+            proptest::prop_assert_eq!(m, want);
+        }
+    }
+
+    proptest::proptest! {
+        /// `admit_noting_peak` is `admit_queued` then `note_peak` (states as above).
+        #[test]
+        fn admit_noting_peak_is_admit_then_note_peak(
+            ops in proptest::collection::vec((0usize..3, 0u8..8, 0usize..3, 1u64..9_000, proptest::prelude::any::<bool>()), 0..40),
+            (i, p, e, len) in (0usize..3, 0u8..8, 0usize..3, 1u64..20_000),
+            pfc in proptest::prelude::any::<bool>(),
+        ) {
+            let mut m = emptied_egress_state(ops, 3, pfc);
+            let mut want = m.clone();
+            let w = want.admit_queued(i, p, e, len);
+            if w.is_ok() {
+                want.note_peak(i, p);
+            }
+            proptest::prop_assert_eq!(m.admit_noting_peak(i, p, e, len), w);
             proptest::prop_assert_eq!(m, want);
         }
     }

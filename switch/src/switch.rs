@@ -739,13 +739,12 @@ impl Switch {
             return;
         }
         let now = ctx.now();
-        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
+        // The peak stays in the MMU's counter (`Switch::port_stats` reads it there).
+        let Ok((_, queued)) = self.mmu.admit_noting_peak(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
         self.note_queue(out, queued);
-        // The peak stays in the MMU's counter (`Switch::port_stats` reads it there).
-        self.mmu.note_peak(in_port, prio);
 
         // A frame for an empty FIFO may leave at once; it is held here (not queued) until
         // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
@@ -818,12 +817,11 @@ impl Switch {
         frame: Frame,
         ctx: &mut Ctx<'_>,
     ) {
-        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
+        let Ok((_, queued)) = self.mmu.admit_noting_peak(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
         self.note_queue(out, queued);
-        self.mmu.note_peak(in_port, prio);
         let Some(Egress::Fifo(f)) = self.queues.get_mut(out) else {
             ctx.drop_frame(frame);
             return;
