@@ -270,6 +270,18 @@ fn all_priorities_quiet(p: &[PriorityStats; PRIORITIES]) -> bool {
     p.iter().all(|s| *s == PriorityStats::default())
 }
 
+/// [`Switch::note_queue`] with egress `out`'s flags `fl` at hand: the port's counters (in
+/// `stats`) are written only when `queued` is its deepest queue yet.
+#[inline]
+fn note_queue_in(fl: &mut PortFlags, stats: &mut [SwitchPortStats], out: usize, queued: u64) {
+    if queued > fl.max_queue() {
+        // Exact when the copy saturated: the counter itself is compared then.
+        fl.set_max_queue(queued);
+        let ps = &mut stats[out];
+        ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
+    }
+}
+
 /// Timer kinds, in a token's top byte (kind 0 is the shaping wake-up, token = port).
 const TIMER_WAKE: u64 = 0;
 const TIMER_RESUME: u64 = 1;
@@ -838,13 +850,17 @@ impl Switch {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
-        self.note_queue(out, queued);
+        // The port's flags indexed once, for the deepest queue and the non-empty bit.
+        let Some(fl) = self.flags.get_mut(out) else {
+            ctx.drop_frame(frame);
+            return;
+        };
+        note_queue_in(fl, &mut self.port_stats, out, queued);
         let Some(Egress::Fifo(f)) = self.queues.get_mut(out) else {
             ctx.drop_frame(frame);
             return;
         };
         f.push(frame, ctx.now(), prio, in_port, len as u32);
-        let fl = &mut self.flags[out];
         let first = fl.nonempty == 0;
         fl.nonempty |= 1 << (prio & 7);
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
@@ -899,13 +915,7 @@ impl Switch {
     /// Compared with the flags' copy, so that the port's counters are read only when it is.
     #[inline]
     fn note_queue(&mut self, out: usize, queued: u64) {
-        let fl = &mut self.flags[out];
-        if queued > fl.max_queue() {
-            // Exact when the copy saturated: the counter itself is compared then.
-            fl.set_max_queue(queued);
-            let ps = &mut self.port_stats[out];
-            ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
-        }
+        note_queue_in(&mut self.flags[out], &mut self.port_stats, out, queued);
     }
 
     /// A frame that cuts through an idle, empty port (see [`Switch::on_packet`]), whose pass
@@ -1142,9 +1152,11 @@ impl Switch {
     /// Sends what `port` has to send next if it is idle (a PFC frame owed, else the next
     /// frame of the highest unpaused priority), or asks for its completion if it is busy.
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
-        let Some(&fl) = self.flags.get(port) else {
+        // Indexed once: the flags are read here and their non-empty bit cleared below.
+        let Some(flags) = self.flags.get_mut(port) else {
             return;
         };
+        let fl = *flags;
         if !ctx.port_idle(port) {
             // Work came for a busy port: its frame's completion must come back to us (frames
             // go out with `transmit_then`, whose completions are otherwise skipped).
@@ -1170,7 +1182,7 @@ impl Switch {
             return;
         };
         if empty {
-            self.flags[port].nonempty &= !(1 << p);
+            flags.nonempty &= !(1 << p);
         }
         self.depart(
             port,
