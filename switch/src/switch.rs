@@ -237,6 +237,25 @@ mod layout_tests {
         }
     }
 
+    /// The class-selector shortcut is taken exactly for the map that it computes.
+    #[test]
+    fn class_selector_shortcut_is_the_packed_map() {
+        use super::{PackedDscp, Switch, SwitchConfig};
+        use crate::priority::DscpMap;
+        use fabemu_fabric::route::RouteTable;
+        let sw = Switch::new(2, RouteTable::default(), &SwitchConfig::default(), 1);
+        assert!(sw.dscp_class_selector);
+        for d in 0..=255u8 {
+            assert_eq!((d & 0x3F) >> 3, sw.dscp.priority(d), "{d}");
+        }
+        let mut cfg = SwitchConfig::default();
+        cfg.buffer.dscp_priority = DscpMap::default().with(26, 5).unwrap();
+        let sw = Switch::new(2, RouteTable::default(), &cfg, 1);
+        assert!(!sw.dscp_class_selector);
+        assert_eq!(sw.dscp.priority(26), 5);
+        assert_eq!(PackedDscp::new(&DscpMap::default()).priority(26), 3);
+    }
+
     #[test]
     fn per_frame_port_counters_share_a_cache_line() {
         use fabemu_fabric::histogram::LatencyHistogram;
@@ -446,6 +465,9 @@ pub struct Switch {
     /// departures skip the ingress's PFC state (a lossless fabric that never pauses, the
     /// usual case, reads it for nothing). Set for good: no count to keep per XON.
     xoff_seen: bool,
+    /// `cfg.dscp_priority` is the class-selector map (priority = DSCP >> 3, the default):
+    /// a frame's priority is then a shift, not a look-up in `dscp` (in what was padding).
+    dscp_class_selector: bool,
     /// `cfg.dscp_priority`, packed.
     dscp: PackedDscp,
     mmu: Mmu,
@@ -490,6 +512,7 @@ impl Switch {
         Switch {
             routes,
             dscp: PackedDscp::new(&b.dscp_priority),
+            dscp_class_selector: (0..64u8).all(|d| b.dscp_priority.priority(d) == d >> 3),
             seed,
             received: 0,
             marking: b.ecn.is_some(),
@@ -690,7 +713,11 @@ impl Switch {
         Verdict::Forward {
             out,
             // The DSCP as read with the flow (a TTL rewrite does not touch it).
-            prio: self.dscp.priority(flow.dscp),
+            prio: if self.dscp_class_selector {
+                (flow.dscp & 0x3F) >> 3
+            } else {
+                self.dscp.priority(flow.dscp)
+            },
             len: pkt.frame_len() as u64,
         }
     }
