@@ -467,13 +467,18 @@ impl Mmu {
             v.peak = held;
             held
         });
-        // `release`.
-        let from_h = v.headroom.min(len);
-        v.headroom -= from_h;
-        let from_s = v.shared.min(len - from_h);
-        v.shared -= from_s;
-        self.shared_used = shared_used.saturating_sub(from_s);
-        v.reserved = v.reserved.saturating_sub(len - from_h - from_s);
+        // `release` (its shortcut too: no headroom held, the shared bytes cover the frame).
+        if v.headroom == 0 && v.shared >= len {
+            v.shared -= len;
+            self.shared_used = shared_used.saturating_sub(len);
+        } else {
+            let from_h = v.headroom.min(len);
+            v.headroom -= from_h;
+            let from_s = v.shared.min(len - from_h);
+            v.shared -= from_s;
+            self.shared_used = shared_used.saturating_sub(from_s);
+            v.reserved = v.reserved.saturating_sub(len - from_h - from_s);
+        }
         *u = v;
         Some(Ok((queued, new_peak)))
     }
