@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
 use crate::egress::{
-    highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped, LEN_NOT_KEPT,
+    highest, Arrival, ClassReport, Dequeued, EgressScheduler, Lanes, Popped, LEN_NOT_KEPT,
 };
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
@@ -425,14 +425,16 @@ impl PackedDscp {
 /// (which it keeps last), the seed, the frame count, the flags and counters of the ports,
 /// whether frames are marked, the DSCP map and the MMU's counters (which it keeps first)
 /// follow one another in 245 bytes, four cache lines (a test checks it); a queued frame also
-/// reads the queues' vector, in the first line. A large fabric touches each switch too rarely
+/// reads the lanes' vector, in the first line. A large fabric touches each switch too rarely
 /// for those lines to stay cached: spread over the struct (the counters of `stats` among
 /// them), they were nine or ten.
 #[repr(C, align(64))]
 pub struct Switch {
-    /// Per port, its egress scheduler (read by a frame that is queued, not by one that leaves
-    /// at once: kept before the stretch every frame reads).
-    queues: Vec<Egress>,
+    /// Per port, its FIFO's lanes (read by a frame that is queued, not by one that leaves at
+    /// once: kept before the stretch every frame reads). Apart from the custom schedulers
+    /// (`custom`), so that queueing and taking a frame index them without an enum's tag
+    /// test (as `Vec<Egress>`, ~3 instructions each; the port's flags say which it runs).
+    lanes: Vec<Lanes<Frame>>,
     /// Per port, its PFC state (lossless priorities only).
     pfc: Vec<PortPfc>,
     routes: RouteTable,
@@ -441,7 +443,7 @@ pub struct Switch {
     /// than in `stats`, whose other counters are written only on rare events.
     received: u64,
     /// Per port, the PFC bits and FIFO length every frame reads (split from `pfc` and
-    /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
+    /// `lanes`, whose per-port state spans cache lines: eight ports' flags share one line).
     flags: Vec<PortFlags>,
     /// Per port counters, but `enqueued`, which holds only the frames admitted and then lost
     /// to an internal error ([`Switch::port_stats`] adds the dequeued and queued ones), and
@@ -483,13 +485,16 @@ pub struct Switch {
     wake_at: Vec<Option<Time>>,
     cfg: BufferConfig,
     failed_over: bool,
+    /// Per port, its custom scheduler if it runs one (`PortFlags::custom` says so too; its
+    /// lanes are then empty and unused).
+    custom: Vec<Option<Box<dyn EgressScheduler>>>,
 }
 
 impl Switch {
     /// Turns on in-band telemetry: every egress appends a record to data frames that carry an
     /// INT stack (the NICs run HPCC; see [`fabemu_fabric::wire::int`]).
     pub fn enable_int(&mut self) {
-        self.int_tx = Some(vec![0; self.queues.len()]);
+        self.int_tx = Some(vec![0; self.lanes.len()]);
         self.marking = true;
     }
 
@@ -519,7 +524,8 @@ impl Switch {
             xoff_seen: false,
             cfg: b,
             mmu: Mmu::new(&b, ports),
-            queues: (0..ports).map(|_| Egress::default()).collect(),
+            lanes: (0..ports).map(|_| Lanes::default()).collect(),
+            custom: (0..ports).map(|_| None).collect(),
             pfc: vec![PortPfc::new(); ports],
             flags: vec![PortFlags::default(); ports],
             watch: vec![PortWatch::default(); ports],
@@ -551,9 +557,17 @@ impl Switch {
 
     /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
     pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
-        if let (Some(q), Some(f)) = (self.queues.get_mut(port), self.flags.get_mut(port)) {
-            *q = Egress::Custom(sched);
+        if let (Some(c), Some(f)) = (self.custom.get_mut(port), self.flags.get_mut(port)) {
+            *c = Some(sched);
             f.custom = true;
+        }
+    }
+
+    /// Frames queued on `port` (by its custom scheduler or in its lanes).
+    fn queue_len(&self, port: usize) -> usize {
+        match self.custom.get(port) {
+            Some(Some(c)) => c.len(),
+            _ => self.lanes.get(port).map_or(0, Lanes::len),
         }
     }
 
@@ -575,13 +589,12 @@ impl Switch {
             count_wait(&mut all, w);
         }
         all.into_iter()
-            .zip(&self.queues)
             .zip(&self.flags)
             .enumerate()
-            .map(|(port, ((mut ps, q), fl))| {
+            .map(|(port, (mut ps, fl))| {
                 ps.queueing_delay.record_zeros(fl.cut());
                 ps.dequeued = ps.queueing_delay.len();
-                ps.enqueued += ps.dequeued + q.len() as u64;
+                ps.enqueued += ps.dequeued + self.queue_len(port) as u64;
                 for (c, pp) in ps.priorities.iter_mut().enumerate() {
                     pp.peak_ingress_bytes = self.mmu.ingress_use(port, c as u8).peak;
                 }
@@ -610,7 +623,7 @@ impl Switch {
 
     /// Frames still queued (non-zero after a run means frames were stranded).
     pub fn queued_packets(&self) -> usize {
-        self.queues.iter().map(|q| q.len()).sum()
+        (0..self.lanes.len()).map(|p| self.queue_len(p)).sum()
     }
 
     /// The headroom of each lossless priority of `port` (set at start from the port's link).
@@ -694,7 +707,7 @@ impl Switch {
             return Verdict::Discard;
         };
         // Every per-port vector has one entry per port: the flags' length is read with them
-        // (the queues' is in a line a forwarded frame need not read).
+        // (the lanes' is in a line a forwarded frame need not read).
         if in_port >= self.flags.len() || out >= self.flags.len() {
             self.stats.no_route += 1;
             return Verdict::Discard;
@@ -808,15 +821,17 @@ impl Switch {
         // Queued behind frames already in the FIFO: see the end.
         let mut behind = false;
         let fl = &mut self.flags[out];
-        match &mut self.queues[out] {
-            // Told by the port's flags, without reading the queue's own lines.
-            _ if !fl.custom && fl.nonempty == 0 => held = Some(frame),
-            Egress::Fifo(f) => {
-                f.push(frame, now, prio, in_port, len as u32);
-                fl.nonempty |= 1 << (prio & 7);
-                behind = true;
-            }
-            Egress::Custom(_) => self.enqueue_custom(out, frame, now, prio, in_port, ctx),
+        // Told by the port's flags, without reading the queue's own lines.
+        if fl.custom {
+            self.enqueue_custom(out, frame, now, prio, in_port, ctx);
+        } else if fl.nonempty == 0 {
+            held = Some(frame);
+        } else if let Some(f) = self.lanes.get_mut(out) {
+            f.push(frame, now, prio, in_port, len as u32);
+            fl.nonempty |= 1 << (prio & 7);
+            behind = true;
+        } else {
+            ctx.drop_frame(frame);
         }
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
             self.enter_xoff(in_port, prio, ctx);
@@ -834,7 +849,7 @@ impl Switch {
                 self.depart(out, frame, Some(now), len as u32, prio, in_port, ctx);
                 return;
             }
-            if let Egress::Fifo(f) = &mut self.queues[out] {
+            if let Some(f) = self.lanes.get_mut(out) {
                 f.push(frame, now, prio, in_port, len as u32);
                 self.flags[out].nonempty |= 1 << (prio & 7);
             } else {
@@ -883,7 +898,7 @@ impl Switch {
             return;
         };
         note_queue_in(fl, &mut self.port_stats, out, queued);
-        let Some(Egress::Fifo(f)) = self.queues.get_mut(out) else {
+        let Some(f) = self.lanes.get_mut(out) else {
             ctx.drop_frame(frame);
             return;
         };
@@ -916,7 +931,7 @@ impl Switch {
         in_port: usize,
         ctx: &mut Ctx<'_>,
     ) {
-        let Some(Egress::Custom(c)) = self.queues.get_mut(out) else {
+        let Some(Some(c)) = self.custom.get_mut(out) else {
             ctx.drop_frame(frame);
             return;
         };
@@ -1165,13 +1180,12 @@ impl Switch {
     #[inline]
     fn has_more(&self, port: usize) -> bool {
         let fl = self.flags[port];
-        // A FIFO port is told by its flags, without reading the queues' vector.
+        // A FIFO port is told by its flags, without reading the lanes' vector.
         let queued = !fl.custom && fl.nonempty != 0
             || fl.custom
-                && match self.queues.get(port) {
-                    Some(Egress::Fifo(f)) => !f.is_empty(),
-                    Some(Egress::Custom(c)) => !c.is_empty(),
-                    None => false,
+                && match self.custom.get(port) {
+                    Some(Some(c)) => !c.is_empty(),
+                    _ => false,
                 };
         queued || fl.pending != 0
     }
@@ -1202,7 +1216,7 @@ impl Switch {
             return;
         }
         let p = highest(ready);
-        let Some(Egress::Fifo(f)) = self.queues.get_mut(port) else {
+        let Some(f) = self.lanes.get_mut(port) else {
             return;
         };
         let Some((d, empty)) = f.pop(p) else {
@@ -1225,7 +1239,7 @@ impl Switch {
     /// [`Switch::start_tx`] on an idle port that owes a PFC frame or runs a custom scheduler.
     #[inline(never)]
     fn start_tx_other(&mut self, port: usize, ctx: &mut Ctx<'_>) {
-        if port >= self.queues.len() {
+        if port >= self.lanes.len() {
             return;
         }
         if self.flags[port].pending != 0 && self.send_control(port, ctx) {
@@ -1237,8 +1251,16 @@ impl Switch {
             return;
         }
         let paused = fl.paused;
-        let d = match &mut self.queues[port] {
-            Egress::Fifo(f) => {
+        let custom = if fl.custom {
+            self.custom.get_mut(port).and_then(Option::as_mut)
+        } else {
+            None
+        };
+        let d = match custom {
+            None => {
+                let Some(f) = self.lanes.get_mut(port) else {
+                    return;
+                };
                 // Strict priority, skipping paused classes (what `Fifo::pop` does).
                 let ready = fl.nonempty & !paused;
                 if ready == 0 {
@@ -1255,7 +1277,7 @@ impl Switch {
                     None => return,
                 }
             }
-            Egress::Custom(c) => match c.dequeue(now, paused) {
+            Some(c) => match c.dequeue(now, paused) {
                 // Back into the slab: `depart` sends every frame from there.
                 Some(d) => Popped {
                     len: d.packet.frame_len() as u32,
@@ -1453,7 +1475,7 @@ impl Switch {
             }
             return;
         }
-        if port >= self.queues.len() {
+        if port >= self.lanes.len() {
             return;
         }
         let now = ctx.now();
@@ -1500,12 +1522,19 @@ impl Switch {
 
     /// Per egress port, the scheduler's per-class counters (empty for FIFO ports).
     pub fn port_classes(&self) -> Vec<Vec<ClassReport>> {
-        self.queues.iter().map(|q| q.classes()).collect()
+        self.custom
+            .iter()
+            .map(|c| c.as_ref().map_or_else(Vec::new, |c| c.classes()))
+            .collect()
     }
 
     /// Priority inversions counted by the ports' schedulers, summed.
     pub fn priority_inversions(&self) -> u64 {
-        self.queues.iter().map(|q| q.priority_inversions()).sum()
+        self.custom
+            .iter()
+            .flatten()
+            .map(|c| c.priority_inversions())
+            .sum()
     }
 }
 
@@ -1553,7 +1582,7 @@ impl Actor for Switch {
 
     /// Queue depth for time series: per egress port, the bytes queued (all priorities).
     fn sample(&self, out: &mut Vec<u64>) {
-        out.extend((0..self.queues.len()).map(|p| self.mmu.queue_bytes(p)));
+        out.extend((0..self.lanes.len()).map(|p| self.mmu.queue_bytes(p)));
     }
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
