@@ -153,10 +153,11 @@ struct Queued<T> {
 const LEN_UNKNOWN: u16 = u16::MAX;
 
 /// [`Popped::len`] of a frame whose length was not kept: read it from the packet. (A plain
-/// sentinel, not an `Option`: the length passes through the departure in one register. A
-/// frame of exactly `u32::MAX` bytes, which the packet's saturated length also says, reads the
-/// same value from its packet.)
-pub const LEN_NOT_KEPT: u32 = u32::MAX;
+/// sentinel, not an `Option`: the length passes through the departure in one register.) It
+/// is the lanes' own sentinel (`u16::MAX`) widened, so that [`Lanes::pop`] hands the kept
+/// `u16` on as it is, without a test for the sentinel; a frame of exactly 65,535 bytes,
+/// which the lanes cannot keep either, reads the same value from its packet.
+pub const LEN_NOT_KEPT: u32 = LEN_UNKNOWN as u32;
 
 /// A frame leaving a [`Fifo`]: what [`Dequeued`] says, for any queued item.
 #[derive(Debug)]
@@ -211,11 +212,8 @@ impl<T> Lanes<T> {
                 enqueued_at: e.at,
                 priority: p,
                 ingress: usize::from(e.ingress),
-                len: if e.len == LEN_UNKNOWN {
-                    LEN_NOT_KEPT
-                } else {
-                    u32::from(e.len)
-                },
+                // LEN_UNKNOWN is LEN_NOT_KEPT.
+                len: u32::from(e.len),
             },
             q.is_empty(),
         ))

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
 use crate::egress::{
-    highest, Arrival, ClassReport, Dequeued, Egress, EgressScheduler, Popped, LEN_NOT_KEPT,
+    highest, Arrival, ClassReport, Dequeued, EgressScheduler, Lanes, Popped, LEN_NOT_KEPT,
 };
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
@@ -237,6 +237,25 @@ mod layout_tests {
         }
     }
 
+    /// The class-selector shortcut is taken exactly for the map that it computes.
+    #[test]
+    fn class_selector_shortcut_is_the_packed_map() {
+        use super::{PackedDscp, Switch, SwitchConfig};
+        use crate::priority::DscpMap;
+        use fabemu_fabric::route::RouteTable;
+        let sw = Switch::new(2, RouteTable::default(), &SwitchConfig::default(), 1);
+        assert!(sw.dscp_class_selector);
+        for d in 0..=255u8 {
+            assert_eq!((d & 0x3F) >> 3, sw.dscp.priority(d), "{d}");
+        }
+        let mut cfg = SwitchConfig::default();
+        cfg.buffer.dscp_priority = DscpMap::default().with(26, 5).unwrap();
+        let sw = Switch::new(2, RouteTable::default(), &cfg, 1);
+        assert!(!sw.dscp_class_selector);
+        assert_eq!(sw.dscp.priority(26), 5);
+        assert_eq!(PackedDscp::new(&DscpMap::default()).priority(26), 3);
+    }
+
     #[test]
     fn per_frame_port_counters_share_a_cache_line() {
         use fabemu_fabric::histogram::LatencyHistogram;
@@ -268,6 +287,18 @@ fn is_zero(n: &u64) -> bool {
 /// True when no counter of any priority moved (the report leaves the block out).
 fn all_priorities_quiet(p: &[PriorityStats; PRIORITIES]) -> bool {
     p.iter().all(|s| *s == PriorityStats::default())
+}
+
+/// [`Switch::note_queue`] with egress `out`'s flags `fl` at hand: the port's counters (in
+/// `stats`) are written only when `queued` is its deepest queue yet.
+#[inline]
+fn note_queue_in(fl: &mut PortFlags, stats: &mut [SwitchPortStats], out: usize, queued: u64) {
+    if queued > fl.max_queue() {
+        // Exact when the copy saturated: the counter itself is compared then.
+        fl.set_max_queue(queued);
+        let ps = &mut stats[out];
+        ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
+    }
 }
 
 /// Timer kinds, in a token's top byte (kind 0 is the shaping wake-up, token = port).
@@ -394,14 +425,16 @@ impl PackedDscp {
 /// (which it keeps last), the seed, the frame count, the flags and counters of the ports,
 /// whether frames are marked, the DSCP map and the MMU's counters (which it keeps first)
 /// follow one another in 245 bytes, four cache lines (a test checks it); a queued frame also
-/// reads the queues' vector, in the first line. A large fabric touches each switch too rarely
+/// reads the lanes' vector, in the first line. A large fabric touches each switch too rarely
 /// for those lines to stay cached: spread over the struct (the counters of `stats` among
 /// them), they were nine or ten.
 #[repr(C, align(64))]
 pub struct Switch {
-    /// Per port, its egress scheduler (read by a frame that is queued, not by one that leaves
-    /// at once: kept before the stretch every frame reads).
-    queues: Vec<Egress>,
+    /// Per port, its FIFO's lanes (read by a frame that is queued, not by one that leaves at
+    /// once: kept before the stretch every frame reads). Apart from the custom schedulers
+    /// (`custom`), so that queueing and taking a frame index them without an enum's tag
+    /// test (as `Vec<Egress>`, ~3 instructions each; the port's flags say which it runs).
+    lanes: Vec<Lanes<Frame>>,
     /// Per port, its PFC state (lossless priorities only).
     pfc: Vec<PortPfc>,
     routes: RouteTable,
@@ -410,7 +443,7 @@ pub struct Switch {
     /// than in `stats`, whose other counters are written only on rare events.
     received: u64,
     /// Per port, the PFC bits and FIFO length every frame reads (split from `pfc` and
-    /// `queues`, whose per-port state spans cache lines: eight ports' flags share one line).
+    /// `lanes`, whose per-port state spans cache lines: eight ports' flags share one line).
     flags: Vec<PortFlags>,
     /// Per port counters, but `enqueued`, which holds only the frames admitted and then lost
     /// to an internal error ([`Switch::port_stats`] adds the dequeued and queued ones), and
@@ -434,6 +467,9 @@ pub struct Switch {
     /// departures skip the ingress's PFC state (a lossless fabric that never pauses, the
     /// usual case, reads it for nothing). Set for good: no count to keep per XON.
     xoff_seen: bool,
+    /// `cfg.dscp_priority` is the class-selector map (priority = DSCP >> 3, the default):
+    /// a frame's priority is then a shift, not a look-up in `dscp` (in what was padding).
+    dscp_class_selector: bool,
     /// `cfg.dscp_priority`, packed.
     dscp: PackedDscp,
     mmu: Mmu,
@@ -449,13 +485,16 @@ pub struct Switch {
     wake_at: Vec<Option<Time>>,
     cfg: BufferConfig,
     failed_over: bool,
+    /// Per port, its custom scheduler if it runs one (`PortFlags::custom` says so too; its
+    /// lanes are then empty and unused).
+    custom: Vec<Option<Box<dyn EgressScheduler>>>,
 }
 
 impl Switch {
     /// Turns on in-band telemetry: every egress appends a record to data frames that carry an
     /// INT stack (the NICs run HPCC; see [`fabemu_fabric::wire::int`]).
     pub fn enable_int(&mut self) {
-        self.int_tx = Some(vec![0; self.queues.len()]);
+        self.int_tx = Some(vec![0; self.lanes.len()]);
         self.marking = true;
     }
 
@@ -478,13 +517,15 @@ impl Switch {
         Switch {
             routes,
             dscp: PackedDscp::new(&b.dscp_priority),
+            dscp_class_selector: (0..64u8).all(|d| b.dscp_priority.priority(d) == d >> 3),
             seed,
             received: 0,
             marking: b.ecn.is_some(),
             xoff_seen: false,
             cfg: b,
             mmu: Mmu::new(&b, ports),
-            queues: (0..ports).map(|_| Egress::default()).collect(),
+            lanes: (0..ports).map(|_| Lanes::default()).collect(),
+            custom: (0..ports).map(|_| None).collect(),
             pfc: vec![PortPfc::new(); ports],
             flags: vec![PortFlags::default(); ports],
             watch: vec![PortWatch::default(); ports],
@@ -516,9 +557,17 @@ impl Switch {
 
     /// Replaces port `port`'s egress scheduler (it must be empty: call before the run).
     pub fn set_scheduler(&mut self, port: usize, sched: Box<dyn EgressScheduler>) {
-        if let (Some(q), Some(f)) = (self.queues.get_mut(port), self.flags.get_mut(port)) {
-            *q = Egress::Custom(sched);
+        if let (Some(c), Some(f)) = (self.custom.get_mut(port), self.flags.get_mut(port)) {
+            *c = Some(sched);
             f.custom = true;
+        }
+    }
+
+    /// Frames queued on `port` (by its custom scheduler or in its lanes).
+    fn queue_len(&self, port: usize) -> usize {
+        match self.custom.get(port) {
+            Some(Some(c)) => c.len(),
+            _ => self.lanes.get(port).map_or(0, Lanes::len),
         }
     }
 
@@ -540,13 +589,12 @@ impl Switch {
             count_wait(&mut all, w);
         }
         all.into_iter()
-            .zip(&self.queues)
             .zip(&self.flags)
             .enumerate()
-            .map(|(port, ((mut ps, q), fl))| {
+            .map(|(port, (mut ps, fl))| {
                 ps.queueing_delay.record_zeros(fl.cut());
                 ps.dequeued = ps.queueing_delay.len();
-                ps.enqueued += ps.dequeued + q.len() as u64;
+                ps.enqueued += ps.dequeued + self.queue_len(port) as u64;
                 for (c, pp) in ps.priorities.iter_mut().enumerate() {
                     pp.peak_ingress_bytes = self.mmu.ingress_use(port, c as u8).peak;
                 }
@@ -575,7 +623,7 @@ impl Switch {
 
     /// Frames still queued (non-zero after a run means frames were stranded).
     pub fn queued_packets(&self) -> usize {
-        self.queues.iter().map(|q| q.len()).sum()
+        (0..self.lanes.len()).map(|p| self.queue_len(p)).sum()
     }
 
     /// The headroom of each lossless priority of `port` (set at start from the port's link).
@@ -659,7 +707,7 @@ impl Switch {
             return Verdict::Discard;
         };
         // Every per-port vector has one entry per port: the flags' length is read with them
-        // (the queues' is in a line a forwarded frame need not read).
+        // (the lanes' is in a line a forwarded frame need not read).
         if in_port >= self.flags.len() || out >= self.flags.len() {
             self.stats.no_route += 1;
             return Verdict::Discard;
@@ -678,7 +726,11 @@ impl Switch {
         Verdict::Forward {
             out,
             // The DSCP as read with the flow (a TTL rewrite does not touch it).
-            prio: self.dscp.priority(flow.dscp),
+            prio: if self.dscp_class_selector {
+                (flow.dscp & 0x3F) >> 3
+            } else {
+                self.dscp.priority(flow.dscp)
+            },
             len: pkt.frame_len() as u64,
         }
     }
@@ -738,14 +790,30 @@ impl Switch {
             self.queue_behind(in_port, out, prio, len, frame, ctx);
             return;
         }
+        self.queue_general(in_port, out, prio, len, frame, ctx);
+    }
+
+    /// [`Switch::on_packet`] for a frame that neither leaves at once nor joins a busy FIFO
+    /// port's queue: a custom scheduler, a paused class or a PFC frame owed, or an idle port
+    /// whose frame must wait. Out of line: its stack frame and register saves were paid by
+    /// every arrival (~0.05M of fabric64's 1.43M take it).
+    #[inline(never)]
+    fn queue_general(
+        &mut self,
+        in_port: usize,
+        out: usize,
+        prio: u8,
+        len: u64,
+        frame: Frame,
+        ctx: &mut Ctx<'_>,
+    ) {
         let now = ctx.now();
-        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
+        // The peak stays in the MMU's counter (`Switch::port_stats` reads it there).
+        let Ok((_, queued)) = self.mmu.admit_noting_peak(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
         self.note_queue(out, queued);
-        // The peak stays in the MMU's counter (`Switch::port_stats` reads it there).
-        self.mmu.note_peak(in_port, prio);
 
         // A frame for an empty FIFO may leave at once; it is held here (not queued) until
         // the PFC bookkeeping below has run, which may claim the port for a pause frame first.
@@ -753,15 +821,17 @@ impl Switch {
         // Queued behind frames already in the FIFO: see the end.
         let mut behind = false;
         let fl = &mut self.flags[out];
-        match &mut self.queues[out] {
-            // Told by the port's flags, without reading the queue's own lines.
-            _ if !fl.custom && fl.nonempty == 0 => held = Some(frame),
-            Egress::Fifo(f) => {
-                f.push(frame, now, prio, in_port, len as u32);
-                fl.nonempty |= 1 << (prio & 7);
-                behind = true;
-            }
-            Egress::Custom(_) => self.enqueue_custom(out, frame, now, prio, in_port, ctx),
+        // Told by the port's flags, without reading the queue's own lines.
+        if fl.custom {
+            self.enqueue_custom(out, frame, now, prio, in_port, ctx);
+        } else if fl.nonempty == 0 {
+            held = Some(frame);
+        } else if let Some(f) = self.lanes.get_mut(out) {
+            f.push(frame, now, prio, in_port, len as u32);
+            fl.nonempty |= 1 << (prio & 7);
+            behind = true;
+        } else {
+            ctx.drop_frame(frame);
         }
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
             self.enter_xoff(in_port, prio, ctx);
@@ -779,7 +849,7 @@ impl Switch {
                 self.depart(out, frame, Some(now), len as u32, prio, in_port, ctx);
                 return;
             }
-            if let Egress::Fifo(f) = &mut self.queues[out] {
+            if let Some(f) = self.lanes.get_mut(out) {
                 f.push(frame, now, prio, in_port, len as u32);
                 self.flags[out].nonempty |= 1 << (prio & 7);
             } else {
@@ -818,18 +888,21 @@ impl Switch {
         frame: Frame,
         ctx: &mut Ctx<'_>,
     ) {
-        let Ok((_, queued)) = self.mmu.admit_queued(in_port, prio, out, len) else {
+        let Ok((_, queued)) = self.mmu.admit_noting_peak(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
             return;
         };
-        self.note_queue(out, queued);
-        self.mmu.note_peak(in_port, prio);
-        let Some(Egress::Fifo(f)) = self.queues.get_mut(out) else {
+        // The port's flags indexed once, for the deepest queue and the non-empty bit.
+        let Some(fl) = self.flags.get_mut(out) else {
+            ctx.drop_frame(frame);
+            return;
+        };
+        note_queue_in(fl, &mut self.port_stats, out, queued);
+        let Some(f) = self.lanes.get_mut(out) else {
             ctx.drop_frame(frame);
             return;
         };
         f.push(frame, ctx.now(), prio, in_port, len as u32);
-        let fl = &mut self.flags[out];
         let first = fl.nonempty == 0;
         fl.nonempty |= 1 << (prio & 7);
         if self.mmu.is_lossless(prio) && self.mmu.should_xoff(in_port, prio) {
@@ -858,7 +931,7 @@ impl Switch {
         in_port: usize,
         ctx: &mut Ctx<'_>,
     ) {
-        let Some(Egress::Custom(c)) = self.queues.get_mut(out) else {
+        let Some(Some(c)) = self.custom.get_mut(out) else {
             ctx.drop_frame(frame);
             return;
         };
@@ -884,13 +957,7 @@ impl Switch {
     /// Compared with the flags' copy, so that the port's counters are read only when it is.
     #[inline]
     fn note_queue(&mut self, out: usize, queued: u64) {
-        let fl = &mut self.flags[out];
-        if queued > fl.max_queue() {
-            // Exact when the copy saturated: the counter itself is compared then.
-            fl.set_max_queue(queued);
-            let ps = &mut self.port_stats[out];
-            ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
-        }
+        note_queue_in(&mut self.flags[out], &mut self.port_stats, out, queued);
     }
 
     /// A frame that cuts through an idle, empty port (see [`Switch::on_packet`]), whose pass
@@ -1113,13 +1180,12 @@ impl Switch {
     #[inline]
     fn has_more(&self, port: usize) -> bool {
         let fl = self.flags[port];
-        // A FIFO port is told by its flags, without reading the queues' vector.
+        // A FIFO port is told by its flags, without reading the lanes' vector.
         let queued = !fl.custom && fl.nonempty != 0
             || fl.custom
-                && match self.queues.get(port) {
-                    Some(Egress::Fifo(f)) => !f.is_empty(),
-                    Some(Egress::Custom(c)) => !c.is_empty(),
-                    None => false,
+                && match self.custom.get(port) {
+                    Some(Some(c)) => !c.is_empty(),
+                    _ => false,
                 };
         queued || fl.pending != 0
     }
@@ -1127,9 +1193,11 @@ impl Switch {
     /// Sends what `port` has to send next if it is idle (a PFC frame owed, else the next
     /// frame of the highest unpaused priority), or asks for its completion if it is busy.
     fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
-        let Some(&fl) = self.flags.get(port) else {
+        // Indexed once: the flags are read here and their non-empty bit cleared below.
+        let Some(flags) = self.flags.get_mut(port) else {
             return;
         };
+        let fl = *flags;
         if !ctx.port_idle(port) {
             // Work came for a busy port: its frame's completion must come back to us (frames
             // go out with `transmit_then`, whose completions are otherwise skipped).
@@ -1148,14 +1216,14 @@ impl Switch {
             return;
         }
         let p = highest(ready);
-        let Some(Egress::Fifo(f)) = self.queues.get_mut(port) else {
+        let Some(f) = self.lanes.get_mut(port) else {
             return;
         };
         let Some((d, empty)) = f.pop(p) else {
             return;
         };
         if empty {
-            self.flags[port].nonempty &= !(1 << p);
+            flags.nonempty &= !(1 << p);
         }
         self.depart(
             port,
@@ -1171,7 +1239,7 @@ impl Switch {
     /// [`Switch::start_tx`] on an idle port that owes a PFC frame or runs a custom scheduler.
     #[inline(never)]
     fn start_tx_other(&mut self, port: usize, ctx: &mut Ctx<'_>) {
-        if port >= self.queues.len() {
+        if port >= self.lanes.len() {
             return;
         }
         if self.flags[port].pending != 0 && self.send_control(port, ctx) {
@@ -1183,8 +1251,16 @@ impl Switch {
             return;
         }
         let paused = fl.paused;
-        let d = match &mut self.queues[port] {
-            Egress::Fifo(f) => {
+        let custom = if fl.custom {
+            self.custom.get_mut(port).and_then(Option::as_mut)
+        } else {
+            None
+        };
+        let d = match custom {
+            None => {
+                let Some(f) = self.lanes.get_mut(port) else {
+                    return;
+                };
                 // Strict priority, skipping paused classes (what `Fifo::pop` does).
                 let ready = fl.nonempty & !paused;
                 if ready == 0 {
@@ -1201,7 +1277,7 @@ impl Switch {
                     None => return,
                 }
             }
-            Egress::Custom(c) => match c.dequeue(now, paused) {
+            Some(c) => match c.dequeue(now, paused) {
                 // Back into the slab: `depart` sends every frame from there.
                 Some(d) => Popped {
                     len: d.packet.frame_len() as u32,
@@ -1399,7 +1475,7 @@ impl Switch {
             }
             return;
         }
-        if port >= self.queues.len() {
+        if port >= self.lanes.len() {
             return;
         }
         let now = ctx.now();
@@ -1446,12 +1522,19 @@ impl Switch {
 
     /// Per egress port, the scheduler's per-class counters (empty for FIFO ports).
     pub fn port_classes(&self) -> Vec<Vec<ClassReport>> {
-        self.queues.iter().map(|q| q.classes()).collect()
+        self.custom
+            .iter()
+            .map(|c| c.as_ref().map_or_else(Vec::new, |c| c.classes()))
+            .collect()
     }
 
     /// Priority inversions counted by the ports' schedulers, summed.
     pub fn priority_inversions(&self) -> u64 {
-        self.queues.iter().map(|q| q.priority_inversions()).sum()
+        self.custom
+            .iter()
+            .flatten()
+            .map(|c| c.priority_inversions())
+            .sum()
     }
 }
 
@@ -1499,7 +1582,7 @@ impl Actor for Switch {
 
     /// Queue depth for time series: per egress port, the bytes queued (all priorities).
     fn sample(&self, out: &mut Vec<u64>) {
-        out.extend((0..self.queues.len()).map(|p| self.mmu.queue_bytes(p)));
+        out.extend((0..self.lanes.len()).map(|p| self.mmu.queue_bytes(p)));
     }
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
