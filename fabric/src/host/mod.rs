@@ -431,9 +431,11 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 /// the packet is built where it is used rather than returned through memory.
 ///
 /// An ACK or a data frame without extension headers or telemetry (nearly every frame) is
-/// written into one array by [`HeaderTemplate::emit_common`] and moved into the packet with
-/// its trailer; any other frame (or fields it refuses) takes the general emit. `meta` is the
-/// packet's from the start (set afterwards, the packet was copied once more).
+/// checked by [`HeaderTemplate::common_shape`], made with a zero header and its payload and
+/// metadata, and its header then written in place ([`HeaderTemplate::write_common_from`]):
+/// written into an array and moved into the packet, the header was copied twice more on its
+/// way (~6 instructions per frame built on benches/fabric64.yaml). Any other frame (or fields
+/// the common emit refuses) takes the general emit.
 #[inline(always)]
 fn build_from(
     src: &Sender,
@@ -444,17 +446,16 @@ fn build_from(
 ) -> Option<Packet> {
     let t = TEMPLATE.as_ref();
     if int.is_empty() {
-        let mut bytes = [0; crate::packet::INLINE_LEN];
-        if let Some(n) = t.and_then(|t| t.emit_common_from(src, f, &mut bytes)) {
-            // The trailer follows the header; still zero, it is the ICRC of timing mode. Set
-            // before the packet exists, so that the packet is built where it is returned
-            // (built first and then returned, it was copied: ~22 instructions per frame).
-            if let Payload::Data(d) = &payload {
-                let icrc = wire::icrc(bytes.get(..n)?, d);
-                bytes.get_mut(n..n + wire::ICRC_LEN)?.copy_from_slice(&icrc);
+        if let (Some(t), Some(shape)) = (t, HeaderTemplate::common_shape(f)) {
+            let lens = crate::packet::InlineLens::new(shape.header_len(), wire::ICRC_LEN).ok()?;
+            let mut pkt = Packet::from_inline([0; crate::packet::INLINE_LEN], lens, payload, meta);
+            t.write_common_from(src, f, shape, pkt.header_mut());
+            // The trailer is still zero, the ICRC of timing mode.
+            if let Payload::Data(d) = pkt.payload() {
+                let icrc = wire::icrc(pkt.header(), d);
+                pkt.set_trailer(&icrc).ok()?;
             }
-            let lens = crate::packet::InlineLens::new(n, wire::ICRC_LEN).ok()?;
-            return Some(Packet::from_inline(bytes, lens, payload, meta));
+            return Some(pkt);
         }
     }
     // The fields by value: their copy is made on this rare path only, so the common one
