@@ -24,7 +24,13 @@ impl Nic {
             self.forward(port, rx.dst_ip, pkt, ctx);
             return;
         }
-        self.on_roce(port, &rx, pkt, ctx);
+        // By reference unless the receive buffer may keep the frame (PFC): moved into the
+        // handlers, the 128-byte packet was copied once per call it went through.
+        if self.pfc {
+            self.on_roce(port, &rx, pkt, ctx);
+            return;
+        }
+        self.on_roce_now(&rx, &pkt, ctx);
     }
 
     /// [`Nic::receive`] of a frame of a rarer shape (PFC, a first or last packet with RETH or
@@ -58,10 +64,28 @@ impl Nic {
         self.on_roce(port, &RoceRx::from(&repr), pkt, ctx);
     }
 
-    /// A RoCEv2 frame addressed to this host, by opcode. Inlined, as is `on_data_arrival`, so
-    /// that the 128-byte packet is not copied into each call's arguments on its way.
-    #[inline(always)]
+    /// A RoCEv2 frame addressed to this host, by opcode, taken by value: a data frame goes
+    /// into the receive buffer when the NIC generates PFC ([`Nic::rx_enqueue`]), and to the
+    /// transport now otherwise ([`Nic::on_roce_now`], which handles every other frame too).
     fn on_roce(&mut self, port: usize, rx: &RoceRx, pkt: Packet, ctx: &mut Ctx<'_>) {
+        // The flag first: `cfg` is on a line a frame otherwise leaves alone.
+        let pfc = if self.pfc { self.cfg.pfc } else { None };
+        if let (Some(cfg), true) = (pfc, opcode::is_write(rx.opcode)) {
+            let Some(src) = self.dir.index_of(rx.src_ip) else {
+                self.stats.dropped_invalid += 1;
+                return;
+            };
+            self.on_data_mark(src, rx, ctx);
+            self.rx_enqueue(cfg, port, pkt, ctx);
+            return;
+        }
+        self.on_roce_now(rx, &pkt, ctx);
+    }
+
+    /// [`Nic::on_roce`] of a frame the NIC does not keep (any frame but a data frame into the
+    /// receive buffer), by reference: the caller drops it.
+    #[inline(always)]
+    fn on_roce_now(&mut self, rx: &RoceRx, pkt: &Packet, ctx: &mut Ctx<'_>) {
         let Some(src) = self.dir.index_of(rx.src_ip) else {
             self.stats.dropped_invalid += 1;
             return;
@@ -72,7 +96,10 @@ impl Nic {
                 self.on_ack_frame(src, rx, int, ctx)
             }
             opcode::CNP => self.on_cnp(src, rx.dest_qp, ctx),
-            op if opcode::is_write(op) => self.on_data_arrival(port, src, rx, pkt, ctx),
+            op if opcode::is_write(op) => {
+                self.on_data_mark(src, rx, ctx);
+                self.on_data_frame(src, rx, pkt, ctx);
+            }
             _ => self.stats.dropped_invalid += 1,
         }
     }
@@ -177,9 +204,9 @@ impl Nic {
                 w.acknowledged(i, now);
             }
         }
-        for tag in done.drain(..) {
-            self.completions
-                .push_back(Completion::SendDone { dst: src, tag });
+        // About one ACK in a message's packets completes one.
+        if !done.is_empty() {
+            self.sends_done(src, done);
         }
         self.activate(i);
         // Most ACKs arrive while the port sends: no call into `pump` to learn it.
@@ -188,17 +215,21 @@ impl Nic {
         }
     }
 
-    /// A data frame for this host arrived: the notification point looks at its ECN mark, then
-    /// the transport takes it now, or after the receive buffer when the NIC generates PFC.
+    /// The completions of the sends to `dst` that an ACK finished (their tags, oldest first),
+    /// out of line.
+    #[inline(never)]
+    fn sends_done(&mut self, dst: u32, done: Vec<u64>) {
+        for tag in done {
+            self.completions
+                .push_back(Completion::SendDone { dst, tag });
+        }
+    }
+
+    /// A data frame for this host arrived: the notification point looks at its ECN mark
+    /// (DCQCN), before the transport takes the frame, now or after the receive buffer when the
+    /// NIC generates PFC.
     #[inline(always)]
-    pub(super) fn on_data_arrival(
-        &mut self,
-        port: usize,
-        src: u32,
-        rx: &RoceRx,
-        pkt: Packet,
-        ctx: &mut Ctx<'_>,
-    ) {
+    fn on_data_mark(&mut self, src: u32, rx: &RoceRx, ctx: &mut Ctx<'_>) {
         let dcqcn = if self.dcqcn {
             self.cfg.cc.dcqcn()
         } else {
@@ -215,13 +246,6 @@ impl Nic {
                 }
             }
         }
-        // The flag first: `cfg` is on a line a frame otherwise leaves alone.
-        let pfc = if self.pfc { self.cfg.pfc } else { None };
-        if let Some(cfg) = pfc {
-            self.rx_enqueue(cfg, port, pkt, ctx);
-            return;
-        }
-        self.on_data_frame(src, rx, &pkt, ctx);
     }
 
     /// A data frame the transport takes now: in order, acknowledged (or NAKed); by reference,

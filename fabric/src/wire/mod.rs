@@ -45,7 +45,7 @@ pub use peek::{
 pub use pfc::{pause_quanta_to_ps, MutablePfcPacket, PfcPacket, PfcPauseRepr};
 pub use roce::{RoceRepr, CNP_DSCP};
 pub use rx::RoceRx;
-pub use template::{HeaderTemplate, PacketFields, Sender};
+pub use template::{CommonShape, HeaderTemplate, PacketFields, Sender};
 pub use ttl::decrement_ttl;
 
 /// UDP destination port that marks a datagram as RoCEv2 (IANA-assigned).
