@@ -269,6 +269,11 @@ mod layout_tests {
 /// Entries of a switch's log of waits ([`Switch`]'s `waits`): 512 bytes, eight lines.
 const WAIT_LOG: usize = 64;
 
+/// [`Switch`]'s `wait_len` in a switch of more than 2^16 ports, whose port numbers do not all
+/// fit an entry of the log: beyond the log, so that every wait takes the slow path and is
+/// counted at once, and a departure need not test its port's width.
+const NO_LOG: u8 = u8::MAX;
+
 /// Adds logged waits (each `wait << 16 | port`) to their ports' counters: the delay sum and
 /// the histogram (`dequeued` is the histogram's count). The ports' histograms are rough:
 /// [`LatencyHistogram::record_often`] finds a wait's bucket with constants, not the four its
@@ -545,7 +550,7 @@ impl Switch {
             ]
             .into_boxed_slice(),
             waits: Box::new([0; WAIT_LOG]),
-            wait_len: 0,
+            wait_len: if ports > 1 << 16 { NO_LOG } else { 0 },
             stats: SwitchStats::default(),
             reroutes: Vec::new(),
             failed_over: false,
@@ -589,7 +594,8 @@ impl Switch {
     /// counted in the port's flags (see `PortFlags::queue_cut`).
     pub fn port_stats(&self) -> Vec<SwitchPortStats> {
         let mut all = self.port_stats.to_vec();
-        fold_log(&mut all, &self.waits[..usize::from(self.wait_len)]);
+        let logged = self.waits.get(..usize::from(self.wait_len));
+        fold_log(&mut all, logged.unwrap_or(&[]));
         all.into_iter()
             .zip(&self.flags)
             .enumerate()
@@ -1386,26 +1392,32 @@ impl Switch {
     }
 
     /// Counts a queued frame's wait on `port`: into the log (`dequeued` is the histogram's
-    /// count, derived in `port_stats`).
+    /// count, derived in `port_stats`). The port is one of the switch's (the callers indexed
+    /// its flags), so below 2^16 in a switch that logs at all (`wait_len` is [`NO_LOG`] in a
+    /// wider one): not tested here (2 instructions per queued frame).
     #[inline(always)]
     fn log_wait(&mut self, port: usize, waited: u64) {
         let n = usize::from(self.wait_len);
-        match self.waits.get_mut(n) {
-            Some(w) if waited >> 48 == 0 && port >> 16 == 0 => {
+        if waited >> 48 == 0 {
+            if let Some(w) = self.waits.get_mut(n) {
                 *w = waited << 16 | port as u64;
                 self.wait_len += 1;
+                return;
             }
-            _ => self.log_wait_slow(port, waited),
         }
+        self.log_wait_slow(port, waited);
     }
 
-    /// [`Switch::log_wait`] when the log is full, or for a wait or port too large for
-    /// an entry (2^48 ps, 2^16 ports): folds the log, then logs the wait or counts it at once.
+    /// [`Switch::log_wait`] when the log is full, for a wait too large for an entry (2^48 ps)
+    /// or in a switch too wide for one ([`NO_LOG`]): folds the log, then logs the wait or
+    /// counts it at once.
     #[cold]
     #[inline(never)]
     fn log_wait_slow(&mut self, port: usize, waited: u64) {
-        self.fold_waits();
-        if waited >> 48 == 0 && port >> 16 == 0 {
+        if self.wait_len != NO_LOG {
+            self.fold_waits();
+        }
+        if self.wait_len == 0 && waited >> 48 == 0 && port >> 16 == 0 {
             self.waits[0] = waited << 16 | port as u64;
             self.wait_len = 1;
         } else if let Some(ps) = self.port_stats.get_mut(port) {
@@ -1417,7 +1429,7 @@ impl Switch {
     /// Adds the logged waits to their ports' counters and empties the log.
     fn fold_waits(&mut self) {
         let n = usize::from(self.wait_len);
-        fold_log(&mut self.port_stats, &self.waits[..n]);
+        fold_log(&mut self.port_stats, self.waits.get(..n).unwrap_or(&[]));
         self.wait_len = 0;
     }
 
