@@ -210,13 +210,25 @@ mod layout_tests {
     }
 
     /// Waits go through the log (folded when full, the rest added when read; one too large
-    /// for an entry counted at once) and reach the counters as if recorded one by one.
+    /// for an entry counted at once) and reach the counters as if recorded one by one; so do
+    /// they in a switch too wide to log ([`super::NO_LOG`], set by hand here rather than by
+    /// building a switch of 2^16 + 1 ports), each counted at once.
     #[test]
     fn logged_waits_reach_the_counters_exactly() {
-        use super::{Switch, SwitchConfig};
-        use fabemu_fabric::histogram::LatencyHistogram;
+        use super::{Switch, SwitchConfig, NO_LOG};
         use fabemu_fabric::route::RouteTable;
-        let mut sw = Switch::new(3, RouteTable::default(), &SwitchConfig::default(), 1);
+        for wide in [false, true] {
+            let mut sw = Switch::new(3, RouteTable::default(), &SwitchConfig::default(), 1);
+            if wide {
+                sw.wait_len = NO_LOG;
+            }
+            waits_reach_the_counters(&mut sw);
+            assert_eq!(sw.wait_len == NO_LOG, wide);
+        }
+    }
+
+    fn waits_reach_the_counters(sw: &mut super::Switch) {
+        use fabemu_fabric::histogram::LatencyHistogram;
         let mut want = vec![LatencyHistogram::rough(); 3];
         let mut sums = [0u64; 3];
         for i in 0..1_000u64 {
