@@ -220,6 +220,21 @@ impl Slab {
         idx
     }
 
+    /// A slot for a new packet: the next one, created empty (with its chunk when it is the
+    /// chunk's first); returns its index.
+    #[inline]
+    fn push_empty(&mut self) -> u32 {
+        let idx = self.len;
+        if (idx >> CHUNK_BITS) as usize == self.chunks.len() {
+            let slots: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
+            if let Ok(chunk) = slots.try_into() {
+                self.chunks.push(chunk);
+            }
+        }
+        self.len += 1;
+        idx
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.len as usize
@@ -316,6 +331,22 @@ impl EventQueue {
                 self.slab.push(packet)
             }
         }
+    }
+
+    /// [`EventQueue::hold`] that also gives the packet where it now lies, to be finished in
+    /// place (`None` only if the slab could not grow).
+    #[inline]
+    pub(crate) fn hold_mut(&mut self, packet: Packet) -> Option<(u32, &mut Packet)> {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slab_port.push(0);
+                self.slab.push_empty()
+            }
+        };
+        let s = self.slab.get_mut(idx)?;
+        s.0 = Some(packet);
+        Some((idx, s.0.as_mut()?))
     }
 
     /// Queues the arrival of the frame already in slab slot `idx` (an actor transmits a frame

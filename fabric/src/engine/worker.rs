@@ -546,6 +546,14 @@ impl Sched {
         self.queue.hold(packet)
     }
 
+    /// [`Sched::hold`] that also gives the packet in its slot, writable.
+    #[inline]
+    pub(crate) fn hold_mut(&mut self, packet: Packet) -> Option<(u32, &mut Packet)> {
+        let held = self.queue.hold_mut(packet)?;
+        self.held += 1;
+        Some(held)
+    }
+
     /// Takes a held frame's packet out of the slab.
     #[inline]
     pub(crate) fn take_held(&mut self, slot: u32) -> Option<Packet> {

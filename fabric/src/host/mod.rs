@@ -34,7 +34,7 @@ use std::sync::{Arc, LazyLock};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::engine::{Actor, Ctx, Event, TransmitError};
+use crate::engine::{Actor, Ctx, Event, Frame, TransmitError};
 use crate::packet::{Packet, PacketMeta, Payload};
 use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
@@ -112,8 +112,8 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
 #[repr(C, align(64))]
 struct NicPort {
     // Line 0.
-    /// ACK/NAK/CNP frames, sent before data.
-    control: VecDeque<Packet>,
+    /// ACK/NAK/CNP frames, sent before data: held in the engine's slab, where they were built.
+    control: VecDeque<ControlFrame>,
     /// The round-robin list of QPs (by index) with data to send: its first entry (valid while
     /// `active_len` > 0) and its length; `active_rest` holds the others in order.
     active_head: u32,
@@ -142,6 +142,15 @@ struct NicPort {
     transit_bytes: u64,
     /// PFC pause state of this port's transmit side.
     pause: PortPause,
+}
+
+/// A control frame waiting in a port's control queue: held in the engine's slab (built there,
+/// see [`build_held`]), with its length without FCS, so that it leaves without its slot read
+/// for it.
+#[derive(Debug)]
+struct ControlFrame {
+    frame: Frame,
+    len: u32,
 }
 
 /// A FIFO of QP indices (the round-robin list after its head): a ring of a power-of-two
@@ -487,45 +496,57 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 }
 
 /// [`build`] from the NIC's header template and the frame's own fields (`f.payload_len`
-/// counts `int`): the same bytes for a fraction of the work. Inlined into its two callers, so
-/// the packet is built where it is used rather than returned through memory.
+/// counts `int`), written into the engine's packet slab and held there ([`Ctx::hold_mut`]):
+/// the same bytes for a fraction of the work, and the frame is written once, in the slot it
+/// leaves from, never moved (built on the stack, the 128-byte packet was copied three times
+/// on its way to the slab). Returns the held frame and its length without FCS. Inlined into
+/// its two callers.
 ///
 /// An ACK or a data frame without extension headers or telemetry (nearly every frame) is
 /// checked by [`HeaderTemplate::common_shape`], made with a zero header and its payload and
-/// metadata, and its header then written in place ([`HeaderTemplate::write_common_from`]):
-/// written into an array and moved into the packet, the header was copied twice more on its
-/// way (~6 instructions per frame built on benches/fabric64.yaml). Any other frame (or fields
-/// the common emit refuses) takes the general emit.
+/// metadata, and its header then written in place ([`HeaderTemplate::write_common_from`]).
+/// Any other frame (or fields the common emit refuses) takes the general emit.
 #[inline(always)]
-fn build_from(
+fn build_held(
+    ctx: &mut Ctx<'_>,
     src: &Sender,
     f: &PacketFields,
     payload: Payload,
     int: &[u8],
     meta: PacketMeta,
-) -> Option<Packet> {
+) -> Option<(Frame, u32)> {
     let t = TEMPLATE.as_ref();
     if int.is_empty() {
         if let (Some(t), Some(shape)) = (t, HeaderTemplate::common_shape(f)) {
             let lens = crate::packet::InlineLens::new(shape.header_len(), wire::ICRC_LEN).ok()?;
-            let mut pkt = Packet::from_inline([0; crate::packet::INLINE_LEN], lens, payload, meta);
+            let (frame, pkt) = ctx.hold_mut(Packet::from_inline(
+                [0; crate::packet::INLINE_LEN],
+                lens,
+                payload,
+                meta,
+            ))?;
             t.write_common_from(src, f, shape, pkt.header_mut());
             // The trailer is still zero, the ICRC of timing mode.
             if let Payload::Data(d) = pkt.payload() {
                 let icrc = wire::icrc(pkt.header(), d);
-                pkt.set_trailer(&icrc).ok()?;
+                if pkt.set_trailer(&icrc).is_err() {
+                    ctx.drop_frame(frame);
+                    return None;
+                }
             }
-            return Some(pkt);
+            let len = u32::try_from(pkt.frame_len()).unwrap_or(u32::MAX);
+            return Some((frame, len));
         }
     }
     // The fields by value: their copy is made on this rare path only, so the common one
     // need not write them out to memory for a reference.
     let mut pkt = build_general(t, src, *f, payload, int)?;
     pkt.meta = meta;
-    Some(pkt)
+    let len = u32::try_from(pkt.frame_len()).unwrap_or(u32::MAX);
+    Some((ctx.hold(pkt), len))
 }
 
-/// [`build_from`] through the template's general emit (extension headers, telemetry).
+/// [`build_held`] through the template's general emit (extension headers, telemetry).
 #[inline(never)]
 fn build_general(
     t: Option<&HeaderTemplate>,
