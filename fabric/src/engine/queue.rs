@@ -13,7 +13,7 @@
 use std::cmp::Ordering;
 
 use super::calendar::Calendar;
-use crate::packet::Packet;
+use crate::packet::{Packet, INLINE_HEADER_LEN};
 
 /// Bits of the tie-break word that hold the origin actor (the rest hold its sequence number).
 pub(crate) const ACTOR_BITS: u32 = 24;
@@ -408,15 +408,24 @@ impl EventQueue {
     }
 
     /// Empties slab slot `idx` (a held frame discarded); true when it held a frame.
+    ///
+    /// A packet with nothing on the heap (a timing-mode payload and an inline header: nearly
+    /// every frame) is only marked gone, without the out-of-line drop of a `Packet`.
     #[inline]
     pub(crate) fn free_slot(&mut self, idx: u32) -> bool {
-        match self.slab.get_mut(idx).and_then(|s| s.0.take()) {
-            Some(_) => {
-                self.free.push(idx);
-                true
+        let Some(s) = self.slab.get_mut(idx) else {
+            return false;
+        };
+        match &s.0 {
+            None => return false,
+            Some(p) if p.payload().bytes().is_none() && p.header().len() <= INLINE_HEADER_LEN => {
+                // Owns no allocation (`Packet::long` is `Some` only for a longer header).
+                std::mem::forget(s.0.take());
             }
-            None => false,
+            Some(_) => s.0 = None,
         }
+        self.free.push(idx);
+        true
     }
 
     /// Takes the token of a [`Kind::LongTimer`] entry out of the token slab.

@@ -714,16 +714,18 @@ impl<A: Application> Actor for Host<A> {
         self.deliver_completions(ctx);
     }
 
+    /// True: a frame that arrives stays in the engine's slab, where the NIC reads it (an
+    /// intact frame for this host is never moved out).
+    fn holds_frames(&self) -> bool {
+        true
+    }
+
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
+            // Hosts hold frames (`holds_frames`): a packet comes only from a caller that
+            // says otherwise (an actor wrapping a host).
             Event::Packet { port, packet } => self.nic.receive(port, packet, ctx),
-            // Hosts do not hold frames (`holds_frames` is false): only a caller that says
-            // otherwise sends one; the NIC takes the packet out as it would be given it.
-            Event::Frame { port, frame } => {
-                if let Some(packet) = ctx.take_frame(frame) {
-                    self.nic.receive(port, packet, ctx);
-                }
-            }
+            Event::Frame { port, frame } => self.nic.receive_frame(port, frame, ctx),
             Event::TxDone { port } => self.nic.pump(port, ctx),
             Event::Timer { token } => {
                 let arg = token >> TOKEN_KIND_BITS;
