@@ -397,7 +397,7 @@ impl Ctx<'_> {
     /// writing it there: an actor that builds a frame writes its header into the slot the
     /// frame leaves from (by [`Ctx::transmit_frame_len`]), so the frame is never copied on its
     /// way. `None` only if the slab could not grow (the packet is then dropped).
-    #[inline]
+    #[inline(always)]
     pub fn hold_mut(&mut self, packet: Packet) -> Option<(Frame, &mut Packet)> {
         let (slot, p) = self.sched.hold_mut(packet)?;
         Some((Frame { slot }, p))
@@ -408,8 +408,9 @@ impl Ctx<'_> {
     pub fn take_frame(&mut self, frame: Frame) -> Option<Packet> {
         self.sched.take_held(frame.slot)
     }
-    /// Discards `frame` (dropped by a switch): its slot is free again.
-    #[inline]
+    /// Discards `frame` (dropped by a switch, or read in place by a NIC): its slot is free
+    /// again.
+    #[inline(always)]
     pub fn drop_frame(&mut self, frame: Frame) {
         self.sched.drop_held(frame.slot);
     }

@@ -335,18 +335,26 @@ impl EventQueue {
 
     /// [`EventQueue::hold`] that also gives the packet where it now lies, to be finished in
     /// place (`None` only if the slab could not grow).
-    #[inline]
+    /// Always inlined (with the slab's growth out of line), so that the packet its caller
+    /// makes is written straight into the slot: out of line, it was built on the caller's
+    /// stack and copied in.
+    #[inline(always)]
     pub(crate) fn hold_mut(&mut self, packet: Packet) -> Option<(u32, &mut Packet)> {
         let idx = match self.free.pop() {
             Some(i) => i,
-            None => {
-                self.slab_port.push(0);
-                self.slab.push_empty()
-            }
+            None => self.new_slot(),
         };
         let s = self.slab.get_mut(idx)?;
         s.0 = Some(packet);
         Some((idx, s.0.as_mut()?))
+    }
+
+    /// A slot past the slab's end, for [`EventQueue::hold_mut`] when none is free.
+    #[cold]
+    #[inline(never)]
+    fn new_slot(&mut self) -> u32 {
+        self.slab_port.push(0);
+        self.slab.push_empty()
     }
 
     /// Queues the arrival of the frame already in slab slot `idx` (an actor transmits a frame
@@ -411,7 +419,7 @@ impl EventQueue {
     ///
     /// A packet with nothing on the heap (a timing-mode payload and an inline header: nearly
     /// every frame) is only marked gone, without the out-of-line drop of a `Packet`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn free_slot(&mut self, idx: u32) -> bool {
         let Some(s) = self.slab.get_mut(idx) else {
             return false;

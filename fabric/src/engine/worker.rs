@@ -547,7 +547,7 @@ impl Sched {
     }
 
     /// [`Sched::hold`] that also gives the packet in its slot, writable.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn hold_mut(&mut self, packet: Packet) -> Option<(u32, &mut Packet)> {
         let held = self.queue.hold_mut(packet)?;
         self.held += 1;
@@ -563,7 +563,7 @@ impl Sched {
     }
 
     /// Discards a held frame.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn drop_held(&mut self, slot: u32) {
         if self.queue.free_slot(slot) {
             self.held = self.held.saturating_sub(1);
