@@ -393,14 +393,24 @@ impl Ctx<'_> {
             slot: self.sched.hold(packet),
         }
     }
+    /// Like [`Ctx::hold`], and gives the packet where it now lies in the slab, to finish
+    /// writing it there: an actor that builds a frame writes its header into the slot the
+    /// frame leaves from (by [`Ctx::transmit_frame_len`]), so the frame is never copied on its
+    /// way. `None` only if the slab could not grow (the packet is then dropped).
+    #[inline(always)]
+    pub fn hold_mut(&mut self, packet: Packet) -> Option<(Frame, &mut Packet)> {
+        let (slot, p) = self.sched.hold_mut(packet)?;
+        Some((Frame { slot }, p))
+    }
     /// Takes the packet of `frame` out of the slab (`None` only for a frame of another actor
     /// or run).
     #[inline]
     pub fn take_frame(&mut self, frame: Frame) -> Option<Packet> {
         self.sched.take_held(frame.slot)
     }
-    /// Discards `frame` (dropped by a switch): its slot is free again.
-    #[inline]
+    /// Discards `frame` (dropped by a switch, or read in place by a NIC): its slot is free
+    /// again.
+    #[inline(always)]
     pub fn drop_frame(&mut self, frame: Frame) {
         self.sched.drop_held(frame.slot);
     }

@@ -13,7 +13,7 @@
 use std::cmp::Ordering;
 
 use super::calendar::Calendar;
-use crate::packet::Packet;
+use crate::packet::{Packet, INLINE_HEADER_LEN};
 
 /// Bits of the tie-break word that hold the origin actor (the rest hold its sequence number).
 pub(crate) const ACTOR_BITS: u32 = 24;
@@ -220,6 +220,21 @@ impl Slab {
         idx
     }
 
+    /// A slot for a new packet: the next one, created empty (with its chunk when it is the
+    /// chunk's first); returns its index.
+    #[inline]
+    fn push_empty(&mut self) -> u32 {
+        let idx = self.len;
+        if (idx >> CHUNK_BITS) as usize == self.chunks.len() {
+            let slots: Box<[Slot]> = (0..CHUNK).map(|_| Slot::default()).collect();
+            if let Ok(chunk) = slots.try_into() {
+                self.chunks.push(chunk);
+            }
+        }
+        self.len += 1;
+        idx
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.len as usize
@@ -318,6 +333,30 @@ impl EventQueue {
         }
     }
 
+    /// [`EventQueue::hold`] that also gives the packet where it now lies, to be finished in
+    /// place (`None` only if the slab could not grow).
+    /// Always inlined (with the slab's growth out of line), so that the packet its caller
+    /// makes is written straight into the slot: out of line, it was built on the caller's
+    /// stack and copied in.
+    #[inline(always)]
+    pub(crate) fn hold_mut(&mut self, packet: Packet) -> Option<(u32, &mut Packet)> {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => self.new_slot(),
+        };
+        let s = self.slab.get_mut(idx)?;
+        s.0 = Some(packet);
+        Some((idx, s.0.as_mut()?))
+    }
+
+    /// A slot past the slab's end, for [`EventQueue::hold_mut`] when none is free.
+    #[cold]
+    #[inline(never)]
+    fn new_slot(&mut self) -> u32 {
+        self.slab_port.push(0);
+        self.slab.push_empty()
+    }
+
     /// Queues the arrival of the frame already in slab slot `idx` (an actor transmits a frame
     /// it held): the bytes stay where they are. `tag` as for [`EventQueue::push_packet`].
     #[inline]
@@ -377,15 +416,24 @@ impl EventQueue {
     }
 
     /// Empties slab slot `idx` (a held frame discarded); true when it held a frame.
-    #[inline]
+    ///
+    /// A packet with nothing on the heap (a timing-mode payload and an inline header: nearly
+    /// every frame) is only marked gone, without the out-of-line drop of a `Packet`.
+    #[inline(always)]
     pub(crate) fn free_slot(&mut self, idx: u32) -> bool {
-        match self.slab.get_mut(idx).and_then(|s| s.0.take()) {
-            Some(_) => {
-                self.free.push(idx);
-                true
+        let Some(s) = self.slab.get_mut(idx) else {
+            return false;
+        };
+        match &s.0 {
+            None => return false,
+            Some(p) if p.payload().bytes().is_none() && p.header().len() <= INLINE_HEADER_LEN => {
+                // Owns no allocation (`Packet::long` is `Some` only for a longer header).
+                std::mem::forget(s.0.take());
             }
-            None => false,
+            Some(_) => s.0 = None,
         }
+        self.free.push(idx);
+        true
     }
 
     /// Takes the token of a [`Kind::LongTimer`] entry out of the token slab.

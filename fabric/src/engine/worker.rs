@@ -546,6 +546,14 @@ impl Sched {
         self.queue.hold(packet)
     }
 
+    /// [`Sched::hold`] that also gives the packet in its slot, writable.
+    #[inline(always)]
+    pub(crate) fn hold_mut(&mut self, packet: Packet) -> Option<(u32, &mut Packet)> {
+        let held = self.queue.hold_mut(packet)?;
+        self.held += 1;
+        Some(held)
+    }
+
     /// Takes a held frame's packet out of the slab.
     #[inline]
     pub(crate) fn take_held(&mut self, slot: u32) -> Option<Packet> {
@@ -555,7 +563,7 @@ impl Sched {
     }
 
     /// Discards a held frame.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn drop_held(&mut self, slot: u32) {
         if self.queue.free_slot(slot) {
             self.held = self.held.saturating_sub(1);

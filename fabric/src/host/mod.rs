@@ -34,7 +34,7 @@ use std::sync::{Arc, LazyLock};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::engine::{Actor, Ctx, Event, TransmitError};
+use crate::engine::{Actor, Ctx, Event, Frame, TransmitError};
 use crate::packet::{Packet, PacketMeta, Payload};
 use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
@@ -92,7 +92,7 @@ pub fn qpn_class(qpn: u32) -> ClassId {
     }
 }
 
-/// The key of a QP in `qp_index`: its peer and its class.
+/// The key of a QP of a class other than 0 in [`QpIndex`]'s hash map: its peer and its class.
 fn qp_key(peer: u32, class: ClassId) -> u64 {
     u64::from(class) << 32 | u64::from(peer)
 }
@@ -112,8 +112,8 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
 #[repr(C, align(64))]
 struct NicPort {
     // Line 0.
-    /// ACK/NAK/CNP frames, sent before data.
-    control: VecDeque<Packet>,
+    /// ACK/NAK/CNP frames, sent before data: held in the engine's slab, where they were built.
+    control: VecDeque<ControlFrame>,
     /// The round-robin list of QPs (by index) with data to send: its first entry (valid while
     /// `active_len` > 0) and its length; `active_rest` holds the others in order.
     active_head: u32,
@@ -142,6 +142,15 @@ struct NicPort {
     transit_bytes: u64,
     /// PFC pause state of this port's transmit side.
     pause: PortPause,
+}
+
+/// A control frame waiting in a port's control queue: held in the engine's slab (built there,
+/// see [`build_held`]), with its length without FCS, so that it leaves without its slot read
+/// for it.
+#[derive(Debug)]
+struct ControlFrame {
+    frame: Frame,
+    len: u32,
 }
 
 /// A FIFO of QP indices (the round-robin list after its head): a ring of a power-of-two
@@ -269,7 +278,7 @@ pub struct Nic {
     // Line 0.
     ports: Box<[NicPort]>,
     /// Queue pairs, created on first use; `lk.qp_index` maps a (peer host, class)
-    /// ([`qp_key`]) to its QP.
+    /// ([`QpIndex`]) to its QP.
     qps: Vec<Qp>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
@@ -323,14 +332,63 @@ pub struct Nic {
 /// of its own behind the counters: a data frame sent no longer reads them.
 #[repr(C, align(64))]
 struct Lookup {
-    /// A (peer host, class) ([`qp_key`]) to its QP's index in `qps`.
-    qp_index: FxHashMap<u64, u32>,
+    /// A (peer host, class) to its QP's index in `qps`.
+    qp_index: QpIndex,
     /// `cfg.rto`.
     rto: Time,
     /// `cfg.classes`.
     classes: ClassTable,
     /// `cfg.ack_every`.
     ack_every: u32,
+}
+
+/// A (peer host, class) to its QP's index in `qps`: class 0's QPs (nearly all) in a vector
+/// indexed by the peer, a load where the hash map's lookup was ~30 instructions per frame
+/// received; the other classes' in a hash map made with the first. 32 bytes, as the hash map
+/// alone was. The vector grows to the highest peer with a class-0 QP (4 bytes per host below
+/// it: 4 KiB for a NIC that talks to host 1023).
+#[derive(Default)]
+struct QpIndex {
+    /// Per peer host, its class-0 QP's index ([`NO_QP`]: none yet).
+    class0: Vec<u32>,
+    /// The QPs of the other classes, by [`qp_key`].
+    #[allow(clippy::box_collection)]
+    others: Option<Box<FxHashMap<u64, u32>>>,
+}
+
+/// No QP yet, in [`QpIndex::class0`].
+const NO_QP: u32 = u32::MAX;
+
+impl QpIndex {
+    /// The index of the QP toward `peer` in `class`, if there is one.
+    #[inline(always)]
+    fn get(&self, peer: u32, class: ClassId) -> Option<u32> {
+        if class == 0 {
+            return self
+                .class0
+                .get(peer as usize)
+                .copied()
+                .filter(|&i| i != NO_QP);
+        }
+        self.others.as_deref()?.get(&qp_key(peer, class)).copied()
+    }
+
+    /// Records `i` as the index of the QP toward `peer` in `class`.
+    fn insert(&mut self, peer: u32, class: ClassId, i: u32) {
+        if class != 0 {
+            self.others
+                .get_or_insert_default()
+                .insert(qp_key(peer, class), i);
+            return;
+        }
+        let at = peer as usize;
+        if at >= self.class0.len() {
+            self.class0.resize(at + 1, NO_QP);
+        }
+        if let Some(slot) = self.class0.get_mut(at) {
+            *slot = i;
+        }
+    }
 }
 
 /// One QP's congestion-control state, for reports.
@@ -380,7 +438,7 @@ impl Nic {
     /// lookup inlined (every data frame received asks), the creation out of line.
     #[inline]
     fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
-        if let Some(&i) = self.lk.qp_index.get(&qp_key(peer, class)) {
+        if let Some(i) = self.lk.qp_index.get(peer, class) {
             return Some(i as usize);
         }
         self.qp_create(peer, class, ctx)
@@ -390,7 +448,6 @@ impl Nic {
     #[cold]
     #[inline(never)]
     fn qp_create(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
-        let key = qp_key(peer, class);
         let dscp = self.cfg.classes.get(class).dscp.unwrap_or(self.cfg.dscp);
         if class != 0 && peer.max(self.index) >= CLASS_QPN_HOSTS {
             // No room for the class in the QP number (the scenario check refuses this first).
@@ -416,7 +473,9 @@ impl Nic {
             if let Some(cc) = self.cfg.cc.new_qp(self.cfg.mtu.bytes().max(1), line) {
                 self.qp_cc.push(cc);
             }
-            self.lk.qp_index.insert(key, (self.qps.len() - 1) as u32);
+            self.lk
+                .qp_index
+                .insert(peer, class, (self.qps.len() - 1) as u32);
         }
         Some(self.qps.len() - 1)
     }
@@ -487,45 +546,57 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 }
 
 /// [`build`] from the NIC's header template and the frame's own fields (`f.payload_len`
-/// counts `int`): the same bytes for a fraction of the work. Inlined into its two callers, so
-/// the packet is built where it is used rather than returned through memory.
+/// counts `int`), written into the engine's packet slab and held there ([`Ctx::hold_mut`]):
+/// the same bytes for a fraction of the work, and the frame is written once, in the slot it
+/// leaves from, never moved (built on the stack, the 128-byte packet was copied three times
+/// on its way to the slab). Returns the held frame and its length without FCS. Inlined into
+/// its two callers.
 ///
 /// An ACK or a data frame without extension headers or telemetry (nearly every frame) is
 /// checked by [`HeaderTemplate::common_shape`], made with a zero header and its payload and
-/// metadata, and its header then written in place ([`HeaderTemplate::write_common_from`]):
-/// written into an array and moved into the packet, the header was copied twice more on its
-/// way (~6 instructions per frame built on benches/fabric64.yaml). Any other frame (or fields
-/// the common emit refuses) takes the general emit.
+/// metadata, and its header then written in place ([`HeaderTemplate::write_common_from`]).
+/// Any other frame (or fields the common emit refuses) takes the general emit.
 #[inline(always)]
-fn build_from(
+fn build_held(
+    ctx: &mut Ctx<'_>,
     src: &Sender,
     f: &PacketFields,
     payload: Payload,
     int: &[u8],
     meta: PacketMeta,
-) -> Option<Packet> {
+) -> Option<(Frame, u32)> {
     let t = TEMPLATE.as_ref();
     if int.is_empty() {
         if let (Some(t), Some(shape)) = (t, HeaderTemplate::common_shape(f)) {
             let lens = crate::packet::InlineLens::new(shape.header_len(), wire::ICRC_LEN).ok()?;
-            let mut pkt = Packet::from_inline([0; crate::packet::INLINE_LEN], lens, payload, meta);
+            let (frame, pkt) = ctx.hold_mut(Packet::from_inline(
+                [0; crate::packet::INLINE_LEN],
+                lens,
+                payload,
+                meta,
+            ))?;
             t.write_common_from(src, f, shape, pkt.header_mut());
             // The trailer is still zero, the ICRC of timing mode.
             if let Payload::Data(d) = pkt.payload() {
                 let icrc = wire::icrc(pkt.header(), d);
-                pkt.set_trailer(&icrc).ok()?;
+                if pkt.set_trailer(&icrc).is_err() {
+                    ctx.drop_frame(frame);
+                    return None;
+                }
             }
-            return Some(pkt);
+            let len = u32::try_from(pkt.frame_len()).unwrap_or(u32::MAX);
+            return Some((frame, len));
         }
     }
     // The fields by value: their copy is made on this rare path only, so the common one
     // need not write them out to memory for a reference.
     let mut pkt = build_general(t, src, *f, payload, int)?;
     pkt.meta = meta;
-    Some(pkt)
+    let len = u32::try_from(pkt.frame_len()).unwrap_or(u32::MAX);
+    Some((ctx.hold(pkt), len))
 }
 
-/// [`build_from`] through the template's general emit (extension headers, telemetry).
+/// [`build_held`] through the template's general emit (extension headers, telemetry).
 #[inline(never)]
 fn build_general(
     t: Option<&HeaderTemplate>,
@@ -618,7 +689,7 @@ impl<A: Application> Host<A> {
                 dir,
                 routes,
                 lk: Lookup {
-                    qp_index: FxHashMap::default(),
+                    qp_index: QpIndex::default(),
                     rto: cfg.rto,
                     classes: cfg.classes.clone(),
                     ack_every: cfg.ack_every,
@@ -693,16 +764,18 @@ impl<A: Application> Actor for Host<A> {
         self.deliver_completions(ctx);
     }
 
+    /// True: a frame that arrives stays in the engine's slab, where the NIC reads it (an
+    /// intact frame for this host is never moved out).
+    fn holds_frames(&self) -> bool {
+        true
+    }
+
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
+            // Hosts hold frames (`holds_frames`): a packet comes only from a caller that
+            // says otherwise (an actor wrapping a host).
             Event::Packet { port, packet } => self.nic.receive(port, packet, ctx),
-            // Hosts do not hold frames (`holds_frames` is false): only a caller that says
-            // otherwise sends one; the NIC takes the packet out as it would be given it.
-            Event::Frame { port, frame } => {
-                if let Some(packet) = ctx.take_frame(frame) {
-                    self.nic.receive(port, packet, ctx);
-                }
-            }
+            Event::Frame { port, frame } => self.nic.receive_frame(port, frame, ctx),
             Event::TxDone { port } => self.nic.pump(port, ctx),
             Event::Timer { token } => {
                 let arg = token >> TOKEN_KIND_BITS;

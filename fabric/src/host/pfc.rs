@@ -295,7 +295,7 @@ impl super::Nic {
             self.stats.dropped_invalid += 1;
             return;
         };
-        self.on_data_frame(src, &RoceRx::from(&repr), &head, ctx);
+        self.on_data_frame(src, &RoceRx::from(&repr), receive::Arrived::of(&head), ctx);
     }
 }
 

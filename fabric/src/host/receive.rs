@@ -30,7 +30,40 @@ impl Nic {
             self.on_roce(port, &rx, pkt, ctx);
             return;
         }
-        self.on_roce_now(&rx, &pkt, ctx);
+        self.on_roce_now(&rx, Arrived::of(&pkt), ctx);
+    }
+
+    /// [`Nic::receive`] of a frame left in the engine's slab ([`Event::Frame`]: hosts hold
+    /// frames). The common case (an intact timing-mode frame for this host, without PFC's
+    /// receive buffer, telemetry or an ICRC check) is read where it lies: its headers parsed
+    /// in the slot, the slot freed, and the transport given what it reads of the frame
+    /// ([`Arrived`]); moved out to the NIC, the 128-byte packet was copied on its way and
+    /// dropped by an out-of-line call. Any other frame is taken out for [`Nic::receive`].
+    #[inline(always)]
+    pub(super) fn receive_frame(&mut self, port: usize, frame: Frame, ctx: &mut Ctx<'_>) {
+        if !self.verify_icrc && !self.pfc && !self.wants_int {
+            if let Some(pkt) = ctx.frame(&frame) {
+                if let (false, &Payload::Timing(len)) = (pkt.is_corrupted(), pkt.payload()) {
+                    if let Some(rx) = RoceRx::common_intact(pkt.header()) {
+                        if rx.dst_ip == self.addr.ip {
+                            let created_at = pkt.meta.created_at;
+                            ctx.drop_frame(frame);
+                            let a = Arrived {
+                                data: None,
+                                len: len as usize,
+                                created_at,
+                                header: &[],
+                            };
+                            self.on_roce_now(&rx, a, ctx);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(pkt) = ctx.take_frame(frame) {
+            self.receive(port, pkt, ctx);
+        }
     }
 
     /// [`Nic::receive`] of a frame of a rarer shape (PFC, a first or last packet with RETH or
@@ -79,20 +112,20 @@ impl Nic {
             self.rx_enqueue(cfg, port, pkt, ctx);
             return;
         }
-        self.on_roce_now(rx, &pkt, ctx);
+        self.on_roce_now(rx, Arrived::of(&pkt), ctx);
     }
 
     /// [`Nic::on_roce`] of a frame the NIC does not keep (any frame but a data frame into the
     /// receive buffer), by reference: the caller drops it.
     #[inline(always)]
-    fn on_roce_now(&mut self, rx: &RoceRx, pkt: &Packet, ctx: &mut Ctx<'_>) {
+    fn on_roce_now(&mut self, rx: &RoceRx, pkt: Arrived<'_>, ctx: &mut Ctx<'_>) {
         let Some(src) = self.dir.index_of(rx.src_ip) else {
             self.stats.dropped_invalid += 1;
             return;
         };
         match rx.opcode {
             opcode::ACK => {
-                let int = self.wants_int.then(|| pkt.header());
+                let int = self.wants_int.then_some(pkt.header);
                 self.on_ack_frame(src, rx, int, ctx)
             }
             opcode::CNP => self.on_cnp(src, rx.dest_qp, ctx),
@@ -139,7 +172,7 @@ impl Nic {
         };
         // The destination QP number names the class of the QP pair (`qp_number`).
         let class = qpn_class(rx.dest_qp);
-        let Some(&i) = self.lk.qp_index.get(&qp_key(src, class)) else {
+        let Some(i) = self.lk.qp_index.get(src, class) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -250,14 +283,20 @@ impl Nic {
 
     /// A data frame the transport takes now: in order, acknowledged (or NAKed); by reference,
     /// the caller drops it.
-    pub(super) fn on_data_frame(&mut self, src: u32, rx: &RoceRx, pkt: &Packet, ctx: &mut Ctx<'_>) {
+    pub(super) fn on_data_frame(
+        &mut self,
+        src: u32,
+        rx: &RoceRx,
+        pkt: Arrived<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
         let ack_every = self.lk.ack_every;
         let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;
         };
         let qp = &mut self.qps[i];
-        let data = pkt.payload().bytes();
+        let data = pkt.data;
         let mut received = None;
         let action = qp.on_data(
             rx.psn,
@@ -266,7 +305,7 @@ impl Nic {
             rx.dma_len,
             rx.immdt,
             data,
-            pkt.payload().len(),
+            pkt.len,
             ack_every,
             &mut received,
         );
@@ -274,7 +313,7 @@ impl Nic {
         // HPCC: the ACK echoes the data frame's telemetry stack as it arrived (read from the
         // frame itself: a zeroed copy cost a memset of its 100-odd bytes per data frame).
         let int: &[u8] = if self.wants_int {
-            wire::int::int_bytes(pkt.header())
+            wire::int::int_bytes(pkt.header)
                 .map_or(&[], |b| &b[..b.len().min(wire::int::INT_MAX_LEN)])
         } else {
             &[]
@@ -292,7 +331,7 @@ impl Nic {
         match action {
             RxAction::Accepted { ack } => {
                 self.stats.data_packets_received += 1;
-                let latency = ctx.now().saturating_sub(pkt.meta.created_at).ps();
+                let latency = ctx.now().saturating_sub(pkt.created_at).ps();
                 self.stats.latency_sum_ps += latency;
                 self.stats.latency.record(latency);
                 if ack {
@@ -323,6 +362,34 @@ impl Nic {
                 len: r.len,
                 data: r.data,
             });
+        }
+    }
+}
+
+/// What the transport reads of an arrived frame besides its parsed headers ([`RoceRx`]): from
+/// a packet ([`Arrived::of`]), or copied out of a frame read in the slab
+/// ([`Nic::receive_frame`], whose frames have no payload bytes and need no header).
+#[derive(Clone, Copy)]
+pub(super) struct Arrived<'a> {
+    /// The payload's bytes (data mode).
+    pub(super) data: Option<&'a Bytes>,
+    /// The payload's length.
+    pub(super) len: usize,
+    /// When the frame was built.
+    pub(super) created_at: Time,
+    /// The frame's header (read for telemetry, HPCC).
+    pub(super) header: &'a [u8],
+}
+
+impl<'a> Arrived<'a> {
+    /// What the transport reads of `pkt`.
+    #[inline(always)]
+    pub(super) fn of(pkt: &'a Packet) -> Arrived<'a> {
+        Arrived {
+            data: pkt.payload().bytes(),
+            len: pkt.payload().len(),
+            created_at: pkt.meta.created_at,
+            header: pkt.header(),
         }
     }
 }

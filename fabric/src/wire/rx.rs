@@ -107,7 +107,9 @@ impl RoceRx {
     /// writer set the checksum (a sending NIC's template, a switch's incremental update) and
     /// discards it first if so. It accepts what `common` accepts, and a frame whose checksum
     /// alone is wrong; ~15 instructions of each frame received on benches/fabric64.yaml.
-    #[inline]
+    /// Always inlined: out of line, its result went through memory and the call saved
+    /// registers, per frame a NIC receives.
+    #[inline(always)]
     pub fn common_intact(frame: &[u8]) -> Option<RoceRx> {
         Self::common_with::<false>(frame)
     }
