@@ -92,7 +92,7 @@ pub fn qpn_class(qpn: u32) -> ClassId {
     }
 }
 
-/// The key of a QP of a class other than 0 in [`QpIndex`]'s hash map: its peer and its class.
+/// The key of a QP in `qp_index`: its peer and its class.
 fn qp_key(peer: u32, class: ClassId) -> u64 {
     u64::from(class) << 32 | u64::from(peer)
 }
@@ -278,7 +278,7 @@ pub struct Nic {
     // Line 0.
     ports: Box<[NicPort]>,
     /// Queue pairs, created on first use; `lk.qp_index` maps a (peer host, class)
-    /// ([`QpIndex`]) to its QP.
+    /// ([`qp_key`]) to its QP.
     qps: Vec<Qp>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
     qp_cc: Vec<QpCc>,
@@ -332,63 +332,14 @@ pub struct Nic {
 /// of its own behind the counters: a data frame sent no longer reads them.
 #[repr(C, align(64))]
 struct Lookup {
-    /// A (peer host, class) to its QP's index in `qps`.
-    qp_index: QpIndex,
+    /// A (peer host, class) ([`qp_key`]) to its QP's index in `qps`.
+    qp_index: FxHashMap<u64, u32>,
     /// `cfg.rto`.
     rto: Time,
     /// `cfg.classes`.
     classes: ClassTable,
     /// `cfg.ack_every`.
     ack_every: u32,
-}
-
-/// A (peer host, class) to its QP's index in `qps`: class 0's QPs (nearly all) in a vector
-/// indexed by the peer, a load where the hash map's lookup was ~30 instructions per frame
-/// received; the other classes' in a hash map made with the first. 32 bytes, as the hash map
-/// alone was. The vector grows to the highest peer with a class-0 QP (4 bytes per host below
-/// it: 4 KiB for a NIC that talks to host 1023).
-#[derive(Default)]
-struct QpIndex {
-    /// Per peer host, its class-0 QP's index ([`NO_QP`]: none yet).
-    class0: Vec<u32>,
-    /// The QPs of the other classes, by [`qp_key`].
-    #[allow(clippy::box_collection)]
-    others: Option<Box<FxHashMap<u64, u32>>>,
-}
-
-/// No QP yet, in [`QpIndex::class0`].
-const NO_QP: u32 = u32::MAX;
-
-impl QpIndex {
-    /// The index of the QP toward `peer` in `class`, if there is one.
-    #[inline(always)]
-    fn get(&self, peer: u32, class: ClassId) -> Option<u32> {
-        if class == 0 {
-            return self
-                .class0
-                .get(peer as usize)
-                .copied()
-                .filter(|&i| i != NO_QP);
-        }
-        self.others.as_deref()?.get(&qp_key(peer, class)).copied()
-    }
-
-    /// Records `i` as the index of the QP toward `peer` in `class`.
-    fn insert(&mut self, peer: u32, class: ClassId, i: u32) {
-        if class != 0 {
-            self.others
-                .get_or_insert_default()
-                .insert(qp_key(peer, class), i);
-            return;
-        }
-        let at = peer as usize;
-        if at >= self.class0.len() {
-            self.class0.resize(at + 1, NO_QP);
-        }
-        if let Some(slot) = self.class0.get_mut(at) {
-            *slot = i;
-        }
-    }
 }
 
 /// One QP's congestion-control state, for reports.
@@ -438,7 +389,7 @@ impl Nic {
     /// lookup inlined (every data frame received asks), the creation out of line.
     #[inline]
     fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
-        if let Some(i) = self.lk.qp_index.get(peer, class) {
+        if let Some(&i) = self.lk.qp_index.get(&qp_key(peer, class)) {
             return Some(i as usize);
         }
         self.qp_create(peer, class, ctx)
@@ -448,6 +399,7 @@ impl Nic {
     #[cold]
     #[inline(never)]
     fn qp_create(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
+        let key = qp_key(peer, class);
         let dscp = self.cfg.classes.get(class).dscp.unwrap_or(self.cfg.dscp);
         if class != 0 && peer.max(self.index) >= CLASS_QPN_HOSTS {
             // No room for the class in the QP number (the scenario check refuses this first).
@@ -473,9 +425,7 @@ impl Nic {
             if let Some(cc) = self.cfg.cc.new_qp(self.cfg.mtu.bytes().max(1), line) {
                 self.qp_cc.push(cc);
             }
-            self.lk
-                .qp_index
-                .insert(peer, class, (self.qps.len() - 1) as u32);
+            self.lk.qp_index.insert(key, (self.qps.len() - 1) as u32);
         }
         Some(self.qps.len() - 1)
     }
@@ -689,7 +639,7 @@ impl<A: Application> Host<A> {
                 dir,
                 routes,
                 lk: Lookup {
-                    qp_index: QpIndex::default(),
+                    qp_index: FxHashMap::default(),
                     rto: cfg.rto,
                     classes: cfg.classes.clone(),
                     ack_every: cfg.ack_every,

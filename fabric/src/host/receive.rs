@@ -172,7 +172,7 @@ impl Nic {
         };
         // The destination QP number names the class of the QP pair (`qp_number`).
         let class = qpn_class(rx.dest_qp);
-        let Some(i) = self.lk.qp_index.get(src, class) else {
+        let Some(&i) = self.lk.qp_index.get(&qp_key(src, class)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
