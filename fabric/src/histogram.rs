@@ -507,6 +507,18 @@ mod tests {
         })
     }
 
+    /// Up to 60 values to record: zeros, values within a few microseconds, any value.
+    fn recorded_values() -> impl proptest::strategy::Strategy<Value = Vec<u64>> {
+        proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::strategy::Just(0u64),
+                1u64..5_000_000,
+                1u64..u64::MAX,
+            ],
+            0..60,
+        )
+    }
+
     proptest::proptest! {
         /// Counting by hand changes nothing: after any sequence of values (zeros among them,
         /// from below 1 ns to beyond a second), in each shape, the count, extremes, quantiles
@@ -514,12 +526,7 @@ mod tests {
         /// the same values, zeros merged in; so do sums by `add`, within a shape and across.
         #[test]
         fn counts_equal_hdrhistogram(
-            values in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::strategy::Just(0u64),
-                    1u64..5_000_000,
-                    1u64..u64::MAX,
-                ], 0..60),
+            values in recorded_values(),
             more in proptest::collection::vec(0u64..50_000_000_000, 0..30),
         ) {
             for (mut h, mut plain) in shapes() {
@@ -598,12 +605,7 @@ mod tests {
         /// index whatever the shape's `low`.
         #[test]
         fn record_often_is_record(
-            values in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::strategy::Just(0u64),
-                    1u64..5_000_000,
-                    1u64..u64::MAX,
-                ], 0..60),
+            values in recorded_values(),
             low in 1u32..100_000,
         ) {
             let mut all: Vec<LatencyHistogram> = shapes().into_iter().map(|(h, _)| h).collect();
