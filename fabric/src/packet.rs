@@ -267,6 +267,14 @@ impl Packet {
         Ok(())
     }
 
+    /// True when dropping the packet frees nothing: a timing-mode payload and an inline
+    /// header (nearly every frame), so that [`std::mem::forget`] may stand in for the drop.
+    /// Kept here, beside the fields: a field that owns memory must be tested here too.
+    #[inline(always)]
+    pub(crate) fn owns_no_heap(&self) -> bool {
+        matches!(self.payload, Payload::Timing(_)) && self.long.is_none()
+    }
+
     /// The header bytes, starting at the Ethernet destination address.
     #[inline]
     pub fn header(&self) -> &[u8] {
@@ -387,6 +395,16 @@ impl Packet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owns_no_heap_only_for_timing_payloads_with_inline_headers() {
+        let inline = Packet::new(&[1; 58], Payload::Timing(1000), &[9; 4]).unwrap();
+        assert!(inline.owns_no_heap());
+        let data = Packet::new(&[1; 58], Payload::data(Bytes::from_static(b"abc")), &[]).unwrap();
+        assert!(!data.owns_no_heap());
+        let long = Packet::new(&[1; INLINE_HEADER_LEN + 1], Payload::Timing(10), &[]).unwrap();
+        assert!(!long.owns_no_heap());
+    }
 
     #[test]
     fn frame_len_counts_all_parts() {

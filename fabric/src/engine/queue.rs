@@ -13,7 +13,7 @@
 use std::cmp::Ordering;
 
 use super::calendar::Calendar;
-use crate::packet::{Packet, INLINE_HEADER_LEN};
+use crate::packet::Packet;
 
 /// Bits of the tie-break word that hold the origin actor (the rest hold its sequence number).
 pub(crate) const ACTOR_BITS: u32 = 24;
@@ -426,10 +426,7 @@ impl EventQueue {
         };
         match &s.0 {
             None => return false,
-            Some(p) if p.payload().bytes().is_none() && p.header().len() <= INLINE_HEADER_LEN => {
-                // Owns no allocation (`Packet::long` is `Some` only for a longer header).
-                std::mem::forget(s.0.take());
-            }
+            Some(p) if p.owns_no_heap() => std::mem::forget(s.0.take()),
             Some(_) => s.0 = None,
         }
         self.free.push(idx);
