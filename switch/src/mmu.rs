@@ -170,6 +170,25 @@ fn shifted_threshold(free: u64, s: Shift, alpha: f64, exp: Option<i32>) -> u64 {
     }
 }
 
+/// Frees `len` bytes of ingress use `u` (headroom first, then shared, then reserved) from a
+/// pool with `shared_used` shared bytes in use; returns the shared bytes then in use. What
+/// [`Mmu::release`] and [`Mmu::pass`] both do.
+#[inline(always)]
+fn free_ingress(u: &mut IngressUse, shared_used: u64, len: u64) -> u64 {
+    if u.headroom == 0 && u.shared >= len {
+        // The usual case (no headroom held, the shared bytes cover the frame): what the
+        // general steps below do then, without their minimums (~15 instructions).
+        u.shared -= len;
+        return shared_used.saturating_sub(len);
+    }
+    let from_h = u.headroom.min(len);
+    u.headroom -= from_h;
+    let from_s = u.shared.min(len - from_h);
+    u.shared -= from_s;
+    u.reserved = u.reserved.saturating_sub(len - from_h - from_s);
+    shared_used.saturating_sub(from_s)
+}
+
 /// Free bytes of a shared pool of `pool` bytes with `used` in use.
 #[inline]
 fn free_after(pool: u64, used: u64) -> u64 {
@@ -467,18 +486,8 @@ impl Mmu {
             v.peak = held;
             held
         });
-        // `release` (its shortcut too: no headroom held, the shared bytes cover the frame).
-        if v.headroom == 0 && v.shared >= len {
-            v.shared -= len;
-            self.shared_used = shared_used.saturating_sub(len);
-        } else {
-            let from_h = v.headroom.min(len);
-            v.headroom -= from_h;
-            let from_s = v.shared.min(len - from_h);
-            v.shared -= from_s;
-            self.shared_used = shared_used.saturating_sub(from_s);
-            v.reserved = v.reserved.saturating_sub(len - from_h - from_s);
-        }
+        // `release`.
+        self.shared_used = free_ingress(&mut v, shared_used, len);
         *u = v;
         Some(Ok((queued, new_peak)))
     }
@@ -504,19 +513,7 @@ impl Mmu {
     pub fn release(&mut self, ingress: usize, p: u8, egress: usize, len: u64) {
         let pi = usize::from(p & 7);
         let u = &mut self.ingress[ingress].0[pi];
-        if u.headroom == 0 && u.shared >= len {
-            // The usual case (no headroom held, the shared bytes cover the frame): what the
-            // general steps below do then, without their minimums (~15 instructions).
-            u.shared -= len;
-            self.shared_used = self.shared_used.saturating_sub(len);
-        } else {
-            let from_h = u.headroom.min(len);
-            u.headroom -= from_h;
-            let from_s = u.shared.min(len - from_h);
-            u.shared -= from_s;
-            self.shared_used = self.shared_used.saturating_sub(from_s);
-            u.reserved = u.reserved.saturating_sub(len - from_h - from_s);
-        }
+        self.shared_used = free_ingress(u, self.shared_used, len);
         let e = &mut self.egress[egress].0[pi];
         *e = e.saturating_sub(len);
         self.used = self.used.saturating_sub(len);
