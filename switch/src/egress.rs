@@ -13,7 +13,6 @@
 
 use std::collections::VecDeque;
 
-use fabemu_fabric::engine::Frame;
 use fabemu_fabric::packet::Packet;
 use fabemu_fabric::units::Time;
 
@@ -121,9 +120,9 @@ impl<T> Default for Fifo<T> {
 /// frames, how many in all): a switch port's egress queue. The switch keeps the non-empty
 /// bitmask in the per-port flags every frame reads anyway, so queueing or taking a frame
 /// touches only its priority's queue (32 bytes, in one cache line: the lanes start on a line),
-/// not also a line of counters. What it queues is `T`: the switch's ports queue a [`Frame`]
-/// (4 bytes: the frame stays in the engine's packet slab, so a queued frame costs a 16-byte
-/// entry here instead of a 144-byte one).
+/// not also a line of counters. What it queues is `T`: the switch's ports queue a
+/// [`Frame`](fabemu_fabric::engine::Frame) (4 bytes: the frame stays in the engine's packet
+/// slab, so a queued frame costs a 16-byte entry here instead of a 144-byte one).
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Lanes<T = Packet> {
@@ -288,58 +287,10 @@ impl EgressScheduler for Fifo<Packet> {
     }
 }
 
-/// A port's scheduler: the FIFO of held frames inline (no indirection on the common path), or
-/// any other discipline behind a trait object (which owns its packets: classifiers read them).
-// One per port: the inline lanes' 256 bytes cost nothing, the indirection would on every frame.
-#[allow(clippy::large_enum_variant)]
-pub enum Egress {
-    /// First in, first out, by priority; the frames stay in the engine's slab. Which priorities
-    /// hold frames is the switch's to track (see [`Lanes`]).
-    Fifo(Lanes<Frame>),
-    /// Any other scheduler.
-    Custom(Box<dyn EgressScheduler>),
-}
-
-impl Default for Egress {
-    fn default() -> Self {
-        Egress::Fifo(Lanes::default())
-    }
-}
-
-impl Egress {
-    /// Frames waiting.
-    pub fn len(&self) -> usize {
-        match self {
-            Egress::Fifo(f) => f.len(),
-            Egress::Custom(c) => c.len(),
-        }
-    }
-    /// True when no frame waits.
-    pub fn is_empty(&self) -> bool {
-        match self {
-            Egress::Fifo(f) => f.is_empty(),
-            Egress::Custom(c) => c.is_empty(),
-        }
-    }
-    /// Per-class counters, for reports (empty for FIFO ports).
-    pub fn classes(&self) -> Vec<ClassReport> {
-        match self {
-            Egress::Fifo(_) => Vec::new(),
-            Egress::Custom(c) => c.classes(),
-        }
-    }
-    /// Priority inversions counted by the scheduler (0 for FIFO ports).
-    pub fn priority_inversions(&self) -> u64 {
-        match self {
-            Egress::Fifo(_) => 0,
-            Egress::Custom(c) => c.priority_inversions(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fabemu_fabric::engine::Frame;
     use fabemu_fabric::packet::Payload;
 
     #[test]
@@ -364,11 +315,6 @@ mod tests {
         assert_eq!(std::mem::size_of::<Lanes<Frame>>(), 256);
         // A queued frame's entry keeps its length at no cost in size.
         assert_eq!(std::mem::size_of::<Queued<Frame>>(), 16);
-        assert_eq!(
-            std::mem::size_of::<Egress>(),
-            256,
-            "the niche holds the tag"
-        );
         assert_eq!(highest(1), 0);
         assert_eq!(highest(0b1001_0110), 7);
         assert_eq!(highest(0b0000_1100), 3);

@@ -454,7 +454,7 @@ pub struct Switch {
     /// Per port, its FIFO's lanes (read by a frame that is queued, not by one that leaves at
     /// once: kept before the stretch every frame reads). Apart from the custom schedulers
     /// (`custom`), so that queueing and taking a frame index them without an enum's tag
-    /// test (as `Vec<Egress>`, ~3 instructions each; the port's flags say which it runs).
+    /// test (an enum of both per port cost ~3 instructions each; the port's flags say which it runs).
     lanes: Vec<Lanes<Frame>>,
     /// Per port, its PFC state (lossless priorities only).
     pfc: Vec<PortPfc>,
