@@ -36,6 +36,7 @@ pub mod capture;
 pub mod partition;
 mod queue;
 pub mod sample;
+mod stepper;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -48,6 +49,7 @@ use crate::units::Time;
 pub use self::capture::{Capture, CaptureConfig, CaptureDirection, CapturedFrame};
 pub use self::queue::EventKey;
 pub use self::sample::{ActorSamples, SampleConfig, Samples};
+pub use self::stepper::Stepper;
 use self::worker::{Partition, Sched};
 
 /// Index of an actor in the world, 0-based, dense.
@@ -487,21 +489,7 @@ pub fn run<A: Actor>(
     cfg: &EngineConfig,
     progress: Option<&Progress>,
 ) -> Result<RunOutput<A>, EngineError> {
-    if wiring.ports.len() != actors.len() {
-        return Err(EngineError::BadWiring(format!(
-            "{} actors but wiring for {}",
-            actors.len(),
-            wiring.ports.len()
-        )));
-    }
-    if actors.len() >= (1 << queue::ACTOR_BITS) {
-        return Err(EngineError::BadWiring(format!(
-            "{} actors exceed the engine's limit of {}",
-            actors.len(),
-            1u64 << queue::ACTOR_BITS
-        )));
-    }
-    wiring.validate()?;
+    check_world(actors.len(), wiring)?;
     let plan = partition::plan(wiring, cfg.threads.max(1));
     let n_actors = actors.len();
     let mut parts = Partition::build(actors, wiring, &plan, cfg);
@@ -522,6 +510,46 @@ pub fn run<A: Actor>(
         (end.windows, end.cancelled)
     };
 
+    assemble(
+        parts,
+        cfg,
+        EngineLayout {
+            partitions: plan.parts,
+            lookahead: plan.lookahead,
+            windows,
+        },
+        cancelled,
+        n_actors,
+    )
+}
+
+/// Checks that `n_actors` actors fit the engine and `wiring` describes them.
+fn check_world(n_actors: usize, wiring: &Wiring) -> Result<(), EngineError> {
+    if wiring.ports.len() != n_actors {
+        return Err(EngineError::BadWiring(format!(
+            "{n_actors} actors but wiring for {}",
+            wiring.ports.len()
+        )));
+    }
+    if n_actors >= (1 << queue::ACTOR_BITS) {
+        return Err(EngineError::BadWiring(format!(
+            "{n_actors} actors exceed the engine's limit of {}",
+            1u64 << queue::ACTOR_BITS
+        )));
+    }
+    wiring.validate()
+}
+
+/// Gathers what every partition of a finished (or stopped) run holds into one [`RunOutput`],
+/// the actors in id order: the end of [`run`] and of [`Stepper::finish`].
+fn assemble<A: Actor>(
+    mut parts: Vec<Partition<A>>,
+    cfg: &EngineConfig,
+    layout: EngineLayout,
+    cancelled: bool,
+    n_actors: usize,
+) -> Result<RunOutput<A>, EngineError> {
+    let until = cfg.until;
     // Reassemble in id order.
     let mut stats = EngineStats::default();
     for p in &parts {
@@ -583,11 +611,7 @@ pub fn run<A: Actor>(
         actors: actors_out,
         port_stats,
         stats,
-        layout: EngineLayout {
-            partitions: plan.parts,
-            lookahead: plan.lookahead,
-            windows,
-        },
+        layout,
         capture,
         samples,
         cancelled,
@@ -655,3 +679,6 @@ mod parallel_tests;
 
 #[cfg(test)]
 mod tx_done_tests;
+
+#[cfg(test)]
+mod stepper_tests;
