@@ -55,6 +55,9 @@ pub struct Report {
     /// Injected faults: what each did (only with `faults:`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<crate::faults::FaultsReport>,
+    /// Real programs' traffic, when the run was an emulation (`fabemu emulate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulation: Option<crate::emulate::EmulationReport>,
     /// Invariant checks.
     pub invariants: Invariants,
     /// Latency distributions (percentiles).
