@@ -8,6 +8,7 @@
 pub mod algo;
 mod classes;
 pub mod collective;
+pub mod emulate;
 pub mod faults;
 pub mod flow;
 pub mod observe;
