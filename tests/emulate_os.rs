@@ -577,3 +577,140 @@ fn remove_stale_cleans_up_after_a_killed_process() {
     // The killed process's TAPs died with its descriptors.
     assert!(!root_links().contains(&format!("fe{:x}t", child.id())));
 }
+
+mod launching {
+    use super::*;
+    use fabemu::emulate::launch::{self, OutputSink, RankEnv, Stream};
+
+    fn envs(n: usize) -> Vec<RankEnv> {
+        (0..n)
+            .map(|rank| RankEnv {
+                rank,
+                world_size: n,
+                master_addr: Ipv4Addr::new(10, 0, 0, 1),
+                master_port: 29500,
+                host_name: format!("h{rank}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ranks_get_their_environment_their_namespace_and_prefixed_output() {
+        if !rights() {
+            return;
+        }
+        let (ns, _taps) = Namespaces::create(&hosts(3, 1500)).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let script = "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $FABEMU_HOST \
+                      $(cat /sys/class/net/eth0/address); echo err$RANK >&2; exit $((RANK + 4))";
+        let mut ranks = launch::launch(
+            &ns,
+            &envs(3),
+            "sh",
+            &["-c", script],
+            OutputSink::Channel(tx),
+        )
+        .unwrap();
+        assert_eq!(ranks.len(), 3);
+        let exits = ranks.wait_all(Duration::from_secs(5)).await;
+        let codes: Vec<(usize, Option<i32>)> =
+            exits.iter().map(|e| (e.rank, e.status.code())).collect();
+        assert_eq!(codes, vec![(0, Some(4)), (1, Some(5)), (2, Some(6))]);
+        let mut lines = Vec::new();
+        while let Ok(l) = rx.try_recv() {
+            lines.push(l);
+        }
+        for rank in 0..3 {
+            let out: Vec<String> = lines
+                .iter()
+                .filter(|l| l.rank == rank && l.stream == Stream::Stdout)
+                .map(|l| String::from_utf8_lossy(&l.line).into_owned())
+                .collect();
+            assert_eq!(
+                out,
+                vec![format!(
+                    "{rank} 3 0 1 10.0.0.1 29500 h{rank} 02:00:00:00:00:0{}",
+                    rank + 1
+                )]
+            );
+            let err: Vec<&[u8]> = lines
+                .iter()
+                .filter(|l| l.rank == rank && l.stream == Stream::Stderr)
+                .map(|l| &l.line[..])
+                .collect();
+            assert_eq!(err, vec![format!("err{rank}").as_bytes()]);
+        }
+        assert_eq!(launch::prefixed(2, b"hi"), b"[rank 2] hi\n");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn terminate_ends_every_rank_and_its_children() {
+        if !rights() {
+            return;
+        }
+        let (ns, _taps) = Namespaces::create(&hosts(2, 1500)).unwrap();
+        // Rank 0 ends on SIGTERM but leaves a child in its group; rank 1 ignores SIGTERM.
+        let script =
+            r#"if [ $RANK = 0 ]; then sleep 300 & sleep 300; else trap "" TERM; sleep 300; fi"#;
+        let mut ranks =
+            launch::launch(&ns, &envs(2), "sh", &["-c", script], OutputSink::Terminal).unwrap();
+        // Give the shells time to start their children.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let cancelled = tokio::select! {
+            _ = ranks.wait_all(Duration::from_secs(1)) => false,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => true,
+        };
+        assert!(cancelled, "the ranks ended by themselves");
+        let started = Instant::now();
+        let exits = ranks.terminate(Duration::from_secs(1)).await;
+        assert_eq!(exits.len(), 2);
+        assert!(exits.iter().all(|e| !e.status.success()), "{exits:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // Nothing of either group is left: a signal to the group finds no process.
+        for g in ranks.process_groups() {
+            let r = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), None);
+            assert_eq!(
+                r,
+                Err(nix::errno::Errno::ESRCH),
+                "process group {g} still has processes"
+            );
+        }
+        assert!(ranks.next_exit().await.is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_rsh_agent_runs_commands_in_the_named_host() {
+        if !rights() {
+            return;
+        }
+        let hs = hosts(3, 1500);
+        let (ns, _taps) = Namespaces::create(&hs).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ips: Vec<Ipv4Addr> = hs.iter().map(|h| h.ip).collect();
+        let names: Vec<String> = (0..3).map(|r| format!("h{r}")).collect();
+        let files = launch::write_mpi_files(dir.path(), &ns, &ips, &names).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&files.hostfile).unwrap(),
+            "10.0.0.1 slots=1\n10.0.0.2 slots=1\n10.0.0.3 slots=1\n"
+        );
+        let agent = files.agent.to_str().unwrap();
+        // As mpirun in rank 0's namespace calls it: ssh options, a host, a command line in words.
+        let run = |args: &[&str]| {
+            let out = ns.exec_command(0, agent, args).output().unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
+        };
+        assert_eq!(
+            run(&["-x", "10.0.0.2", "cat", "/sys/class/net/eth0/address"]),
+            (Some(0), "02:00:00:00:00:02\n".into())
+        );
+        assert_eq!(
+            run(&["h2", "echo", "a;", "echo", "$((1+1))"]),
+            (Some(0), "a\n2\n".into())
+        );
+        assert_eq!(run(&[ns.name(0), "exit", "3"]).0, Some(3));
+        assert_eq!(run(&["10.0.0.9", "true"]).0, Some(255));
+    }
+}

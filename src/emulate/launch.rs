@@ -331,18 +331,23 @@ impl Ranks {
         }
     }
 
-    /// Ends every rank: SIGTERM to each process group, SIGKILL to all after `grace` if any
-    /// rank is still running then. Returns every rank's status in launch order.
+    /// Ends every rank: SIGTERM to each process group, SIGKILL to all after `grace` (at once
+    /// if every rank ended sooner: their children may not have), then waits (up to 2 s) until
+    /// the groups are empty. Returns every rank's status in launch order.
     pub async fn terminate(&mut self, grace: Duration) -> Vec<RankExit> {
         self.signal_groups(Signal::SIGTERM);
         let gentle = async { while self.next_exit().await.is_some() {} };
-        if tokio::time::timeout(grace, gentle).await.is_err() {
-            self.signal_groups(Signal::SIGKILL);
-        } else {
-            // Children of the ranks that ignored SIGTERM while their leader ended.
-            self.signal_groups(Signal::SIGKILL);
-        }
+        let _ = tokio::time::timeout(grace, gentle).await;
+        self.signal_groups(Signal::SIGKILL);
         while self.next_exit().await.is_some() {}
+        // Killed children that left their shell are reaped by init, not by us: wait (briefly)
+        // until no group has a process, zombies included, so that none is left when this returns.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while self.groups.iter().any(|&g| killpg(g, None).is_ok())
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         self.drain_output(Duration::from_millis(500)).await;
         self.exits()
     }
