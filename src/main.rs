@@ -34,6 +34,54 @@ enum Command {
     Topo(TopoArgs),
     /// Algorithms outside a run: `algo export --msccl` writes a built-in one as MSCCL XML.
     Algo(fabemu::algo::AlgoArgs),
+    /// Runs real programs on the emulated fabric: every host gets a Linux network namespace
+    /// (named `fabemu-<pid>-h<rank>`) with one interface, `eth0`, carrying its address;
+    /// frames cross the emulated switches in real time. Needs root (CAP_NET_ADMIN). Namespaces
+    /// a killed run left behind (prefix `fabemu-`, owner gone) are removed at the start.
+    Emulate(EmulateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct EmulateArgs {
+    /// The scenario (its `workload` is optional: built-in traffic shares the fabric).
+    scenario: PathBuf,
+    /// Virtual time per wall time: 1 is real time, 0.1 runs the fabric ten times slower than
+    /// its figures (so a busy fabric keeps up).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Bytes each host's queue toward the fabric holds (frames beyond it are dropped).
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    host_queue: ByteSize,
+    /// MASTER_PORT given to the ranks.
+    #[arg(long, default_value_t = 29500)]
+    master_port: u16,
+    /// A sysctl set in every namespace before the programs start, e.g. net.ipv4.tcp_ecn=1.
+    #[arg(long, value_name = "KEY=VALUE")]
+    sysctl: Vec<String>,
+    /// Writes an MPI hostfile and rsh agent into DIR (mpirun --hostfile DIR/hostfile --mca
+    /// plm_rsh_agent DIR/rsh-agent, run inside rank 0's namespace).
+    #[arg(long, value_name = "DIR")]
+    mpi: Option<PathBuf>,
+    /// Changes a scenario field before the run (as `run --set`).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
+    /// Writes the JSON report to PATH (`-`: stdout).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Prints no summary.
+    #[arg(long)]
+    quiet: bool,
+    /// Writes the report, summary, series and plots into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Captures the frames on the host links (real TCP/UDP included) into a pcap or pcapng.
+    #[arg(long, value_name = "PATH")]
+    pcap: Option<PathBuf>,
+    /// The command to start once per host in its namespace, with RANK, WORLD_SIZE,
+    /// LOCAL_RANK, MASTER_ADDR, MASTER_PORT and FABEMU_HOST set as torchrun sets them.
+    /// Without it, the namespaces stay up until Ctrl-C.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -206,6 +254,7 @@ fn real_main(cli: Cli) -> ExitCode {
     let args = match cli.command {
         Some(Command::Topo(t)) => return topo(t),
         Some(Command::Algo(a)) => return fabemu::algo::main(a),
+        Some(Command::Emulate(e)) => return emulate(e),
         Some(Command::Run(a)) => a,
         None => RunArgs {
             scenario: PathBuf::from("<embedded quickstart>"),
@@ -387,4 +436,132 @@ fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
     if let Err(e) = installed {
         tracing::warn!("Ctrl-C will end the run without a report: {e}");
     }
+}
+
+fn emulate(args: EmulateArgs) -> ExitCode {
+    use fabemu::emulate::run::{emulate, EmulateOptions};
+    if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
+        eprintln!("error: --time-scale must be a positive number");
+        return ExitCode::from(2);
+    }
+    let mut sysctls = Vec::new();
+    for s in &args.sysctl {
+        match s.split_once('=') {
+            Some((k, v)) if !k.is_empty() => sysctls.push((k.to_string(), v.to_string())),
+            _ => {
+                eprintln!("error: --sysctl {s}: expected KEY=VALUE");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let opts = ObserveOptions {
+        out_dir: args.out.clone(),
+        pcap: args.pcap.clone(),
+        capture: None,
+        sample_interval: None,
+        pcap_max_packets: 1_000_000,
+        pcap_max_bytes: 256 << 20,
+    };
+    if let Err(e) = observe::check_output_paths(&opts, args.json.as_deref()) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let loaded = args
+        .set
+        .iter()
+        .map(|s| scenario::Override::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|o| fabemu::emulate::load_file(&args.scenario, o));
+    let src = match loaded {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Captured: every host's link (the real traffic enters and leaves there).
+    let capture = match opts.pcap_path() {
+        Some(_) => match fabemu::world::fabric(&src)
+            .map_err(|e| e.to_string())
+            .and_then(|(g, _)| observe::select::resolve(&g, None).map_err(|e| e.to_string()))
+        {
+            Ok(ports) => Some(fabemu_fabric::engine::CaptureConfig {
+                ports,
+                max_packets: opts.pcap_max_packets,
+                max_bytes: opts.pcap_max_bytes,
+            }),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let eo = EmulateOptions {
+        time_scale: args.time_scale,
+        host_queue: args.host_queue.bytes(),
+        command: args.command.clone(),
+        master_port: args.master_port,
+        sysctls,
+        mpi_dir: args.mpi.clone(),
+        capture,
+        sample: opts.sample_config(),
+    };
+    let outcome = match emulate(&src, &eo) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    for name in &outcome.removed_stale {
+        eprintln!("removed namespace {name}, left by a run that was killed");
+    }
+    let observed = &outcome.observed;
+    let summary = fabemu::report::summary(&observed.report);
+    if let Err(e) = observe::write_outputs(observed, &opts, &summary) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
+    if !args.quiet && args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+        print!("{summary}");
+    }
+    if let Some(path) = &args.json {
+        let written = serde_json::to_string_pretty(&observed.report)
+            .map_err(|e| e.to_string())
+            .and_then(|json| {
+                if path.as_os_str() == "-" {
+                    writeln!(std::io::stdout(), "{json}").map_err(|e| e.to_string())
+                } else {
+                    std::fs::write(path, json + "\n").map_err(|e| e.to_string())
+                }
+            });
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(emu) = &observed.report.emulation {
+        if let Some(w) = fabemu::emulate::lateness_warning(emu) {
+            eprintln!("warning: {w}");
+        }
+    }
+    if outcome.interrupted {
+        return ExitCode::from(130);
+    }
+    // The first rank that failed decides the exit status.
+    for e in &outcome.exits {
+        if !e.status.success() {
+            let code = e.status.code().map_or(1, |c| u8::try_from(c).unwrap_or(1));
+            eprintln!("rank {} exited with {}", e.rank, e.status);
+            return ExitCode::from(code.max(1));
+        }
+    }
+    if !observed.report.invariants.ok {
+        for v in &observed.report.invariants.violations {
+            eprintln!("invariant violated: {v}");
+        }
+        return ExitCode::from(3);
+    }
+    ExitCode::SUCCESS
 }

@@ -21,7 +21,11 @@
 //! against the wall clock is measured and reported.
 
 pub mod gateway;
+pub mod launch;
+pub mod netns;
 pub mod pace;
+pub mod run;
+pub mod tap;
 
 use std::time::Duration;
 
@@ -260,4 +264,28 @@ impl Prepared {
             samples,
         })
     }
+}
+
+/// A warning when the emulation fell behind the wall clock: deliveries at p99 later than
+/// [`pace::LATE`], named with the real traffic's rate at which it happened.
+pub fn lateness_warning(emu: &EmulationReport) -> Option<String> {
+    let d = emu.lateness.delivery.as_ref()?;
+    let late_ps = pace::LATE.as_nanos() as u64 * 1000;
+    if d.p99_ps <= late_ps {
+        return None;
+    }
+    let frames: u64 = emu.hosts.iter().map(|h| h.stats.frames_in).sum();
+    let bytes: u64 = emu.hosts.iter().map(|h| h.stats.bytes_in).sum();
+    let secs = emu.lateness.wall_s.max(1e-9);
+    Some(format!(
+        "the emulation fell behind the wall clock: deliveries late by {:.0} us at p99 ({:.0} us max; \
+         {} frames over {:.0} us) at {:.0} frames/s ({:.3} Gb/s) of real traffic; a lower \
+         --time-scale slows the fabric so that it keeps up",
+        d.p99_ps as f64 / 1e6,
+        d.max_ps as f64 / 1e6,
+        emu.lateness.late_frames,
+        pace::LATE.as_micros(),
+        frames as f64 / secs,
+        bytes as f64 * 8.0 / secs / 1e9,
+    ))
 }

@@ -1,0 +1,295 @@
+//! One emulation from start to end: namespaces up, programs started, the engine paced behind
+//! the wall clock, and everything taken down on every way out (the programs end, Ctrl-C, a
+//! program or fabemu failing).
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabemu_fabric::engine::{CaptureConfig, SampleConfig};
+
+use super::launch::{self, OutputSink, RankEnv, RankExit};
+use super::netns::{self, HostNet, Namespaces, NetError};
+use super::pace::{self, Clock, Deliver, Inbound};
+use super::tap::Tap;
+use super::{prepare, Prepared};
+use crate::observe::Observed;
+use crate::scenario::Source;
+use crate::RunError;
+
+/// What `fabemu emulate` was asked to do.
+#[derive(Clone, Debug)]
+pub struct EmulateOptions {
+    /// Virtual time per wall time (1: real time).
+    pub time_scale: f64,
+    /// Bytes each host's queue toward the fabric holds.
+    pub host_queue: u64,
+    /// The command to start once per host (empty: keep the namespaces up until Ctrl-C).
+    pub command: Vec<String>,
+    /// `MASTER_PORT` given to the ranks.
+    pub master_port: u16,
+    /// `KEY=VALUE` sysctls set in every namespace before the programs start.
+    pub sysctls: Vec<(String, String)>,
+    /// Where to write the MPI hostfile and rsh agent (none: not written).
+    pub mpi_dir: Option<PathBuf>,
+    /// Frames to capture.
+    pub capture: Option<CaptureConfig>,
+    /// Time series to gather.
+    pub sample: Option<SampleConfig>,
+}
+
+/// Why an emulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EmulateError {
+    /// The scenario or the engine.
+    #[error("{0}")]
+    Run(#[from] RunError),
+    /// Namespaces or TAP devices.
+    #[error("{0}")]
+    Net(#[from] NetError),
+    /// Starting the programs.
+    #[error("{0}")]
+    Launch(#[from] launch::LaunchError),
+    /// Anything else at the edge (the runtime, a thread).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl EmulateError {
+    /// The exit code: 2 for what the user must fix, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            EmulateError::Run(RunError::Scenario(_)) => 2,
+            EmulateError::Net(e) => u8::try_from(e.exit_code()).unwrap_or(1),
+            _ => 1,
+        }
+    }
+}
+
+/// How an emulation ended.
+pub struct Outcome {
+    /// The report, as `run` gives it, with its `emulation` section.
+    pub observed: Observed,
+    /// Every rank's end, in rank order (empty without a command).
+    pub exits: Vec<RankExit>,
+    /// True when Ctrl-C ended it.
+    pub interrupted: bool,
+    /// Stale namespaces of killed runs that were removed first.
+    pub removed_stale: Vec<String>,
+}
+
+/// Writes delivered frames into the hosts' TAPs.
+struct TapDeliver {
+    taps: Vec<Arc<Tap>>,
+    failed: u64,
+}
+
+impl Deliver for TapDeliver {
+    fn deliver(&mut self, host: usize, frame: &[u8]) {
+        let ok = self.taps.get(host).is_some_and(|t| t.send(frame).is_ok());
+        if !ok {
+            self.failed += 1;
+        }
+    }
+}
+
+/// Runs the emulation `opts` describes on scenario `src`.
+pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateError> {
+    netns::check_rights()?;
+    let removed_stale = netns::remove_stale()?;
+    let prepared = prepare(src, opts.capture.clone(), opts.sample, opts.host_queue)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| EmulateError::Other(format!("cannot start the I/O runtime: {e}")))?;
+    let hosts: Vec<HostNet> = prepared
+        .addrs
+        .iter()
+        .enumerate()
+        .map(|(rank, a)| HostNet {
+            rank,
+            ip: a.ip,
+            prefix_len: 8,
+            mac: a.mac,
+            mtu: prepared.mtu,
+        })
+        .collect();
+    let (ns, taps) = {
+        let _enter = runtime.enter();
+        Namespaces::create(&hosts)?
+    };
+    // From here on `ns` removes the namespaces when dropped, whatever happens.
+    for (k, v) in &opts.sysctls {
+        for rank in 0..hosts.len() {
+            ns.set_sysctl(rank, k, v)?;
+        }
+    }
+    if let Some(dir) = &opts.mpi_dir {
+        let ips: Vec<Ipv4Addr> = hosts.iter().map(|h| h.ip).collect();
+        let files = launch::write_mpi_files(dir, &ns, &ips, &prepared.names)
+            .map_err(|e| EmulateError::Other(format!("cannot write the MPI files: {e}")))?;
+        eprintln!(
+            "mpirun: --hostfile {} --mca plm_rsh_agent {}",
+            files.hostfile.display(),
+            files.agent.display()
+        );
+    }
+    let taps: Vec<Arc<Tap>> = taps.into_iter().map(Arc::new).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = crossbeam::channel::unbounded::<Inbound>();
+    // Readers: one task per host interface.
+    for (rank, tap) in taps.iter().enumerate() {
+        let tap = Arc::clone(tap);
+        let tx = tx.clone();
+        let max = tap.max_frame_len();
+        runtime.spawn(async move {
+            let mut buf = vec![0u8; max.max(2048)];
+            while let Ok(n) = tap.recv(&mut buf).await {
+                let at = Instant::now();
+                let frame = buf.get(..n).map(<[u8]>::to_vec).unwrap_or_default();
+                if tx
+                    .send(Inbound {
+                        host: rank,
+                        frame,
+                        at,
+                    })
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    {
+        let stop = Arc::clone(&stop);
+        let interrupted = Arc::clone(&interrupted);
+        runtime.spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, Ordering::Relaxed);
+                stop.store(true, Ordering::Relaxed);
+                eprintln!("\nstopping: ending the programs and writing the report");
+            }
+        });
+    }
+    // The engine on a thread of its own, paced behind the wall clock.
+    let until = src.scenario.until;
+    let scale = opts.time_scale;
+    let pacer = {
+        let stop = Arc::clone(&stop);
+        let taps = taps.clone();
+        let mut prepared: Prepared = prepared;
+        std::thread::Builder::new()
+            .name("fabemu-pace".into())
+            .spawn(move || {
+                let hosts = prepared.hosts.clone();
+                let mut out = TapDeliver { taps, failed: 0 };
+                let clock = Clock::start(scale);
+                let r = pace::run(
+                    &mut prepared.stepper,
+                    &hosts,
+                    clock,
+                    until,
+                    &rx,
+                    &mut out,
+                    &stop,
+                );
+                // The loop ends when asked or at `until`: let everyone else know.
+                stop.store(true, Ordering::Relaxed);
+                (prepared, r, out.failed)
+            })
+            .map_err(|e| EmulateError::Other(format!("cannot start the pacing thread: {e}")))?
+    };
+    let started = Instant::now();
+    // The programs, or a wait for Ctrl-C.
+    let exits = if opts.command.is_empty() {
+        eprintln!("emulated hosts are up; enter one with:");
+        for (rank, name) in prepared_names(&ns, hosts.len()).iter().enumerate() {
+            eprintln!(
+                "  ip netns exec {name} bash    # {} {}",
+                hosts[rank].ip,
+                host_name(src, rank)
+            );
+        }
+        eprintln!("Ctrl-C ends the emulation and removes them.");
+        runtime.block_on(async {
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Vec::new()
+    } else {
+        let master_addr = hosts.first().map_or(Ipv4Addr::UNSPECIFIED, |h| h.ip);
+        let envs: Vec<RankEnv> = (0..hosts.len())
+            .map(|rank| RankEnv {
+                rank,
+                world_size: hosts.len(),
+                master_addr,
+                master_port: opts.master_port,
+                host_name: host_name(src, rank),
+            })
+            .collect();
+        let (program, args) = match opts.command.split_first() {
+            Some((p, a)) => (p.clone(), a.to_vec()),
+            None => (String::new(), Vec::new()),
+        };
+        let _enter = runtime.enter();
+        let mut ranks = launch::launch(&ns, &envs, &program, &args, OutputSink::Terminal)?;
+        runtime.block_on(async {
+            loop {
+                tokio::select! {
+                    e = ranks.next_exit() => {
+                        if e.is_none() {
+                            break;
+                        }
+                    }
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                }
+            }
+            if ranks.all_ended() {
+                ranks.wait_all(Duration::from_secs(2)).await
+            } else {
+                ranks.terminate(Duration::from_secs(2)).await
+            }
+        })
+    };
+    stop.store(true, Ordering::Relaxed);
+    let (prepared, paced, failed_writes) = pacer
+        .join()
+        .map_err(|_| EmulateError::Other("the pacing thread failed".into()))?;
+    let lateness = paced.map_err(RunError::from)?;
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    drop(taps);
+    ns.remove()?;
+    if failed_writes > 0 {
+        eprintln!("warning: {failed_writes} frames could not be written into their namespaces");
+    }
+    let observed = prepared.finish(src, started.elapsed(), scale, lateness)?;
+    Ok(Outcome {
+        observed,
+        exits,
+        interrupted: interrupted.load(Ordering::Relaxed),
+        removed_stale,
+    })
+}
+
+/// The namespaces' names by rank.
+fn prepared_names(ns: &Namespaces, n: usize) -> Vec<String> {
+    (0..n).map(|r| ns.name(r).to_string()).collect()
+}
+
+/// The scenario's name of host `rank` (`h<rank>` in generated fabrics).
+fn host_name(src: &Source, rank: usize) -> String {
+    crate::world::fabric(src)
+        .ok()
+        .and_then(|(g, _)| g.hosts().nth(rank).map(|id| g.node(id).name.clone()))
+        .unwrap_or_else(|| format!("h{rank}"))
+}
