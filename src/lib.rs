@@ -10,6 +10,7 @@ mod classes;
 pub mod collective;
 pub mod faults;
 pub mod flow;
+pub mod frontend;
 pub mod observe;
 pub mod report;
 pub mod scenario;
