@@ -161,29 +161,37 @@ fn run(
                 // The receiver waits for this; it is gone only if the waiting thread failed.
                 let _ = tx.send(r);
             });
-        if let Err(e) = spawned {
-            return Err(PyRuntimeError::new_err(format!(
-                "cannot start the run's thread: {e}"
-            )));
-        }
+        let handle = match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "cannot start the run's thread: {e}"
+                )))
+            }
+        };
+        // Joined explicitly (the scope alone waits only for the closure): when this returns,
+        // the thread is gone.
+        let joined = |r: PyResult<Result<observe::Observed, RunError>>| {
+            let _ = py.detach(|| handle.join());
+            r
+        };
         loop {
             let got = py.detach(|| match rx.lock() {
                 Ok(rx) => rx.recv_timeout(TICK),
                 Err(_) => Err(mpsc::RecvTimeoutError::Disconnected),
             });
-            match got {
-                Ok(Ok(r)) => return Ok(r),
-                Ok(Err(_)) => {
-                    return Err(PyRuntimeError::new_err(
-                        "fabemu: internal error (a bug; please report it with the scenario)",
-                    ))
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(PyRuntimeError::new_err(
-                        "the run's thread ended without a result",
-                    ))
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            let done = match got {
+                Ok(Ok(r)) => Some(Ok(r)),
+                Ok(Err(_)) => Some(Err(PyRuntimeError::new_err(
+                    "fabemu: internal error (a bug; please report it with the scenario)",
+                ))),
+                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(PyRuntimeError::new_err(
+                    "the run's thread ended without a result",
+                ))),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+            };
+            if let Some(done) = done {
+                return joined(done);
             }
             // The engine stops at its next window boundary; this thread waits for it, so no
             // worker thread outlives the call.
