@@ -6,7 +6,7 @@
 //! the typed objects and DataFrames on top.
 //!
 //! A run goes on in a thread of its own while the calling thread waits without the GIL: every
-//! [`TICK`] it takes the GIL back briefly to let Python see Ctrl-C (which asks the engine to
+//! `TICK` it takes the GIL back briefly to let Python see Ctrl-C (which asks the engine to
 //! stop, as the command line's handler does) and to call the progress callback.
 
 use std::path::PathBuf;
@@ -106,7 +106,7 @@ fn check(
 /// Runs a scenario. Returns a dict: `json` (the report as `fabemu run --json` writes it),
 /// `summary` (the text the command line prints), `warnings` (list of str), `keyboard_interrupt`
 /// (Ctrl-C came during the run: the report is partial when it says `interrupted`).
-/// `callback(sim_time_ps, events, end_ps)` is called every [`TICK`]; `end_ps` is None when the
+/// `callback(sim_time_ps, events, end_ps)` is called every `TICK`; `end_ps` is None when the
 /// scenario sets no `until`.
 #[pyfunction]
 #[pyo3(signature = (path, text, name, set, seed=None, fidelity=None, threads=1, out=None, pcap=None, callback=None))]
