@@ -11,6 +11,7 @@ pub mod collective;
 pub mod emulate;
 pub mod faults;
 pub mod flow;
+pub mod frontend;
 pub mod observe;
 pub mod report;
 pub mod scenario;

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use fabemu::frontend::{self, Input, TopoInput};
 use fabemu::observe::{self, progress::Watcher, ObserveError, ObserveOptions};
-use fabemu::scenario::{self, QUICKSTART};
+use fabemu::scenario;
 use fabemu::{run_observed, RunError, Source};
 use fabemu_fabric::engine::Progress;
 use fabemu_fabric::units::{ByteSize, Time};
@@ -181,61 +182,27 @@ fn main() -> ExitCode {
 }
 
 fn topo(args: TopoArgs) -> ExitCode {
-    let built = match (&args.astra_sim, &args.scenario) {
-        (Some(file), _) => scenario::load_astra_file(file).and_then(|a| {
-            warn_astra(Some(&a));
-            let in_file = |e: fabemu_topologies::TopologyError| fabemu::ScenarioError {
-                file: a.path.clone(),
-                line: None,
-                column: None,
-                field: String::new(),
-                message: e.to_string(),
-            };
-            let g = a.network.build().map_err(in_file)?;
-            let r = fabemu_topologies::routes_for(&g).map_err(in_file)?;
-            Ok((g, r))
-        }),
-        (None, Some(path)) => args
-            .set
-            .iter()
-            .map(|s| scenario::Override::parse(s))
-            .collect::<Result<Vec<_>, _>>()
-            .and_then(|o| scenario::load_file_with(path, o))
-            .and_then(|src| {
-                warn_astra(src.astra.as_ref());
-                fabemu::world::fabric(&src)
-            }),
-        (None, None) => scenario::load_str(QUICKSTART, "<embedded quickstart>")
-            .and_then(|src| fabemu::world::fabric(&src)),
+    let input = match (&args.astra_sim, &args.scenario) {
+        (Some(file), _) => TopoInput::AstraSim(file),
+        (None, Some(path)) => TopoInput::Scenario(Input::File(path), &args.set),
+        (None, None) => TopoInput::Scenario(Input::Quickstart, &args.set),
     };
-    let (g, routes) = match built {
-        Ok(x) => x,
+    let t = match frontend::topology(input) {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    match fabemu_topologies::summary::summarize(&g, &routes) {
-        Ok(summary) => print!("{summary}"),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+    for w in &t.warnings {
+        eprintln!("warning: {w}");
     }
+    print!("{}", t.summary);
     if args.links {
-        println!("links (as `faults: [{{link: [a, b], ...}}]` names them):");
-        for l in g.links() {
-            println!(
-                "  [{}, {}]  {}  {}",
-                g.node(l.a).name,
-                g.node(l.b).name,
-                fabemu_fabric::units::Bandwidth(l.bandwidth_bps),
-                fabemu_fabric::units::Time(l.latency_ps)
-            );
-        }
+        print!("{}", t.links_text());
     }
     if let Some(path) = &args.dot {
-        if let Err(e) = std::fs::write(path, fabemu_topologies::summary::to_dot(&g)) {
+        if let Err(e) = std::fs::write(path, t.dot()) {
             eprintln!("error: cannot write {}: {e}", path.display());
             return ExitCode::from(1);
         }
@@ -257,7 +224,7 @@ fn real_main(cli: Cli) -> ExitCode {
         Some(Command::Emulate(e)) => return emulate(e),
         Some(Command::Run(a)) => a,
         None => RunArgs {
-            scenario: PathBuf::from("<embedded quickstart>"),
+            scenario: PathBuf::from(frontend::QUICKSTART_NAME),
             threads: 1,
             seed: None,
             fidelity: None,
@@ -293,15 +260,16 @@ fn real_main(cli: Cli) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let overrides = args.set.iter().map(|s| scenario::Override::parse(s));
-    let loaded = overrides.collect::<Result<Vec<_>, _>>().and_then(|o| {
-        if args.scenario.as_os_str() == "<embedded quickstart>" {
-            scenario::load_str_with(QUICKSTART, "<embedded quickstart>", o)
-        } else {
-            scenario::load_file_with(&args.scenario, o)
-        }
+    let input = if args.scenario.as_os_str() == frontend::QUICKSTART_NAME {
+        Input::Quickstart
+    } else {
+        Input::File(&args.scenario)
+    };
+    let fidelity = args.fidelity.map(|f| match f {
+        FidelityArg::Packet => scenario::Fidelity::Packet,
+        FidelityArg::Flow => scenario::Fidelity::Flow,
     });
-    let mut src: Source = match loaded {
+    let src: Source = match frontend::load(input, &args.set, args.seed, fidelity) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -309,20 +277,10 @@ fn real_main(cli: Cli) -> ExitCode {
         }
     };
     warn_astra(src.astra.as_ref());
-    if let Some(seed) = args.seed {
-        src.scenario.seed = seed;
+    let (threads, warning) = frontend::usable_threads(args.threads as usize);
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
     }
-    if let Some(f) = args.fidelity {
-        src.scenario.fidelity = match f {
-            FidelityArg::Packet => scenario::Fidelity::Packet,
-            FidelityArg::Flow => scenario::Fidelity::Flow,
-        };
-        if src.scenario.fidelity == scenario::Fidelity::Flow && !src.scenario.faults.is_empty() {
-            eprintln!("error: --fidelity flow: the scenario's `faults` need packet fidelity (flows have no frames to lose)");
-            return ExitCode::from(2);
-        }
-    }
-    let threads = usable_threads(args.threads as usize);
     let progress = std::sync::Arc::new(Progress::default());
     stop_on_ctrl_c(&progress);
     // The end is known only when the scenario sets `until` (not its 10 s default).
@@ -396,24 +354,6 @@ fn real_main(cli: Cli) -> ExitCode {
             eprintln!("invariant violated: {v}");
         }
         ExitCode::from(3)
-    }
-}
-
-/// The worker threads to run: `asked`, or the CPUs this process may use when it asked for more
-/// (`available_parallelism` honours the affinity mask and the cgroup quota). More threads than
-/// CPUs would only take turns; results do not depend on the count, so nothing is lost.
-fn usable_threads(asked: usize) -> usize {
-    let have = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if asked > have {
-        eprintln!(
-            "warning: --threads {asked} asked for, but this process may use {have} CPU{} \
-             (affinity mask or CPU quota): running {have} thread{}",
-            if have == 1 { "" } else { "s" },
-            if have == 1 { "" } else { "s" }
-        );
-        have
-    } else {
-        asked
     }
 }
 
