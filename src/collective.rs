@@ -191,6 +191,19 @@ pub fn build_jobs(
         let es = c.dtype.size() as u64;
         for (k, &size) in sizes.iter().enumerate() {
             let field = if c.sizes.is_some() { "sizes" } else { "size" };
+            // Above it, the messages a collective is cut into (at most 4 GiB each, per step)
+            // are too many to queue.
+            let max = fabemu_workload::trace::MAX_COLLECTIVE_BYTES;
+            if size > max {
+                return Err(err(
+                    field,
+                    format!(
+                        "{} is larger than {}, the largest collective fabemu runs",
+                        ByteSize(size),
+                        ByteSize(max)
+                    ),
+                ));
+            }
             if size == 0 || size % es != 0 {
                 return Err(err(
                     field,
@@ -490,8 +503,12 @@ fn load_msccl(
         None => std::path::PathBuf::from(rel),
     };
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| src.error_at(at, format!("cannot read the MSCCL file {file}: {e}")))?;
+    let text = fabemu_workload::input::read_text_limited(
+        &path,
+        crate::scenario::MAX_MSCCL_BYTES,
+        "an MSCCL file",
+    )
+    .map_err(|e| src.error_at(at, format!("cannot read the MSCCL file {file}: {e}")))?;
     let algo = fabemu_collectives::msccl::Msccl::parse(&text)
         .map_err(|e| msccl_error(&file, e, || src.error_at(at, String::new())))?;
     Ok((algo, file))

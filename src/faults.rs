@@ -321,6 +321,21 @@ fn resolve_one(
     }
 }
 
+/// How many times `w` changes up to `horizon` (an upper bound of `w.changes(horizon).len()`),
+/// by arithmetic.
+fn change_count(w: &FaultWindow, horizon: Time) -> u64 {
+    if w.from > horizon {
+        return 0;
+    }
+    let len = w.until.ps().saturating_sub(w.from.ps());
+    match w.period {
+        Some(p) if p.ps() > len && w.until != Time::NEVER => {
+            2 * ((horizon.ps() - w.from.ps()) / p.ps() + 1)
+        }
+        _ => 2,
+    }
+}
+
 /// Builds the engine's fault rules and the switches' failover route tables.
 pub(crate) fn setup(
     src: &Source,
@@ -351,6 +366,31 @@ pub(crate) fn setup(
     let mut reroutes = vec![Vec::new(); g.nodes().len()];
     // Window edges of the failures, in time order.
     let mut edges: BTreeSet<Time> = BTreeSet::new();
+    // Counted before any is listed: a flap of 2 ps over 10 s would list 10^13.
+    let mut count = 0u64;
+    for (i, r) in resolved.iter().enumerate() {
+        if r.down_links.is_empty() && r.down_node.is_none() {
+            continue;
+        }
+        count = count.saturating_add(change_count(&r.window, s.until));
+        if count > MAX_CHANGES as u64 {
+            let field = if r.window.period.is_some() {
+                "period"
+            } else {
+                ""
+            };
+            return Err(err(
+                src,
+                i,
+                field,
+                format!(
+                    "the failures would change the routes about {count} times before `until` \
+                     ({}), more than {MAX_CHANGES}; lengthen the period or shorten `until`",
+                    s.until
+                ),
+            ));
+        }
+    }
     for r in resolved
         .iter()
         .filter(|r| !r.down_links.is_empty() || r.down_node.is_some())

@@ -303,14 +303,26 @@ fn real_main(cli: Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let (Some(asked), Some(s)) = (args.sample_interval, &observed.samples) {
+        if s.interval != asked {
+            eprintln!(
+                "warning: --sample-interval {asked} would need more than {} rows over this \
+                 run: the series are sampled every {} instead",
+                observe::MAX_BUCKETS,
+                s.interval
+            );
+        }
+    }
     let report = &observed.report;
     // A run stopped by Ctrl-C still writes everything it can: the partial results are often
     // what the user wanted to look at.
     let interrupted = report.interrupted;
     let summary = fabemu::report::summary(report);
-    if let Err(e) = observe::write_outputs(&observed, &opts, &summary) {
+    // Every output is tried: one that fails is named, the others are still written.
+    let mut failed = false;
+    for e in observe::write_outputs(&observed, &opts, &summary) {
         eprintln!("error: {e}");
-        return ExitCode::from(1);
+        failed = true;
     }
     if let Some(c) = observed.capture.as_ref().filter(|c| c.dropped > 0) {
         eprintln!(
@@ -332,14 +344,23 @@ fn real_main(cli: Cli) -> ExitCode {
             }
         };
         let written = if path.as_os_str() == "-" {
-            writeln!(std::io::stdout(), "{json}")
+            writeln!(std::io::stdout(), "{json}").map_err(|e| e.to_string())
         } else {
-            std::fs::write(path, json + "\n")
+            observe::write_whole(path, |p| {
+                std::fs::write(p, json + "\n").map_err(|source| ObserveError::Io {
+                    path: path.clone(),
+                    source,
+                })
+            })
+            .map_err(|e| e.to_string())
         };
         if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            return ExitCode::from(1);
+            eprintln!("error: cannot write the JSON report: {e}");
+            failed = true;
         }
+    }
+    if failed {
+        return ExitCode::from(1);
     }
     if interrupted {
         eprintln!(
@@ -359,7 +380,7 @@ fn real_main(cli: Cli) -> ExitCode {
 
 /// Makes Ctrl-C (SIGINT) stop the run cleanly: the first asks the engine to stop
 /// (all workers stop at the same window boundary, the partial report is written, exit 130); a
-/// second one exits at once. Without a handler the process would die without writing anything.
+/// second one removes the outputs being written and exits at once. Without a handler the process would die without writing anything.
 fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
     let progress = progress.clone();
     let presses = std::sync::atomic::AtomicU32::new(0);
@@ -370,6 +391,8 @@ fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             eprintln!("\nstopping: writing the partial report (Ctrl-C again to quit at once)");
         } else {
+            // Nothing half written may stay behind looking finished.
+            observe::remove_partial();
             std::process::exit(130);
         }
     });

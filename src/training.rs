@@ -1033,8 +1033,12 @@ fn read_groups(
 ) -> Result<BTreeMap<String, Vec<usize>>, ScenarioError> {
     let here = at.key("comm_groups");
     let path = relative_to_scenario(src, rel);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| src.error_at(&here, format!("cannot read {}: {e}", path.display())))?;
+    let text = fabemu_workload::input::read_text_limited(
+        &path,
+        crate::scenario::MAX_GROUPS_BYTES,
+        "a communicator-group file",
+    )
+    .map_err(|e| src.error_at(&here, format!("cannot read {}: {e}", path.display())))?;
     let map: BTreeMap<String, Vec<usize>> = serde_json::from_str(&text).map_err(|e| {
         src.error_at(
             &here,

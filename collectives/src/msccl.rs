@@ -301,12 +301,48 @@ const MAX_NUMBER: usize = 1 << 20;
 /// in-memory check may hold, one `i64` each.
 const MAX_CHECK_CHUNKS: usize = 1 << 26;
 
-fn loc(doc: &roxmltree::Document<'_>, node: roxmltree::Node<'_, '_>, element: String) -> Loc {
-    let p = doc.text_pos_at(node.range().start);
-    Loc {
-        line: p.row,
-        column: p.col,
-        element,
+/// Line and column of elements, found by walking forward from the last one asked for:
+/// elements are asked for in document order, so the whole walk reads the text once (roxmltree's
+/// `text_pos_at` counts from the start each time, which is quadratic on a file of thousands of
+/// steps).
+struct Positions<'t> {
+    text: &'t str,
+    /// Byte offset reached, and its 1-based line and column (in characters).
+    at: usize,
+    line: u32,
+    column: u32,
+}
+
+impl<'t> Positions<'t> {
+    fn new(text: &'t str) -> Positions<'t> {
+        Positions {
+            text,
+            at: 0,
+            line: 1,
+            column: 1,
+        }
+    }
+
+    fn loc(&mut self, node: roxmltree::Node<'_, '_>, element: String) -> Loc {
+        let to = node.range().start.min(self.text.len());
+        if to < self.at {
+            // Backwards (not in document order): start again from the top.
+            *self = Positions::new(self.text);
+        }
+        for c in self.text.get(self.at..to).unwrap_or_default().chars() {
+            if c == '\n' {
+                self.line += 1;
+                self.column = 1;
+            } else {
+                self.column += 1;
+            }
+        }
+        self.at = to;
+        Loc {
+            line: self.line,
+            column: self.column,
+            element,
+        }
     }
 }
 
@@ -410,7 +446,8 @@ impl Msccl {
             }
         })?;
         let root = doc.root_element();
-        let at = loc(&doc, root, "algo".into());
+        let mut pos = Positions::new(text);
+        let at = pos.loc(root, "algo".into());
         expect_name(root, &at, "algo")?;
         let ngpus = count(root, &at, "ngpus")?;
         let nchunksperloop = count(root, &at, "nchunksperloop")?;
@@ -427,7 +464,7 @@ impl Msccl {
         let mut gpus: Vec<Option<Gpu>> = vec![None; ngpus];
         for g in elements(root) {
             let id_text = g.attribute("id").unwrap_or("?");
-            let gat = loc(&doc, g, format!("gpu[id={id_text}]"));
+            let gat = pos.loc(g, format!("gpu[id={id_text}]"));
             expect_name(g, &gat, "gpu")?;
             let id = count(g, &gat, "id")?;
             if id >= ngpus {
@@ -449,7 +486,7 @@ impl Msccl {
             let mut tbs: Vec<ThreadBlock> = Vec::new();
             for t in elements(g) {
                 let tid_text = t.attribute("id").unwrap_or("?");
-                let tat = loc(&doc, t, format!("{}/tb[id={tid_text}]", gat.element));
+                let tat = pos.loc(t, format!("{}/tb[id={tid_text}]", gat.element));
                 expect_name(t, &tat, "tb")?;
                 let tid = count(t, &tat, "id")?;
                 let send = peer(t, &tat, "send")?;
@@ -473,7 +510,7 @@ impl Msccl {
                 let mut steps = Vec::new();
                 for (index, st) in elements(t).enumerate() {
                     let s_text = st.attribute("s").unwrap_or("?");
-                    let sat = loc(&doc, st, format!("{}/step[s={s_text}]", tat.element));
+                    let sat = pos.loc(st, format!("{}/step[s={s_text}]", tat.element));
                     expect_name(st, &sat, "step")?;
                     let s = count(st, &sat, "s")?;
                     if s != index {

@@ -44,6 +44,9 @@ use crate::world::Finished;
 pub const DEFAULT_SAMPLE_INTERVAL: Time = Time(1_000);
 /// Bucket limit of the default, adaptive interval.
 pub const DEFAULT_MAX_BUCKETS: usize = 2_000;
+/// Bucket limit of a given `--sample-interval`: past it the interval grows tenfold as the
+/// default one does (with a warning), so a 1 ps interval cannot fill memory.
+pub const MAX_BUCKETS: usize = 20_000;
 
 /// What to observe beyond the report.
 #[derive(Clone, Debug)]
@@ -93,7 +96,7 @@ impl ObserveOptions {
         Some(match self.sample_interval {
             Some(i) => SampleConfig {
                 interval: i,
-                max_buckets: None,
+                max_buckets: Some(MAX_BUCKETS),
             },
             None => SampleConfig {
                 interval: DEFAULT_SAMPLE_INTERVAL,
@@ -194,12 +197,19 @@ fn probe_dir(dir: &Path) -> std::io::Result<()> {
 fn check_file(path: &Path) -> Result<(), ObserveError> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => return Err(bad(path, "it is a directory")),
-        Ok(_) => {
-            return std::fs::OpenOptions::new()
+        Ok(m) => {
+            let mut f = std::fs::OpenOptions::new()
                 .append(true)
                 .open(path)
-                .map(drop)
-                .map_err(|e| bad(path, e));
+                .map_err(|e| bad(path, e))?;
+            // A device (`/dev/full`) opens but may refuse every byte: one is written to find
+            // out (not to a terminal, where it would show, nor to a regular file, which it
+            // would change).
+            use std::os::unix::fs::FileTypeExt;
+            if m.file_type().is_char_device() && !std::io::IsTerminal::is_terminal(&f) {
+                std::io::Write::write_all(&mut f, b"\n").map_err(|e| bad(path, e))?;
+            }
+            return Ok(());
         }
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(bad(path, e)),
         Err(_) => {}
@@ -223,12 +233,15 @@ fn check_file(path: &Path) -> Result<(), ObserveError> {
             ))
         }
     }
-    std::fs::OpenOptions::new()
+    let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
-        .map_err(|e| bad(path, e))?;
-    std::fs::remove_file(path).map_err(|e| bad(path, e))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"\n"));
+    // Removed whether the byte went in or not (a full disk).
+    let removed = std::fs::remove_file(path);
+    written.map_err(|e| bad(path, e))?;
+    removed.map_err(|e| bad(path, e))
 }
 
 /// A run with everything that was observed.
@@ -243,43 +256,154 @@ pub struct Observed {
     pub samples: Option<Samples>,
 }
 
-/// Writes the pcap (if captured) and, with an output directory, the report, the summary, the
-/// CSVs and the plots. `summary` is the text the summary file gets.
-pub fn write_outputs(
-    obs: &Observed,
-    opts: &ObserveOptions,
-    summary: &str,
-) -> Result<(), ObserveError> {
-    if let Some(dir) = &opts.out_dir {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-    }
-    if let (Some(path), Some(c)) = (opts.pcap_path(), &obs.capture) {
-        if pcapng::is_pcapng(&path) {
-            let g = &obs.finished.graph;
-            let ports =
-                select::resolve(g, opts.capture.as_deref()).map_err(ObserveError::BadOption)?;
-            pcapng::write_file(&path, &select::interfaces(g, &ports), &c.frames)?;
+/// Files and folders being written under temporary names, for [`remove_partial`].
+static PARTIAL: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn partial(path: &Path, add: bool) {
+    if let Ok(mut v) = PARTIAL.lock() {
+        if add {
+            v.push(path.to_path_buf());
         } else {
-            pcap::write_file(&path, &c.frames)?;
+            v.retain(|p| p != path);
         }
     }
-    let Some(dir) = &opts.out_dir else {
-        return Ok(());
+}
+
+/// Removes every output still being written (a second Ctrl-C calls it before exiting), so an
+/// interrupted write leaves no truncated file that looks finished.
+pub fn remove_partial() {
+    // `try_lock`: from a signal handler thread, never wait on a writer.
+    if let Ok(v) = PARTIAL.try_lock() {
+        for p in v.iter() {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+}
+
+/// The temporary name `path` is written under: a hidden sibling.
+fn partial_name(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Writes the file `path` with `write`: through a temporary sibling renamed into place once
+/// complete, so no reader ever sees half of it; a device or a pipe (`/dev/stdout`) directly.
+pub fn write_whole(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), ObserveError>,
+) -> Result<(), ObserveError> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return write(path);
+    }
+    let tmp = partial_name(path);
+    partial(&tmp, true);
+    let r = write(&tmp).and_then(|()| std::fs::rename(&tmp, path).map_err(io_err(path)));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    partial(&tmp, false);
+    r
+}
+
+/// Writes the pcap (if captured) and, with an output directory, the report, the summary, the
+/// CSVs and the plots. `summary` is the text the summary file gets. The directory's files are
+/// written into a hidden folder inside it and moved into place when each is complete; a file
+/// that fails is left out and the others are still written. Returns every failure.
+pub fn write_outputs(obs: &Observed, opts: &ObserveOptions, summary: &str) -> Vec<ObserveError> {
+    let mut errors = Vec::new();
+    let stage = match &opts.out_dir {
+        Some(dir) => {
+            let stage = dir.join(format!(".fabemu-partial-{}", std::process::id()));
+            match std::fs::create_dir_all(&stage) {
+                Ok(()) => {
+                    partial(&stage, true);
+                    Some((dir, stage))
+                }
+                Err(e) => {
+                    errors.push(io_err(dir)(e));
+                    None
+                }
+            }
+        }
+        None => None,
     };
-    let json = serde_json::to_string_pretty(&obs.report).map_err(|e| ObserveError::Io {
-        path: dir.join("report.json"),
-        source: e.into(),
-    })?;
-    let p = dir.join("report.json");
-    std::fs::write(&p, json + "\n").map_err(io_err(&p))?;
+    if let (Some(path), Some(c)) = (opts.pcap_path(), &obs.capture) {
+        // In the output directory, with the others; elsewhere, on its own.
+        let staged = match (&stage, &opts.pcap) {
+            (Some((_, st)), None) => path.file_name().map(|n| st.join(n)),
+            _ => None,
+        };
+        let write = |p: &Path| {
+            if pcapng::is_pcapng(p) || pcapng::is_pcapng(&path) {
+                let g = &obs.finished.graph;
+                let ports =
+                    select::resolve(g, opts.capture.as_deref()).map_err(ObserveError::BadOption)?;
+                pcapng::write_file(p, &select::interfaces(g, &ports), &c.frames)
+            } else {
+                pcap::write_file(p, &c.frames)
+            }
+        };
+        let r = match &staged {
+            Some(p) => write(p),
+            None => write_whole(&path, write),
+        };
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    }
+    if let Some((dir, stage)) = stage {
+        let first = errors.len();
+        write_dir(obs, summary, &stage, &mut errors);
+        // Leave out what failed (it may be half written), keep the rest.
+        for e in &errors[first..] {
+            let failed = match e {
+                ObserveError::Io { path, .. } | ObserveError::Plot { path, .. } => path,
+                ObserveError::BadOption(_) => continue,
+            };
+            let _ = std::fs::remove_file(failed);
+        }
+        match std::fs::read_dir(&stage) {
+            Ok(entries) => {
+                for entry in entries.flatten() {
+                    let to = dir.join(entry.file_name());
+                    if let Err(e) = std::fs::rename(entry.path(), &to) {
+                        errors.push(io_err(&to)(e));
+                    }
+                }
+            }
+            Err(e) => errors.push(io_err(&stage)(e)),
+        }
+        let _ = std::fs::remove_dir_all(&stage);
+        partial(&stage, false);
+    }
+    errors
+}
+
+/// Writes the output directory's files into `dir`, each failure into `errors`.
+fn write_dir(obs: &Observed, summary: &str, dir: &Path, errors: &mut Vec<ObserveError>) {
+    let mut step = |r: Result<(), ObserveError>| {
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    };
+    step((|| {
+        let p = dir.join("report.json");
+        let json = serde_json::to_string_pretty(&obs.report).map_err(|e| ObserveError::Io {
+            path: p.clone(),
+            source: e.into(),
+        })?;
+        std::fs::write(&p, json + "\n").map_err(io_err(&p))
+    })());
     let p = dir.join("summary.txt");
-    std::fs::write(&p, summary).map_err(io_err(&p))?;
+    step(std::fs::write(&p, summary).map_err(io_err(&p)));
     if let Some(trace) = crate::training::perfetto_trace(&obs.finished) {
         let p = dir.join("trace.json");
-        std::fs::write(&p, trace).map_err(io_err(&p))?;
+        step(std::fs::write(&p, trace).map_err(io_err(&p)));
     }
     if let Some(t) = &obs.report.training {
-        breakdown::breakdown_chart(&dir.join("breakdown"), t)?;
+        step(breakdown::breakdown_chart(&dir.join("breakdown"), t));
     }
     let shade = fault_windows(&obs.report);
     if let Some(s) = &obs.samples {
@@ -287,9 +411,12 @@ pub fn write_outputs(
         let links = series::link_utilization(g, s);
         let dims = series::dimension_utilization(g, s);
         let queues = series::queue_depth(g, s);
-        series::write_csv(&dir.join("link_utilization.csv"), &links)?;
-        series::write_csv(&dir.join("dimension_utilization.csv"), &dims)?;
-        series::write_csv(&dir.join("queue_depth.csv"), &queues)?;
+        step(series::write_csv(&dir.join("link_utilization.csv"), &links));
+        step(series::write_csv(
+            &dir.join("dimension_utilization.csv"),
+            &dims,
+        ));
+        step(series::write_csv(&dir.join("queue_depth.csv"), &queues));
         // One class of links (an explicit fabric, a star): its average is one flat line that
         // hides where the load is; the busiest links say it.
         let (title, series, keep) = if dims.columns.len() > 1 {
@@ -297,7 +424,7 @@ pub fn write_outputs(
         } else {
             ("Link utilization, busiest links", &links, 8)
         };
-        plot::line_chart(
+        step(plot::line_chart(
             &dir.join("link_utilization"),
             &plot::LineChart {
                 title: title.into(),
@@ -308,9 +435,9 @@ pub fn write_outputs(
                 keep,
                 shade: &shade,
             },
-        )?;
+        ));
         if !queues.columns.is_empty() {
-            plot::line_chart(
+            step(plot::line_chart(
                 &dir.join("queue_depth"),
                 &plot::LineChart {
                     title: "Queue depth, busiest queues".into(),
@@ -321,7 +448,7 @@ pub fn write_outputs(
                     keep: 8,
                     shade: &shade,
                 },
-            )?;
+            ));
         }
     }
     // DCQCN: every cut queue pair's rate, one row per change (long format, for any plotter).
@@ -332,22 +459,24 @@ pub fn write_outputs(
         .flat_map(|n| n.qp_rates.iter().map(move |q| (n, q)))
         .collect();
     if !cut.is_empty() {
-        let p = dir.join("qp_rates.csv");
-        let mut w = csv::Writer::from_path(&p).map_err(series::csv_err(&p))?;
-        w.write_record(["time_ps", "qp", "rate_bps"])
-            .map_err(series::csv_err(&p))?;
-        for (n, q) in cut {
-            let qp = format!("{}->{}", n.name, q.peer);
-            for [t, b] in &q.samples {
-                w.write_record([t.to_string(), qp.clone(), b.to_string()])
-                    .map_err(series::csv_err(&p))?;
+        step((|| {
+            let p = dir.join("qp_rates.csv");
+            let mut w = csv::Writer::from_path(&p).map_err(series::csv_err(&p))?;
+            w.write_record(["time_ps", "qp", "rate_bps"])
+                .map_err(series::csv_err(&p))?;
+            for (n, q) in cut {
+                let qp = format!("{}->{}", n.name, q.peer);
+                for [t, b] in &q.samples {
+                    w.write_record([t.to_string(), qp.clone(), b.to_string()])
+                        .map_err(series::csv_err(&p))?;
+                }
             }
-        }
-        w.flush().map_err(io_err(&p))?;
+            w.flush().map_err(io_err(&p))
+        })());
     }
     if obs.report.nics.iter().any(|n| !n.qp_rates.is_empty()) {
         let rates = series::qp_rates(&obs.report, 8, obs.report.totals.completion_time_ps);
-        plot::line_chart(
+        step(plot::line_chart(
             &dir.join("qp_rates"),
             &plot::LineChart {
                 title: "DCQCN: rate of cut queue pairs (the first 8)".into(),
@@ -358,14 +487,17 @@ pub fn write_outputs(
                 keep: usize::MAX,
                 shade: &shade,
             },
-        )?;
+        ));
     }
     for (j, (title, rows)) in timeline::timelines(&obs.finished).iter().enumerate() {
         if rows.iter().any(|(_, bars)| !bars.is_empty()) {
-            plot::collective_timeline(&dir.join(format!("timeline_{j}")), title, rows)?;
+            step(plot::collective_timeline(
+                &dir.join(format!("timeline_{j}")),
+                title,
+                rows,
+            ));
         }
     }
-    Ok(())
 }
 
 /// The windows in which faults were active, `[start, end)` in ps, up to the end of the traffic:

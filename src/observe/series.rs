@@ -5,6 +5,7 @@
 //! (exact, from serialization intervals), queue depth the bytes queued at the instant k·I.
 //! The last bucket is divided by the whole interval even where the run ended inside it.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use fabemu_fabric::engine::Samples;
@@ -191,20 +192,28 @@ pub fn write_csv(path: &Path, t: &Table) -> Result<(), ObserveError> {
     let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
     let header = std::iter::once("time_ps").chain(t.columns.iter().map(|(n, _)| n.as_str()));
     w.write_record(header).map_err(csv_err(path))?;
-    let mut row: Vec<String> = Vec::with_capacity(t.columns.len() + 1);
+    // One buffer for every cell, and zeros (most cells of a large fabric) written as they
+    // are: the tables of a thousand-host fabric have millions of cells, and an interrupted run
+    // should still write them in a moment.
+    let mut cell = String::new();
     for (k, time) in t.times_ps.iter().enumerate() {
-        row.clear();
-        row.push(time.to_string());
+        cell.clear();
+        let _ = write!(cell, "{time}");
+        w.write_field(&cell).map_err(csv_err(path))?;
         for (_, col) in &t.columns {
             let v = col.get(k).copied().unwrap_or(0.0);
+            cell.clear();
             // Integers (queue bytes) stay integers; shares keep 6 decimals.
-            row.push(if v.fract() == 0.0 {
-                format!("{v:.0}")
+            let _ = if v == 0.0 {
+                write!(cell, "0")
+            } else if v.fract() == 0.0 {
+                write!(cell, "{v:.0}")
             } else {
-                format!("{v:.6}")
-            });
+                write!(cell, "{v:.6}")
+            };
+            w.write_field(&cell).map_err(csv_err(path))?;
         }
-        w.write_record(&row).map_err(csv_err(path))?;
+        w.write_record(None::<&[u8]>).map_err(csv_err(path))?;
     }
     w.flush().map_err(io_err(path))
 }

@@ -1034,8 +1034,13 @@ pub fn load_astra_file(path: &Path) -> Result<AstraFile, ScenarioError> {
         field: String::new(),
         message,
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| plain(format!("cannot read the ASTRA-sim network file: {e}")))?;
+    let text = fabemu_workload::input::read_text_limited(
+        path,
+        MAX_ASTRA_BYTES,
+        "an ASTRA-sim network file",
+    )
+    .map_err(|e| plain(format!("cannot read the ASTRA-sim network file: {e}")))?;
+    yaml_limits::check(&text).map_err(|r| refused(&file, r))?;
     let network = astra_sim::parse(&text).map_err(|e| {
         let root = FieldPath::root();
         let at = match &e {
@@ -1189,6 +1194,28 @@ pub fn check_fidelity(src: &Source) -> Result<(), ScenarioError> {
     }
 }
 
+/// The largest scenario file read: far above any written by hand or generated for the
+/// largest fabric fabemu builds, and a bound on what an endless input (`/dev/zero`) costs.
+pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+/// The largest ASTRA-sim network file read (a real one is a few lines).
+pub const MAX_ASTRA_BYTES: u64 = 1 << 20;
+/// The largest MSCCL algorithm file read.
+pub const MAX_MSCCL_BYTES: u64 = 64 << 20;
+/// The largest communicator-group file (`workload.chakra.comm_groups`) read.
+pub const MAX_GROUPS_BYTES: u64 = 16 << 20;
+
+/// A YAML document refused before it was read (too deep, an alias bomb, a tag), as an error
+/// at its place in `file`.
+fn refused(file: &str, (at, message): yaml_limits::Refusal) -> ScenarioError {
+    ScenarioError {
+        file: file.to_string(),
+        line: at.map(|a| a.0),
+        column: at.map(|a| a.1),
+        field: String::new(),
+        message,
+    }
+}
+
 /// Reads and checks the scenario in file `path`.
 pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
     load_file_with(path, Vec::new())
@@ -1198,13 +1225,14 @@ pub fn load_file(path: &Path) -> Result<Source, ScenarioError> {
 /// result.
 pub fn load_file_with(path: &Path, overrides: Vec<Override>) -> Result<Source, ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-        file: file.clone(),
-        line: None,
-        column: None,
-        field: String::new(),
-        message: format!("cannot read the scenario: {e}"),
-    })?;
+    let text = fabemu_workload::input::read_text_limited(path, MAX_SCENARIO_BYTES, "a scenario")
+        .map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: None,
+            column: None,
+            field: String::new(),
+            message: format!("cannot read the scenario: {e}"),
+        })?;
     load_str_with(&text, &file, overrides)
 }
 
@@ -1220,6 +1248,7 @@ pub fn load_str_with(
     file: &str,
     overrides: Vec<Override>,
 ) -> Result<Source, ScenarioError> {
+    yaml_limits::check(text).map_err(|r| refused(file, r))?;
     let scenario: Scenario = if overrides.is_empty() {
         serde_yaml::from_str(text).map_err(|e| from_yaml_error(&e, text, file))?
     } else {
@@ -1307,6 +1336,13 @@ fn with_overrides(
         message: e.message.clone(),
     };
     if let Some(o) = overrides::owner(overrides, unknown.as_ref().unwrap_or(&at)) {
+        return Err(by_override(o));
+    }
+    // An unknown field the overrides made (`--set foo.bar=1` adds `foo`).
+    if let Some(o) = unknown
+        .as_ref()
+        .and_then(|u| overrides.iter().rev().find(|o| o.path.0.starts_with(&u.0)))
+    {
         return Err(by_override(o));
     }
     if let Some(fe) = file_error().filter(|fe| fe.field == e.field && fe.message == e.message) {

@@ -29,7 +29,7 @@ impl Override {
     /// (empty: null).
     pub fn parse(text: &str) -> Result<Override, ScenarioError> {
         let fail = |field: &str, message: String| ScenarioError {
-            file: format!("--set {text}"),
+            file: format!("--set {}", abbreviated(text)),
             line: None,
             column: None,
             field: field.to_string(),
@@ -42,6 +42,19 @@ impl Override {
             ));
         };
         let path = path.trim();
+        // A scenario nests a few levels; a path deeper than YAML may nest is a mistake, and
+        // checking it first keeps the work on it small whatever its length.
+        let segments = path.split(['.', '[']).count();
+        if segments > super::yaml_limits::MAX_DEPTH {
+            return Err(fail(
+                "",
+                format!(
+                    "the path has {segments} parts; a scenario field is at most {} levels \
+                     deep",
+                    super::yaml_limits::MAX_DEPTH
+                ),
+            ));
+        }
         let Some(fp) = FieldPath::parse(path).filter(|p| !p.0.is_empty()) else {
             return Err(fail(
                 "",
@@ -51,6 +64,13 @@ impl Override {
                 ),
             ));
         };
+        super::yaml_limits::check(value).map_err(|(_, message)| ScenarioError {
+            file: format!("--set {path}"),
+            line: None,
+            column: None,
+            field: path.to_string(),
+            message,
+        })?;
         let value: Value = serde_yaml::from_str(value).map_err(|e| ScenarioError {
             file: format!("--set {fp}"),
             line: None,
@@ -68,6 +88,14 @@ impl Override {
     /// The error's "file": the override by its path.
     pub fn origin(&self) -> String {
         format!("--set {}", self.path)
+    }
+}
+
+/// `text` cut to its first 60 characters (a message quotes it; a mistake can be long).
+fn abbreviated(text: &str) -> String {
+    match text.char_indices().nth(60) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
     }
 }
 
@@ -243,7 +271,8 @@ mod tests {
             e.as_deref(),
             Some("--set seed.x: field `seed`: is not a mapping, so it has no field `x`")
         );
-        for bad in ["seed", "=3", "a..b=1", "x=[1"] {
+        let deep = format!("{}=1", vec!["a"; 20_000].join("."));
+        for bad in ["seed", "=3", "a..b=1", "x=[1", "seed=!Foo 3", &deep] {
             assert!(set(doc, bad).is_err(), "{bad}");
         }
     }

@@ -250,7 +250,7 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
     if let Err(e) = s.nic.validate() {
         use fabemu_fabric::host::NicConfigError;
         let field = match e {
-            NicConfigError::Dcqcn(_) => root.key("nic").key("cc").key("dcqcn"),
+            NicConfigError::Dcqcn(ref d) => root.key("nic").key("cc").key("dcqcn").key(d.field()),
             NicConfigError::Cc(ref c) => root.key("nic").key("cc").key(c.scheme).key(c.field),
             NicConfigError::Pfc(_) => root.key("nic").key("pfc"),
         };

@@ -7,6 +7,7 @@
 //!   Chakra's field numbers and the length-delimited stream, decoded and encoded with prost.
 //! - [`trace`]: a rank's trace as typed operations ([`trace::Op`]) with checked dependencies,
 //!   and the reading of one file per rank; errors name the file and the node.
+//! - [`input`]: reading any input file within a stated size (devices and pipes included).
 //! - [`scheduler`]: the per-rank state machine ([`scheduler::RankScheduler`]) that starts a
 //!   node when its parents have finished: compute on one stream, collectives on the rank's
 //!   collective executor, sends and receives matched by peer and tag.
@@ -17,6 +18,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod chakra;
+pub mod input;
 pub mod scheduler;
 pub mod trace;
 

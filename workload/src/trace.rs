@@ -255,7 +255,10 @@ impl RankTrace {
             }
         }
         let mut out = Vec::with_capacity(nodes.len());
-        for n in &nodes {
+        // The node (by position) that last listed each parent: repeated parents are dropped in
+        // one pass, whatever their number.
+        let mut listed_by = vec![usize::MAX; nodes.len()];
+        for (at, n) in nodes.iter().enumerate() {
             let ty = NodeType::try_from(n.r#type).map_err(|_| ChakraError::UnknownNodeType {
                 file: file.to_string(),
                 node: n.id,
@@ -329,6 +332,15 @@ impl RankTrace {
                     } else {
                         need("comm_size")?
                     };
+                    if bytes > MAX_COLLECTIVE_BYTES {
+                        return Err(bad(
+                            n.id,
+                            format!(
+                                "comm_size {bytes} B: a collective is at most \
+                                 {MAX_COLLECTIVE_BYTES} B (1 TiB) in fabemu"
+                            ),
+                        ));
+                    }
                     Op::Collective {
                         kind,
                         bytes,
@@ -365,7 +377,8 @@ impl RankTrace {
                         node: n.id,
                         dep: d,
                     })?;
-                if !deps.contains(&i) {
+                if listed_by[i as usize] != at {
+                    listed_by[i as usize] = at;
                     deps.push(i);
                 }
             }
@@ -443,6 +456,14 @@ pub fn rank_file(prefix: &Path, rank: usize) -> std::path::PathBuf {
     s.into()
 }
 
+/// The largest Chakra trace file read (per rank): far above the traces of real training
+/// steps, and a bound on what a hostile or endless file (`/dev/zero`) can cost.
+pub const MAX_TRACE_BYTES: u64 = 1 << 30;
+
+/// The largest collective a trace may ask for (`comm_size`): 1 TiB, far beyond any training
+/// step's, and small enough that the messages it is cut into stay countable.
+pub const MAX_COLLECTIVE_BYTES: u64 = 1 << 40;
+
 /// Reads the traces of `ranks` ranks, `PREFIX.0.et` to `PREFIX.{ranks-1}.et`; refuses a
 /// missing rank and a different number of files.
 pub fn load_traces(prefix: &Path, ranks: usize) -> Result<Vec<RankTrace>, ChakraError> {
@@ -467,10 +488,11 @@ pub fn load_traces(prefix: &Path, ranks: usize) -> Result<Vec<RankTrace>, Chakra
         .map(|r| {
             let path = rank_file(prefix, r);
             let file = path.display().to_string();
-            let bytes = std::fs::read(&path).map_err(|e| ChakraError::Io {
-                file: file.clone(),
-                why: e.to_string(),
-            })?;
+            let bytes = crate::input::read_limited(&path, MAX_TRACE_BYTES, "a Chakra trace")
+                .map_err(|e| ChakraError::Io {
+                    file: file.clone(),
+                    why: e.to_string(),
+                })?;
             RankTrace::decode(&bytes, &file)
         })
         .collect()

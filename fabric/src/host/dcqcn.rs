@@ -116,9 +116,31 @@ pub enum DcqcnConfigError {
     /// A period or counter that must be positive is zero.
     #[error("dcqcn {0} must be greater than zero")]
     Zero(&'static str),
+    /// A timer shorter than [`DcqcnConfig::MIN_TIMER`]: the rate would recover between two
+    /// frames, and DCQCN would act as no congestion control at all.
+    #[error(
+        "dcqcn {0} = {1} is shorter than {min}: DCQCN's timers are tens of microseconds \
+         (paper: 55us and 50us), and one this short undoes every cut before the next frame",
+        min = DcqcnConfig::MIN_TIMER
+    )]
+    TooShort(&'static str, Time),
+}
+
+impl DcqcnConfigError {
+    /// The parameter at fault, when the error is about one.
+    pub fn field(&self) -> &'static str {
+        match self {
+            DcqcnConfigError::BadGain(_) => "g",
+            DcqcnConfigError::BadAlpha(_) => "initial_alpha",
+            DcqcnConfigError::Zero(f) | DcqcnConfigError::TooShort(f, _) => f,
+        }
+    }
 }
 
 impl DcqcnConfig {
+    /// The shortest `alpha_timer`, `rate_timer` and `cnp_interval` accepted.
+    pub const MIN_TIMER: Time = Time::from_us(1);
+
     /// Checks every parameter's range.
     pub fn validate(&self) -> Result<(), DcqcnConfigError> {
         if !(self.g > 0.0 && self.g <= 1.0) {
@@ -132,9 +154,22 @@ impl DcqcnConfig {
             ("rate_timer", self.rate_timer == Time::ZERO),
             ("byte_counter", self.byte_counter.bytes() == 0),
             ("min_rate", self.min_rate.bps() == 0),
+            ("cnp_interval", self.cnp_interval == Time::ZERO),
+            ("rate_ai", self.rate_ai.bps() == 0),
+            ("rate_hai", self.rate_hai.bps() == 0),
+            ("rate_history", self.rate_history == 0),
         ] {
             if zero {
                 return Err(DcqcnConfigError::Zero(name));
+            }
+        }
+        for (name, t) in [
+            ("alpha_timer", self.alpha_timer),
+            ("rate_timer", self.rate_timer),
+            ("cnp_interval", self.cnp_interval),
+        ] {
+            if t < Self::MIN_TIMER {
+                return Err(DcqcnConfigError::TooShort(name, t));
             }
         }
         Ok(())
