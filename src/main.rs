@@ -482,8 +482,12 @@ fn emulate(args: EmulateArgs) -> ExitCode {
     }
     let observed = &outcome.observed;
     let summary = fabemu::report::summary(&observed.report);
-    if let Err(e) = observe::write_outputs(observed, &opts, &summary) {
+    let mut failed = false;
+    for e in observe::write_outputs(observed, &opts, &summary) {
         eprintln!("error: {e}");
+        failed = true;
+    }
+    if failed {
         return ExitCode::from(1);
     }
     if !args.quiet && args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
