@@ -397,3 +397,105 @@ fn the_comparison_examples_show_the_papers_finding() {
         assert!(*h >= *b && *h < b * 1.05, "{h} vs {b}");
     }
 }
+
+/// Per-sender link utilization over time, `(time_ps, [u_h1, u_h2, ...])` at a 20 us sampling
+/// interval, from the run's time series (as in `link_utilization.csv`), cut where the first sender
+/// finishes (from then on the others' share is no longer the contest's), and the report.
+fn sender_utilization(yaml: &str, senders: usize) -> (Vec<(u64, Vec<f64>)>, Report) {
+    let src = load_str(yaml, "<test>").unwrap();
+    let dir = temp_dir("cc-series");
+    let opts = ObserveOptions {
+        out_dir: Some(dir.to_path_buf()),
+        sample_interval: Some(fabemu_fabric::units::Time::from_us(20)),
+        ..ObserveOptions::default()
+    };
+    let obs = run_observed(&src, 1, &opts, None).unwrap();
+    let table = fabemu::observe::series::link_utilization(
+        &obs.finished.graph,
+        obs.samples.as_ref().expect("time series"),
+    );
+    let cols: Vec<&Vec<f64>> = (1..=senders)
+        .map(|i| {
+            let name = format!("h{i}->switch0");
+            &table.columns.iter().find(|c| c.0 == name).expect(&name).1
+        })
+        .collect();
+    let first_done = obs
+        .report
+        .messages
+        .iter()
+        .map(|m| m.delivered_ps.unwrap())
+        .min()
+        .unwrap();
+    let rows = table
+        .times_ps
+        .iter()
+        .enumerate()
+        .map(|(k, &t)| (t, cols.iter().map(|c| c[k]).collect()))
+        // A whole interval before the first sender's last frame.
+        .take_while(|(t, _)| t + 20_000_000 < first_done)
+        .collect();
+    (rows, obs.report)
+}
+
+/// Jain's index of `x`.
+fn jain_of(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    s * s / (x.len() as f64 * s2)
+}
+
+/// Mean of each column of `rows` from `from_ps` on.
+fn column_means(rows: &[(u64, Vec<f64>)], from_ps: u64) -> Vec<f64> {
+    let kept: Vec<&Vec<f64>> = rows
+        .iter()
+        .filter(|(t, _)| *t >= from_ps)
+        .map(|r| &r.1)
+        .collect();
+    assert!(!kept.is_empty(), "no samples from {from_ps} ps");
+    (0..kept[0].len())
+        .map(|c| kept.iter().map(|r| r[c]).sum::<f64>() / kept.len() as f64)
+        .collect()
+}
+
+#[test]
+fn timely_holds_a_2_to_1_incast_above_40_gbps_per_flow_without_collapsing() {
+    // Algorithm 1 alone cut these to the floor on their second RTT sample (19 Gb/s moved in
+    // all); with a cut bounded to half per sample the pair shares the link.
+    let yaml = incast(2, "32MiB", SCHEMES[3].1, "timing");
+    let (rows, r) = sender_utilization(&yaml, 2);
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    // After convergence (1 ms): each at least 40 Gb/s on average.
+    assert!(rows.len() > 200, "{} samples", rows.len());
+    let m = column_means(&rows, 1_000_000_000);
+    for (i, u) in m.iter().enumerate() {
+        assert!(*u >= 0.40, "h{} at {:.1} Gb/s: {m:?}", i + 1, u * 100.0);
+    }
+    // No sender ever falls to the floor: every 20 us interval after the first RTTs moves
+    // at least 10 Gb/s.
+    for (t, u) in rows.iter().filter(|(t, _)| *t >= 100_000_000) {
+        assert!(u.iter().all(|x| *x >= 0.10), "{u:?} at {t} ps");
+    }
+}
+
+#[test]
+fn timely_shares_fairly_with_a_flow_that_joins() {
+    let mut yaml = incast(2, "32MiB", SCHEMES[3].1, "timing");
+    yaml = yaml.replace(
+        "{src: h2, dst: h0, size: 32MiB}",
+        "{src: h2, dst: h0, size: 32MiB, start: 1ms}",
+    );
+    let (rows, r) = sender_utilization(&yaml, 2);
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    // Within 2 ms of the join, Jain's index over 200 us windows stays at least 0.9.
+    let windows: Vec<(u64, Vec<f64>)> = rows
+        .chunks(10)
+        .filter(|c| c.len() == 10 && c[0].0 >= 3_000_000_000)
+        .map(|c| (c[0].0, column_means(c, 0)))
+        .collect();
+    assert!(windows.len() >= 5, "{} windows", windows.len());
+    for (t, m) in &windows {
+        let j = jain_of(m);
+        assert!(j >= 0.9, "Jain {j} at {t} ps: {m:?}");
+    }
+}

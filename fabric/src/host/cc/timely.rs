@@ -10,6 +10,13 @@
 //!   `hai_threshold` increases in a row, 1 before;
 //! - gradient > 0: `rate *= 1 - beta gradient`.
 //!
+//! HAI counts completion events in a row whose gradient is negative, as the paper states it.
+//! Two bounds come from the authors' own code (the snippet eRPC and the HPCC authors' ns-3 model
+//! follow): each step is scaled by the time since the last update over `min_rtt` (at most 1),
+//! and no single sample cuts more than `max_cut` (half) of the rate. Algorithm 1 alone reaches
+//! zero whenever `beta x gradient >= 1`, which at 100 Gb/s with a 5 us `min_rtt` is one RTT
+//! sample 6 us longer than the last.
+//!
 //! The rate starts at line rate, stays within `[min_rate, line rate]`; at line rate the QP is
 //! not limited at all (the port paces it).
 
@@ -39,6 +46,9 @@ pub struct TimelyConfig {
     pub hai_threshold: u32,
     /// Floor of the rate. Not in the paper; 100 Mb/s as for DCQCN.
     pub min_rate: Bandwidth,
+    /// The largest fraction one sample may cut (0 < max_cut <= 1; 1: no bound). Algorithm 1 alone reaches
+    /// zero once `beta x gradient >= 1`; the authors' code keeps at least half: 0.5.
+    pub max_cut: f64,
 }
 
 impl Default for TimelyConfig {
@@ -52,6 +62,7 @@ impl Default for TimelyConfig {
             min_rtt: Time::from_us(20),
             hai_threshold: 5,
             min_rate: Bandwidth(100_000_000),
+            max_cut: 0.5,
         }
     }
 }
@@ -67,6 +78,7 @@ impl PartialEq for TimelyConfig {
             && self.min_rtt == o.min_rtt
             && self.hai_threshold == o.hai_threshold
             && self.min_rate == o.min_rate
+            && self.max_cut.to_bits() == o.max_cut.to_bits()
     }
 }
 impl Eq for TimelyConfig {}
@@ -76,6 +88,7 @@ impl TimelyConfig {
     pub fn validate(&self) -> Result<(), CcConfigError> {
         check_range("timely", "alpha", self.alpha, 0.0, 1.0, true)?;
         check_range("timely", "beta", self.beta, 0.0, 1.0, true)?;
+        check_range("timely", "max_cut", self.max_cut, 0.0, 1.0, true)?;
         check_positive("timely", "min_rtt", self.min_rtt)?;
         check_positive("timely", "t_high", self.t_high)?;
         if self.t_low >= self.t_high {
@@ -105,8 +118,10 @@ pub(crate) struct Timely {
     prev_rtt: f64,
     /// Smoothed RTT difference, ps.
     pub(crate) rtt_diff: f64,
-    /// Increases in a row (gradient <= 0).
+    /// Completion events in a row with a negative gradient (HAI after `hai_threshold`).
     streak: u32,
+    /// When the rate last changed (the authors' `delta_factor` scales a step by the time since).
+    last_update: Option<Time>,
     /// Rate changes, for the report.
     pub(crate) history: RateHistory,
 }
@@ -118,6 +133,7 @@ impl Timely {
             prev_rtt: 0.0,
             rtt_diff: 0.0,
             streak: 0,
+            last_update: None,
             history: RateHistory::default(),
         }
     }
@@ -140,7 +156,16 @@ impl Timely {
         };
         let rtt = rtt.ps() as f64;
         let current = if self.rate > 0.0 { self.rate } else { line };
-        let new = self.update(cfg, current, rtt);
+        // A step is scaled by the time since the last update in units of min_rtt (at most 1):
+        // samples closer together than min_rtt move the rate proportionally less.
+        let min_rtt = cfg.min_rtt.ps() as f64;
+        let scale = self.last_update.map_or(1.0, |t| {
+            (now.saturating_sub(t).ps() as f64 / min_rtt).min(1.0)
+        });
+        self.last_update = Some(now);
+        let new = self.update(cfg, current, rtt, scale);
+        // No single sample cuts below `max_cut` of the rate in force.
+        let new = new.max(current * (1.0 - cfg.max_cut));
         let new = new.clamp((cfg.min_rate.bps() as f64).min(line), line);
         let cut = new < current;
         if new != current {
@@ -150,25 +175,28 @@ impl Timely {
         cut
     }
 
-    /// Algorithm 1 for one sample: the new rate from `rate`.
-    fn update(&mut self, cfg: &TimelyConfig, rate: f64, rtt: f64) -> f64 {
+    /// Algorithm 1 for one sample: the new rate from `rate`, each step scaled by `scale`.
+    fn update(&mut self, cfg: &TimelyConfig, rate: f64, rtt: f64, scale: f64) -> f64 {
         let first = self.prev_rtt == 0.0;
         let new_diff = if first { 0.0 } else { rtt - self.prev_rtt };
         self.prev_rtt = rtt;
         self.rtt_diff = (1.0 - cfg.alpha) * self.rtt_diff + cfg.alpha * new_diff;
         let gradient = self.rtt_diff / cfg.min_rtt.ps() as f64;
-        let delta = cfg.delta.bps() as f64;
+        // HAI: "N = 5 if gradient < 0 for five completion events", whichever branch acts.
+        self.streak = if gradient < 0.0 {
+            self.streak.saturating_add(1)
+        } else {
+            0
+        };
+        let delta = cfg.delta.bps() as f64 * scale;
         if rtt < cfg.t_low.ps() as f64 {
-            self.streak = 0;
             return rate + delta;
         }
         let t_high = cfg.t_high.ps() as f64;
         if rtt > t_high {
-            self.streak = 0;
-            return rate * (1.0 - cfg.beta * (1.0 - t_high / rtt));
+            return rate * (1.0 - scale * cfg.beta * (1.0 - t_high / rtt));
         }
         if gradient <= 0.0 {
-            self.streak = self.streak.saturating_add(1);
             let n = if self.streak >= cfg.hai_threshold {
                 5.0
             } else {
@@ -176,8 +204,7 @@ impl Timely {
             };
             rate + n * delta
         } else {
-            self.streak = 0;
-            rate * (1.0 - cfg.beta * gradient).max(0.0)
+            rate * (1.0 - scale * cfg.beta * gradient)
         }
     }
 }
@@ -193,27 +220,66 @@ mod tests {
         }
     }
 
+    /// The k-th sample's time: one `min_rtt` (the default's 20 us) apart, so every step is
+    /// whole.
+    fn at(k: u64) -> Time {
+        Time::from_us(20 * k)
+    }
+
     #[test]
     fn cuts_on_a_rising_gradient_and_increases_below_t_low() {
-        let cfg = TimelyConfig::default();
+        // Algorithm 1 alone (no bound on a cut) for its arithmetic.
+        let cfg = TimelyConfig {
+            max_cut: 1.0,
+            ..TimelyConfig::default()
+        };
         let line = 10e9;
         let mut t = Timely::new(&cfg);
-        let now = Time::ZERO;
         // Between t_low and t_high, RTT rising 100 -> 120 us: gradient = 0.875 * 20 / 20 =
         // 0.875, rate *= 1 - 0.8 * 0.875 = 0.3.
-        assert!(!t.on_ack(&cfg, line, &sample(100.0), now));
+        assert!(!t.on_ack(&cfg, line, &sample(100.0), at(1)));
         // (The first sample has no difference: gradient 0, an increase, capped at line.)
         assert_eq!(t.rate(), None);
-        assert!(t.on_ack(&cfg, line, &sample(120.0), now));
+        assert!(t.on_ack(&cfg, line, &sample(120.0), at(2)));
         let r = t.rate().unwrap_or(0.0);
         assert!((r - line * 0.3).abs() < 1.0, "{r}");
         // Below t_low: + delta, whatever the gradient.
-        assert!(!t.on_ack(&cfg, line, &sample(10.0), now));
+        assert!(!t.on_ack(&cfg, line, &sample(10.0), at(3)));
         assert!((t.rate().unwrap_or(0.0) - (r + 10e6)).abs() < 1.0);
         // Above t_high: rate *= 1 - 0.8 (1 - 500/1000) = 0.6.
         let before = t.rate().unwrap_or(0.0);
-        assert!(t.on_ack(&cfg, line, &sample(1000.0), now));
+        assert!(t.on_ack(&cfg, line, &sample(1000.0), at(4)));
         assert!((t.rate().unwrap_or(0.0) - before * 0.6).abs() < 1.0);
+    }
+
+    #[test]
+    fn no_sample_cuts_more_than_half_and_a_steep_rise_never_reaches_zero() {
+        let cfg = TimelyConfig::default();
+        let line = 100e9;
+        let mut t = Timely::new(&cfg);
+        t.on_ack(&cfg, line, &sample(100.0), at(1));
+        // +60 us: beta x gradient = 0.8 x 0.875 x 3 = 2.1, a cut to below zero by Algorithm 1
+        // alone; bounded to half.
+        assert!(t.on_ack(&cfg, line, &sample(160.0), at(2)));
+        assert!((t.rate().unwrap_or(0.0) - 50e9).abs() < 1.0);
+        // Three more such samples: 50 -> 25 -> 12.5 -> 6.25 Gb/s, never the floor.
+        for (k, rtt) in [220.0, 280.0, 340.0].into_iter().enumerate() {
+            assert!(t.on_ack(&cfg, line, &sample(rtt), at(3 + k as u64)));
+        }
+        assert!((t.rate().unwrap_or(0.0) - 6.25e9).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_sample_sooner_than_min_rtt_moves_the_rate_proportionally_less() {
+        let cfg = TimelyConfig::default();
+        let line = 10e9;
+        let mut t = Timely::new(&cfg);
+        t.on_ack(&cfg, line, &sample(100.0), at(1));
+        t.on_ack(&cfg, line, &sample(160.0), at(2));
+        let r = t.rate().unwrap_or(0.0);
+        // Below t_low 10 us later (half of min_rtt): + delta / 2.
+        t.on_ack(&cfg, line, &sample(10.0), at(2) + Time::from_us(10));
+        assert!((t.rate().unwrap_or(0.0) - (r + 5e6)).abs() < 1.0);
     }
 
     #[test]
@@ -222,22 +288,23 @@ mod tests {
         let line = 10e9;
         let mut t = Timely::new(&cfg);
         // Get below line rate first: a steep rise.
-        t.on_ack(&cfg, line, &sample(100.0), Time::ZERO);
-        t.on_ack(&cfg, line, &sample(200.0), Time::ZERO);
+        t.on_ack(&cfg, line, &sample(100.0), at(1));
+        t.on_ack(&cfg, line, &sample(200.0), at(2));
         // Now a falling RTT between the thresholds.
         let mut rtt = 200.0;
         let mut prev = t.rate().unwrap_or(0.0);
         let mut steps = Vec::new();
-        for _ in 0..9 {
+        for k in 0..9 {
             rtt -= 10.0;
-            t.on_ack(&cfg, line, &sample(rtt), Time::ZERO);
+            t.on_ack(&cfg, line, &sample(rtt), at(3 + k));
             let r = t.rate().unwrap_or(line);
             steps.push(((r - prev) / 10e6).round() as i64);
             prev = r;
         }
         // The first fall still leaves the smoothed difference positive (0.125 * 87.5 - 8.75
-        // us): a cut (held at the floor); then increases, the fifth in a row and later ones hyperactive.
-        assert!(steps[0] <= 0, "{steps:?}");
+        // us): a cut; then increases, the fifth negative gradient in a row and later ones
+        // hyperactive.
+        assert!(steps[0] < 0, "{steps:?}");
         assert_eq!(steps[1..], [1, 1, 1, 1, 5, 5, 5, 5]);
     }
 }
