@@ -95,6 +95,7 @@ fn frames_cross_the_fabric_in_their_virtual_time_on_the_wall_clock() {
         &rx,
         &mut sink,
         &STOP,
+        None,
     )
     .unwrap();
     let sent_at = feeder.join().unwrap();

@@ -103,18 +103,15 @@ pub fn load_str(text: &str, file: &str, overrides: Vec<Override>) -> Result<Sour
 
 /// [`load_str`] of the scenario in file `path`.
 pub fn load_file(path: &Path, overrides: Vec<Override>) -> Result<Source, ScenarioError> {
-    let text = fabemu_workload::input::read_text_limited(
-        path,
-        scenario::MAX_SCENARIO_BYTES,
-        "a scenario",
-    )
-    .map_err(|e| ScenarioError {
-        file: path.display().to_string(),
-        line: None,
-        column: None,
-        field: String::new(),
-        message: format!("cannot read the scenario: {e}"),
-    })?;
+    let text =
+        fabemu_workload::input::read_text_limited(path, scenario::MAX_SCENARIO_BYTES, "a scenario")
+            .map_err(|e| ScenarioError {
+                file: path.display().to_string(),
+                line: None,
+                column: None,
+                field: String::new(),
+                message: format!("cannot read the scenario: {e}"),
+            })?;
     load_str(&text, &path.display().to_string(), overrides)
 }
 

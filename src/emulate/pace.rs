@@ -11,7 +11,7 @@
 //! written later than they were due and frames enter later than they were read: both are
 //! measured ([`Lateness`]) and reported, never hidden.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -93,6 +93,12 @@ pub const LATE: Duration = Duration::from_micros(100);
 /// Runs the engine behind the wall clock until `stop` is set or virtual time reaches `until`:
 /// frames from `inbound` enter their hosts' gateways (`hosts[rank]` is the host's actor id),
 /// deliveries go to `out`.
+///
+/// `backlog`, when given, is per host the bytes read from its interface and not yet on the
+/// wire: the loop takes off what it injected and its gateway sent, so that the readers can
+/// stop reading while a host's queue is full, as a NIC's full ring stops its driver (the
+/// kernel's own queue then pushes back on the sender, as on a real host).
+#[allow(clippy::too_many_arguments)] // the loop's whole world, each a different edge
 pub fn run(
     stepper: &mut Stepper<EmuNode>,
     hosts: &[ActorId],
@@ -101,6 +107,7 @@ pub fn run(
     inbound: &Receiver<Inbound>,
     out: &mut dyn Deliver,
     stop: &AtomicBool,
+    backlog: Option<&[AtomicU64]>,
 ) -> Result<Lateness, EngineError> {
     raise_priority();
     let mut delivery = LatencyHistogram::new();
@@ -108,10 +115,11 @@ pub fn run(
     let mut late_frames = 0u64;
     let t0 = Instant::now();
     let mut scratch: Vec<(usize, Time, Bytes)> = Vec::new();
+    let mut sent = vec![0u64; hosts.len()];
     loop {
         // Frames the programs sent, at the time they were read.
         while let Ok(f) = inbound.try_recv() {
-            inject(stepper, hosts, clock, f, &mut injection);
+            inject(stepper, hosts, clock, f, &mut injection, backlog);
         }
         let now = Instant::now();
         let target = clock.virtual_at(now).min(until);
@@ -120,6 +128,13 @@ pub fn run(
         for (rank, &id) in hosts.iter().enumerate() {
             if let Some(gw) = stepper.actor_mut(id).and_then(EmuNode::gateway_mut) {
                 scratch.extend(gw.take_delivered().map(|(t, b)| (rank, t, b)));
+                let now_sent = gw.stats().bytes_in;
+                if let (Some(b), Some(last)) =
+                    (backlog.and_then(|b| b.get(rank)), sent.get_mut(rank))
+                {
+                    b.fetch_sub(now_sent - *last, Ordering::Relaxed);
+                    *last = now_sent;
+                }
             }
         }
         for (rank, t, bytes) in scratch.drain(..) {
@@ -144,7 +159,7 @@ pub fn run(
         .min(Duration::from_millis(5));
         if wait > Duration::from_micros(200) {
             match inbound.recv_timeout(wait - Duration::from_micros(150)) {
-                Ok(f) => inject(stepper, hosts, clock, f, &mut injection),
+                Ok(f) => inject(stepper, hosts, clock, f, &mut injection, backlog),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
             }
@@ -169,6 +184,7 @@ fn inject(
     clock: Clock,
     f: Inbound,
     injection: &mut LatencyHistogram,
+    backlog: Option<&[AtomicU64]>,
 ) {
     let at = clock.virtual_at(f.at);
     let Some(&id) = hosts.get(f.host) else {
@@ -182,6 +198,8 @@ fn inject(
         if let Some(set) = stepper.wake(id, at, WAKE) {
             injection.record(wall_ps(clock, set, at));
         }
+    } else if let Some(b) = backlog.and_then(|b| b.get(f.host)) {
+        b.fetch_sub(f.frame.len() as u64, Ordering::Relaxed);
     }
 }
 
@@ -195,7 +213,7 @@ fn wall_ps(clock: Clock, set: Time, asked: Time) -> u64 {
 /// -20): a sleeping pacing loop is then woken ahead of the programs it serves when the machine
 /// is busy. Not a real-time policy: a loop that spins must not starve the programs. Where the
 /// process may not (no CAP_SYS_NICE), it runs at its normal priority.
-fn raise_priority() {
+pub fn raise_priority() {
     use thread_priority::{set_current_thread_priority, ThreadPriority};
     if let Err(e) = set_current_thread_priority(ThreadPriority::Max) {
         tracing::debug!("pacing loop keeps its normal priority: {e:?}");

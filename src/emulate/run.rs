@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,9 +102,35 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
     let prepared = prepare(src, opts.capture.clone(), opts.sample, opts.host_queue)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // The readers of the hosts' interfaces stamp a frame when they wake: a late wake is
+        // lateness nobody measures, so they get the pacing loop's priority.
+        .on_thread_start(pace::raise_priority)
         .enable_all()
         .build()
         .map_err(|e| EmulateError::Other(format!("cannot start the I/O runtime: {e}")))?;
+    // Ctrl-C and SIGTERM are caught from before the first namespace exists: a signal that
+    // came in between would end the process with its namespaces left behind.
+    let stop = Arc::new(AtomicBool::new(false));
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _enter = runtime.enter();
+        let mut int = signal(SignalKind::interrupt())
+            .map_err(|e| EmulateError::Other(format!("cannot catch Ctrl-C: {e}")))?;
+        let mut term = signal(SignalKind::terminate())
+            .map_err(|e| EmulateError::Other(format!("cannot catch SIGTERM: {e}")))?;
+        let stop = Arc::clone(&stop);
+        let interrupted = Arc::clone(&interrupted);
+        runtime.spawn(async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            interrupted.store(true, Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
+            eprintln!("\nstopping: ending the programs and writing the report");
+        });
+    }
     let hosts: Vec<HostNet> = prepared
         .addrs
         .iter()
@@ -138,17 +164,35 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
         );
     }
     let taps: Vec<Arc<Tap>> = taps.into_iter().map(Arc::new).collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let interrupted = Arc::new(AtomicBool::new(false));
     let (tx, rx) = crossbeam::channel::unbounded::<Inbound>();
+    let backlog: Arc<Vec<AtomicU64>> =
+        Arc::new((0..taps.len()).map(|_| AtomicU64::new(0)).collect());
     // Readers: one task per host interface.
     for (rank, tap) in taps.iter().enumerate() {
         let tap = Arc::clone(tap);
         let tx = tx.clone();
         let max = tap.max_frame_len();
+        let backlog = Arc::clone(&backlog);
+        // Room for one more frame of the largest size: the gateway never drops for want
+        // of room what the reader took.
+        let full = opts.host_queue.saturating_sub(max as u64);
         runtime.spawn(async move {
             let mut buf = vec![0u8; max.max(2048)];
-            while let Ok(n) = tap.recv(&mut buf).await {
+            loop {
+                // A full host queue: leave frames in the kernel's queue, which then pushes
+                // back on the sender.
+                while backlog
+                    .get(rank)
+                    .is_some_and(|b| b.load(Ordering::Relaxed) > full)
+                {
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                }
+                let Ok(n) = tap.recv(&mut buf).await else {
+                    break;
+                };
+                if let Some(b) = backlog.get(rank) {
+                    b.fetch_add(n as u64, Ordering::Relaxed);
+                }
                 let at = Instant::now();
                 let frame = buf.get(..n).map(<[u8]>::to_vec).unwrap_or_default();
                 if tx
@@ -165,23 +209,13 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
         });
     }
     drop(tx);
-    {
-        let stop = Arc::clone(&stop);
-        let interrupted = Arc::clone(&interrupted);
-        runtime.spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, Ordering::Relaxed);
-                stop.store(true, Ordering::Relaxed);
-                eprintln!("\nstopping: ending the programs and writing the report");
-            }
-        });
-    }
     // The engine on a thread of its own, paced behind the wall clock.
     let until = src.scenario.until;
     let scale = opts.time_scale;
     let pacer = {
         let stop = Arc::clone(&stop);
         let taps = taps.clone();
+        let backlog = Arc::clone(&backlog);
         let mut prepared: Prepared = prepared;
         std::thread::Builder::new()
             .name("fabemu-pace".into())
@@ -197,6 +231,7 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
                     &rx,
                     &mut out,
                     &stop,
+                    Some(&backlog),
                 );
                 // The loop ends when asked or at `until`: let everyone else know.
                 stop.store(true, Ordering::Relaxed);

@@ -1,0 +1,269 @@
+//! `fabemu emulate` end to end: real programs (Python socket programs from
+//! `examples/emulate/`) in network namespaces, their frames carried by the emulated fabric in
+//! real time.
+//!
+//! These need root (namespaces, TAP devices). Under CI (`CI=true`) they always run; elsewhere
+//! they skip, saying why, when the process is not root. They measure real time: bounds are
+//! what holds on a loaded 2-core machine, and the tests in this file run one at a time.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One emulation at a time: they share the machine's two cores and real time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// True when the tests can run; panics under CI when they cannot (they must run there).
+fn can_emulate() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let is_root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        == Some("0");
+    if is_root {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "emulation tests must run under CI, which runs as root"
+    );
+    eprintln!("skipped: fabemu emulate needs root (network namespaces and TAP devices)");
+    false
+}
+
+fn fabemu() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fabemu"));
+    c.current_dir(root());
+    c
+}
+
+/// The namespaces fabemu process `pid` made that still exist.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| {
+            n.strip_prefix("fabemu-")
+                .and_then(|r| r.split(['-', '.']).next())
+                .is_some_and(|p| p == pid.to_string())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = fabemu().args(args).output().unwrap();
+    eprintln!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The number after `key ` in the output.
+fn figure(text: &str, key: &str) -> Option<f64> {
+    let at = text.find(key)? + key.len();
+    text[at..].split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn a_udp_round_trip_takes_the_links_time() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    let out = run(&[
+        "emulate",
+        "examples/emulate/two_hosts.yaml",
+        "--quiet",
+        "--",
+        "python3",
+        "examples/emulate/udp_pingpong.py",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    // 2 x (two 500 us links + two serializations of a 64-byte datagram: 106 frame bytes + 24
+    // of Ethernet overhead at 1 Gb/s = 1.04 us each).
+    let physics = 2.0 * (1000.0 + 2.0 * 1.04);
+    let min = figure(&text, "min_us").unwrap();
+    let median = figure(&text, "rtt_median_us").unwrap();
+    assert!(
+        min >= physics * 0.999,
+        "{min} us below the links' {physics} us"
+    );
+    // The programs and the kernel add their own time (tens to hundreds of microseconds on a
+    // loaded 2-core machine); the fabric's share is the physics.
+    assert!(
+        median <= physics * 1.25,
+        "median {median} us against {physics} us"
+    );
+}
+
+#[test]
+fn a_ring_all_reduce_of_real_processes_sums_exactly() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = run(&[
+        "emulate",
+        "examples/emulate/leaf_spine4.yaml",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "python3",
+        "examples/emulate/ring_allreduce.py",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for rank in 0..4 {
+        let line = format!("[rank {rank}] allreduce rank {rank}: 65536 elements");
+        assert!(text.contains(&line), "{line} missing");
+    }
+    assert_eq!(text.matches(", wrong 0").count(), 4);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let hosts = report["emulation"]["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 4);
+    // Every frame a program sent arrived: nothing is lost on an uncongested fabric.
+    let sum = |k: &str| hosts.iter().map(|h| h[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("frames_in"), sum("frames_out"));
+    assert_eq!(sum("dropped_queue_full") + sum("dropped_unsupported"), 0);
+    // Each rank moved at least its 2 (n-1)/n share of 512 KiB of data through the fabric.
+    for h in hosts {
+        assert!(h["bytes_in"].as_u64().unwrap() >= 2 * 3 * 65536 * 8 / 4);
+    }
+}
+
+#[test]
+fn a_tcp_transfer_never_beats_the_link() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    let out = fabemu()
+        .args([
+            "emulate",
+            "examples/emulate/two_hosts.yaml",
+            "--quiet",
+            "--",
+            "python3",
+            "examples/emulate/tcp_transfer.py",
+        ])
+        .env("TRANSFER_BYTES", "5000000")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success());
+    assert!(text.contains("received 5000000 bytes"));
+    // At MTU 4096 a full segment carries 4096 - 52 (IP, TCP with timestamps) of 4134 wire
+    // bytes: 97.8% of 1 Gb/s is the most TCP can get.
+    let goodput = figure(&text, "goodput_bps").unwrap();
+    let ceiling = 1e9 * (4096.0 - 52.0) / (4096.0 + 14.0 + 24.0);
+    assert!(goodput <= ceiling * 1.01, "{goodput} above {ceiling}");
+    // A 5 MB transfer is mostly slow start; README "Emulation" gives the 50 MB figure.
+    assert!(goodput > 0.05 * ceiling, "{goodput}");
+}
+
+#[test]
+fn ctrl_c_ends_the_programs_and_removes_the_namespaces() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    let mut child = fabemu()
+        .args([
+            "emulate",
+            "examples/emulate/two_hosts.yaml",
+            "--quiet",
+            "--",
+            "sleep",
+            "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for(|| namespaces_of(pid).len() == 2);
+    let t = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(status.code(), Some(130));
+    assert!(namespaces_of(pid).is_empty());
+    // The ranks' `sleep` ended with them.
+    let left = Command::new("pgrep").args(["-f", "^sleep 60$"]).output();
+    if let Ok(o) = left {
+        assert!(
+            o.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
+#[test]
+fn the_next_run_removes_what_a_killed_run_left() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    let mut child = fabemu()
+        .args([
+            "emulate",
+            "examples/emulate/two_hosts.yaml",
+            "--quiet",
+            "--",
+            "sleep",
+            "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for(|| namespaces_of(pid).len() == 2);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(namespaces_of(pid).len(), 2, "SIGKILL leaves them");
+    let out = run(&[
+        "emulate",
+        "examples/emulate/two_hosts.yaml",
+        "--quiet",
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("removed namespace fabemu-{pid}-h0")),
+        "{err}"
+    );
+    assert!(namespaces_of(pid).is_empty());
+}
+
+fn wait_for(ready: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !ready() {
+        assert!(t.elapsed() < Duration::from_secs(30), "not ready in 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
