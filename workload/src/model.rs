@@ -435,7 +435,9 @@ fn rank_nodes(
                 (p + 1 < pp).then_some(p + 1)
             };
             let tag = 2 * (it * mbs + mb) as u64 + u64::from(!fwd);
-            if let Some(q) = from.filter(|_| act > 0) {
+            // Without an activation size the message is empty: a stage still waits for its
+            // neighbour's pass, as it would for the tensor.
+            if let Some(q) = from {
                 // Posted in schedule order, once the stream reaches this micro-batch.
                 deps.push(push(
                     format!("recv mb{mb} from stage {q}"),
@@ -512,7 +514,7 @@ fn rank_nodes(
             } else {
                 p.checked_sub(1)
             };
-            if let Some(q) = to.filter(|_| act > 0) {
+            if let Some(q) = to {
                 push(
                     format!("send mb{mb} to stage {q}"),
                     Op::Send {
