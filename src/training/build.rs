@@ -15,7 +15,9 @@ use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace};
 
 use super::{RankInfo, TrainingInfo};
 use crate::collective::{self, CollectiveInfo};
-use crate::scenario::{AlgorithmYaml, CollectiveYaml, FieldPath, Mode, ScenarioError, Source};
+use crate::scenario::{
+    AlgorithmYaml, CollectiveStreams, CollectiveYaml, FieldPath, Mode, ScenarioError, Source,
+};
 
 /// Path `rel` relative to the scenario's folder.
 fn relative_to_scenario(src: &Source, rel: &str) -> PathBuf {
@@ -122,9 +124,15 @@ pub(crate) fn build(
     for (key, per_rank) in &by_group {
         m.match_group(key, per_rank, &mut actions, jobs)?;
     }
+    let in_order =
+        src.scenario.workload.collective_algorithms.streams == CollectiveStreams::PerCommunicator;
     let mut scheds: Vec<Option<RankScheduler>> = (0..g.host_count()).map(|_| None).collect();
     for (r, (t, acts)) in tr.traces.iter().zip(actions).enumerate() {
-        scheds[tr.hosts[r]] = Some(RankScheduler::new(nodes_of(t, acts), data_mode));
+        let mut nodes = nodes_of(t, acts);
+        if in_order {
+            one_stream_per_communicator(src, &tr, r, &by_group, &mut nodes)?;
+        }
+        scheds[tr.hosts[r]] = Some(RankScheduler::new(nodes, data_mode));
     }
     let info = TrainingInfo {
         ranks: tr
@@ -145,6 +153,66 @@ pub(crate) fn build(
         iteration_ends: tr.marks,
     };
     Ok(Some((info, scheds)))
+}
+
+/// Puts rank `r`'s collectives of each communicator on one stream: each waits for the one
+/// before it in trace order (NCCL runs a communicator's operations in the order they were
+/// enqueued). Refused, naming the group, where the trace's dependencies run them in another
+/// order (the added waits would close a cycle and the run would hang).
+fn one_stream_per_communicator(
+    src: &Source,
+    tr: &Traces,
+    r: usize,
+    by_group: &ByGroup,
+    nodes: &mut [SchedNode],
+) -> Result<(), ScenarioError> {
+    for per_rank in by_group.values() {
+        let Some(list) = per_rank.get(&r) else {
+            continue;
+        };
+        for w in list.windows(2) {
+            let (prev, next) = (w[0].0 as u32, w[1].0);
+            if !nodes[next].deps.contains(&prev) {
+                nodes[next].deps.push(prev);
+            }
+        }
+    }
+    if let Some(node) = first_on_cycle(nodes) {
+        let t = &tr.traces[r];
+        return Err(src.error_at(
+            &tr.at,
+            format!(
+                "{}: node {}: the collectives of a communicator depend on each other against \
+                 their order in the trace, so one stream cannot run them in order; set \
+                 `workload.collective_algorithms.streams: concurrent`",
+                t.file, t.nodes[node].id,
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A node on a dependency cycle, if there is one (Kahn's algorithm).
+fn first_on_cycle(nodes: &[SchedNode]) -> Option<usize> {
+    let mut pending: Vec<usize> = nodes.iter().map(|n| n.deps.len()).collect();
+    let mut children = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for &d in &n.deps {
+            if let Some(c) = children.get_mut(d as usize) {
+                c.push(i);
+            }
+        }
+    }
+    let mut ready: Vec<usize> = (0..nodes.len()).filter(|&i| pending[i] == 0).collect();
+    while let Some(i) = ready.pop() {
+        for &c in &children[i] {
+            pending[c] -= 1;
+            if pending[c] == 0 {
+                ready.push(c);
+            }
+        }
+    }
+    pending.iter().position(|&p| p > 0)
 }
 
 /// The scenario's traces: read from `workload.chakra` or generated from `workload.training`.
