@@ -1134,3 +1134,29 @@ fn a_communicator_s_gradient_buckets_run_one_after_another_as_nccl_runs_them() {
         concurrent[0]
     );
 }
+
+#[test]
+fn a_layer_s_gradients_split_over_buckets_of_the_bucket_size() {
+    // 75 MiB of gradients per layer in 25 MiB buckets: three All-Reduces per layer; 10 MiB
+    // per layer in 16 MiB buckets over 2 layers: 16 MiB when the second layer's are ready,
+    // then the 4 MiB left.
+    for (spec, want) in [
+        (
+            "{dp: 2, layers: 1, forward: 10us, parameter_bytes: 75MiB, bucket: 25MiB}",
+            vec![25u64 << 20; 3],
+        ),
+        (
+            "{dp: 2, layers: 2, forward: 10us, parameter_bytes: 10MiB, bucket: 16MiB}",
+            vec![16 << 20, 4 << 20],
+        ),
+    ] {
+        let r = model(2, spec);
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let sizes: Vec<u64> = training(&r)
+            .collectives
+            .iter()
+            .map(|c| c.size_bytes)
+            .collect();
+        assert_eq!(sizes, want, "{spec}");
+    }
+}

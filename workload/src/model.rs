@@ -499,13 +499,16 @@ fn rank_nodes(
                 }
                 if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
                     bucket += grad;
-                    if bucket >= m.bucket || k + 1 == layers {
+                    // Full buckets go as they fill, a layer's gradients split over as many
+                    // as they need; the stage's first layer sends what is left.
+                    while bucket >= m.bucket || (k + 1 == layers && bucket > 0) {
+                        let size = bucket.min(m.bucket);
                         reduces.push(push(
-                            format!("dp all_reduce {bucket} B after layer {layer}"),
-                            coll(CollKind::AllReduce, bucket, format!("dp{p}.{t}{}", ex(e))),
+                            format!("dp all_reduce {size} B after layer {layer}"),
+                            coll(CollKind::AllReduce, size, format!("dp{p}.{t}{}", ex(e))),
                             deps.clone(),
                         ));
-                        bucket = 0;
+                        bucket -= size;
                     }
                 }
             }
