@@ -1160,3 +1160,55 @@ fn a_layer_s_gradients_split_over_buckets_of_the_bucket_size() {
         assert_eq!(sizes, want, "{spec}");
     }
 }
+
+#[test]
+fn model_errors_name_the_field_to_change() {
+    for (hosts, spec, field, text) in [
+        (
+            4,
+            "{dp: 4, layers: 2, forward: 1us, iterations: 0}",
+            "iterations",
+            "must be at least 1",
+        ),
+        (
+            4,
+            "{pp: 8, layers: 8, forward: 1us}",
+            "pp",
+            "dp x tp x pp = 1 x 1 x 8 = 8 ranks",
+        ),
+        (
+            4,
+            "{dp: 2, pp: 4, layers: 8, forward: 1us}",
+            "pp",
+            "= 8 ranks; the fabric has 4 hosts",
+        ),
+        (
+            4,
+            "{dp: 2, ep: 3, layers: 2, forward: 1us}",
+            "ep",
+            "dp x tp x pp x ep = 2 x 1 x 1 x 3",
+        ),
+        (
+            4,
+            "{dp: 4, layers: 1000000000000, forward: 1us}",
+            "layers",
+            "more than 2^24 nodes",
+        ),
+        (
+            4,
+            "{dp: 4, layers: 2, forward: 1us, iterations: 1000000000}",
+            "iterations",
+            "more than 2^24 nodes",
+        ),
+    ] {
+        let path = temp_scenario(
+            "model-field.yaml",
+            &format!("{}workload:\n  training: {spec}\n", star(hosts)),
+        );
+        let out = fabemu(&["run", path.to_str().expect("utf-8 path")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {err}");
+        let want = format!("field `workload.training.{field}`: ");
+        assert!(err.contains(&want) && err.contains(text), "{spec}: {err}");
+    }
+}

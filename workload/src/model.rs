@@ -255,6 +255,7 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
         ("ep", ep),
         ("micro_batches", mbs),
         ("layers", m.layers),
+        ("iterations", m.iterations),
     ] {
         if v == 0 {
             return Err((f, "must be at least 1".into()));
@@ -262,8 +263,16 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
     }
     let ranks = dp.saturating_mul(tp).saturating_mul(pp).saturating_mul(ep);
     if ranks != hosts {
+        // Blame a degree that cannot fit (one that does not divide the hosts), else the
+        // largest.
+        let degrees = [("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)];
+        let field = degrees
+            .iter()
+            .find(|(_, v)| hosts % v != 0)
+            .or_else(|| degrees.iter().rev().max_by_key(|(_, v)| *v))
+            .map_or("dp", |(f, _)| *f);
         return Err((
-            "dp",
+            field,
             if ep == 1 {
                 format!(
                     "dp x tp x pp = {dp} x {tp} x {pp} = {ranks} ranks; the fabric has {hosts} \
@@ -300,9 +309,24 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
         .saturating_mul(6)
         .saturating_mul(m.iterations as u64);
     if per_rank.saturating_mul(ranks as u64) > 1 << 24 {
+        // The largest of the factors is the one to shrink.
+        let field = [
+            ("micro_batches", mbs),
+            ("layers", m.layers / pp),
+            ("iterations", m.iterations),
+        ]
+        .into_iter()
+        .rev()
+        .max_by_key(|&(_, v)| v)
+        .map_or("micro_batches", |(f, _)| f);
         return Err((
-            "micro_batches",
-            "the iteration would have more than 2^24 nodes".into(),
+            field,
+            format!(
+                "micro_batches x layers per stage x iterations x ranks = {mbs} x {} x {} x \
+                 {ranks}: the run would have more than 2^24 nodes",
+                m.layers / pp,
+                m.iterations
+            ),
         ));
     }
     let [st, se, sd, sp] = strides(m)?;
