@@ -1042,3 +1042,173 @@ fn more_collectives_than_one_host_may_hold_run_when_their_groups_are_disjoint() 
     assert_eq!(tp, 2304);
     assert!(t.collectives.iter().all(|c| c.end_ps.is_some()));
 }
+
+/// A star of `hosts` hosts on zero-latency 100 Gb/s links: a message of a few bytes takes
+/// tens of nanoseconds, so a schedule's time is its compute to well within 0.1%.
+fn fast_star(hosts: usize) -> String {
+    format!("topology:\n  star: {{hosts: {hosts}, bandwidth: 100Gbps, latency: 0ns}}\n")
+}
+
+#[test]
+fn pipeline_stages_keep_their_dependencies_without_activation_bytes() {
+    // pp 4, one layer per stage, 8 micro-batches, forward 100 us, backward 200 us, and no
+    // activation size given: the stages still wait for each other. 1F1B takes
+    // (m + p - 1)(f + b) = 11 x 300 us = 3300 us, the first stage idles (p - 1)(f + b).
+    // Messages on the critical path (at most 2(m + p - 1) = 22 of them) are empty frames of
+    // well under 100 ns each at 100 Gb/s: 2.2 us at most, under the 0.1% allowed.
+    let r = run_yaml(
+        &format!(
+            "{}workload:\n  training: {{pp: 4, layers: 4, forward: 100us, backward: 200us, micro_batches: 8}}\n",
+            fast_star(4)
+        ),
+        1,
+    );
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    let it = t.iteration_time_ps.expect("finished") as f64;
+    let want = (8.0 + 4.0 - 1.0) * 300.0 * US as f64;
+    assert!(
+        (it - want).abs() / want < 1e-3,
+        "iteration {it} ps, want {want}"
+    );
+    assert_eq!(t.overall.compute_ps, 4 * 8 * 300 * US);
+}
+
+#[test]
+fn a_communicator_s_gradient_buckets_run_one_after_another_as_nccl_runs_them() {
+    // dp 2, 4 layers of 8 MiB gradients in 8 MiB buckets: the buckets are ready 20 us apart
+    // but each All-Reduce takes ~0.7 ms. On one stream per communicator (the default) each
+    // runs alone and takes exactly the time of the same All-Reduce run back to back in YAML;
+    // with concurrent streams the first shares the links with the three after it.
+    let model =
+        "{dp: 2, layers: 4, forward: 10us, backward: 20us, parameter_bytes: 8MiB, bucket: 8MiB}";
+    let run = |streams: &str| {
+        let r = run_yaml(
+            &format!(
+                "{}workload:\n  training: {model}\n  collective_algorithms: {{streams: {streams}}}\n",
+                fast_star(2)
+            ),
+            1,
+        );
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let t = training(&r).clone();
+        t.collectives
+            .iter()
+            .map(|c| c.end_ps.expect("finished") - c.start_ps.expect("started"))
+            .collect::<Vec<u64>>()
+    };
+    let y = run_yaml(
+        &format!(
+            "{}workload:\n  collectives: [{{op: all_reduce, size: 8MiB}}, {{op: all_reduce, size: 8MiB}}]\n",
+            fast_star(2)
+        ),
+        1,
+    );
+    let yaml: Vec<u64> = (0..2)
+        .map(|i| {
+            let (s, e) = yaml_collective(&y, i);
+            e - s
+        })
+        .collect();
+    let in_order = run("per_communicator");
+    assert_eq!(in_order.len(), 4);
+    assert_eq!(in_order[0], yaml[0], "the first bucket runs alone");
+    for &d in &in_order[1..] {
+        assert_eq!(
+            d, yaml[1],
+            "later buckets run back to back, as YAML's second"
+        );
+    }
+    // A 2-rank ring All-Reduce moves 2(n-1)/n S = S = 8 MiB per rank: 671 us at 100 Gb/s,
+    // plus headers and acknowledgements (under 5%).
+    let ideal = (8u64 << 20) as f64 * 8.0 / 100e9 * 1e12;
+    let first = in_order[0] as f64;
+    assert!(
+        first >= ideal && first < ideal * 1.05,
+        "{first} ps, ideal {ideal}"
+    );
+    let concurrent = run("concurrent");
+    assert!(
+        concurrent[0] as f64 > 1.5 * first,
+        "concurrent buckets share the links: first {} ps, alone {first}",
+        concurrent[0]
+    );
+}
+
+#[test]
+fn a_layer_s_gradients_split_over_buckets_of_the_bucket_size() {
+    // 75 MiB of gradients per layer in 25 MiB buckets: three All-Reduces per layer; 10 MiB
+    // per layer in 16 MiB buckets over 2 layers: 16 MiB when the second layer's are ready,
+    // then the 4 MiB left.
+    for (spec, want) in [
+        (
+            "{dp: 2, layers: 1, forward: 10us, parameter_bytes: 75MiB, bucket: 25MiB}",
+            vec![25u64 << 20; 3],
+        ),
+        (
+            "{dp: 2, layers: 2, forward: 10us, parameter_bytes: 10MiB, bucket: 16MiB}",
+            vec![16 << 20, 4 << 20],
+        ),
+    ] {
+        let r = model(2, spec);
+        assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+        let sizes: Vec<u64> = training(&r)
+            .collectives
+            .iter()
+            .map(|c| c.size_bytes)
+            .collect();
+        assert_eq!(sizes, want, "{spec}");
+    }
+}
+
+#[test]
+fn model_errors_name_the_field_to_change() {
+    for (hosts, spec, field, text) in [
+        (
+            4,
+            "{dp: 4, layers: 2, forward: 1us, iterations: 0}",
+            "iterations",
+            "must be at least 1",
+        ),
+        (
+            4,
+            "{pp: 8, layers: 8, forward: 1us}",
+            "pp",
+            "dp x tp x pp = 1 x 1 x 8 = 8 ranks",
+        ),
+        (
+            4,
+            "{dp: 2, pp: 4, layers: 8, forward: 1us}",
+            "pp",
+            "= 8 ranks; the fabric has 4 hosts",
+        ),
+        (
+            4,
+            "{dp: 2, ep: 3, layers: 2, forward: 1us}",
+            "ep",
+            "dp x tp x pp x ep = 2 x 1 x 1 x 3",
+        ),
+        (
+            4,
+            "{dp: 4, layers: 1000000000000, forward: 1us}",
+            "layers",
+            "more than 2^24 nodes",
+        ),
+        (
+            4,
+            "{dp: 4, layers: 2, forward: 1us, iterations: 1000000000}",
+            "iterations",
+            "more than 2^24 nodes",
+        ),
+    ] {
+        let path = temp_scenario(
+            "model-field.yaml",
+            &format!("{}workload:\n  training: {spec}\n", star(hosts)),
+        );
+        let out = fabemu(&["run", path.to_str().expect("utf-8 path")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {err}");
+        let want = format!("field `workload.training.{field}`: ");
+        assert!(err.contains(&want) && err.contains(text), "{spec}: {err}");
+    }
+}

@@ -219,8 +219,13 @@ fn run(
     let observed = result.map_err(|e| run_error(py, e))?;
     let summary = fabemu::report::summary(&observed.report);
     if opts.out_dir.is_some() || opts.pcap.is_some() {
-        observe::write_outputs(&observed, &opts, &summary)
-            .map_err(|e| run_error(py, RunError::Observe(e)))?;
+        // Every output that could be written is; the first failure is raised.
+        if let Some(e) = observe::write_outputs(&observed, &opts, &summary)
+            .into_iter()
+            .next()
+        {
+            return Err(run_error(py, RunError::Observe(e)));
+        }
     }
     if let Some(c) = observed.capture.as_ref().filter(|c| c.dropped > 0) {
         warnings.push(format!(

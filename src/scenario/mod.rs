@@ -725,6 +725,23 @@ pub struct CollectiveAlgorithms {
     /// Pieces each collective is cut into and pipelined (default 1).
     #[serde(default)]
     pub chunks: Option<usize>,
+    /// How a rank runs the collectives of one communicator: in trace order on one stream
+    /// (`per_communicator`, the default, as NCCL) or each on its own stream (`concurrent`).
+    #[serde(default)]
+    pub streams: CollectiveStreams,
+}
+
+/// `workload.collective_algorithms.streams`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveStreams {
+    /// A communicator's collectives run one at a time on each rank, in trace order (NCCL
+    /// enqueues a communicator's operations on one CUDA stream).
+    #[default]
+    PerCommunicator,
+    /// Every collective starts as soon as its dependencies are done and shares the links
+    /// with those still running (as ASTRA-sim issues them).
+    Concurrent,
 }
 
 /// One collective of the workload, or a sweep of sizes (as nccl-tests' `-b/-e/-f`).

@@ -12,6 +12,9 @@
 //!   node when its parents have finished: compute on one stream, collectives on the rank's
 //!   collective executor, sends and receives matched by peer and tag.
 //!
+//! - [`model`]: the built-in training model (data, tensor, pipeline and expert parallelism
+//!   over identical layers), generated as one trace per rank in the same form.
+//!
 //! Turning a trace's operations into actions (compute time from a device model, collectives
 //! into jobs of the shared algorithm library, ranks into hosts) is the scenario's business and
 //! lives in the root crate.
@@ -19,6 +22,7 @@
 
 pub mod chakra;
 pub mod input;
+pub mod model;
 pub mod scheduler;
 pub mod trace;
 

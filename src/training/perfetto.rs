@@ -1,0 +1,93 @@
+//! The iteration as a Chrome / Perfetto trace.
+
+use std::collections::BTreeMap;
+
+use fabemu_workload::scheduler::{Action, RankScheduler};
+
+/// The iteration as a Chrome / Perfetto trace (`trace.json`, opens in ui.perfetto.dev): a
+/// process per rank with a `compute` track and as many `comm` tracks as communication
+/// overlapped on that rank (each node on the first track free at its start). `None` without
+/// a training workload.
+pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
+    let info = fin.training.as_ref()?;
+    let scheds: Vec<Option<&RankScheduler>> = fin
+        .output
+        .actors
+        .iter()
+        .filter_map(|a| match a {
+            crate::world::Node::Host(h) => Some(h.app.training.as_deref()),
+            crate::world::Node::Switch(_) => None,
+        })
+        .collect();
+    let us = |ps: u64| ps as f64 / 1e6;
+    let mut events = Vec::new();
+    for (r, ri) in info.ranks.iter().enumerate() {
+        let Some(s) = scheds.get(ri.host).copied().flatten() else {
+            continue;
+        };
+        events.push(serde_json::json!({
+            "ph": "M", "name": "process_name", "pid": r,
+            "args": {"name": format!("rank {r} (host {})", ri.host)}
+        }));
+        events.push(serde_json::json!({
+            "ph": "M", "name": "thread_name", "pid": r, "tid": 0, "args": {"name": "compute"}
+        }));
+        // Communication lanes: the end time of the last node on each.
+        let mut lanes: Vec<u64> = Vec::new();
+        let mut comm: Vec<(u64, u64, usize)> = s
+            .nodes()
+            .iter()
+            .zip(s.records())
+            .enumerate()
+            .filter(|(_, (n, _))| {
+                matches!(
+                    n.action,
+                    Action::Collective(_) | Action::Send { .. } | Action::Recv { .. }
+                )
+            })
+            .filter_map(|(i, (_, rec))| Some((rec.start?.ps(), rec.end?.ps(), i)))
+            .collect();
+        comm.sort_unstable();
+        let mut lane_of = BTreeMap::new();
+        for &(a, b, i) in &comm {
+            let lane = match lanes.iter().position(|&end| end <= a) {
+                Some(l) => l,
+                None => {
+                    lanes.push(0);
+                    events.push(serde_json::json!({
+                        "ph": "M", "name": "thread_name", "pid": r, "tid": lanes.len(),
+                        "args": {"name": format!("comm {}", lanes.len() - 1)}
+                    }));
+                    lanes.len() - 1
+                }
+            };
+            lanes[lane] = b;
+            lane_of.insert(i, lane + 1);
+        }
+        for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
+            let (Some(a), Some(b)) = (rec.start, rec.end) else {
+                continue;
+            };
+            let (tid, cat) = match n.action {
+                Action::Compute(_) => (0, "compute"),
+                Action::Delay(_) => continue,
+                _ => (lane_of.get(&i).copied().unwrap_or(1), "comm"),
+            };
+            let name = if n.name.is_empty() {
+                format!("node {}", n.id)
+            } else {
+                n.name.clone()
+            };
+            events.push(serde_json::json!({
+                "ph": "X", "name": name, "cat": cat, "pid": r, "tid": tid,
+                "ts": us(a.ps()), "dur": us(b.ps() - a.ps()),
+                "args": {"node": n.id}
+            }));
+        }
+    }
+    serde_json::to_string(&serde_json::json!({
+        "displayTimeUnit": "ns",
+        "traceEvents": events,
+    }))
+    .ok()
+}
