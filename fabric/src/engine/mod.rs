@@ -33,6 +33,10 @@
 mod barrier;
 mod calendar;
 pub mod capture;
+pub mod codec;
+mod exchange;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod partition;
 mod queue;
 pub mod sample;
@@ -277,6 +281,46 @@ pub struct FaultOutput {
     pub hits: Vec<crate::fault::FaultHit>,
 }
 
+impl EngineStats {
+    /// Adds the counts of another part of the same run (a partition's, a process's).
+    pub(crate) fn absorb(&mut self, o: &EngineStats) {
+        self.events += o.events;
+        self.packet_hops += o.packet_hops;
+        self.end_time = self.end_time.max(o.end_time);
+        self.stopped_at_limit |= o.stopped_at_limit;
+        if let Some(h) = o.halted_at {
+            self.halted_at = Some(self.halted_at.map_or(h, |x| x.min(h)));
+        }
+    }
+}
+
+impl FaultOutput {
+    /// No counts yet, for `entries` fault entries.
+    pub(crate) fn empty(entries: usize) -> FaultOutput {
+        FaultOutput {
+            entries: vec![FaultCounts::default(); entries],
+            ports: Vec::new(),
+            hits: Vec::new(),
+        }
+    }
+
+    /// Sorts what the partitions added, in an order independent of the partitioning.
+    pub(crate) fn settle(&mut self) {
+        self.ports.sort_by_key(|&(k, _)| k);
+        // One pair can lose frames on several ports (both directions, several hops): keep the
+        // last.
+        self.hits.sort_unstable();
+        self.hits.dedup_by(|later, first| {
+            let same = (later.entry, later.owner, later.peer, later.class)
+                == (first.entry, first.owner, first.peer, first.class);
+            if same {
+                first.at = first.at.max(later.at);
+            }
+            same
+        });
+    }
+}
+
 /// Why a run could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
@@ -487,21 +531,7 @@ pub fn run<A: Actor>(
     cfg: &EngineConfig,
     progress: Option<&Progress>,
 ) -> Result<RunOutput<A>, EngineError> {
-    if wiring.ports.len() != actors.len() {
-        return Err(EngineError::BadWiring(format!(
-            "{} actors but wiring for {}",
-            actors.len(),
-            wiring.ports.len()
-        )));
-    }
-    if actors.len() >= (1 << queue::ACTOR_BITS) {
-        return Err(EngineError::BadWiring(format!(
-            "{} actors exceed the engine's limit of {}",
-            actors.len(),
-            1u64 << queue::ACTOR_BITS
-        )));
-    }
-    wiring.validate()?;
+    check(&actors, wiring)?;
     let plan = partition::plan(wiring, cfg.threads.max(1));
     let n_actors = actors.len();
     let mut parts = Partition::build(actors, wiring, &plan, cfg);
@@ -518,21 +548,21 @@ pub fn run<A: Actor>(
         // Cores this process may use (affinity mask and cgroup quota on Linux): the barrier
         // spins less from the start when workers outnumber them.
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let end = worker::run_parallel(&mut parts, plan.lookahead, until, cores, progress)?;
+        let end = worker::run_parallel(
+            &mut parts,
+            plan.lookahead,
+            until,
+            cores,
+            progress,
+            &exchange::Local,
+        )?;
         (end.windows, end.cancelled)
     };
 
     // Reassemble in id order.
     let mut stats = EngineStats::default();
     for p in &parts {
-        stats.events += p.sched.events;
-        stats.packet_hops += p.sched.packet_hops;
-        stats.end_time = stats.end_time.max(p.sched.last_time);
-        stats.stopped_at_limit |= p.sched.pending() > 0;
-        if p.sched.halt != u64::MAX {
-            let h = Time(p.sched.halt);
-            stats.halted_at = Some(stats.halted_at.map_or(h, |x: Time| x.min(h)));
-        }
+        stats.absorb(&p.stats());
     }
     let samples = cfg
         .sample
@@ -545,26 +575,11 @@ pub fn run<A: Actor>(
             .collect();
         capture::merge(bufs, cc, until)
     });
-    let mut faults = FaultOutput {
-        entries: vec![FaultCounts::default(); cfg.faults.entries],
-        ports: Vec::new(),
-        hits: Vec::new(),
-    };
+    let mut faults = FaultOutput::empty(cfg.faults.entries);
     for p in &parts {
         p.sched.fault_counts(&mut faults);
     }
-    faults.ports.sort_by_key(|&(k, _)| k);
-    // One pair can lose frames on several ports (both directions, several hops): keep the
-    // last, in an order independent of the partitioning.
-    faults.hits.sort_unstable();
-    faults.hits.dedup_by(|later, first| {
-        let same = (later.entry, later.owner, later.peer, later.class)
-            == (first.entry, first.owner, first.peer, first.class);
-        if same {
-            first.at = first.at.max(later.at);
-        }
-        same
-    });
+    faults.settle();
     let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
     for p in parts {
         for (gid, actor, ports) in p.into_actors() {
@@ -593,6 +608,25 @@ pub fn run<A: Actor>(
         cancelled,
         faults,
     })
+}
+
+/// Checks that `actors` and `wiring` fit each other and the engine.
+fn check<A>(actors: &[A], wiring: &Wiring) -> Result<(), EngineError> {
+    if wiring.ports.len() != actors.len() {
+        return Err(EngineError::BadWiring(format!(
+            "{} actors but wiring for {}",
+            actors.len(),
+            wiring.ports.len()
+        )));
+    }
+    if actors.len() >= (1 << queue::ACTOR_BITS) {
+        return Err(EngineError::BadWiring(format!(
+            "{} actors exceed the engine's limit of {}",
+            actors.len(),
+            1u64 << queue::ACTOR_BITS
+        )));
+    }
+    wiring.validate()
 }
 
 /// Brings every partition's series to one interval and length and lays them out by actor.
