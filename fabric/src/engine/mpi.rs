@@ -176,17 +176,20 @@ impl<C: CommunicatorCollectives> Ranks<'_, C> {
         }
         let (sc, sd) = counts(outs.iter().map(|w| w.buf.len() as u64))?;
         let (rc, rd) = counts(heads.chunks_exact(4).map(|h| h[0]))?;
-        let send: Vec<u8> = outs.into_iter().flat_map(|w| w.buf).collect();
+        let mut send: Vec<u8> = outs.into_iter().flat_map(|w| w.buf).collect();
         self.bytes_out += send.len() as u64;
-        let total = rc.iter().map(|&c| c as usize).sum();
-        let mut recv = vec![0u8; total];
+        let total: usize = rc.iter().map(|&c| c as usize).sum();
+        // Never an empty buffer: its dangling address (1) is OpenMPI's `MPI_IN_PLACE`. The
+        // extra byte is outside every count.
+        send.push(0);
+        let mut recv = vec![0u8; total + 1];
         {
             let s = Parts::new(&send[..], sc, sd);
             let mut r = PartitionMut::new(&mut recv[..], rc, rd);
             self.comm.all_to_all_varcount_into(&s, &mut r);
         }
         let mut frames: Vec<Vec<Remote>> = (0..self.n_local).map(|_| Vec::new()).collect();
-        let mut rd = Reader::new(&recv);
+        let mut rd = Reader::new(&recv[..total]);
         while !rd.is_empty() {
             let part = rd.u32()? as usize;
             let f = rd.remote()?;
