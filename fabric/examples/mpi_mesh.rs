@@ -197,6 +197,12 @@ fn main() {
             Err(e) => panic!("{e}"),
         },
         "mpi" => {
+            // Ranks wait for each other at every window: by default OpenMPI spins meanwhile, which
+            // on shared cores takes the time the rank being waited for needs (40x slower at np 2 on
+            // a loaded 2-core machine). Yield instead, unless told otherwise.
+            if std::env::var_os("OMPI_MCA_mpi_yield_when_idle").is_none() {
+                std::env::set_var("OMPI_MCA_mpi_yield_when_idle", "1");
+            }
             let Some((universe, _)) =
                 mpi::initialize_with_threading(mpi::Threading::Funneled)
             else {
