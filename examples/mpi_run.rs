@@ -14,6 +14,8 @@
 //! that ran the actor and gathered to rank 0 (see [`Fingerprint`]). The layout (partitions,
 //! windows, frames crossing ranks) and the run's wall time go to stderr.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // example code: a failure is a panic
+
 use std::time::Instant;
 
 use fabemu::world::{self, Node};

@@ -10,6 +10,8 @@
 //!
 //! Build: `cargo build --release -p fabemu-fabric --features mpi --example mpi_mesh`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // example code: a failure is a panic
+
 use bytes::Bytes;
 use fabemu_fabric::engine::codec::{Reader, Writer};
 use fabemu_fabric::engine::mpi::{self as engine_mpi, ActorState};
@@ -26,6 +28,10 @@ const CHORD: usize = 7;
 /// A forwarder: every event goes into `hash`.
 struct Fwd {
     id: u32,
+    /// Panics at the first frame after this time (to check that a failing rank ends the run).
+    bomb: Option<Time>,
+    /// Forwards frames for ever (to check that a killed rank ends the run).
+    forever: bool,
     hash: u64,
     received: u64,
     refused: u64,
@@ -85,10 +91,13 @@ impl Actor for Fwd {
                 }
                 let body = packet.payload().bytes().map_or(0, |b| b.len() as u64);
                 self.hash = mix(self.hash, body);
+                if self.bomb.is_some_and(|t| ctx.now() >= t) {
+                    panic!("actor {} exploded as asked", self.id);
+                }
                 let hops = packet.header()[0];
-                if hops > 0 {
+                if hops > 0 || self.forever {
                     let mut p = packet;
-                    p.header_mut()[0] = hops - 1;
+                    p.header_mut()[0] = hops.saturating_sub(1);
                     self.send(ctx, p);
                 }
             }
@@ -120,7 +129,7 @@ impl ActorState<Fwd> for FwdState {
     }
 }
 
-fn mesh() -> (Vec<Fwd>, Wiring) {
+fn mesh(bomb: Option<Time>, forever: bool) -> (Vec<Fwd>, Wiring) {
     let channel = |us: u64| Channel {
         rate: Rate::new(Bandwidth::from_gbps(100)),
         latency: Time(us * 1_000_000),
@@ -145,6 +154,9 @@ fn mesh() -> (Vec<Fwd>, Wiring) {
     let actors = (0..ACTORS as u32)
         .map(|id| Fwd {
             id,
+            // The last actor: it runs on the last rank.
+            bomb: bomb.filter(|_| id as usize == ACTORS - 1),
+            forever,
             hash: u64::from(id),
             received: 0,
             refused: 0,
@@ -185,7 +197,14 @@ fn main() {
     let threads: usize = args.next().and_then(|t| t.parse().ok()).unwrap_or(1);
     // A limit in the middle of the traffic: the run stops there with events pending.
     let until: Option<u64> = args.next().and_then(|t| t.parse().ok());
-    let (actors, wiring) = mesh();
+    // `MESH_BOMB_PS`: the last actor panics after that time; `MESH_FOREVER`: frames never
+    // stop; `MESH_PID_DIR`: every rank writes its process id there (a file per rank).
+    let bomb = std::env::var("MESH_BOMB_PS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .map(Time);
+    let forever = std::env::var_os("MESH_FOREVER").is_some();
+    let (actors, wiring) = mesh(bomb, forever);
     let cfg = EngineConfig {
         threads,
         until: until.map_or(Time::NEVER, Time),
@@ -209,6 +228,13 @@ fn main() {
                 panic!("MPI was initialized already");
             };
             let world = mpi::topology::Communicator::duplicate(&universe.world());
+            if let Some(dir) = std::env::var_os("MESH_PID_DIR") {
+                let rank = mpi::topology::Communicator::rank(&world);
+                let path = std::path::Path::new(&dir).join(format!("rank{rank}"));
+                if let Err(e) = std::fs::write(path, std::process::id().to_string()) {
+                    panic!("{e}");
+                }
+            }
             match engine_mpi::run(actors, &wiring, &cfg, None, &world, &FwdState) {
                 Ok(o) => {
                     if let Some(out) = o.output {
