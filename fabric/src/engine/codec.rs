@@ -72,6 +72,8 @@ impl Writer {
         self.u32(p.meta.message_remaining);
     }
     /// Appends a frame for another partition.
+    // Frames cross processes only over MPI.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn remote(&mut self, r: &Remote) {
         self.u64(r.key.time);
         self.u64(r.key.tie);
@@ -160,6 +162,7 @@ impl<'a> Reader<'a> {
         Ok(p)
     }
     /// Reads a frame for another partition.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn remote(&mut self) -> Result<Remote, EngineError> {
         Ok(Remote {
             key: EventKey {
