@@ -26,7 +26,12 @@ use common::temp_dir;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// What the MPI tests need on the system (OpenMPI, and libclang for rsmpi's bindings).
-const PACKAGES: [&str; 4] = ["openmpi-bin", "libopenmpi-dev", "libclang-dev", "pkg-config"];
+const PACKAGES: [&str; 4] = [
+    "openmpi-bin",
+    "libopenmpi-dev",
+    "libclang-dev",
+    "pkg-config",
+];
 
 fn have_mpi() -> bool {
     let ok = |cmd: &str, arg: &str| {
@@ -244,7 +249,10 @@ fn a_killed_rank_ends_every_rank_with_its_name() {
                 break p;
             }
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "rank 1 never started");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "rank 1 never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     // Let the ranks exchange a few windows, then kill rank 1.

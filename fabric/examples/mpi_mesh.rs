@@ -222,8 +222,7 @@ fn main() {
             if std::env::var_os("OMPI_MCA_mpi_yield_when_idle").is_none() {
                 std::env::set_var("OMPI_MCA_mpi_yield_when_idle", "1");
             }
-            let Some((universe, _)) =
-                mpi::initialize_with_threading(mpi::Threading::Funneled)
+            let Some((universe, _)) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             else {
                 panic!("MPI was initialized already");
             };

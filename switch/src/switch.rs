@@ -701,20 +701,23 @@ impl Switch {
         // The read and the TTL rewrite in one pass (the rewrite of a frame dropped below for
         // want of a route is never seen); the drops are counted in the order of the checks.
         let peek = wire::peek_forward(pkt.header_mut());
-        let flow = match peek {
+        let (flow, ttl) = match peek {
             ForwardPeek {
                 kind: FrameKind::RoceV2,
                 flow: Some(flow),
-                ..
-            } => flow,
+                ttl,
+            } => (flow, ttl),
             ForwardPeek {
                 kind: FrameKind::PfcPause,
                 ..
             } => return Verdict::Pause(PfcPauseRepr::parse(pkt.header()).ok()),
-            _ => {
-                self.stats.malformed += 1;
-                return Verdict::Discard;
-            }
+            _ => match plain_ipv4(pkt) {
+                Some(f) => f,
+                None => {
+                    self.stats.malformed += 1;
+                    return Verdict::Discard;
+                }
+            },
         };
         let seed = self.seed;
         let hash = || flow_hash(flow.src, flow.dst, flow.udp_src_port, seed);
@@ -732,7 +735,7 @@ impl Switch {
             self.stats.no_route += 1;
             return Verdict::Discard;
         }
-        match peek.ttl {
+        match ttl {
             Ok(0) => {
                 self.stats.ttl_expired += 1;
                 return Verdict::Discard;
@@ -1620,4 +1623,15 @@ impl Actor for Switch {
             Event::Timer { token } => self.on_timer(token, ctx),
         }
     }
+}
+
+/// The flow and TTL of an IPv4 frame that is not RoCEv2 (a real program's TCP, UDP or ICMP,
+/// carried by an emulation): forwarded by the same rules as RoCEv2 frames, its TTL decremented
+/// with the checksum patched. `None` for anything else (IPv6, ARP, LLDP: dropped as
+/// malformed). Out of line: the fabric's own frames never come here.
+#[cold]
+#[inline(never)]
+fn plain_ipv4(pkt: &mut Packet) -> Option<(wire::RoceFlow, Result<u8, wire::WireError>)> {
+    let flow = wire::ip_flow(pkt.header())?;
+    Some((flow, wire::decrement_ttl(pkt.header_mut())))
 }

@@ -182,8 +182,12 @@ mod tests {
 
     #[test]
     fn frames_read_back_as_written() {
-        let mut p = Packet::new(&[1, 2, 3, 4], Payload::data(Bytes::from_static(b"xyz")), &[9])
-            .unwrap();
+        let mut p = Packet::new(
+            &[1, 2, 3, 4],
+            Payload::data(Bytes::from_static(b"xyz")),
+            &[9],
+        )
+        .unwrap();
         p.set_corrupted(true);
         p.meta.created_at = Time(77);
         p.meta.message_len = 4096;

@@ -40,6 +40,7 @@ pub mod mpi;
 pub mod partition;
 mod queue;
 pub mod sample;
+mod stepper;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -52,6 +53,7 @@ use crate::units::Time;
 pub use self::capture::{Capture, CaptureConfig, CaptureDirection, CapturedFrame};
 pub use self::queue::EventKey;
 pub use self::sample::{ActorSamples, SampleConfig, Samples};
+pub use self::stepper::Stepper;
 use self::worker::{Partition, Sched};
 
 /// Index of an actor in the world, 0-based, dense.
@@ -531,7 +533,7 @@ pub fn run<A: Actor>(
     cfg: &EngineConfig,
     progress: Option<&Progress>,
 ) -> Result<RunOutput<A>, EngineError> {
-    check(&actors, wiring)?;
+    check_world(actors.len(), wiring)?;
     let plan = partition::plan(wiring, cfg.threads.max(1));
     let n_actors = actors.len();
     let mut parts = Partition::build(actors, wiring, &plan, cfg);
@@ -559,6 +561,46 @@ pub fn run<A: Actor>(
         (end.windows, end.cancelled)
     };
 
+    assemble(
+        parts,
+        cfg,
+        EngineLayout {
+            partitions: plan.parts,
+            lookahead: plan.lookahead,
+            windows,
+        },
+        cancelled,
+        n_actors,
+    )
+}
+
+/// Checks that `n_actors` actors fit the engine and `wiring` describes them.
+fn check_world(n_actors: usize, wiring: &Wiring) -> Result<(), EngineError> {
+    if wiring.ports.len() != n_actors {
+        return Err(EngineError::BadWiring(format!(
+            "{n_actors} actors but wiring for {}",
+            wiring.ports.len()
+        )));
+    }
+    if n_actors >= (1 << queue::ACTOR_BITS) {
+        return Err(EngineError::BadWiring(format!(
+            "{n_actors} actors exceed the engine's limit of {}",
+            1u64 << queue::ACTOR_BITS
+        )));
+    }
+    wiring.validate()
+}
+
+/// Gathers what every partition of a finished (or stopped) run holds into one [`RunOutput`],
+/// the actors in id order: the end of [`run`] and of [`Stepper::finish`].
+fn assemble<A: Actor>(
+    mut parts: Vec<Partition<A>>,
+    cfg: &EngineConfig,
+    layout: EngineLayout,
+    cancelled: bool,
+    n_actors: usize,
+) -> Result<RunOutput<A>, EngineError> {
+    let until = cfg.until;
     // Reassemble in id order.
     let mut stats = EngineStats::default();
     for p in &parts {
@@ -580,29 +622,18 @@ pub fn run<A: Actor>(
         p.sched.fault_counts(&mut faults);
     }
     faults.settle();
-    let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
+    let mut slots: Slots<A> = (0..n_actors).map(|_| None).collect();
     for p in parts {
         for (gid, actor, ports) in p.into_actors() {
             slots[gid as usize] = Some((actor, ports));
         }
     }
-    let mut actors_out = Vec::with_capacity(n_actors);
-    let mut port_stats = Vec::with_capacity(n_actors);
-    for (i, s) in slots.into_iter().enumerate() {
-        let (a, ps) =
-            s.ok_or_else(|| EngineError::Failure(format!("actor {i} lost by the engine")))?;
-        actors_out.push(a);
-        port_stats.push(ps);
-    }
+    let (actors_out, port_stats) = in_id_order(slots)?;
     Ok(RunOutput {
         actors: actors_out,
         port_stats,
         stats,
-        layout: EngineLayout {
-            partitions: plan.parts,
-            lookahead: plan.lookahead,
-            windows,
-        },
+        layout,
         capture,
         samples,
         cancelled,
@@ -610,23 +641,21 @@ pub fn run<A: Actor>(
     })
 }
 
-/// Checks that `actors` and `wiring` fit each other and the engine.
-fn check<A>(actors: &[A], wiring: &Wiring) -> Result<(), EngineError> {
-    if wiring.ports.len() != actors.len() {
-        return Err(EngineError::BadWiring(format!(
-            "{} actors but wiring for {}",
-            actors.len(),
-            wiring.ports.len()
-        )));
+/// The actors and their port counters out of their slots (by id), every slot filled.
+type Slots<A> = Vec<Option<(A, Vec<PortStats>)>>;
+
+/// Splits filled [`Slots`] into the actors and their port counters, in id order.
+#[allow(clippy::type_complexity)]
+fn in_id_order<A>(slots: Slots<A>) -> Result<(Vec<A>, Vec<Vec<PortStats>>), EngineError> {
+    let mut actors = Vec::with_capacity(slots.len());
+    let mut port_stats = Vec::with_capacity(slots.len());
+    for (i, s) in slots.into_iter().enumerate() {
+        let (a, ps) =
+            s.ok_or_else(|| EngineError::Failure(format!("actor {i} lost by the engine")))?;
+        actors.push(a);
+        port_stats.push(ps);
     }
-    if actors.len() >= (1 << queue::ACTOR_BITS) {
-        return Err(EngineError::BadWiring(format!(
-            "{} actors exceed the engine's limit of {}",
-            actors.len(),
-            1u64 << queue::ACTOR_BITS
-        )));
-    }
-    wiring.validate()
+    Ok((actors, port_stats))
 }
 
 /// Brings every partition's series to one interval and length and lays them out by actor.
@@ -689,3 +718,6 @@ mod parallel_tests;
 
 #[cfg(test)]
 mod tx_done_tests;
+
+#[cfg(test)]
+mod stepper_tests;

@@ -4,7 +4,7 @@
 //! partitions; rank `r` runs a contiguous block of them (the plan lays partitions out in
 //! breadth-first order, so neighbouring partitions, which exchange the most frames, tend to
 //! share a rank) on its own threads, exactly as [`super::run`] does. Only the window boundary
-//! changes ([`super::exchange::Exchange`]): frames for partitions of other ranks are encoded
+//! changes (the engine's `Exchange`): frames for partitions of other ranks are encoded
 //! ([`super::codec`]) and swapped with one `MPI_Alltoallv`, after one `MPI_Alltoall` that
 //! carries, with the byte counts, every rank's earliest pending event, halt request and cancel
 //! flag, so that all ranks take the same next window. Event keys do not depend on the
@@ -33,8 +33,8 @@ use super::codec::{Reader, Writer};
 use super::exchange::{Bound, Exchange, NextWindow};
 use super::worker::{self, Partition, Remote};
 use super::{
-    partition, Actor, EngineConfig, EngineError, EngineLayout, EngineStats, FaultOutput,
-    PortStats, Progress, RunOutput, Wiring,
+    partition, Actor, EngineConfig, EngineError, EngineLayout, EngineStats, FaultOutput, PortStats,
+    Progress, RunOutput, Wiring,
 };
 use crate::fault::{FaultCounts, FaultHit};
 use crate::units::Time;
@@ -98,7 +98,8 @@ impl Exchange for Proxy {
     fn post(&self, part: usize, frames: Vec<Remote>) {
         let mut posted = self.posted.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(w) = self.owner.get(part).and_then(|&r| posted.get_mut(r)) {
-            self.frames.fetch_add(frames.len() as u64, Ordering::Relaxed);
+            self.frames
+                .fetch_add(frames.len() as u64, Ordering::Relaxed);
             for f in &frames {
                 w.u32(part as u32);
                 w.remote(f);
@@ -230,7 +231,7 @@ where
             "capture and sampling are not supported in a run over MPI ranks yet".into(),
         ));
     }
-    super::check(&actors, wiring)?;
+    super::check_world(actors.len(), wiring)?;
     let rank = comm.rank() as usize;
     let size = comm.size() as usize;
     match run_rank(actors, wiring, cfg, progress, comm, state, rank, size) {
@@ -327,14 +328,8 @@ where
             let parts = &mut mine;
             let counted = &frames_out;
             let runner = s.spawn(move || {
-                let r = worker::run_parallel(
-                    parts,
-                    plan.lookahead,
-                    cfg.until,
-                    cores,
-                    progress,
-                    &proxy,
-                );
+                let r =
+                    worker::run_parallel(parts, plan.lookahead, cfg.until, cores, progress, &proxy);
                 counted.store(proxy.frames.load(Ordering::Relaxed), Ordering::Relaxed);
                 // Dropping the proxy ends the loop below.
                 drop(proxy);
@@ -408,7 +403,7 @@ where
         root.gather_varcount_into_root(&w.buf[..], &mut r);
     }
 
-    let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
+    let mut slots: super::Slots<A> = (0..n_actors).map(|_| None).collect();
     for (gid, a, ports) in gathered {
         slots[gid as usize] = Some((a, ports));
     }
@@ -443,14 +438,7 @@ where
         }
     }
     faults.settle();
-    let mut actors_out = Vec::with_capacity(n_actors);
-    let mut port_stats = Vec::with_capacity(n_actors);
-    for (i, s) in slots.into_iter().enumerate() {
-        let (a, ps) =
-            s.ok_or_else(|| EngineError::Failure(format!("actor {i} lost by the engine")))?;
-        actors_out.push(a);
-        port_stats.push(ps);
-    }
+    let (actors_out, port_stats) = super::in_id_order(slots)?;
     Ok(MpiOutput {
         output: Some(RunOutput {
             actors: actors_out,

@@ -8,8 +8,8 @@ use crossbeam::channel::{unbounded, Receiver, Sender};
 use crossbeam::utils::CachePadded;
 
 use super::barrier::Gate;
-use super::exchange::{Bound, Exchange, NextWindow};
 use super::capture::{CaptureBuf, CaptureDirection};
+use super::exchange::{Bound, Exchange, NextWindow};
 use super::partition::Plan;
 use super::queue::{arrival_tag, tag_dst, EventKey, EventQueue, Kind};
 use super::sample::Sampler;
@@ -644,6 +644,11 @@ impl Sched {
         }
     }
 
+    /// The time of the earliest pending event (`u64::MAX` when none is).
+    pub(crate) fn next_time(&mut self) -> u64 {
+        self.queue.next_time()
+    }
+
     #[inline]
     pub(crate) fn timer(&mut self, me: u32, at: Time, token: u64) {
         let key = self.next_key(me, at.ps());
@@ -818,6 +823,18 @@ impl<A: Actor> Partition<A> {
             }
             s.advance_fixed();
         }
+    }
+
+    /// The actor with global id `gid`, if this partition has it.
+    pub(crate) fn actor_mut(&mut self, gid: ActorId) -> Option<&mut A> {
+        let i = self.sched.gids.binary_search(&gid).ok()?;
+        self.actors.get_mut(i)
+    }
+
+    /// The actor with global id `gid`, if this partition has it.
+    pub(crate) fn actor(&self, gid: ActorId) -> Option<&A> {
+        let i = self.sched.gids.binary_search(&gid).ok()?;
+        self.actors.get(i)
     }
 
     /// Local actor ids and port ranges (to map local series to global actors).

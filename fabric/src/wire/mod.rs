@@ -39,8 +39,8 @@ pub use ib::{
 };
 pub use icrc::{check_icrc, icrc};
 pub use peek::{
-    bth_opcode, bth_view, dscp, ecn, frame_kind, ipv4_dst, ipv4_src, peek_forward, peek_roce_flow,
-    set_ecn, udp_src_port, ForwardPeek, FrameKind, RoceFlow,
+    bth_opcode, bth_view, dscp, ecn, frame_kind, ip_flow, ipv4_dst, ipv4_src, peek_forward,
+    peek_roce_flow, set_ecn, udp_src_port, ForwardPeek, FrameKind, RoceFlow,
 };
 pub use pfc::{pause_quanta_to_ps, MutablePfcPacket, PfcPacket, PfcPauseRepr};
 pub use roce::{RoceRepr, CNP_DSCP};

@@ -142,6 +142,38 @@ pub fn peek_roce_flow(frame: &[u8]) -> (FrameKind, Option<RoceFlow>) {
     }
 }
 
+/// The flow of an IPv4 frame that is not RoCEv2 (TCP, UDP, ICMP or any other protocol, as a
+/// real program sends it): the addresses, the DSCP, and in `udp_src_port` the ECMP entropy of
+/// its 5-tuple (protocol and both ports folded into 16 bits; the ports only when the frame is
+/// unfragmented TCP or UDP, so every fragment of a datagram takes one path). `None` for
+/// anything but a well-formed IPv4 header.
+pub fn ip_flow(frame: &[u8]) -> Option<RoceFlow> {
+    const TCP: u8 = 6;
+    let ip = ipv4(frame)?;
+    let ihl = usize::from(ip[field::ipv4::VER_IHL] & 0x0F) * 4;
+    if ihl < IPV4_HEADER_LEN {
+        return None;
+    }
+    let proto = ip[field::ipv4::PROTOCOL];
+    let flags_frag = be16(ip, field::ipv4::FLAGS_FRAG);
+    let unfragmented =
+        (flags_frag >> 13) as u8 & IPV4_MORE_FRAGMENTS == 0 && flags_frag & 0x1FFF == 0;
+    let ports = match frame.get(ETH_HEADER_LEN + ihl..) {
+        Some(l4) if unfragmented && (proto == TCP || proto == IP_PROTOCOL_UDP) => {
+            l4.first_chunk::<4>().map_or(0, |p| {
+                u16::from_be_bytes([p[0], p[1]]) ^ u16::from_be_bytes([p[2], p[3]]).rotate_left(8)
+            })
+        }
+        _ => 0,
+    };
+    Some(RoceFlow {
+        src: addr(ip, field::ipv4::SRC),
+        dst: addr(ip, field::ipv4::DST),
+        udp_src_port: ports ^ u16::from(proto).rotate_left(4),
+        dscp: ip[field::ipv4::TOS] >> 2,
+    })
+}
+
 /// What a switch reads from an arriving frame and does to it before forwarding: its kind, the
 /// flow of a RoCEv2 frame, and the result of decrementing a RoCEv2 frame's TTL.
 #[derive(Debug, Clone, PartialEq, Eq)]
