@@ -33,6 +33,10 @@
 mod barrier;
 mod calendar;
 pub mod capture;
+pub mod codec;
+mod exchange;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod partition;
 mod queue;
 pub mod sample;
@@ -279,6 +283,46 @@ pub struct FaultOutput {
     pub hits: Vec<crate::fault::FaultHit>,
 }
 
+impl EngineStats {
+    /// Adds the counts of another part of the same run (a partition's, a process's).
+    pub(crate) fn absorb(&mut self, o: &EngineStats) {
+        self.events += o.events;
+        self.packet_hops += o.packet_hops;
+        self.end_time = self.end_time.max(o.end_time);
+        self.stopped_at_limit |= o.stopped_at_limit;
+        if let Some(h) = o.halted_at {
+            self.halted_at = Some(self.halted_at.map_or(h, |x| x.min(h)));
+        }
+    }
+}
+
+impl FaultOutput {
+    /// No counts yet, for `entries` fault entries.
+    pub(crate) fn empty(entries: usize) -> FaultOutput {
+        FaultOutput {
+            entries: vec![FaultCounts::default(); entries],
+            ports: Vec::new(),
+            hits: Vec::new(),
+        }
+    }
+
+    /// Sorts what the partitions added, in an order independent of the partitioning.
+    pub(crate) fn settle(&mut self) {
+        self.ports.sort_by_key(|&(k, _)| k);
+        // One pair can lose frames on several ports (both directions, several hops): keep the
+        // last.
+        self.hits.sort_unstable();
+        self.hits.dedup_by(|later, first| {
+            let same = (later.entry, later.owner, later.peer, later.class)
+                == (first.entry, first.owner, first.peer, first.class);
+            if same {
+                first.at = first.at.max(later.at);
+            }
+            same
+        });
+    }
+}
+
 /// Why a run could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
@@ -506,7 +550,14 @@ pub fn run<A: Actor>(
         // Cores this process may use (affinity mask and cgroup quota on Linux): the barrier
         // spins less from the start when workers outnumber them.
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let end = worker::run_parallel(&mut parts, plan.lookahead, until, cores, progress)?;
+        let end = worker::run_parallel(
+            &mut parts,
+            plan.lookahead,
+            until,
+            cores,
+            progress,
+            &exchange::Local,
+        )?;
         (end.windows, end.cancelled)
     };
 
@@ -553,14 +604,7 @@ fn assemble<A: Actor>(
     // Reassemble in id order.
     let mut stats = EngineStats::default();
     for p in &parts {
-        stats.events += p.sched.events;
-        stats.packet_hops += p.sched.packet_hops;
-        stats.end_time = stats.end_time.max(p.sched.last_time);
-        stats.stopped_at_limit |= p.sched.pending() > 0;
-        if p.sched.halt != u64::MAX {
-            let h = Time(p.sched.halt);
-            stats.halted_at = Some(stats.halted_at.map_or(h, |x: Time| x.min(h)));
-        }
+        stats.absorb(&p.stats());
     }
     let samples = cfg
         .sample
@@ -573,40 +617,18 @@ fn assemble<A: Actor>(
             .collect();
         capture::merge(bufs, cc, until)
     });
-    let mut faults = FaultOutput {
-        entries: vec![FaultCounts::default(); cfg.faults.entries],
-        ports: Vec::new(),
-        hits: Vec::new(),
-    };
+    let mut faults = FaultOutput::empty(cfg.faults.entries);
     for p in &parts {
         p.sched.fault_counts(&mut faults);
     }
-    faults.ports.sort_by_key(|&(k, _)| k);
-    // One pair can lose frames on several ports (both directions, several hops): keep the
-    // last, in an order independent of the partitioning.
-    faults.hits.sort_unstable();
-    faults.hits.dedup_by(|later, first| {
-        let same = (later.entry, later.owner, later.peer, later.class)
-            == (first.entry, first.owner, first.peer, first.class);
-        if same {
-            first.at = first.at.max(later.at);
-        }
-        same
-    });
-    let mut slots: Vec<Option<(A, Vec<PortStats>)>> = (0..n_actors).map(|_| None).collect();
+    faults.settle();
+    let mut slots: Slots<A> = (0..n_actors).map(|_| None).collect();
     for p in parts {
         for (gid, actor, ports) in p.into_actors() {
             slots[gid as usize] = Some((actor, ports));
         }
     }
-    let mut actors_out = Vec::with_capacity(n_actors);
-    let mut port_stats = Vec::with_capacity(n_actors);
-    for (i, s) in slots.into_iter().enumerate() {
-        let (a, ps) =
-            s.ok_or_else(|| EngineError::Failure(format!("actor {i} lost by the engine")))?;
-        actors_out.push(a);
-        port_stats.push(ps);
-    }
+    let (actors_out, port_stats) = in_id_order(slots)?;
     Ok(RunOutput {
         actors: actors_out,
         port_stats,
@@ -617,6 +639,23 @@ fn assemble<A: Actor>(
         cancelled,
         faults,
     })
+}
+
+/// The actors and their port counters out of their slots (by id), every slot filled.
+type Slots<A> = Vec<Option<(A, Vec<PortStats>)>>;
+
+/// Splits filled [`Slots`] into the actors and their port counters, in id order.
+#[allow(clippy::type_complexity)]
+fn in_id_order<A>(slots: Slots<A>) -> Result<(Vec<A>, Vec<Vec<PortStats>>), EngineError> {
+    let mut actors = Vec::with_capacity(slots.len());
+    let mut port_stats = Vec::with_capacity(slots.len());
+    for (i, s) in slots.into_iter().enumerate() {
+        let (a, ps) =
+            s.ok_or_else(|| EngineError::Failure(format!("actor {i} lost by the engine")))?;
+        actors.push(a);
+        port_stats.push(ps);
+    }
+    Ok((actors, port_stats))
 }
 
 /// Brings every partition's series to one interval and length and lays them out by actor.

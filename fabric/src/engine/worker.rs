@@ -9,6 +9,7 @@ use crossbeam::utils::CachePadded;
 
 use super::barrier::Gate;
 use super::capture::{CaptureBuf, CaptureDirection};
+use super::exchange::{Bound, Exchange, NextWindow};
 use super::partition::Plan;
 use super::queue::{arrival_tag, tag_dst, EventKey, EventQueue, Kind};
 use super::sample::Sampler;
@@ -73,10 +74,11 @@ struct Local {
 
 /// A frame bound for another partition.
 pub(crate) struct Remote {
-    key: EventKey,
-    dst: u32,
-    port: u16,
-    packet: Packet,
+    pub(crate) key: EventKey,
+    /// The receiver's index in its partition.
+    pub(crate) dst: u32,
+    pub(crate) port: u16,
+    pub(crate) packet: Packet,
 }
 
 /// Everything of a partition except its actors (so an actor and the scheduler can be borrowed
@@ -974,6 +976,18 @@ impl<A: Actor> Partition<A> {
         }
     }
 
+    /// What this partition counted.
+    pub(crate) fn stats(&self) -> super::EngineStats {
+        let s = &self.sched;
+        super::EngineStats {
+            events: s.events,
+            packet_hops: s.packet_hops,
+            end_time: s.last_time,
+            stopped_at_limit: s.pending() > 0,
+            halted_at: (s.halt != u64::MAX).then_some(Time(s.halt)),
+        }
+    }
+
     /// The actors with their global ids and port counters.
     pub(crate) fn into_actors(self) -> impl Iterator<Item = (ActorId, A, Vec<PortStats>)> {
         let Sched {
@@ -1033,7 +1047,8 @@ struct Shared<'a, A> {
 }
 
 /// Runs `parts` in windows on one worker thread per partition, `cores` of which can run at
-/// once. Results do not depend on which worker runs which partition.
+/// once. Results do not depend on which worker runs which partition. `parts` are the partitions
+/// of this process, in global order; `exchange` reaches the others' (see [`Exchange`]).
 ///
 /// The run advances in generations. Generation 0 starts every partition; each later one runs
 /// one window of every partition. A generation's tasks (one per partition) are claimed by the
@@ -1044,12 +1059,13 @@ struct Shared<'a, A> {
 /// the global minimum of the partitions' next events (the next window is `[min, min +
 /// lookahead)`), the earliest halt request, and reads the cancel flag once, so every worker
 /// acts on the same decision and all partitions stop at the same window boundary.
-pub(crate) fn run_parallel<A: Actor>(
+pub(crate) fn run_parallel<A: Actor, X: Exchange>(
     parts: &mut [Partition<A>],
     lookahead: Time,
     until: Time,
     cores: usize,
     progress: &Progress,
+    exchange: &X,
 ) -> Result<ParallelEnd, EngineError> {
     let n = parts.len();
     let grace = parts.first().map_or(1, |p| p.sched.halt_grace);
@@ -1074,7 +1090,7 @@ pub(crate) fn run_parallel<A: Actor>(
         failure: Mutex::new(None),
         gate: Gate::new(n, cores),
     };
-    let close = |sh: &Shared<'_, A>| {
+    let close = |sh: &Shared<'_, A>| -> Result<(), EngineError> {
         sh.done.store(0, Ordering::Relaxed);
         let min_of = |v: &[CachePadded<AtomicU64>]| {
             v.iter()
@@ -1082,28 +1098,27 @@ pub(crate) fn run_parallel<A: Actor>(
                 .min()
                 .unwrap_or(u64::MAX)
         };
-        let gmin = min_of(&sh.nexts);
-        let ghalt = min_of(&sh.halts);
-        sh.ghalt.store(ghalt, Ordering::Relaxed);
-        // As `Sched::halt_end`, for the earliest request of all partitions.
-        let halt_end = match ghalt {
-            u64::MAX => u64::MAX,
-            t => t.saturating_add(grace).saturating_add(1),
+        let mine = Bound {
+            next: min_of(&sh.nexts),
+            halt: min_of(&sh.halts),
+            cancel: progress.cancel.load(Ordering::Relaxed),
         };
-        let limit = until.ps().min(halt_end.saturating_sub(1));
-        if progress.cancel.load(Ordering::Relaxed) {
-            sh.outcome.store(CANCELLED, Ordering::Relaxed);
-        } else if gmin == u64::MAX || gmin > limit {
-            sh.outcome.store(FINISHED, Ordering::Relaxed);
-        } else {
-            let end = gmin
-                .saturating_add(lookahead.ps())
-                .min(limit.saturating_add(1));
-            sh.window_end.store(end, Ordering::Relaxed);
-            sh.windows.fetch_add(1, Ordering::Relaxed);
+        let all = exchange.close(mine, &mut |i, frames| {
+            // The receiver lives as long as `sh`: a send cannot fail.
+            let _ = sh.txs[i].send(frames);
+        })?;
+        sh.ghalt.store(all.halt, Ordering::Relaxed);
+        match all.next_window(until, grace, lookahead) {
+            NextWindow::Cancelled => sh.outcome.store(CANCELLED, Ordering::Relaxed),
+            NextWindow::Finished => sh.outcome.store(FINISHED, Ordering::Relaxed),
+            NextWindow::Until(end) => {
+                sh.window_end.store(end, Ordering::Relaxed);
+                sh.windows.fetch_add(1, Ordering::Relaxed);
+            }
         }
         // Publishes all of the above (and every task's state) to the next generation.
         sh.gate.open_next();
+        Ok(())
     };
     let fail = |sh: &Shared<'_, A>, e: EngineError| {
         let mut f = sh.failure.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1118,7 +1133,7 @@ pub(crate) fn run_parallel<A: Actor>(
         for me in 0..n {
             let (shared, close, fail) = (&shared, &close, &fail);
             s.spawn(move || {
-                let body = AssertUnwindSafe(|| worker(shared, me, progress, close));
+                let body = AssertUnwindSafe(|| worker(shared, me, progress, exchange, close));
                 let err = match catch_unwind(body) {
                     Ok(Ok(())) | Ok(Err(EngineError::Aborted)) => return,
                     Ok(Err(e)) => e,
@@ -1153,11 +1168,12 @@ pub(crate) fn run_parallel<A: Actor>(
 }
 
 /// One worker: claims and runs tasks generation after generation until the run ends.
-fn worker<A: Actor>(
+fn worker<A: Actor, X: Exchange>(
     sh: &Shared<'_, A>,
     me: usize,
     progress: &Progress,
-    close: &impl Fn(&Shared<'_, A>),
+    exchange: &X,
+    close: &impl Fn(&Shared<'_, A>) -> Result<(), EngineError>,
 ) -> Result<(), EngineError> {
     let n = sh.slots.len();
     let mut waiter = sh.gate.waiter();
@@ -1179,10 +1195,10 @@ fn worker<A: Actor>(
             {
                 continue;
             }
-            task(sh, i, gen, progress)?;
+            task(sh, i, gen, progress, exchange)?;
             // Release: this task's state and what it published, for whoever closes.
             if sh.done.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                close(sh);
+                close(sh)?;
                 break;
             }
         }
@@ -1194,11 +1210,12 @@ fn worker<A: Actor>(
 
 /// Partition `i`'s task in generation `gen`: start its actors (generation 0) or run one window;
 /// then send its frames for other partitions and publish its next event and halt request.
-fn task<A: Actor>(
+fn task<A: Actor, X: Exchange>(
     sh: &Shared<'_, A>,
     i: usize,
     gen: u64,
     progress: &Progress,
+    exchange: &X,
 ) -> Result<(), EngineError> {
     let mut slot = sh.slots[i].lock().unwrap_or_else(PoisonError::into_inner);
     let part: &mut Partition<A> = &mut slot;
@@ -1218,8 +1235,13 @@ fn task<A: Actor>(
     for (dst, out) in part.sched.outbox.iter_mut().enumerate() {
         if let Some(t) = out.iter().map(|r| r.key.time).min() {
             next = next.min(t);
-            // The receiver lives as long as `sh`: a send cannot fail.
-            let _ = sh.txs[dst].send(std::mem::take(out));
+            match exchange.local(dst) {
+                // The receiver lives as long as `sh`: a send cannot fail.
+                Some(l) => {
+                    let _ = sh.txs[l].send(std::mem::take(out));
+                }
+                None => exchange.post(dst, std::mem::take(out)),
+            }
         }
     }
     sh.nexts[i].store(next, Ordering::Relaxed);

@@ -1,0 +1,279 @@
+//! Runs spread over MPI ranks (the `mpi` feature) against the same runs on threads.
+//!
+//! The default build has no MPI, so these tests build the two MPI examples themselves
+//! (`cargo build --release --features mpi`) and start them with `mpirun --allow-run-as-root
+//! --oversubscribe -np N` (more ranks than this machine's cores is fine: correct, not fast).
+//! Without OpenMPI they install it with apt when run under CI (`CI=true`) and are skipped with
+//! the reason printed elsewhere.
+//!
+//! Checked: the same results at 1, 2 and 4 ranks as on one thread (every actor's final state,
+//! the engine's counters, every port's counters) for an engine mesh and for scenarios: the
+//! fabric64 benchmark, a PFC incast, a leaf-spine in data mode with lossy and failing links,
+//! and a training iteration; and that a rank which fails or is killed ends every rank within
+//! 5 s, with a message naming it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::temp_dir;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// What the MPI tests need on the system (OpenMPI, and libclang for rsmpi's bindings).
+const PACKAGES: [&str; 4] = [
+    "openmpi-bin",
+    "libopenmpi-dev",
+    "libclang-dev",
+    "pkg-config",
+];
+
+fn have_mpi() -> bool {
+    let ok = |cmd: &str, arg: &str| {
+        Command::new(cmd)
+            .arg(arg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    ok("mpirun", "--version") && ok("mpicc", "--showme:version")
+}
+
+/// Builds the examples with the `mpi` feature once; `None` (with the reason printed) when MPI
+/// is missing and this is not CI.
+fn examples() -> Option<&'static (PathBuf, PathBuf)> {
+    static BUILT: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if !have_mpi() {
+                if std::env::var("CI").as_deref() != Ok("true") {
+                    eprintln!(
+                        "skipped: no OpenMPI (mpirun, mpicc); install {} to run the MPI tests",
+                        PACKAGES.join(" ")
+                    );
+                    return None;
+                }
+                let apt = |args: &[&str]| {
+                    let s = Command::new("apt-get")
+                        .args(args)
+                        .env("DEBIAN_FRONTEND", "noninteractive")
+                        .status();
+                    assert!(s.is_ok_and(|s| s.success()), "apt-get {args:?} failed");
+                };
+                apt(&["update"]);
+                let mut install = vec!["install", "-y"];
+                install.extend(PACKAGES);
+                apt(&install);
+            }
+            let cargo = env!("CARGO");
+            for args in [
+                &["--features", "mpi", "--example", "mpi_run"][..],
+                &[
+                    "-p",
+                    "fabemu-fabric",
+                    "--features",
+                    "mpi",
+                    "--example",
+                    "mpi_mesh",
+                ][..],
+            ] {
+                let out = Command::new(cargo)
+                    .current_dir(ROOT)
+                    .args(["build", "--release"])
+                    .args(args)
+                    .output()
+                    .expect("cargo runs");
+                assert!(
+                    out.status.success(),
+                    "building {args:?} failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let dir = Path::new(ROOT).join("target/release/examples");
+            Some((dir.join("mpi_run"), dir.join("mpi_mesh")))
+        })
+        .as_ref()
+}
+
+/// Runs `cmd` to its end, failing the test if that takes more than `limit` (a hang check). The
+/// output is read while the child runs (a full pipe would stop it).
+fn finish(mut cmd: Command, limit: Duration) -> (Output, Duration) {
+    let t0 = Instant::now();
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => (out.expect("output"), t0.elapsed()),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("{cmd:?} still running after {limit:?}");
+        }
+    }
+}
+
+fn mpirun(np: usize, program: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
+        .arg(np.to_string())
+        .arg(program)
+        .args(args);
+    c
+}
+
+fn stdout_of(cmd: Command) -> String {
+    let (out, _) = finish(cmd, Duration::from_secs(600));
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `program local 1 args..` against `mpirun -np N program mpi THREADS args..` for N = 1, 2,
+/// 4 (1 thread each) and N = 2 with 2 threads each: every line the same.
+fn same_over_ranks(program: &Path, before: &[&str], after: &[&str]) {
+    let args = |mode: &str, threads: &str| -> Vec<String> {
+        before
+            .iter()
+            .chain(&[mode, threads])
+            .chain(after)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let mut local = Command::new(program);
+    local.args(args("local", "1"));
+    let one = stdout_of(local);
+    assert!(one.lines().count() > 2, "{one}");
+    for (np, threads) in [(1, "1"), (2, "1"), (4, "1"), (2, "2")] {
+        let a = args("mpi", threads);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let over = stdout_of(mpirun(np, program, &a));
+        if over != one {
+            let diff = one
+                .lines()
+                .zip(over.lines())
+                .find(|(a, b)| a != b)
+                .map_or_else(|| "(line count)".to_string(), |(a, b)| format!("{a}\n{b}"));
+            panic!("np {np} x {threads} threads differs from one thread, first at:\n{diff}");
+        }
+    }
+}
+
+#[test]
+fn engine_mesh_is_the_same_over_ranks() {
+    let Some((_, mesh)) = examples() else { return };
+    same_over_ranks(mesh, &[], &[]);
+    // Stopped by a limit in the middle of the traffic.
+    same_over_ranks(mesh, &[], &["40000000"]);
+}
+
+fn scenario_same_over_ranks(name: &str, yaml: &str) {
+    let Some((run, _)) = examples() else { return };
+    let dir = temp_dir("mpi");
+    let path = dir.write_beside(name, yaml);
+    let p = path.to_string_lossy();
+    same_over_ranks(run, &[&p], &[]);
+}
+
+#[test]
+fn fabric64_is_the_same_over_ranks() {
+    let yaml = std::fs::read_to_string(Path::new(ROOT).join("benches/fabric64.yaml"))
+        .expect("benchmark scenario");
+    scenario_same_over_ranks("fabric64.yaml", &yaml);
+}
+
+#[test]
+fn pfc_incast_is_the_same_over_ranks() {
+    let yaml = std::fs::read_to_string(Path::new(ROOT).join("examples/lossless.yaml"))
+        .expect("example scenario");
+    scenario_same_over_ranks("lossless.yaml", &yaml);
+}
+
+#[test]
+fn faulted_leaf_spine_in_data_mode_is_the_same_over_ranks() {
+    let yaml = "mode: data\nseed: 3\nnic: {rto: 50us}\n\
+        topology:\n  leaf_spine: {leaves: 4, spines: 2, hosts_per_leaf: 4, host_bandwidth: 100Gbps, host_latency: 500ns, fabric_bandwidth: 100Gbps, fabric_latency: 1us}\n\
+        workload:\n  all_to_all: {size: 64KiB}\n\
+        faults:\n  - {link: [leaf0, spine0], down: true, from: 20us, until: 60us}\n  - {link: [leaf1, spine1], loss: 0.01}\n  - {link: [h5, leaf1], loss: 0.01}\n";
+    scenario_same_over_ranks("faulted.yaml", yaml);
+}
+
+#[test]
+fn training_iteration_is_the_same_over_ranks() {
+    let yaml = std::fs::read_to_string(Path::new(ROOT).join("examples/training.yaml"))
+        .expect("example scenario");
+    scenario_same_over_ranks("training.yaml", &yaml);
+}
+
+#[test]
+fn a_failing_rank_ends_every_rank_with_its_name() {
+    let Some((_, mesh)) = examples() else { return };
+    let mut c = mpirun(2, mesh, &["mpi", "1"]);
+    c.env("MESH_BOMB_PS", "20000000").env("RUST_BACKTRACE", "0");
+    let (out, took) = finish(c, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("fabemu: MPI rank"), "{err}");
+    assert!(err.contains("exploded as asked"), "{err}");
+    // Start-up included; the abort itself takes well under a second.
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn a_killed_rank_ends_every_rank_with_its_name() {
+    let Some((_, mesh)) = examples() else { return };
+    let pids = temp_dir("mpi-pids");
+    let mut c = mpirun(2, mesh, &["mpi", "1"]);
+    c.env("MESH_FOREVER", "1").env("MESH_PID_DIR", pids.dir());
+    c.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = c.spawn().expect("starts");
+    let pid_of_1 = pids.dir().join("rank1");
+    let t0 = Instant::now();
+    let pid = loop {
+        if let Ok(p) = std::fs::read_to_string(&pid_of_1) {
+            if !p.is_empty() {
+                break p;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "rank 1 never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Let the ranks exchange a few windows, then kill rank 1.
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Instant::now();
+    let k = Command::new("kill").args(["-9", pid.trim()]).status();
+    assert!(k.is_ok_and(|s| s.success()));
+    loop {
+        if child.try_wait().expect("waits").is_some() {
+            break;
+        }
+        if killed.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the other rank still runs 30 s after rank 1 was killed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = killed.elapsed();
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("rank 1"), "{err}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
