@@ -1,5 +1,6 @@
-"""Two TCP flows into rank 0 at once, from rank 1 marked DSCP 46 (IP_TOS 0xb8) and from rank 2
-unmarked; rank 0 prints each flow's goodput over the time both were sending.
+"""Two TCP flows into rank 0 at once, from rank 1 marked DSCP 46 (IP_TOS 0xb8; FLOW_MARK=0
+leaves it unmarked) and from rank 2 unmarked; rank 0 prints each flow's goodput over the time
+both were sending.
 
     fabemu emulate examples/emulate/priority.yaml -- python3 examples/emulate/two_flows.py
 """
@@ -44,7 +45,7 @@ if rank == 0:
 elif rank in (1, 2):
     time.sleep(0.3)
     s = socket.create_connection((os.environ["MASTER_ADDR"], PORT), timeout=30)
-    if rank == 1:
+    if rank == 1 and os.environ.get("FLOW_MARK", "1") == "1":
         s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 46 << 2)
     block = b"\0" * (1 << 16)
     end = time.perf_counter() + SECONDS
