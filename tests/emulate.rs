@@ -269,26 +269,74 @@ fn wait_for(ready: impl Fn() -> bool) {
 }
 
 #[test]
-fn a_strict_priority_port_favours_the_marked_tcp_flow() {
+fn an_openmpi_program_runs_across_four_hosts() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !can_emulate() {
         return;
     }
-    let out = run(&[
-        "emulate",
-        "examples/emulate/priority.yaml",
-        "--quiet",
-        "--",
-        "python3",
-        "examples/emulate/two_flows.py",
-    ]);
-    assert!(out.status.success());
+    let have = |tool: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("mpicc") || !have("mpirun") {
+        // .ci/run installs OpenMPI; elsewhere it may be missing.
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "OpenMPI (mpicc, mpirun) missing under CI"
+        );
+        eprintln!("skipped: OpenMPI (mpicc, mpirun) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("mpi_allreduce");
+    let built = Command::new("mpicc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&program)
+        .arg(root().join("examples/emulate/mpi_allreduce.c"))
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let mpi_dir = dir.path().join("mpi");
+    std::fs::create_dir(&mpi_dir).unwrap();
+    let attempt = || {
+        let _ = std::fs::remove_file(mpi_dir.join("done"));
+        let out = fabemu()
+            .args([
+                "emulate",
+                "examples/emulate/leaf_spine4.yaml",
+                "--quiet",
+                "--mpi",
+            ])
+            .arg(&mpi_dir)
+            .args(["--", "sh", "examples/emulate/mpirun.sh"])
+            .env("MPI_DIR", &mpi_dir)
+            .env("MPI_PROGRAM", &program)
+            .output()
+            .unwrap();
+        eprintln!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    // mpirun's own start-up (its daemons wiring up over TCP) failed once in a dozen runs on a
+    // busy machine: one more try, the first one's output printed above.
+    let mut out = attempt();
+    if !out.status.success() {
+        eprintln!("mpirun failed once; trying again");
+        out = attempt();
+    }
     let text = String::from_utf8_lossy(&out.stdout);
-    let high = figure(&text, "flow from 10.0.0.2 goodput_bps").unwrap();
-    let low = figure(&text, "flow from 10.0.0.3 goodput_bps").unwrap();
-    // Both share h0's 1 Gb/s link; the DSCP 46 flow goes first at the switch. TCP leaves gaps
-    // in its own flow that the other fills (README: 84% measured, the rest to the unmarked
-    // flow), so the bound is three quarters, not the whole link.
-    assert!(high >= 3.0 * low, "high {high} low {low}");
-    assert!(high + low <= 1e9 * 1.01, "{high} + {low} above the link");
+    assert!(out.status.success());
+    // Every MPI rank, started by mpirun's daemons in its own namespace, got the sum.
+    for r in 0..4 {
+        assert!(
+            text.contains(&format!("mpi rank {r} of 4 sum 10")),
+            "rank {r}"
+        );
+    }
 }
