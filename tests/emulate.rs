@@ -103,7 +103,7 @@ fn a_udp_round_trip_takes_the_links_time() {
     // The programs and the kernel add their own time (tens to hundreds of microseconds on a
     // loaded 2-core machine); the fabric's share is the physics.
     assert!(
-        median <= physics * 1.25,
+        median <= physics * 1.5,
         "median {median} us against {physics} us"
     );
 }
