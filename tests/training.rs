@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 
 use common::{fabemu, run_yaml, temp_path, temp_scenario, TempPath};
 use fabemu::Report;
-use fabemu_workload::chakra::{encode_stream, AttributeProto, GlobalMetadata, Node, NodeType};
+use fabemu_workload::chakra::{
+    encode_stream, AttrValue, AttributeProto, GlobalMetadata, Node, NodeType,
+};
 
 const US: u64 = 1_000_000;
 
@@ -153,6 +155,82 @@ fn astra_sim_custom_ring_traces_run_as_sends_receives_and_reductions() {
         assert_eq!(rank.breakdown.compute_ps, 7 * 7 * US);
     }
     assert!(t.iteration_time_ps.expect("finished") > 7 * 7 * US);
+}
+
+/// A compute node Chakra marks as a CPU operator (`is_cpu_op`, a bool as Chakra's
+/// converters write it).
+fn cpu_comp(id: u64, us: u64, deps: &[u64]) -> Node {
+    let mut n = comp(id, us, deps);
+    n.attr.push(AttributeProto {
+        name: "is_cpu_op".into(),
+        value: Some(AttrValue::BoolVal(true)),
+        ..AttributeProto::default()
+    });
+    n
+}
+
+#[test]
+fn cpu_operators_run_beside_gpu_kernels_on_their_own_stream() {
+    // Two independent 100 us compute nodes per rank: one kernel and one CPU operator overlap
+    // (100 us, as ASTRA-sim runs them); two of either kind share their stream (200 us); a
+    // CPU operator that waits for the kernel runs after it whatever its stream (200 us).
+    let cases: [(&str, [Node; 2], u64); 4] = [
+        ("gpu_cpu", [comp(1, 100, &[]), cpu_comp(2, 100, &[])], 100),
+        ("gpu_gpu", [comp(1, 100, &[]), comp(2, 100, &[])], 200),
+        (
+            "cpu_cpu",
+            [cpu_comp(1, 100, &[]), cpu_comp(2, 100, &[])],
+            200,
+        ),
+        (
+            "gpu_then_cpu",
+            [comp(1, 100, &[]), cpu_comp(2, 100, &[1])],
+            200,
+        ),
+    ];
+    for (name, nodes, us) in cases {
+        let prefix = write_traces(name, &[nodes.to_vec(), nodes.to_vec()]);
+        let r = run_yaml(&chakra_yaml(2, &prefix), 1);
+        assert!(r.invariants.ok, "{name}: {:?}", r.invariants.violations);
+        let t = training(&r);
+        assert_eq!(t.iteration_time_ps, Some(us * US), "{name}");
+        for rank in &t.per_rank {
+            // Compute time is the time some stream computes: overlap counts once.
+            assert_eq!(rank.breakdown.compute_ps, us * US, "{name}");
+            assert_eq!(rank.breakdown.idle_ps, 0, "{name}");
+        }
+        if name != "gpu_cpu" {
+            continue;
+        }
+        // In the Perfetto trace the CPU operator has a track of its own beside the kernel's.
+        let scenario = temp_scenario("cpu-op.yaml", &chakra_yaml(2, &prefix));
+        let dir = temp_path("cpu-op", "out");
+        let out = fabemu(&[
+            "run",
+            scenario.to_str().expect("utf-8 path"),
+            "--quiet",
+            "--out",
+            dir.to_str().expect("utf-8 path"),
+        ]);
+        assert_eq!(out.status.code(), Some(0));
+        let text = std::fs::read_to_string(dir.join("trace.json")).expect("trace.json written");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let events = v["traceEvents"].as_array().expect("traceEvents");
+        let tid_of = |ph: &str, name: &str| {
+            events
+                .iter()
+                .find(|e| {
+                    e["ph"] == ph
+                        && e["pid"] == 0
+                        && (e["name"] == name || e["args"]["name"] == name)
+                })
+                .map(|e| e["tid"].clone())
+        };
+        let cpu = tid_of("M", "cpu").expect("a cpu track");
+        assert_eq!(tid_of("X", "comp2"), Some(cpu.clone()));
+        assert_eq!(tid_of("X", "comp1"), Some(serde_json::json!(0)));
+        assert_ne!(cpu, serde_json::json!(0));
+    }
 }
 
 /// compute A -> All-Reduce -> compute B on `n` ranks.

@@ -65,6 +65,30 @@ pub fn breakdown_chart(base: &Path, t: &TrainingReport) -> Result<(), ObserveErr
     )
 }
 
+/// The x axis of `n` bars: bar `i` is centred on `i`, so the axis' integer ticks fall on bar
+/// centres and none lies past the last bar.
+fn x_range(n: usize) -> std::ops::Range<f64> {
+    -0.5..n.max(1) as f64 - 0.5
+}
+
+/// How many x ticks to ask for: one per bar while they fit, else plotters picks a round step
+/// (1, 2, 5, 10, ...) so that at most this many show. Never more than the bars, so the step
+/// is never below one bar and no tick falls between two bars.
+fn x_labels(n: usize) -> usize {
+    n.clamp(1, 32)
+}
+
+/// The label of the x tick at `v`: the rank of the bar centred there, or nothing for a
+/// position that is not a bar's centre.
+fn rank_label(bars: &[(usize, [u64; 4])], v: f64) -> String {
+    let i = v.round();
+    if (v - i).abs() > 1e-9 || i < 0.0 {
+        return String::new();
+    }
+    bars.get(i as usize)
+        .map_or_else(String::new, |(rank, _)| rank.to_string())
+}
+
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
@@ -81,17 +105,19 @@ fn draw<DB: DrawingBackend>(
             .x_label_area_size(45)
             .y_label_area_size(80);
     }
-    let n = bars.len().max(1) as f64;
     // Room above the bars for the legend.
     let y_max = (top as f64 / t_div).max(1e-6) * if text { 1.3 } else { 1.02 };
-    let mut chart = b.build_cartesian_2d(0f64..n, 0f64..y_max).map_err(e)?;
+    let mut chart = b
+        .build_cartesian_2d(x_range(bars.len()), 0f64..y_max)
+        .map_err(e)?;
     if text {
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_desc("rank")
             .y_desc(format!("time ({t_unit})"))
-            .x_label_formatter(&|v| format!("{}", v.floor() as u64))
+            .x_labels(x_labels(bars.len()))
+            .x_label_formatter(&|v| rank_label(bars, *v))
             .y_label_formatter(&tick)
             .draw()
             .map_err(e)?;
@@ -103,7 +129,7 @@ fn draw<DB: DrawingBackend>(
             let below: u64 = parts[..k].iter().sum();
             let (lo, hi) = (below as f64 / t_div, (below + parts[k]) as f64 / t_div);
             let x = x as f64;
-            Rectangle::new([(x + gap, lo), (x + 1.0 - gap, hi)], color.filled())
+            Rectangle::new([(x - 0.5 + gap, lo), (x + 0.5 - gap, hi)], color.filled())
         });
         let drawn = chart.draw_series(rects).map_err(e)?;
         if text {
@@ -122,4 +148,61 @@ fn draw<DB: DrawingBackend>(
             .map_err(e)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plotters::coord::ranged1d::Ranged;
+    use plotters::coord::types::RangedCoordf64;
+
+    /// The ticks plotters draws on the x axis of `n` bars, with their labels.
+    fn ticks(n: usize) -> Vec<(f64, String)> {
+        let bars: Vec<(usize, [u64; 4])> = (0..n).map(|r| (r, [1, 0, 0, 0])).collect();
+        let axis: RangedCoordf64 = x_range(n).into();
+        axis.key_points(x_labels(n))
+            .into_iter()
+            .map(|v| (v, rank_label(&bars, v)))
+            .collect()
+    }
+
+    #[test]
+    fn one_label_per_rank_and_none_past_the_last_bar() {
+        for n in [1, 2, 3, 4, 7, 8, 16, 32] {
+            let labels: Vec<String> = ticks(n).into_iter().map(|(_, l)| l).collect();
+            let want: Vec<String> = (0..n).map(|r| r.to_string()).collect();
+            assert_eq!(labels, want, "{n} ranks");
+        }
+    }
+
+    #[test]
+    fn many_ranks_get_whole_rank_ticks_on_bar_centres() {
+        for n in [33, 64, 100, 1000, 1024, 4096] {
+            let t = ticks(n);
+            assert!(
+                t.len() >= 2 && t.len() <= x_labels(n),
+                "{n}: {} ticks",
+                t.len()
+            );
+            let mut seen = std::collections::BTreeSet::new();
+            for (v, l) in t {
+                assert!(
+                    v >= 0.0 && v <= (n - 1) as f64,
+                    "{n}: tick {v} off the bars"
+                );
+                assert_eq!(l, format!("{}", v as usize), "{n}: tick {v}");
+                assert!(seen.insert(l), "{n}: a label twice");
+            }
+        }
+    }
+
+    #[test]
+    fn labels_name_the_rank_not_the_position() {
+        let bars = [(4, [1, 0, 0, 0]), (9, [1, 0, 0, 0])];
+        assert_eq!(rank_label(&bars, 0.0), "4");
+        assert_eq!(rank_label(&bars, 1.0), "9");
+        assert_eq!(rank_label(&bars, 0.5), "");
+        assert_eq!(rank_label(&bars, 2.0), "");
+        assert_eq!(rank_label(&bars, -1.0), "");
+    }
 }

@@ -10,7 +10,7 @@ use fabemu_collectives::{ChunkRange, Collective, DataType, Program, ReduceOp};
 use fabemu_fabric::units::{Time, PS_PER_S};
 use fabemu_topologies::Graph;
 use fabemu_workload::model;
-use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode};
+use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode, Stream};
 use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace};
 
 use super::{RankInfo, TrainingInfo};
@@ -364,7 +364,12 @@ fn rank_actions(
         };
         let a = match &n.op {
             Op::Compute { .. } | Op::Memory { .. } => {
-                Action::Compute(compute_time(src, &n.op).map_err(|e| node_err(e.into()))?)
+                let stream = match n.op {
+                    Op::Compute { cpu: true, .. } => Stream::Cpu,
+                    _ => Stream::Gpu,
+                };
+                let time = compute_time(src, &n.op).map_err(|e| node_err(e.into()))?;
+                Action::Compute(time, stream)
             }
             Op::Marker { duration } => Action::Delay(duration.unwrap_or(Time::ZERO)),
             Op::Send { bytes, .. } | Op::Recv { bytes, .. } if *bytes > MAX_MESSAGE => {
@@ -428,6 +433,7 @@ fn compute_time(src: &Source, op: &Op) -> Result<Time, &'static str> {
             duration,
             num_ops,
             tensor_bytes,
+            ..
         } => match (duration, num_ops, tensor_bytes) {
             (Some(d), _, _) => Ok(*d),
             (None, None, None) => Ok(Time::ZERO),

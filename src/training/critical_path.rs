@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fabemu_workload::scheduler::{Action, RankScheduler};
+use fabemu_workload::scheduler::{Action, RankScheduler, Stream};
 use serde::Serialize;
 
 use super::TrainingInfo;
@@ -98,8 +98,8 @@ pub(super) fn critical_path(
         .map(|(r, ri)| (ri.host, r))
         .collect();
     let (job_node, members) = jobs_and_members(info, scheds);
-    // Per host, compute nodes by the time they freed the stream.
-    let mut freed: BTreeMap<(usize, u64), Vec<usize>> = BTreeMap::new();
+    // Per host and stream, compute nodes by the time they freed the stream.
+    let mut freed: BTreeMap<(usize, Stream, u64), Vec<usize>> = BTreeMap::new();
     let end_of = |h: usize, i: usize| sched(h)?.records().get(i)?.end;
     let s = sched(host)?;
     let recs = s.records();
@@ -129,18 +129,21 @@ pub(super) fn critical_path(
         };
         // Candidate dependencies: (host, node) that finished.
         let mut cands: Vec<(usize, usize)> = Vec::new();
-        let waited_for_stream =
-            matches!(node.action, Action::Compute(_)) && r.ready.is_some_and(|t| t < start);
-        if waited_for_stream {
+        let stream = match node.action {
+            Action::Compute(_, s) => Some(s),
+            _ => None,
+        };
+        let waited_for_stream = stream.filter(|_| r.ready.is_some_and(|t| t < start));
+        if let Some(stream) = waited_for_stream {
             if freed_built.insert(h) {
                 for (k, (n, rec)) in nodes.iter().zip(recs).enumerate() {
-                    if let (Action::Compute(_), Some(e)) = (&n.action, rec.end) {
-                        freed.entry((h, e.ps())).or_default().push(k);
+                    if let (Action::Compute(_, s), Some(e)) = (&n.action, rec.end) {
+                        freed.entry((h, *s, e.ps())).or_default().push(k);
                     }
                 }
             }
             if let Some(k) = freed
-                .get(&(h, start.ps()))
+                .get(&(h, stream, start.ps()))
                 .into_iter()
                 .flatten()
                 .copied()
@@ -183,7 +186,7 @@ pub(super) fn critical_path(
         let from = prev.map_or(0, |(e, _)| e.ps()).min(end.ps());
         let time_ps = end.ps() - from;
         let kind = match node.action {
-            Action::Compute(_) => {
+            Action::Compute(..) => {
                 compute_ps += time_ps;
                 "compute"
             }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use fabemu_workload::scheduler::{Action, RankScheduler};
+use fabemu_workload::scheduler::{Action, RankScheduler, Stream};
 
 /// The iteration as a Chrome / Perfetto trace (`trace.json`, opens in ui.perfetto.dev): a
 /// process per rank with a `compute` track and as many `comm` tracks as communication
@@ -64,12 +64,25 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
             lanes[lane] = b;
             lane_of.insert(i, lane + 1);
         }
+        // CPU operators run beside the GPU's kernels: a track of their own after the
+        // communication lanes, named only when the trace has one.
+        let cpu_tid = lanes.len() + 1;
+        if s.nodes()
+            .iter()
+            .any(|n| matches!(n.action, Action::Compute(_, Stream::Cpu)))
+        {
+            events.push(serde_json::json!({
+                "ph": "M", "name": "thread_name", "pid": r, "tid": cpu_tid,
+                "args": {"name": "cpu"}
+            }));
+        }
         for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
             let (Some(a), Some(b)) = (rec.start, rec.end) else {
                 continue;
             };
             let (tid, cat) = match n.action {
-                Action::Compute(_) => (0, "compute"),
+                Action::Compute(_, Stream::Gpu) => (0, "compute"),
+                Action::Compute(_, Stream::Cpu) => (cpu_tid, "compute"),
                 Action::Delay(_) => continue,
                 _ => (lane_of.get(&i).copied().unwrap_or(1), "comm"),
             };

@@ -342,7 +342,7 @@ fn rank_breakdown(
         let end = rec.end.map_or(horizon, Time::ps);
         let iv = (start.ps(), end.max(start.ps()));
         match n.action {
-            Action::Compute(_) => comp.push(iv),
+            Action::Compute(..) => comp.push(iv),
             Action::Collective(_) | Action::Send { .. } | Action::Recv { .. } => comm.push(iv),
             Action::Delay(_) => {}
         }

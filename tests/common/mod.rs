@@ -151,3 +151,17 @@ pub fn message_wire_bytes(len: u64, mtu: u64) -> Vec<u64> {
         })
         .collect()
 }
+
+/// True when tshark runs. Outside CI a missing tshark skips the test with a printed reason, so
+/// a fresh checkout's test command passes; under CI (`CI=true`) the test must run, so it fails.
+pub fn has_tshark() -> bool {
+    if Command::new("tshark").arg("-v").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "tshark is missing; under CI the capture tests must run (Debian: apt-get install tshark)"
+    );
+    eprintln!("skipped: tshark is not installed (Debian: apt-get install tshark)");
+    false
+}

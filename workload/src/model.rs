@@ -106,6 +106,7 @@ type FieldError = (&'static str, String);
 /// A per-layer compute of the built-in model: a time, or work for the device model.
 fn layer_op(time: Option<Time>, flops: Option<u64>, memory: Option<u64>) -> Op {
     Op::Compute {
+        cpu: false,
         duration: time,
         num_ops: flops,
         tensor_bytes: memory,

@@ -4,9 +4,11 @@
 //! A [`RankScheduler`] holds one rank's nodes, each an [`Action`] with the nodes it waits for.
 //! A node becomes *ready* when every parent has finished, and then:
 //!
-//! - `Compute` nodes (computation, memory loads and stores) queue for the rank's single
-//!   compute stream and run one at a time, the ready node that comes first in the trace
-//!   first (a deterministic order, as a GPU's default stream runs kernels);
+//! - `Compute` nodes (computation, memory loads and stores) queue for their compute stream
+//!   and run one at a time on it, the ready node that comes first in the trace first (a
+//!   deterministic order, as a GPU's default stream runs kernels). A rank has two: the GPU's,
+//!   and the CPU's for host operators (Chakra's `is_cpu_op`), so a CPU operator runs beside a
+//!   kernel, not after it (ASTRA-sim keeps one CPU and one GPU operator in flight);
 //! - a `Collective` starts its job on the rank's [`CollectiveRunner`] at once: collectives
 //!   have their own communication streams and run concurrently with compute and with each
 //!   other (as ASTRA-sim issues them); the node finishes when the job has finished *on this
@@ -31,11 +33,20 @@ use fabemu_fabric::units::Time;
 /// The tag bits a point-to-point message carries: tags match modulo 2^30.
 pub const TAG_MASK: u64 = AppId::IMM_ARG_LIMIT as u64 - 1;
 
+/// The compute stream a node occupies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stream {
+    /// The GPU's: kernels and memory copies.
+    Gpu = 0,
+    /// The host's: CPU operators.
+    Cpu = 1,
+}
+
 /// What a node does, resolved to this rank's resources.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Occupies the compute stream for this long.
-    Compute(Time),
+    /// Occupies this compute stream for this long.
+    Compute(Time, Stream),
     /// Takes this long, on no stream.
     Delay(Time),
     /// Runs job `Some(j)` of the rank's collective runner; `None`: nothing to move (this rank
@@ -94,9 +105,10 @@ pub struct RankScheduler {
     data_mode: bool,
     /// Ready nodes not started yet, by index.
     work: BTreeSet<u32>,
-    /// Ready compute nodes waiting for the stream, by index.
-    compute_queue: BTreeSet<u32>,
-    compute_busy: bool,
+    /// Per stream ([`Stream`] as index): ready compute nodes waiting for it, by index.
+    compute_queue: [BTreeSet<u32>; 2],
+    /// Per stream: a node runs on it.
+    compute_busy: [bool; 2],
     /// The node of each collective job.
     job_node: BTreeMap<usize, u32>,
     /// Ready receives not matched yet, per `(src, tag bits)`, in the order they became ready.
@@ -135,8 +147,8 @@ impl RankScheduler {
             children,
             data_mode,
             work: BTreeSet::new(),
-            compute_queue: BTreeSet::new(),
-            compute_busy: false,
+            compute_queue: [BTreeSet::new(), BTreeSet::new()],
+            compute_busy: [false; 2],
             job_node,
             recv_waiting: BTreeMap::new(),
             arrived: BTreeMap::new(),
@@ -198,8 +210,8 @@ impl RankScheduler {
         let Some(node) = self.nodes.get(i) else {
             return;
         };
-        if matches!(node.action, Action::Compute(_)) {
-            self.compute_busy = false;
+        if let Action::Compute(_, s) = node.action {
+            self.compute_busy[s as usize] = false;
         }
         self.complete(i as u32, api.now());
         self.drive(coll, api);
@@ -288,9 +300,11 @@ impl RankScheduler {
                 }
             }
             let Some(i) = self.work.pop_first() else {
-                if !self.compute_busy {
-                    if let Some(c) = self.compute_queue.pop_first() {
-                        self.run_compute(c, api);
+                for s in 0..self.compute_busy.len() {
+                    if !self.compute_busy[s] {
+                        if let Some(c) = self.compute_queue[s].pop_first() {
+                            self.run_compute(c, api);
+                        }
                     }
                 }
                 if self.work.is_empty() {
@@ -303,11 +317,11 @@ impl RankScheduler {
     }
 
     fn run_compute(&mut self, i: u32, api: &mut dyn Transport) {
-        let Action::Compute(d) = self.nodes[i as usize].action else {
+        let Action::Compute(d, s) = self.nodes[i as usize].action else {
             return;
         };
         let now = api.now();
-        self.compute_busy = true;
+        self.compute_busy[s as usize] = true;
         self.records[i as usize].start = Some(now);
         api.set_timer(now.add(d), AppId::Training.token(u64::from(i)));
     }
@@ -315,8 +329,8 @@ impl RankScheduler {
     fn begin(&mut self, i: u32, coll: &mut CollectiveRunner, api: &mut dyn Transport) {
         let now = api.now();
         match self.nodes[i as usize].action {
-            Action::Compute(_) => {
-                self.compute_queue.insert(i);
+            Action::Compute(_, s) => {
+                self.compute_queue[s as usize].insert(i);
             }
             Action::Delay(d) => {
                 self.records[i as usize].start = Some(now);
@@ -376,8 +390,8 @@ impl RankScheduler {
                     format!("send to host {dst} tag {tag}: not acknowledged")
                 }
                 (Action::Collective(_), _, _) => "collective not finished".to_string(),
-                (Action::Compute(_), _, None) => "compute waiting for the stream".to_string(),
-                (Action::Compute(_) | Action::Delay(_), _, _) => "running".to_string(),
+                (Action::Compute(..), _, None) => "compute waiting for the stream".to_string(),
+                (Action::Compute(..) | Action::Delay(_), _, _) => "running".to_string(),
             };
             out.push((n.id, why));
         }

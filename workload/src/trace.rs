@@ -52,8 +52,11 @@ impl CollKind {
 /// What a node does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    /// A computation on the NPU: its recorded run time, or work for a device model.
+    /// A computation: its recorded run time, or work for a device model.
     Compute {
+        /// Chakra's `is_cpu_op`: a host (CPU) operator, which runs on the rank's CPU stream
+        /// beside the GPU's kernels rather than after them (as ASTRA-sim schedules it).
+        cpu: bool,
         /// `duration_micros` when non-zero.
         duration: Option<Time>,
         /// `num_ops` (floating-point operations).
@@ -292,6 +295,10 @@ impl RankTrace {
                     })
                 }
                 NodeType::CompNode => Op::Compute {
+                    cpu: n
+                        .attr("is_cpu_op")
+                        .and_then(chakra::AttributeProto::as_i128)
+                        .is_some_and(|v| v != 0),
                     duration: micros(n.duration_micros),
                     num_ops: int("num_ops")?,
                     tensor_bytes: int("tensor_size")?,
