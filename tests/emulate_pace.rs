@@ -111,10 +111,11 @@ fn frames_cross_the_fabric_in_their_virtual_time_on_the_wall_clock() {
         assert!(t >= due, "{t:?} before {due:?}");
         took.push(t);
     }
-    // The median on a loaded 2-core machine: within 0.5 ms (12%) of the 4 ms it measures.
+    // The median: within 1.5 ms of the 4 ms it measures. Quiet, it is within microseconds;
+    // with compilers on both cores the pacing loop loses whole time slices (0.6 ms seen).
     took.sort();
     let median = took[n / 2];
-    assert!(median < due + Duration::from_micros(500), "{took:?}");
+    assert!(median < due + Duration::from_micros(1500), "{took:?}");
     let d = lateness.delivery.unwrap();
     assert_eq!(d.count, n as u64);
     let fin = p
