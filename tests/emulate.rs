@@ -184,21 +184,7 @@ fn ctrl_c_ends_the_programs_and_removes_the_namespaces() {
     if !can_emulate() {
         return;
     }
-    let mut child = fabemu()
-        .args([
-            "emulate",
-            "examples/emulate/two_hosts.yaml",
-            "--quiet",
-            "--",
-            "sleep",
-            "60",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    wait_for(|| namespaces_of(pid).len() == 2);
+    let (mut child, pid) = sleeping_emulation();
     let t = Instant::now();
     assert!(Command::new("kill")
         .args(["-INT", &pid.to_string()])
@@ -226,21 +212,7 @@ fn the_next_run_removes_what_a_killed_run_left() {
     if !can_emulate() {
         return;
     }
-    let mut child = fabemu()
-        .args([
-            "emulate",
-            "examples/emulate/two_hosts.yaml",
-            "--quiet",
-            "--",
-            "sleep",
-            "60",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    wait_for(|| namespaces_of(pid).len() == 2);
+    let (mut child, pid) = sleeping_emulation();
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(namespaces_of(pid).len(), 2, "SIGKILL leaves them");
@@ -258,6 +230,26 @@ fn the_next_run_removes_what_a_killed_run_left() {
         "{err}"
     );
     assert!(namespaces_of(pid).is_empty());
+}
+
+/// An emulation of two hosts whose ranks sleep a minute, once its namespaces are up.
+fn sleeping_emulation() -> (std::process::Child, u32) {
+    let child = fabemu()
+        .args([
+            "emulate",
+            "examples/emulate/two_hosts.yaml",
+            "--quiet",
+            "--",
+            "sleep",
+            "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for(|| namespaces_of(pid).len() == 2);
+    (child, pid)
 }
 
 fn wait_for(ready: impl Fn() -> bool) {
