@@ -338,7 +338,7 @@ impl Calendar {
     }
 
     /// Pops the earliest event if its time is before `end`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop_before(&mut self, end: u64) -> Option<Entry> {
         if let Some(&e) = self.drain.get(self.head) {
             if e.key.time >= end {
