@@ -50,7 +50,9 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::fmt::Write as _;
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Writer;
 
 use crate::chunk::ChunkRange;
 use crate::data::input_value;
@@ -1300,13 +1302,23 @@ pub fn export(
         Collective::AllToAll => (nchunks, nchunks),
         _ => (nchunks, 0),
     };
-    let mut xml = String::new();
-    let _ = writeln!(
-        xml,
-        "<algo name=\"{name}\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{nchunks}\" \
-         ngpus=\"{n}\" coll=\"{coll}\" inplace=\"{}\">",
-        u8::from(!a2a)
+    // The document goes through an XML writer, so that the one free-text attribute (the
+    // algorithm's name) is escaped and every element is closed.
+    let io = |e: std::io::Error| fail(format!("cannot write the XML: {e}"));
+    let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
+    let algo = element(
+        "algo",
+        &[
+            ("name", name.to_string()),
+            ("proto", "Simple".into()),
+            ("nchannels", "1".into()),
+            ("nchunksperloop", nchunks.to_string()),
+            ("ngpus", n.to_string()),
+            ("coll", coll.into()),
+            ("inplace", u8::from(!a2a).to_string()),
+        ],
     );
+    w.write_event(Event::Start(algo.borrow())).map_err(io)?;
     for (r, p) in programs.iter().enumerate() {
         let mut keys: Vec<(i64, i64, u32)> = Vec::new();
         let mut blocks: Vec<Vec<Out>> = Vec::new();
@@ -1371,41 +1383,70 @@ pub fn export(
         }
         let waited: BTreeSet<(usize, usize)> =
             blocks.iter().flatten().filter_map(|o| o.dep).collect();
-        let _ = writeln!(
-            xml,
-            "  <gpu id=\"{r}\" i_chunks=\"{i_chunks}\" o_chunks=\"{o_chunks}\" s_chunks=\"0\">"
+        let gpu = element(
+            "gpu",
+            &[
+                ("id", r.to_string()),
+                ("i_chunks", i_chunks.to_string()),
+                ("o_chunks", o_chunks.to_string()),
+                ("s_chunks", "0".into()),
+            ],
         );
+        w.write_event(Event::Start(gpu.borrow())).map_err(io)?;
         for (b, ((send, recv, chan), steps)) in keys.iter().zip(&blocks).enumerate() {
-            let _ = writeln!(
-                xml,
-                "    <tb id=\"{b}\" send=\"{send}\" recv=\"{recv}\" chan=\"{chan}\">"
+            let tb = element(
+                "tb",
+                &[
+                    ("id", b.to_string()),
+                    ("send", send.to_string()),
+                    ("recv", recv.to_string()),
+                    ("chan", chan.to_string()),
+                ],
             );
+            w.write_event(Event::Start(tb.borrow())).map_err(io)?;
             for (k, o) in steps.iter().enumerate() {
                 let (depid, deps) = o.dep.map_or((-1, -1), |(db, ds)| (db as i64, ds as i64));
-                let _ = writeln!(
-                    xml,
-                    "      <step s=\"{k}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" \
-                     dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>",
-                    o.ty,
-                    o.src.0,
-                    o.src.1,
-                    o.dst.0,
-                    o.dst.1,
-                    o.cnt,
-                    u8::from(waited.contains(&(b, k)))
+                let step = element(
+                    "step",
+                    &[
+                        ("s", k.to_string()),
+                        ("type", o.ty.into()),
+                        ("srcbuf", o.src.0.into()),
+                        ("srcoff", o.src.1.to_string()),
+                        ("dstbuf", o.dst.0.into()),
+                        ("dstoff", o.dst.1.to_string()),
+                        ("cnt", o.cnt.to_string()),
+                        ("depid", depid.to_string()),
+                        ("deps", deps.to_string()),
+                        ("hasdep", u8::from(waited.contains(&(b, k))).to_string()),
+                    ],
                 );
+                w.write_event(Event::Empty(step)).map_err(io)?;
             }
-            let _ = writeln!(xml, "    </tb>");
+            w.write_event(Event::End(tb.to_end())).map_err(io)?;
         }
-        let _ = writeln!(xml, "  </gpu>");
+        w.write_event(Event::End(gpu.to_end())).map_err(io)?;
     }
-    let _ = writeln!(xml, "</algo>");
+    w.write_event(Event::End(algo.to_end())).map_err(io)?;
+    let mut xml = String::from_utf8(w.into_inner())
+        .map_err(|e| fail(format!("the XML written is not UTF-8: {e}")))?;
+    xml.push('\n');
     Ok(xml)
+}
+
+/// An element named `name` with `attrs` in order; the writer escapes their values.
+fn element(name: &'static str, attrs: &[(&str, String)]) -> BytesStart<'static> {
+    let mut e = BytesStart::new(name);
+    for (k, v) in attrs {
+        e.push_attribute((*k, v.as_str()));
+    }
+    e
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt::Write as _;
 
     fn ring_xml(n: usize) -> String {
         // A ring All-Reduce in MSCCL's non-fused style: rank r sends chunk r, then n-1 times
@@ -1755,6 +1796,39 @@ mod tests {
         }
         copies.sort_by_key(|&(a, b, r)| (a.offset, a.len, b.offset, b.len, r));
         (m, copies)
+    }
+
+    #[test]
+    fn export_escapes_the_name_and_keeps_the_layout() {
+        use crate::plan::{compile, Algorithm, Layout, Plan};
+        let plan = Plan {
+            op: Collective::AllReduce,
+            ranks: 4,
+            count: 4 * 64,
+            root: 0,
+            layout: Layout::Flat(Algorithm::Ring),
+            chunks: 1,
+            chunks_in_flight: 0,
+        };
+        let built = compile(&plan).unwrap();
+        let name = "ring <4> \"a\" & 'b'";
+        let xml = export(Collective::AllReduce, 4 * 64, &built, name).unwrap();
+        // Well-formed, and the name reads back as written.
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        assert_eq!(doc.root_element().attribute("name"), Some(name));
+        assert!(Msccl::parse(&xml).is_ok());
+        // One element per line, two spaces per level, a newline at the end, as msccl-tools
+        // writes it.
+        let lines: Vec<&str> = xml.lines().collect();
+        assert!(lines[0].starts_with(
+            "<algo name=\"ring &lt;4&gt; &quot;a&quot; &amp; &apos;b&apos;\" proto=\"Simple\""
+        ));
+        assert!(lines[1].starts_with("  <gpu id=\"0\" i_chunks="));
+        assert!(lines[2].starts_with("    <tb id=\"0\" send="));
+        assert!(lines[3].starts_with("      <step s=\"0\" type="));
+        assert!(lines[3].ends_with("/>"));
+        assert_eq!(lines.last(), Some(&"</algo>"));
+        assert!(xml.ends_with("</algo>\n"));
     }
 
     #[test]
