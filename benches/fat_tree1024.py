@@ -33,7 +33,7 @@ def permutation(seed=12):
 
 def main():
     lines = [
-        "# Large-fabric engine benchmark (issue 12): 1024 hosts on a k=16 fat-tree (16 pods of 8 edge and",
+        "# Large-fabric engine benchmark: 1024 hosts on a k=16 fat-tree (16 pods of 8 edge and",
         "# 8 aggregation switches, 64 cores), 100 Gb/s and 1 us on every link, 4000 B MTU, lossy, default",
         "# buffers, timing mode. Each host writes one 4 MB message to another host of a random permutation",
         "# (a derangement, fixed by benches/fat_tree1024.py, which wrote this file), all at t = 0. ECMP",

@@ -191,7 +191,7 @@ impl Actor for Node {
             s.sample(out);
         }
     }
-    /// As the actor inside: switches keep frames in the engine's slab, hosts take them.
+    /// As the actor inside: switches and hosts both keep frames in the engine's slab.
     fn holds_frames(&self) -> bool {
         match self {
             Node::Host(h) => h.holds_frames(),
@@ -522,7 +522,7 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     let mut wiring = Wiring::default();
     // A host with one port sends everything out of it: every such host whose routes lead to
     // every other host through port 0 shares this one table (built on first use) instead of
-    // holding its own, O(hosts) each and O(hosts²) over the fabric (issue 12 item 4). Its own
+    // holding its own, O(hosts) each and O(hosts²) over the fabric. Its own
     // address is in the shared table too, harmlessly: a host never forwards frames for itself.
     let mut single_port_table: Option<Arc<RouteTable>> = None;
     for (id, node) in g.nodes().iter().enumerate() {

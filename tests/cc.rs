@@ -355,7 +355,7 @@ fn example(name: &str, sets: &[&str]) -> serde_json::Value {
 #[test]
 fn the_comparison_examples_show_the_papers_finding() {
     // (c) incast + victim: PFC alone starves the victim; HPCC and DCTCP keep it near line rate
-    // with no pause (README table: 13 vs ~92 Gb/s).
+    // with no pause (docs/CONGESTION.md's table: 13 vs ~92 Gb/s).
     let victim = |r: &serde_json::Value| {
         r["messages"]
             .as_array()

@@ -3,13 +3,13 @@
 //! Data: every operation and algorithm leaves 0 wrong elements for several rank counts and sizes
 //! (including sizes not divisible by the rank count, and fewer elements than ranks).
 //!
-//! Timing: the closed forms of DESIGN.md §8 refined to packets. A ring step sends m bytes to the
-//! next rank; it takes the message's wire bytes (payload + 58 header bytes + 24 Ethernet
-//! overhead per 4 KiB packet, RETH and ImmDt once) at the link rate, plus on a switch one packet
-//! time for the store-and-forward hop, plus the latency of each hop. On a switch the sender's
-//! uplink also carries the 86-byte ACKs of the message it receives in the same step, so those
-//! count too. The tolerance is 3%, as the issue asks; the closed forms already include header
-//! and ACK bytes, so what remains is scheduling slack (one packet per step, < 1% here).
+//! Timing: the closed forms of docs/ARCHITECTURE.md ("Closed forms") refined to packets. A ring
+//! step sends m bytes to the next rank; it takes the message's wire bytes (payload + 58 header
+//! bytes + 24 Ethernet overhead per 4 KiB packet, RETH and ImmDt once) at the link rate, plus on a
+//! switch one packet time for the store-and-forward hop, plus the latency of each hop. On a switch
+//! the sender's uplink also carries the 86-byte ACKs of the message it receives in the same step,
+//! so those count too. The tolerance is 3%; the closed forms already include header and ACK bytes,
+//! so what remains is scheduling slack (one packet per step, < 1% here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 mod common;
@@ -417,7 +417,7 @@ fn themis_is_never_slower_than_fixed_on_multi_dimensional_fabrics() {
     // first fabric below (2 x 4 x 2 at 400 / 100 x 3 / 100 Gb/s, fixed already balanced) made
     // Themis start chunks on the slow last dimension: 85.6 us against fixed's 50.6 us. The
     // model's plan is never predicted slower than fixed; at packet level we allow 1% for what
-    // the model leaves out (per-packet latency, ACKs), as the issue asks. Measured (2 MiB, 8
+    // the model leaves out (per-packet latency, ACKs). Measured (2 MiB, 8
     // chunks, themis / fixed): 1.00, 0.34, 0.38, 0.58.
     let fabrics: &[(&[Dim], &str)] = &[
         (

@@ -174,7 +174,7 @@ fn a_tcp_transfer_never_beats_the_link() {
     let goodput = figure(&text, "goodput_bps").unwrap();
     let ceiling = 1e9 * (4096.0 - 52.0) / (4096.0 + 14.0 + 24.0);
     assert!(goodput <= ceiling * 1.01, "{goodput} above {ceiling}");
-    // A 5 MB transfer is mostly slow start; README "Emulation" gives the 50 MB figure.
+    // A 5 MB transfer is mostly slow start; docs/EMULATE.md gives the 50 MB figure.
     assert!(goodput > 0.05 * ceiling, "{goodput}");
 }
 

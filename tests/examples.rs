@@ -1,5 +1,5 @@
 //! The shipped examples do what their descriptions say, checked on the counters of their JSON
-//! reports (issue 17, item 10). The figures in the descriptions are the measured ones; the
+//! reports. The figures in the descriptions are the measured ones; the
 //! bounds here are loose enough for any change that keeps the behaviour described.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 

@@ -1,4 +1,4 @@
-//! Faults and recovery (issue 15): loss recovery that does not lock step, and (below) injected
+//! Faults and recovery: loss recovery that does not lock step, and (below) injected
 //! faults — link and node failures, random loss, bit errors, degradation — with failover.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 
-/// The defect of issue 15: a lossy leaf-spine (4 leaves x 8 hosts, 2 spines: 4:1 over the
+/// The defect this guards against: a lossy leaf-spine (4 leaves x 8 hosts, 2 spines: 4:1 over the
 /// spines), 256 KiB switch buffers, `rto: 100us`, an all-to-all of 256 KiB messages plus an
 /// 8 MiB All-To-All collective.
 const LOCK_STEP: &str = "\

@@ -1,4 +1,4 @@
-//! Failover on fabrics whose hosts relay (issue 15 item 2): after the failover delay a relaying
+//! Failover on fabrics whose hosts relay: after the failover delay a relaying
 //! host, and a NIC choosing its QPs' egress port, route around a failed link — the other way
 //! round a ring, another direction or dimension of a torus.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic

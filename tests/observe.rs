@@ -434,7 +434,7 @@ fn a_saturated_link_reports_full_utilization_while_busy() {
         .collect();
     assert!(full.len() >= 160, "only {} busy buckets", full.len());
     // Utilization is computed exactly from serialization intervals and the NIC never idles
-    // between packets, so every fully busy bucket is 1.0; the bound is 1%.
+    // between packets, so every fully busy bucket is 1.0; the bound is 1%.
     for r in &full {
         assert!(
             r[col] >= 0.99 && r[col] <= 1.0 + 1e-9,

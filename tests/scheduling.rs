@@ -7,7 +7,8 @@ mod common;
 use common::*;
 
 /// Two 8 MiB writes from h1 and h2 into h0 through one switch; h1's QP toward h0 is
-/// destination QP 0x100 + 1 = 257 and h2's is 258 (see README, "queue pairs").
+/// destination QP 0x100 + 1 = 257 and h2's is 258 (see docs/SCENARIO.md, "Hosts, addresses
+/// and queue pairs").
 fn two_senders(scheduler: &str) -> String {
     format!(
         "mode: timing\nswitch_scheduler:\n{scheduler}topology:\n  star: {{hosts: 3, bandwidth: 100Gbps, latency: 1us}}\nworkload:\n  messages:\n    - {{src: h1, dst: h0, size: 8MiB}}\n    - {{src: h2, dst: h0, size: 8MiB}}\n"

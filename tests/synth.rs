@@ -1,4 +1,4 @@
-//! `algorithm: synthesized` end to end (issue 16, item 2): the TACOS-style schedule runs at
+//! `algorithm: synthesized` end to end: the TACOS-style schedule runs at
 //! packet level through the library on symmetric, explicit, heterogeneous and degraded fabrics,
 //! is compared with the built-in ring, computes the right thing in data mode (#wrong 0) and is
 //! deterministic.
@@ -67,7 +67,7 @@ fn on_a_switch_synthesis_matches_ring() {
     // busy all the time, so it is bandwidth-optimal: synthesis must equal it. Measured:
     // 0.977 (All-Reduce), 0.978 (All-Gather), 0.975 (Reduce-Scatter) - the synthesized
     // exchanges are pairwise, so the ACKs a host sends ride a little better beside its data.
-    // Bound: within 3% either way (the 2% of the issue plus the ACK effect).
+    // Bound: within 3% either way (2% plus the ACK effect).
     let r = ratios(
         "topology:\n  star: {hosts: 8, bandwidth: 100Gbps, latency: 500ns}",
         &["all_reduce", "all_gather", "reduce_scatter"],
@@ -84,7 +84,7 @@ fn on_a_symmetric_ring_synthesis_is_never_slower_than_ring() {
     // other direction too, so the chunks of a rank travel half the ring each way: closed form
     // ring (n-1)/n S/B per half against about (n/2)/n S/B, 7/4 = 1.75 faster for n = 8.
     // Measured: 0.583 (All-Reduce), 0.582 (All-Gather). Bound: 0.62, which implies never
-    // slower than ring (the issue asks within 2%) and fails if the second direction is lost.
+    // slower than ring (the aim is within 2%) and fails if the second direction is lost.
     let r = ratios(
         "topology:\n  ring: {hosts: 8, bandwidth: 100Gbps, latency: 500ns}",
         &["all_reduce", "all_gather"],

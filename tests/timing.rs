@@ -87,8 +87,9 @@ fn multi_hop_path_through_two_switches() {
     let wire = message_wire_bytes(1 << 20, 4096);
     let exact = pipelined_delivery(&wire, 3, PS_PER_BYTE_100G, 500_000);
     assert_eq!(r.messages[0].completion_time_ps, Some(exact));
-    // DESIGN.md's closed form m_wire/B + (h-1) pkt_wire/B + h a ignores that the first packet
-    // is 16 bytes longer (RETH) than the rest; the difference is below (h-1) x 16 B.
+    // The closed form of docs/ARCHITECTURE.md ("Closed forms"), m_wire/B + (h-1) pkt_wire/B + h a,
+    // ignores that the first packet is 16 bytes longer (RETH) than the rest; the difference is
+    // below (h-1) x 16 B.
     let total: u64 = wire.iter().sum();
     let closed = total * 80 + 2 * wire.last().unwrap() * 80 + 3 * 500_000;
     let diff = exact.abs_diff(closed);

@@ -540,8 +540,9 @@ fn the_same_trace_runs_at_flow_fidelity() {
         .iteration_time_ps
         .expect("packet finished") as f64;
     let f = training(&flow).iteration_time_ps.expect("flow finished") as f64;
-    // tests/flow.rs measures collectives and incasts on a switch within 0.02% of the packet
-    // level; compute adds the same time at both fidelities, so 1% is a wide margin.
+    // tests/flow.rs holds collectives and incasts on a switch to 1% of the packet level
+    // (measured 0.05% at 8 MiB, up to 1% at 256 KiB); compute adds the same time at both
+    // fidelities.
     assert!((p - f).abs() / p < 0.01, "packet {p} ps, flow {f} ps");
 }
 

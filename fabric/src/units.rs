@@ -551,7 +551,7 @@ mod tests {
 
     #[test]
     fn displays_keep_their_digits() {
-        // Issue 17: a fraction under the third digit printed as `1.s`.
+        // Once, a fraction under the third digit printed as `1.s`.
         let cases = [
             (PS_PER_S + 1, "1.000000000001s"),
             (12 * PS_PER_S + 5 * PS_PER_US, "12.000005s"),

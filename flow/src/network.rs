@@ -25,7 +25,7 @@
 //!   payload byte differ some 80-fold share links with reserving flows: in practice only
 //!   one-packet messages beside bulk ones), the fixed point need not be unique, and an
 //!   incremental refresh and a full recomputation can settle at different ones; the property test
-//!   found one such case in 150 000 random scenarios (recorded in the session notes of issue 11).
+//!   found one such case in 150 000 random scenarios.
 //!   *A start's reservation.* A flow starts reserving at the rate that the last flow to leave
 //!   its first ACK link (first there among that flow's ACK links) had reserved, if that flow's
 //!   first data link was the new flow's too (`res_hint`); else at 0. A collective's next step

@@ -4,7 +4,7 @@
 //! collective executor) run here unchanged: a post becomes a message on the queue pair
 //! `(src, dst)`, and the head message of every queue pair is a fluid flow in the
 //! [`FlowNetwork`]. The timing of one message follows the packet level's store-and-forward
-//! pipeline (DESIGN.md §8, "packet-level refinement"):
+//! pipeline (docs/ARCHITECTURE.md, "Closed forms": the packet-level refinement):
 //!
 //! - **Bytes in wire units.** A message of `m` payload bytes is `n = ceil(m / mtu)` packets whose
 //!   frames are exactly what the NIC sends ([`write_frame_len`]: RETH on the first, immediate

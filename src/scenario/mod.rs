@@ -50,7 +50,7 @@ pub enum Fidelity {
     #[default]
     Packet,
     /// Every message is a fluid flow on its routed path with max-min fair rates: no packets,
-    /// switches or NICs; for cluster scale (see README "How it works").
+    /// switches or NICs; for cluster scale (see docs/FLOW.md).
     Flow,
 }
 

@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn frames_in_flight_at_the_end_are_not_dropped_by_a_cap() {
-        // Issue 17: a run stopped at `until` with a frame in flight warned "capture cap
+        // A run stopped at `until` with a frame in flight warned "capture cap
         // reached". Two frames by `until` = 10, three arriving later; one of those was pushed
         // out of a full buffer (cap 4), which is no cap reached either.
         let cfg = CaptureConfig {
