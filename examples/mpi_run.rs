@@ -8,11 +8,16 @@
 //! cmp one.txt two.txt
 //! ```
 //!
+//! A fourth argument, `engine`, places actors on ranks by the engine's own plan instead of the
+//! fabric's groups (pods, leaves with their hosts, slices of the last dimension: see
+//! `fabemu::placement`), to compare the two.
+//!
 //! Printed (by rank 0): the engine's counters; every port's transmit counters; and, per actor,
 //! a fingerprint of what the report reads of it — a host's counters and the messages it
 //! received and had acknowledged, a switch's counters and per-port statistics — made on the rank
 //! that ran the actor and gathered to rank 0 (see [`Fingerprint`]). The layout (partitions,
-//! windows, frames crossing ranks) and the run's wall time go to stderr.
+//! windows, frames crossing ranks, and per window the events and frames crossing) and the run's
+//! wall time go to stderr.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // example code: a failure is a panic
 
@@ -125,9 +130,10 @@ fn print(out: &RunOutput<Tracked>) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(path), Some(mode)) = (args.first(), args.get(1)) else {
-        eprintln!("usage: mpi_run SCENARIO local|mpi [THREADS]");
+        eprintln!("usage: mpi_run SCENARIO local|mpi [THREADS] [groups|engine]");
         std::process::exit(2);
     };
+    let by_groups = args.get(3).is_none_or(|p| p != "engine");
     let threads: usize = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(1);
     let src = match fabemu::load_file(std::path::Path::new(path)) {
         Ok(s) => s,
@@ -142,6 +148,11 @@ fn main() {
             eprintln!("{e}");
             std::process::exit(2);
         }
+    };
+    let groups = if by_groups {
+        fabemu::placement::rank_groups(&w.graph)
+    } else {
+        None
     };
     let cfg = EngineConfig {
         threads,
@@ -166,8 +177,14 @@ fn main() {
                 let wall = t0.elapsed().as_secs_f64();
                 print(&out);
                 eprintln!(
-                    "threads {threads} partitions {} windows {} wall_s {wall:.3}",
-                    out.layout.partitions, out.layout.windows
+                    "threads {threads} partitions {} lookahead_ps {} windows {} events {} \
+                     ({:.1} per window) end_ps {} wall_s {wall:.3}",
+                    out.layout.partitions,
+                    out.layout.lookahead.ps(),
+                    out.layout.windows,
+                    out.stats.events,
+                    out.stats.events as f64 / out.layout.windows.max(1) as f64,
+                    out.stats.end_time.ps(),
                 );
             }
             Err(e) => {
@@ -188,20 +205,28 @@ fn main() {
                 std::process::exit(3);
             };
             let comm = universe.world();
-            match engine_mpi::run(actors, &w.wiring, &cfg, None, &comm, &Fingerprint) {
+            let groups = groups.as_deref();
+            match engine_mpi::run(actors, &w.wiring, &cfg, None, &comm, &Fingerprint, groups) {
                 Ok(o) => {
                     let wall = t0.elapsed().as_secs_f64();
                     if let Some(out) = o.output {
                         print(&out);
                         let r = &o.ranks;
+                        let per = |x: u64| x as f64 / out.layout.windows.max(1) as f64;
                         eprintln!(
-                            "ranks {} threads {threads} partitions {} windows {} frames_crossing \
-                             {} ({:.1} per window) wall_s {wall:.3}",
+                            "ranks {} threads {threads} placement {} partitions {} lookahead_ps \
+                             {} windows {} events {} ({:.1} per window) frames_crossing {} \
+                             ({:.2} per window) end_ps {} wall_s {wall:.3}",
                             r.ranks,
+                            if r.grouped { "groups" } else { "engine" },
                             out.layout.partitions,
+                            r.lookahead_ps,
                             out.layout.windows,
+                            out.stats.events,
+                            per(out.stats.events),
                             r.frames_crossing,
-                            r.frames_crossing as f64 / out.layout.windows.max(1) as f64
+                            per(r.frames_crossing),
+                            out.stats.end_time.ps(),
                         );
                     }
                 }

@@ -13,6 +13,7 @@ pub mod faults;
 pub mod flow;
 pub mod frontend;
 pub mod observe;
+pub mod placement;
 pub mod report;
 pub mod scenario;
 pub mod training;

@@ -234,7 +234,7 @@ fn main() {
                     panic!("{e}");
                 }
             }
-            match engine_mpi::run(actors, &wiring, &cfg, None, &world, &FwdState) {
+            match engine_mpi::run(actors, &wiring, &cfg, None, &world, &FwdState, None) {
                 Ok(o) => {
                     if let Some(out) = o.output {
                         print(&out);

@@ -1,9 +1,12 @@
 //! One run spread over MPI ranks (the `mpi` feature), with the same results as one thread.
 //!
 //! Every rank builds the same world and the same partition plan, for `ranks x threads`
-//! partitions; rank `r` runs a contiguous block of them (the plan lays partitions out in
-//! breadth-first order, so neighbouring partitions, which exchange the most frames, tend to
-//! share a rank) on its own threads, exactly as [`super::run`] does. Only the window boundary
+//! partitions; rank `r` runs a contiguous block of them on its own threads, exactly as
+//! [`super::run`] does. When the caller knows which actors exchange most of their frames among
+//! themselves (a fat-tree's pods, a leaf-spine's leaves with their hosts), it passes them as
+//! groups and whole groups go to each rank ([`partition::plan_grouped`]); otherwise the engine's
+//! plan is cut into blocks (it lays partitions out in breadth-first order, so neighbouring
+//! partitions, which exchange the most frames, tend to share a rank). Only the window boundary
 //! changes (the engine's `Exchange`): frames for partitions of other ranks are encoded
 //! ([`super::codec`]) and swapped with one `MPI_Alltoallv`, after one `MPI_Alltoall` that
 //! carries, with the byte counts, every rank's earliest pending event, halt request and cancel
@@ -62,6 +65,13 @@ pub struct RankStats {
     pub bytes_out: u64,
     /// Frames all ranks sent to other ranks (known on rank 0 only; 0 elsewhere).
     pub frames_crossing: u64,
+    /// True when the caller's groups placed the actors ([`partition::plan_grouped`]); false
+    /// when the engine's own plan was cut into blocks of partitions.
+    pub grouped: bool,
+    /// The lookahead: the longest a window can last (ps).
+    pub lookahead_ps: u64,
+    /// Windows run.
+    pub windows: u64,
 }
 
 /// The result of [`run`]: the run's output on rank 0 (`None` on the others) and how the ranks
@@ -208,7 +218,9 @@ impl<C: CommunicatorCollectives> Ranks<'_, C> {
 }
 
 /// Runs `actors` wired by `wiring` over the ranks of `comm`, `cfg.threads` threads each; every
-/// rank calls it with the same actors, wiring and configuration. Rank 0 gets the output that
+/// rank calls it with the same actors, wiring, configuration and `groups` (the group of each
+/// actor, see [`partition::plan_grouped`]; `None`, or groups that cannot be used, leave the
+/// placement to the engine's plan). Rank 0 gets the output that
 /// [`super::run`] would give with any thread count (actors restored through `state`); the
 /// others `None`. Capture and sampling are not supported yet (an error on every rank).
 ///
@@ -220,6 +232,7 @@ pub fn run<A, C, S>(
     progress: Option<&Progress>,
     comm: &C,
     state: &S,
+    groups: Option<&[u32]>,
 ) -> Result<MpiOutput<A>, EngineError>
 where
     A: Actor,
@@ -234,7 +247,9 @@ where
     super::check_world(actors.len(), wiring)?;
     let rank = comm.rank() as usize;
     let size = comm.size() as usize;
-    match run_rank(actors, wiring, cfg, progress, comm, state, rank, size) {
+    match run_rank(
+        actors, wiring, cfg, progress, comm, state, groups, rank, size,
+    ) {
         Ok(out) => Ok(out),
         Err(e) => {
             eprintln!("fabemu: MPI rank {rank} of {size} failed: {e}; aborting all ranks");
@@ -251,6 +266,7 @@ fn run_rank<A, C, S>(
     progress: Option<&Progress>,
     comm: &C,
     state: &S,
+    groups: Option<&[u32]>,
     rank: usize,
     size: usize,
 ) -> Result<MpiOutput<A>, EngineError>
@@ -259,10 +275,16 @@ where
     C: CommunicatorCollectives,
     S: ActorState<A>,
 {
-    let plan = partition::plan(wiring, size * cfg.threads.max(1));
-    // Contiguous blocks of partitions per rank (with fewer partitions than ranks, some ranks
-    // have none and only take part in the windows' exchanges).
-    let owner: Vec<usize> = (0..plan.parts).map(|p| p * size / plan.parts).collect();
+    let threads = cfg.threads.max(1);
+    let grouped = groups.and_then(|g| partition::plan_grouped(wiring, g, size, threads));
+    let is_grouped = grouped.is_some();
+    let (plan, owner) = grouped.unwrap_or_else(|| {
+        let plan = partition::plan(wiring, size * threads);
+        // Contiguous blocks of partitions per rank (with fewer partitions than ranks, some
+        // ranks have none and only take part in the windows' exchanges).
+        let owner = (0..plan.parts).map(|p| p * size / plan.parts).collect();
+        (plan, owner)
+    });
     let mut local = vec![None; plan.parts];
     let mut n_local = 0;
     for (p, &r) in owner.iter().enumerate() {
@@ -385,6 +407,9 @@ where
         frames_out: ranks.frames_out,
         bytes_out: ranks.bytes_out,
         frames_crossing: 0,
+        grouped: is_grouped,
+        lookahead_ps: plan.lookahead.ps(),
+        windows,
     };
     if rank != 0 {
         root.gather_into(&len);

@@ -194,6 +194,98 @@ pub fn plan(wiring: &Wiring, threads: usize) -> Plan {
     }
 }
 
+/// Where each actor runs over `ranks` processes of `threads` threads each when the caller knows
+/// which actors belong together (`groups[actor]`: a pod of a fat-tree, a leaf and its hosts,
+/// a slice of a torus): whole groups, in group order, are dealt to ranks in contiguous runs of
+/// about equal weight (one plus the ports, as [`plan`]), and a rank's groups to its threads
+/// likewise. Returns the plan and the rank of each partition; `None` when the groups cannot be
+/// used — fewer groups than ranks, a group number out of range, or a zero-latency link between
+/// two partitions (it would leave no lookahead) — so the caller falls back to [`plan`].
+pub fn plan_grouped(
+    wiring: &Wiring,
+    groups: &[u32],
+    ranks: usize,
+    threads: usize,
+) -> Option<(Plan, Vec<usize>)> {
+    let n = wiring.ports.len();
+    if groups.len() != n || ranks == 0 {
+        return None;
+    }
+    let n_groups = groups.iter().max().map_or(0, |&g| g as usize + 1);
+    let mut weight = vec![0u64; n_groups];
+    for (a, &g) in groups.iter().enumerate() {
+        weight[g as usize] += 1 + wiring.ports[a].len() as u64;
+    }
+    let present: Vec<usize> = (0..n_groups).filter(|&g| weight[g] > 0).collect();
+    if present.len() < ranks {
+        return None;
+    }
+    // The share (of `k`) whose span of `total` contains the midpoint of [acc, acc + w).
+    let share = |acc: u64, w: u64, total: u64, k: usize| -> usize {
+        let mid = acc * 2 + w;
+        ((mid as u128 * k as u128) / (2 * total.max(1) as u128)).min(k as u128 - 1) as usize
+    };
+    let total: u64 = weight.iter().sum();
+    let mut rank_of = vec![0usize; n_groups];
+    let mut acc = 0;
+    for &g in &present {
+        rank_of[g] = share(acc, weight[g], total, ranks);
+        acc += weight[g];
+    }
+    // Within each rank, the same over its threads; partitions numbered rank by rank.
+    let threads = threads.max(1);
+    let mut part_of = vec![0usize; n_groups];
+    for r in 0..ranks {
+        let mine: Vec<usize> = present
+            .iter()
+            .copied()
+            .filter(|&g| rank_of[g] == r)
+            .collect();
+        let t = threads.min(mine.len()).max(1);
+        let total: u64 = mine.iter().map(|&g| weight[g]).sum();
+        let mut acc = 0;
+        for &g in &mine {
+            part_of[g] = r * threads + share(acc, weight[g], total, t);
+            acc += weight[g];
+        }
+    }
+    // Dense partition numbers, in rank order (so each rank's partitions are contiguous).
+    let mut dense = vec![u32::MAX; ranks * threads];
+    let mut owner = Vec::new();
+    for &g in &present {
+        let p = part_of[g];
+        if dense[p] == u32::MAX {
+            dense[p] = 0;
+        }
+    }
+    for (p, d) in dense.iter_mut().enumerate() {
+        if *d == 0 {
+            *d = owner.len() as u32;
+            owner.push(p / threads);
+        }
+    }
+    let assignment: Vec<u32> = groups.iter().map(|&g| dense[part_of[g as usize]]).collect();
+    let mut lookahead = Time::NEVER;
+    for (a, ports) in wiring.ports.iter().enumerate() {
+        for w in ports {
+            if assignment[a] != assignment[w.peer as usize] {
+                if w.channel.latency == Time::ZERO {
+                    return None;
+                }
+                lookahead = lookahead.min(w.channel.latency);
+            }
+        }
+    }
+    Some((
+        Plan {
+            parts: owner.len(),
+            assignment,
+            lookahead,
+        },
+        owner,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +349,25 @@ mod tests {
         let p = plan(&chain(&[1, 1]), 1);
         assert_eq!(p.parts, 1);
         assert_eq!(p.lookahead, Time::NEVER);
+    }
+
+    #[test]
+    fn groups_stay_whole_and_ranks_get_contiguous_partitions() {
+        // 8 actors in a line, 4 groups of 2.
+        let w = chain(&[10, 20, 10, 20, 10, 20, 10]);
+        let groups = [0, 0, 1, 1, 2, 2, 3, 3];
+        let (p, owner) = plan_grouped(&w, &groups, 2, 1).unwrap();
+        assert_eq!(p.parts, 2);
+        assert_eq!(owner, vec![0, 1]);
+        assert_eq!(p.assignment, vec![0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(p.lookahead, Time(20));
+        let (p, owner) = plan_grouped(&w, &groups, 2, 2).unwrap();
+        assert_eq!(p.parts, 4);
+        assert_eq!(owner, vec![0, 0, 1, 1]);
+        assert_eq!(p.assignment, vec![0, 0, 1, 1, 2, 2, 3, 3]);
+        // Fewer groups than ranks, or a zero-latency link cut: not usable.
+        assert!(plan_grouped(&w, &groups, 5, 1).is_none());
+        let z = chain(&[10, 0, 10]);
+        assert!(plan_grouped(&z, &[0, 0, 1, 1], 2, 1).is_none());
     }
 }
