@@ -148,6 +148,49 @@ fn a_chakra_collective_of_2_63_bytes_is_refused() {
 }
 
 #[test]
+fn chakra_collectives_take_the_sizes_a_scenario_s_collectives_take() {
+    // 4097 B (no whole number of floats) and 0 B are refused in `workload.collectives`; the
+    // same sizes in a trace are refused alike, naming the trace's node.
+    let d = temp_dir("bounds-chakra-sizes");
+    for (name, comm_type, bytes) in [("odd", 6, 4097), ("empty", 0, 0)] {
+        let attr = vec![
+            AttributeProto::int("comm_type", comm_type),
+            AttributeProto::int("comm_size", bytes),
+        ];
+        write_trace(
+            d.dir(),
+            name,
+            2,
+            &[trace_node(3, NodeType::CommCollNode, vec![], attr)],
+        );
+        let file = format!("{name}.yaml");
+        scenario(&d, &file, &format!("{STAR}workload:\n  chakra: {name}\n"));
+        refused(
+            d.dir(),
+            &["run", &file],
+            &format!("{file}:4:"),
+            &[
+                "field `workload.chakra`",
+                &format!("{name}.0.et: node 3"),
+                &format!("comm_size {bytes} B is not a positive multiple of the float"),
+            ],
+        );
+        let yaml = format!("{name}-yaml.yaml");
+        scenario(
+            &d,
+            &yaml,
+            &format!("{STAR}workload:\n  collectives:\n    - {{op: all_to_all, size: {bytes}B}}\n"),
+        );
+        refused(
+            d.dir(),
+            &["run", &yaml],
+            &format!("{yaml}:5:"),
+            &["is not a positive multiple of the float element size (4B)"],
+        );
+    }
+}
+
+#[test]
 fn a_chakra_node_with_150000_parents_is_read_in_linear_time() {
     let mut nodes: Vec<Node> = (1..=150_000)
         .map(|i| trace_node(i, NodeType::CompNode, vec![], vec![]))
