@@ -277,6 +277,9 @@ fn real_main(cli: Cli) -> ExitCode {
         }
     };
     warn_astra(src.astra.as_ref());
+    for w in src.system.iter().flat_map(|s| &s.warnings) {
+        eprintln!("warning: {w}");
+    }
     let (threads, warning) = frontend::usable_threads(args.threads as usize);
     if let Some(w) = warning {
         eprintln!("warning: {w}");
