@@ -78,8 +78,8 @@ pub fn run_observed(
         "world built"
     );
     let t0 = Instant::now();
-    let mut fin =
-        world::run_observed(world, src, threads, capture, opts.sample_config(), progress)?;
+    let sample = opts.sample_config(world.graph.links().len());
+    let mut fin = world::run_observed(world, src, threads, capture, sample, progress)?;
     let wall = t0.elapsed();
     let layout = &fin.output.layout;
     tracing::info!(

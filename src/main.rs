@@ -277,6 +277,9 @@ fn real_main(cli: Cli) -> ExitCode {
         }
     };
     warn_astra(src.astra.as_ref());
+    for w in src.system.iter().flat_map(|s| &s.warnings) {
+        eprintln!("warning: {w}");
+    }
     let (threads, warning) = frontend::usable_threads(args.threads as usize);
     if let Some(w) = warning {
         eprintln!("warning: {w}");
@@ -307,8 +310,10 @@ fn real_main(cli: Cli) -> ExitCode {
         if s.interval != asked {
             eprintln!(
                 "warning: --sample-interval {asked} would need more than {} rows over this \
-                 run: the series are sampled every {} instead",
+                 run (or {} values per table on this fabric): the series are sampled every {} \
+                 instead",
                 observe::MAX_BUCKETS,
+                observe::MAX_CELLS,
                 s.interval
             );
         }
@@ -468,7 +473,8 @@ fn emulate(args: EmulateArgs) -> ExitCode {
         sysctls,
         mpi_dir: args.mpi.clone(),
         capture,
-        sample: opts.sample_config(),
+        // An emulated fabric is small (a namespace per host): the bucket limit alone bounds it.
+        sample: opts.sample_config(0),
     };
     let outcome = match emulate(&src, &eo) {
         Ok(o) => o,

@@ -8,7 +8,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{temp_dir, TempPath};
@@ -145,6 +145,49 @@ fn a_chakra_collective_of_2_63_bytes_is_refused() {
             "1 TiB",
         ],
     );
+}
+
+#[test]
+fn chakra_collectives_take_the_sizes_a_scenario_s_collectives_take() {
+    // 4097 B (no whole number of floats) and 0 B are refused in `workload.collectives`; the
+    // same sizes in a trace are refused alike, naming the trace's node.
+    let d = temp_dir("bounds-chakra-sizes");
+    for (name, comm_type, bytes) in [("odd", 6, 4097), ("empty", 0, 0)] {
+        let attr = vec![
+            AttributeProto::int("comm_type", comm_type),
+            AttributeProto::int("comm_size", bytes),
+        ];
+        write_trace(
+            d.dir(),
+            name,
+            2,
+            &[trace_node(3, NodeType::CommCollNode, vec![], attr)],
+        );
+        let file = format!("{name}.yaml");
+        scenario(&d, &file, &format!("{STAR}workload:\n  chakra: {name}\n"));
+        refused(
+            d.dir(),
+            &["run", &file],
+            &format!("{file}:4:"),
+            &[
+                "field `workload.chakra`",
+                &format!("{name}.0.et: node 3"),
+                &format!("comm_size {bytes} B is not a positive multiple of the float"),
+            ],
+        );
+        let yaml = format!("{name}-yaml.yaml");
+        scenario(
+            &d,
+            &yaml,
+            &format!("{STAR}workload:\n  collectives:\n    - {{op: all_to_all, size: {bytes}B}}\n"),
+        );
+        refused(
+            d.dir(),
+            &["run", &yaml],
+            &format!("{yaml}:5:"),
+            &["is not a positive multiple of the float element size (4B)"],
+        );
+    }
 }
 
 #[test]
@@ -422,4 +465,133 @@ fn a_one_picosecond_sample_interval_stays_bounded() {
         .lines()
         .count();
     assert!(rows <= 20_001, "{rows} rows");
+}
+
+/// CPU seconds (all threads) the process `pid` has used, and whether it has exited (a zombie
+/// not reaped yet: its times are final), from /proc.
+fn cpu_of(pid: u32) -> Option<(f64, bool)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // Fields 3 (state), 14 (utime) and 15 (stime), counted from 1 with the name as 2; clock
+    // ticks are 100 per second on Linux.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((ticks as f64 / 100.0, f.first()? == &"Z"))
+}
+
+/// The 1024-host benchmark with `--out`, started and given time to get under way.
+fn interrupted_benchmark(out: &Path) -> Child {
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/fat_tree1024.yaml");
+    let child = Command::new(env!("CARGO_BIN_EXE_fabemu"))
+        .arg("run")
+        .arg(bench)
+        .args(["--threads", "2", "--quiet", "--out"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The fabric is built and the run under way (a Ctrl-C before that stops it at its first
+    // window, which proves less).
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(120) {
+        let tasks =
+            std::fs::read_dir(format!("/proc/{}/task", child.id())).map_or(0, |d| d.count());
+        // The main thread and the Ctrl-C handler's.
+        if tasks >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    child
+}
+
+fn sigint(pid: u32) {
+    let sent = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -INT failed");
+}
+
+#[test]
+fn ctrl_c_with_out_on_a_1024_host_fabric_exits_within_2_seconds() {
+    if cfg!(debug_assertions) || !Path::new("/proc/self/stat").exists() {
+        println!("skipped: needs an optimized build and /proc");
+        return;
+    }
+    let d = temp_dir("bounds-ctrl-c");
+    let out = d.dir().join("o");
+    let mut child = interrupted_benchmark(&out);
+    let pid = child.id();
+    let (cpu0, _) = cpu_of(pid).unwrap();
+    let t0 = Instant::now();
+    sigint(pid);
+    // The CPU time the process spends after the Ctrl-C (stopping, the report, every CSV and
+    // plot) is what a user waits for on an idle machine; the wall time is printed beside it
+    // (it grows with whatever else the machine runs).
+    let cpu1 = loop {
+        match cpu_of(pid) {
+            Some((c, true)) => break c,
+            Some(_) if t0.elapsed() < Duration::from_secs(300) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            other => panic!("fabemu did not exit: {other:?}"),
+        }
+    };
+    let wall = t0.elapsed();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    let cpu = cpu1 - cpu0;
+    println!(
+        "after Ctrl-C: {cpu:.2} s of CPU, {:.2} s of wall time",
+        wall.as_secs_f64()
+    );
+    assert!(cpu <= 2.0, "{cpu:.2} s of CPU after Ctrl-C ({wall:?} wall)");
+    for f in [
+        "report.json",
+        "link_utilization.csv",
+        "queue_depth.csv",
+        "link_utilization.png",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing: {err}");
+    }
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once_and_leaves_no_partial_file() {
+    if !Path::new("/proc/self/stat").exists() {
+        println!("skipped: needs /proc");
+        return;
+    }
+    let d = temp_dir("bounds-ctrl-c-twice");
+    let out = d.dir().join("o");
+    let mut child = interrupted_benchmark(&out);
+    let pid = child.id();
+    sigint(pid);
+    // While the outputs are being written (they take most of a second).
+    std::thread::sleep(Duration::from_millis(150));
+    let t0 = Instant::now();
+    sigint(pid);
+    let status = child.wait().unwrap();
+    let took = t0.elapsed();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        took <= Duration::from_secs(2),
+        "took {took:?} after the second Ctrl-C"
+    );
+    // Nothing half written: no staging folder, no temporary name; a finished file would only
+    // be there if every output had been moved into place before the second Ctrl-C.
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        left.iter().all(|n| !n.starts_with('.')),
+        "left behind: {left:?}"
+    );
 }

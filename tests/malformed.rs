@@ -542,6 +542,111 @@ const CASES: &[Case] = &[
         Some(8),
         &["workload.collectives[0].hosts[2]", "`h1` is listed twice"],
     ),
+    // --- Hostile inputs: sizes, counts and files that would take minutes or gigabytes.
+    case(
+        "all_reduce_2_63_bytes.yaml",
+        Some(7),
+        &[
+            "field `workload.collectives[0].size`",
+            "larger than 1024GiB, the largest collective",
+        ],
+    ),
+    case(
+        "all_to_all_2_62_bytes.yaml",
+        Some(7),
+        &[
+            "field `workload.collectives[0].size`",
+            "larger than 1024GiB, the largest collective",
+        ],
+    ),
+    case(
+        "flap_period_2ps.yaml",
+        Some(8),
+        &[
+            "field `faults[0].period`",
+            "more than 100000",
+            "lengthen the period",
+        ],
+    ),
+    case(
+        "flap_for_a_million_seconds.yaml",
+        Some(9),
+        &[
+            "field `faults[0].period`",
+            "200000000002 times",
+            "shorten `until`",
+        ],
+    ),
+    case("yaml_tag.yaml", Some(2), &["YAML tags", "remove the tag"]),
+    case(
+        "alias_bomb.yaml",
+        Some(7),
+        &[
+            "aliases (`*name`) expand the document past",
+            "fewer aliases",
+        ],
+    ),
+    case(
+        "dcqcn_rate_ai_0bps.yaml",
+        Some(8),
+        &["field `nic.cc.dcqcn.rate_ai`", "greater than zero"],
+    ),
+    case(
+        "dcqcn_rate_history_0.yaml",
+        Some(8),
+        &["field `nic.cc.dcqcn.rate_history`", "greater than zero"],
+    ),
+    case(
+        "dcqcn_cnp_interval_0s.yaml",
+        Some(8),
+        &["field `nic.cc.dcqcn.cnp_interval`", "greater than zero"],
+    ),
+    case(
+        "dcqcn_rate_timer_1ps.yaml",
+        Some(8),
+        &["field `nic.cc.dcqcn.rate_timer`", "shorter than 1us"],
+    ),
+    case(
+        "astra_sim_endless_file.yaml",
+        Some(3),
+        &[
+            "field `topology.astra_sim`",
+            "no ASTRA-sim network file at /dev/zero",
+        ],
+    ),
+    case(
+        "msccl_endless_file.yaml",
+        Some(6),
+        &[
+            "field `workload.collectives[0].algorithm.msccl`",
+            "larger than 64MiB",
+            "not a regular file",
+        ],
+    ),
+    case(
+        "comm_groups_endless_file.yaml",
+        Some(7),
+        &[
+            "field `workload.chakra.comm_groups`",
+            "larger than 16MiB",
+            "not a regular file",
+        ],
+    ),
+    // --- ASTRA-sim system files.
+    case(
+        "system_astra_sim_missing_file.yaml",
+        Some(7),
+        &[
+            "field `system.astra_sim`",
+            "no ASTRA-sim system file at",
+            "no-such-system.json",
+        ],
+    ),
+    case(
+        "system_without_a_trace.yaml",
+        Some(7),
+        &["field `system.astra_sim`", "this workload has no trace"],
+    ),
 ];
 
 fn corpus_dir() -> PathBuf {

@@ -13,7 +13,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{fabemu, run_yaml, temp_path, temp_scenario, TempPath};
+use common::{fabemu, run_yaml, temp_dir, temp_path, temp_scenario, TempPath};
 use fabemu::Report;
 use fabemu_workload::chakra::{
     encode_stream, AttrValue, AttributeProto, GlobalMetadata, Node, NodeType,
@@ -155,6 +155,149 @@ fn astra_sim_custom_ring_traces_run_as_sends_receives_and_reductions() {
         assert_eq!(rank.breakdown.compute_ps, 7 * 7 * US);
     }
     assert!(t.iteration_time_ps.expect("finished") > 7 * 7 * US);
+}
+
+#[test]
+fn an_astra_sim_system_file_sets_how_trace_collectives_run() {
+    // ASTRA-sim's HGX-H100 pair (network and system files, read as they are): the All-Reduce
+    // microbenchmark with the system file runs exactly as with the settings it maps onto
+    // (ring, 4 chunks, 2 in flight, local_bw_aware), and differently from the defaults
+    // (one chunk), so the file is not just parsed.
+    let root = fixtures();
+    let prefix = root.join("workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce");
+    let net = root.join("network/HGX-H100-validated.yml");
+    let sys = root.join("system/HGX-H100-validated.json");
+    let base = format!(
+        "topology:\n  astra_sim: {}\nworkload:\n  chakra: {}\n",
+        net.display(),
+        prefix.display()
+    );
+    let with_file = run_yaml(
+        &format!("{base}system:\n  astra_sim: {}\n", sys.display()),
+        1,
+    );
+    let by_hand = run_yaml(
+        &format!(
+            "{base}  collective_algorithms: {{all_reduce: ring, chunks: 4, chunks_in_flight: 2}}\n"
+        ),
+        1,
+    );
+    let defaults = run_yaml(&base, 1);
+    let it = |r: &Report| training(r).iteration_time_ps.expect("finished");
+    assert!(
+        with_file.invariants.ok,
+        "{:?}",
+        with_file.invariants.violations
+    );
+    assert_eq!(it(&with_file), it(&by_hand));
+    assert_ne!(it(&with_file), it(&defaults));
+    // The command line says what the file holds that fabemu does not model.
+    let scenario = temp_scenario(
+        "hgx.yaml",
+        &format!("{base}system:\n  astra_sim: {}\n", sys.display()),
+    );
+    let out = fabemu(&["run", scenario.to_str().unwrap(), "--quiet"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("`endpoint-delay: 10` is not modelled"),
+        "{err}"
+    );
+    assert!(err.contains("`local-mem-bw` is not read"), "{err}");
+    // Every system file of the fixtures is read (the custom one is refused by name).
+    for name in ["Ring_4chunks.json", "custom_collective.json"] {
+        let scenario = temp_scenario(
+            "sys.yaml",
+            &format!(
+                "{base}system:\n  astra_sim: {}\n",
+                root.join("system").join(name).display()
+            ),
+        );
+        let out = fabemu(&["run", scenario.to_str().unwrap(), "--quiet"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if name == "custom_collective.json" {
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.contains(&format!("{name}:4:")), "{err}");
+            assert!(err.contains("all-reduce-implementation-custom"), "{err}");
+            assert!(err.contains("{msccl: FILE}"), "{err}");
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+        }
+    }
+}
+
+#[test]
+fn astra_sim_system_values_fabemu_does_not_run_are_refused_where_they_stand() {
+    let prefix = fixtures().join("workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce");
+    for (json, line, says) in [
+        (
+            "{\n  \"all-reduce-implementation\": [\"ringg\"]\n}\n",
+            2,
+            "unknown value `ringg` (did you mean `ring`?)",
+        ),
+        (
+            "{\n  \"preferred-dataset-splits\": 4,\n  \"active-chunks-per-dimensoin\": 2\n}\n",
+            3,
+            "did you mean `active-chunks-per-dimension`?",
+        ),
+        (
+            "{\n  \"collective-optimization\": \"fast\"\n}\n",
+            2,
+            "expected one of `localBWAware`, `baseline`",
+        ),
+        ("{\n  \"preferred-dataset-splits\": 0\n}\n", 2, "at least 1"),
+        (
+            "{\n  \"endpoint-delay\": -1\n}\n",
+            2,
+            "expected a whole number",
+        ),
+        (
+            "{\n  \"scheduling-policy\": \"RANDOM\"\n}\n",
+            2,
+            "`LIFO`, `FIFO`",
+        ),
+        ("[1, 2]\n", 1, "a JSON object"),
+        ("{\"a\": }\n", 1, "not valid JSON"),
+    ] {
+        let dir = temp_dir("system");
+        let sys = dir.write_beside("sys.json", json);
+        let scenario = dir.write_beside(
+            "s.yaml",
+            &format!(
+                "{}workload:\n  chakra: {}\nsystem:\n  astra_sim: sys.json\n",
+                star(4),
+                prefix.display()
+            ),
+        );
+        let out = fabemu(&["run", scenario.to_str().unwrap(), "--quiet"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{json}: {err}");
+        assert!(
+            err.starts_with(&format!("error: {}:{line}:", sys.display())),
+            "{json}: {err}"
+        );
+        assert!(err.contains(says), "{json}: {err}");
+    }
+    // Set twice: in the file and in the scenario.
+    let dir = temp_dir("system");
+    dir.write_beside("sys.json", "{\"preferred-dataset-splits\": 2}");
+    let scenario = dir.write_beside(
+        "s.yaml",
+        &format!(
+            "{}workload:\n  chakra: {}\n  collective_algorithms: {{chunks: 4}}\nsystem:\n  \
+             astra_sim: sys.json\n",
+            star(4),
+            prefix.display()
+        ),
+    );
+    let out = fabemu(&["run", scenario.to_str().unwrap(), "--quiet"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("s.yaml:5:") && err.contains("workload.collective_algorithms.chunks"),
+        "{err}"
+    );
+    assert!(err.contains("give it in one place"), "{err}");
 }
 
 /// A compute node Chakra marks as a CPU operator (`is_cpu_op`, a bool as Chakra's
@@ -584,6 +727,110 @@ fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
     for colour in ["#1F77B4", "#2CA02C", "#D62728", "#C8C8C8"] {
         let n = svg.matches(&format!("fill=\"{colour}\"")).count();
         assert!(n == 4 || n == 4 + 1, "{colour}: {n}");
+    }
+}
+
+/// Merged `[start, end)` intervals and their total length.
+fn union_us(mut iv: Vec<(f64, f64)>) -> f64 {
+    iv.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut total, mut cur): (f64, Option<(f64, f64)>) = (0.0, None);
+    for (a, b) in iv {
+        cur = match cur {
+            Some((x, y)) if a <= y => Some((x, y.max(b))),
+            Some((x, y)) => {
+                total += y - x;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    total + cur.map_or(0.0, |(x, y)| y - x)
+}
+
+#[test]
+fn the_trace_shows_a_pipeline_bubble_as_waiting_as_the_breakdown_counts_it() {
+    // 1F1B, 4 stages: stage s waits s forward passes for its first activation. The trace's
+    // `comm` slices of a rank must cover exactly its exposed + hidden communication, its
+    // compute slices its compute, and the rest of the iteration (its idle time) holds the
+    // `wait` slices of receives posted before their sender sent.
+    let scenario = temp_scenario(
+        "bubble.yaml",
+        &format!(
+            "{}workload:\n  training: {{pp: 4, layers: 4, forward: 100us, micro_batches: 8, \
+             activation_bytes: 1MiB}}\n",
+            star(4)
+        ),
+    );
+    let dir = temp_path("bubble", "out");
+    let json = temp_path("bubble", "r.json");
+    let out = fabemu(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&*json).unwrap()).unwrap();
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("trace.json")).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let t = &report["training"];
+    let iteration_us = t["iteration_time_ps"].as_u64().unwrap() as f64 / 1e6;
+    let ps = |v: &serde_json::Value| v.as_u64().unwrap() as f64 / 1e6;
+    for r in t["per_rank"].as_array().unwrap() {
+        let rank = r["rank"].as_u64().unwrap();
+        let slices = |cat: &str| -> Vec<(f64, f64)> {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["pid"] == rank && e["cat"] == cat)
+                .map(|e| {
+                    let a = e["ts"].as_f64().unwrap();
+                    (a, a + e["dur"].as_f64().unwrap())
+                })
+                .collect()
+        };
+        let (comp, comm, wait) = (slices("compute"), slices("comm"), slices("wait"));
+        // Within a nanosecond (the trace is in microseconds as floats).
+        let close = |a: f64, b: f64, what: &str| {
+            assert!(
+                (a - b).abs() < 1e-3,
+                "rank {rank} {what}: trace {a} us, breakdown {b} us"
+            )
+        };
+        close(union_us(comp.clone()), ps(&r["compute_ps"]), "compute");
+        close(
+            union_us(comm.clone()),
+            ps(&r["exposed_comm_ps"]) + ps(&r["hidden_comm_ps"]),
+            "communication",
+        );
+        let busy = union_us(comp.iter().chain(&comm).copied().collect());
+        close(iteration_us - busy, ps(&r["idle_ps"]), "idle");
+        if rank > 0 {
+            // The bubble before a stage's first compute: a wait for its first activation until
+            // the stage before sends it (after `rank` forward passes of 100 us), then its
+            // transfer as communication, then compute.
+            let first_compute = comp.iter().map(|c| c.0).fold(f64::MAX, f64::min);
+            let w = wait.iter().min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+            assert!(
+                w.0 < 1e-3 && w.1 >= rank as f64 * 100.0 && w.1 < first_compute,
+                "rank {rank}: first wait {w:?}, first compute at {first_compute} us"
+            );
+            assert!(
+                comm.iter()
+                    .any(|c| (c.0 - w.1).abs() < 1e-3 && (c.1 - first_compute).abs() < 1e-3),
+                "rank {rank}: no receive from {} to {first_compute} us",
+                w.1
+            );
+        }
     }
 }
 

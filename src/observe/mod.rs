@@ -47,6 +47,10 @@ pub const DEFAULT_MAX_BUCKETS: usize = 2_000;
 /// Bucket limit of a given `--sample-interval`: past it the interval grows tenfold as the
 /// default one does (with a warning), so a 1 ps interval cannot fill memory.
 pub const MAX_BUCKETS: usize = 20_000;
+/// Values per series table (rows times columns) at most: on a large fabric the bucket limit
+/// is lowered to keep each CSV under it (the interval grows tenfold as needed), so the tables
+/// are written within a second whatever the interval asked, also after Ctrl-C.
+pub const MAX_CELLS: usize = 4_000_000;
 
 /// What to observe beyond the report.
 #[derive(Clone, Debug)]
@@ -90,18 +94,19 @@ impl ObserveOptions {
         }
     }
 
-    /// The engine's sampling settings (only with an output directory).
-    pub fn sample_config(&self) -> Option<SampleConfig> {
+    /// The engine's sampling settings (only with an output directory) for a fabric of
+    /// `links` links: every table has at most two columns per link (one per direction, or per
+    /// switch port), so its rows are limited to keep it within [`MAX_CELLS`] values.
+    pub fn sample_config(&self, links: usize) -> Option<SampleConfig> {
         self.out_dir.as_ref()?;
-        Some(match self.sample_interval {
-            Some(i) => SampleConfig {
-                interval: i,
-                max_buckets: Some(MAX_BUCKETS),
-            },
-            None => SampleConfig {
-                interval: DEFAULT_SAMPLE_INTERVAL,
-                max_buckets: Some(DEFAULT_MAX_BUCKETS),
-            },
+        let (interval, limit) = match self.sample_interval {
+            Some(i) => (i, MAX_BUCKETS),
+            None => (DEFAULT_SAMPLE_INTERVAL, DEFAULT_MAX_BUCKETS),
+        };
+        let by_cells = MAX_CELLS / links.saturating_mul(2).max(1);
+        Some(SampleConfig {
+            interval,
+            max_buckets: Some(limit.min(by_cells)),
         })
     }
 }

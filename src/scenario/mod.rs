@@ -10,6 +10,7 @@
 //! ASTRA-sim network file). Routes follow the fabric's kind by default (dimension order or
 //! shortest paths with ECMP), or are given explicitly (`routing: explicit` plus `routes`).
 
+mod astra_system;
 mod locate;
 pub mod overrides;
 mod validate;
@@ -25,6 +26,7 @@ use fabemu_switch::buffer::BufferConfig;
 use fabemu_switch::pifo::config::TreeConfig;
 use serde::{Deserialize, Serialize};
 
+pub use self::astra_system::{AstraSystem, MAX_SYSTEM_BYTES};
 pub use self::locate::{locate, FieldPath, Seg};
 pub use self::overrides::Override;
 
@@ -153,6 +155,23 @@ pub struct Scenario {
     /// The older spelling of `routing.failover`, kept as an alias (giving both is an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<Time>,
+    /// How the system runs collectives, from another tool's description (see [`SystemSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemSpec>,
+}
+
+/// `system`: settings of `workload.collective_algorithms` from another tool's file.
+///
+/// ```yaml
+/// system:
+///   astra_sim: system/Ring_4chunks.json   # ASTRA-sim's system JSON, relative to this file
+/// ```
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSpec {
+    /// An ASTRA-sim system file (JSON): collective implementations per dimension, chunking;
+    /// mapped onto `workload.collective_algorithms` (see [`AstraSystem`]).
+    pub astra_sim: String,
 }
 
 /// The failover delay when the scenario gives none.
@@ -725,6 +744,9 @@ pub struct CollectiveAlgorithms {
     /// Pieces each collective is cut into and pipelined (default 1).
     #[serde(default)]
     pub chunks: Option<usize>,
+    /// At most this many of a collective's chunks in progress per rank (default: no limit).
+    #[serde(default)]
+    pub chunks_in_flight: Option<usize>,
     /// How a rank runs the collectives of one communicator: in trace order on one stream
     /// (`per_communicator`, the default, as NCCL) or each on its own stream (`concurrent`).
     #[serde(default)]
@@ -996,6 +1018,8 @@ pub struct Source {
     pub astra: Option<AstraFile>,
     /// The `--set` overrides applied over `text`, in order.
     pub overrides: Vec<Override>,
+    /// The ASTRA-sim system file `system.astra_sim` names, applied to the scenario.
+    pub system: Option<AstraSystem>,
 }
 
 /// An ASTRA-sim network file read for a scenario.
@@ -1277,6 +1301,7 @@ pub fn load_str_with(
         file: file.to_string(),
         astra: None,
         overrides,
+        system: None,
     };
     if let Some(rel) = src
         .scenario
@@ -1285,13 +1310,7 @@ pub fn load_str_with(
         .and_then(|t| t.astra_sim.clone())
     {
         // Relative to the scenario's folder, as a user reading the file would expect.
-        let base = Path::new(file)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty() && !file.starts_with('<'));
-        let path = match base {
-            Some(b) => b.join(&rel),
-            None => Path::new(&rel).to_path_buf(),
-        };
+        let path = astra_system::beside_scenario(file, &rel);
         if !path.is_file() {
             return Err(src.error_at(
                 &FieldPath::root().key("topology").key("astra_sim"),
@@ -1300,6 +1319,9 @@ pub fn load_str_with(
         }
         let astra = load_astra_file(&path)?;
         src.astra = Some(astra);
+    }
+    if let Some(rel) = src.scenario.system.as_ref().map(|s| s.astra_sim.clone()) {
+        astra_system::apply(&mut src, &rel)?;
     }
     validate::check(&src)?;
     check_fidelity(&src)?;

@@ -791,6 +791,9 @@ fn collective_spec(
     if let Some(c) = o.chunks {
         m.insert("chunks".into(), (c as u64).into());
     }
+    if let Some(c) = o.chunks_in_flight {
+        m.insert("chunks_in_flight".into(), (c as u64).into());
+    }
     serde_yaml::from_value(serde_yaml::Value::Mapping(m)).map_err(e)
 }
 

@@ -8,6 +8,12 @@ use fabemu_workload::scheduler::{Action, RankScheduler, Stream};
 /// process per rank with a `compute` track and as many `comm` tracks as communication
 /// overlapped on that rank (each node on the first track free at its start). `None` without
 /// a training workload.
+///
+/// A receive that was ready before its sender posted the message is drawn as two slices on
+/// its track: `wait for rank R` (category `wait`) up to the post, then the receive itself
+/// (category `comm`) from the post to its end. The breakdown counts the wait as idle and only
+/// the second part as communication, so the `comm` slices of a rank cover exactly its exposed
+/// and hidden communication, and a pipeline bubble shows as a gap in compute and a `wait`.
 pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
     let info = fin.training.as_ref()?;
     let scheds: Vec<Option<&RankScheduler>> = fin
@@ -20,6 +26,13 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
         })
         .collect();
     let us = |ps: u64| ps as f64 / 1e6;
+    let posted = super::report::sends_posted(&scheds);
+    let rank_of: BTreeMap<usize, usize> = info
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(r, ri)| (ri.host, r))
+        .collect();
     let mut events = Vec::new();
     for (r, ri) in info.ranks.iter().enumerate() {
         let Some(s) = scheds.get(ri.host).copied().flatten() else {
@@ -76,8 +89,10 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
                 "args": {"name": "cpu"}
             }));
         }
+        let recv_posts = super::report::receive_posts(ri.host, s, &posted);
         for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
-            let (Some(a), Some(b)) = (rec.start, rec.end) else {
+            let (Some(mut a), Some(b)) = (rec.start.map(|t| t.ps()), rec.end.map(|t| t.ps()))
+            else {
                 continue;
             };
             let (tid, cat) = match n.action {
@@ -91,9 +106,22 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
             } else {
                 n.name.clone()
             };
+            // Waiting for the sender is not communication (see above).
+            if let Some(&(post, src, _)) = recv_posts.get(&i).filter(|p| p.0 > a) {
+                let post = post.min(b);
+                let peer = rank_of
+                    .get(&src)
+                    .map_or_else(|| format!("host {src}"), |p| format!("rank {p}"));
+                events.push(serde_json::json!({
+                    "ph": "X", "name": format!("wait for {peer}"), "cat": "wait", "pid": r,
+                    "tid": tid, "ts": us(a), "dur": us(post - a),
+                    "args": {"node": n.id}
+                }));
+                a = post;
+            }
             events.push(serde_json::json!({
                 "ph": "X", "name": name, "cat": cat, "pid": r, "tid": tid,
-                "ts": us(a.ps()), "dur": us(b.ps() - a.ps()),
+                "ts": us(a), "dur": us(b.saturating_sub(a)),
                 "args": {"node": n.id}
             }));
         }

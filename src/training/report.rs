@@ -283,7 +283,7 @@ fn finishes_and_waits(
 /// When each message was posted, per (src, dst, tag): a receive communicates from then on;
 /// before, its rank only waits for the peer (a pipeline bubble), which is idle time. With
 /// each post, the send node (for the critical path's waits across ranks).
-fn sends_posted(scheds: &[Option<&RankScheduler>]) -> Posted {
+pub(super) fn sends_posted(scheds: &[Option<&RankScheduler>]) -> Posted {
     let mut posted = Posted::new();
     for (h, s) in scheds.iter().enumerate() {
         let Some(s) = s else { continue };
@@ -303,19 +303,19 @@ fn sends_posted(scheds: &[Option<&RankScheduler>]) -> Posted {
 }
 
 /// Sends by (src host, dst host, tag): (post time, send node), in post order.
-type Posted = BTreeMap<(u32, u32, u64), Vec<(u64, usize)>>;
+pub(super) type Posted = BTreeMap<(u32, u32, u64), Vec<(u64, usize)>>;
 
-/// How the rank on `host` spent the time up to `horizon`; records which send each of its
-/// receives took in `sender_of`.
-fn rank_breakdown(
+/// The message each finished receive of the rank on `host` took, by receive node: when it was
+/// posted, by which host, from which send node. Receives per key take the messages in order
+/// (the k-th to complete took the k-th posted). The breakdown and the trace both start a
+/// receive's communication at the later of its own start and this post: before it the rank
+/// only waits.
+pub(super) fn receive_posts(
     host: usize,
     s: &RankScheduler,
     posted: &Posted,
-    horizon: u64,
-    sender_of: &mut BTreeMap<(usize, usize), (usize, usize)>,
-) -> Breakdown {
-    // Receives per key in the order they completed: the k-th took the k-th message.
-    let mut recv_from: BTreeMap<usize, u64> = BTreeMap::new();
+) -> BTreeMap<usize, (u64, usize, usize)> {
+    let mut out = BTreeMap::new();
     let mut by_key: BTreeMap<(u32, u64), Vec<(u64, usize)>> = BTreeMap::new();
     for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
         if let (Action::Recv { src, tag, .. }, Some(end)) = (&n.action, rec.end) {
@@ -330,15 +330,32 @@ fn rank_breakdown(
         let posts = posted.get(&(src, host as u32, tag));
         for (k, &(_, i)) in v.iter().enumerate() {
             if let Some(&(t, send)) = posts.and_then(|p| p.get(k)) {
-                recv_from.insert(i, t);
-                sender_of.insert((host, i), (src as usize, send));
+                out.insert(i, (t, src as usize, send));
             }
         }
+    }
+    out
+}
+
+/// How the rank on `host` spent the time up to `horizon`; records which send each of its
+/// receives took in `sender_of`.
+fn rank_breakdown(
+    host: usize,
+    s: &RankScheduler,
+    posted: &Posted,
+    horizon: u64,
+    sender_of: &mut BTreeMap<(usize, usize), (usize, usize)>,
+) -> Breakdown {
+    let recv_from = receive_posts(host, s, posted);
+    for (&i, &(_, src, send)) in &recv_from {
+        sender_of.insert((host, i), (src, send));
     }
     let (mut comp, mut comm) = (Vec::new(), Vec::new());
     for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
         let Some(start) = rec.start else { continue };
-        let start = recv_from.get(&i).map_or(start, |&t| start.max(Time(t)));
+        let start = recv_from
+            .get(&i)
+            .map_or(start, |&(t, _, _)| start.max(Time(t)));
         let end = rec.end.map_or(horizon, Time::ps);
         let iv = (start.ps(), end.max(start.ps()));
         match n.action {

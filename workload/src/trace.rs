@@ -348,6 +348,21 @@ impl RankTrace {
                             ),
                         ));
                     }
+                    // As a scenario's own collectives: a positive whole number of floats (a
+                    // collective of nothing would neither run nor be reported).
+                    if kind != CollKind::Barrier
+                        && (bytes == 0 || bytes % COLLECTIVE_ELEMENT_BYTES != 0)
+                    {
+                        return Err(bad(
+                            n.id,
+                            format!(
+                                "comm_size {bytes} B is not a positive multiple of the float \
+                                 element size ({COLLECTIVE_ELEMENT_BYTES}B): fabemu runs a \
+                                 trace's collectives in floats, as it runs a scenario's \
+                                 (`workload.collectives`)"
+                            ),
+                        ));
+                    }
                     Op::Collective {
                         kind,
                         bytes,
@@ -471,6 +486,10 @@ pub const MAX_TRACE_BYTES: u64 = 1 << 30;
 /// step's, and small enough that the messages it is cut into stay countable.
 pub const MAX_COLLECTIVE_BYTES: u64 = 1 << 40;
 
+/// The element a trace's collective is counted in (a float): its `comm_size` must be a
+/// positive multiple of it, as the size of a scenario's collective of `type: float`.
+pub const COLLECTIVE_ELEMENT_BYTES: u64 = 4;
+
 /// Reads the traces of `ranks` ranks, `PREFIX.0.et` to `PREFIX.{ranks-1}.et`; refuses a
 /// missing rank and a different number of files.
 pub fn load_traces(prefix: &Path, ranks: usize) -> Result<Vec<RankTrace>, ChakraError> {
@@ -570,5 +589,29 @@ mod tests {
             e.to_string(),
             "x: node 4: a CommSendNode node needs the `comm_dst` attribute"
         );
+    }
+
+    #[test]
+    fn collectives_of_no_bytes_or_a_part_of_a_float_are_refused() {
+        for (comm_type, bytes) in [(6, 4097), (0, 0), (6, 0), (0, 2)] {
+            let mut c = node(5, NodeType::CommCollNode, &[]);
+            c.attr = vec![
+                AttributeProto::int("comm_type", comm_type),
+                AttributeProto::int("comm_size", bytes),
+            ];
+            let e = RankTrace::from_nodes("0.0.4".into(), vec![c], "x").unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "x: node 5: comm_size {bytes} B is not a positive multiple of the float \
+                     element size (4B): fabemu runs a trace's collectives in floats, as it runs \
+                     a scenario's (`workload.collectives`)"
+                )
+            );
+        }
+        // A barrier moves no data of its own.
+        let mut b = node(6, NodeType::CommCollNode, &[]);
+        b.attr = vec![AttributeProto::int("comm_type", 9)];
+        assert!(RankTrace::from_nodes("0.0.4".into(), vec![b], "x").is_ok());
     }
 }
