@@ -757,3 +757,113 @@ fn without_tshark_capture_tests_skip_outside_ci_and_fail_under_ci() {
         "{text}"
     );
 }
+
+/// Messages whose last packets carry 1, 2 and 3 bytes (and one of 3 bytes alone, a WRITE Only
+/// with RETH and immediate), so every pad count appears.
+const ODD_SIZES: &str = "
+name: odd-sizes
+mode: data
+nic: {mtu: 1KiB}
+hosts: [a, b]
+links:
+  - {a: a, b: b, bandwidth: 100Gbps, latency: 1us}
+workload:
+  messages:
+    - {src: a, dst: b, size: 2049B}
+    - {src: a, dst: b, size: 1026B}
+    - {src: a, dst: b, size: 3B}
+    - {src: a, dst: b, size: 4096B}
+";
+
+/// InfiniBand pads a payload to 4 bytes (BTH PadCnt, the pad inside the ICRC), as Linux rxe
+/// sends it: every data frame's payload plus pad is a multiple of 4, the pad bytes are zero,
+/// the ICRC covers them, the receiver's payload excludes them (the data checks), and tshark
+/// reads the pad count and finds the ICRC right after the pad (it shows an RDMA WRITE's
+/// payload with its pad as data), with no malformed or warned frame.
+#[test]
+fn payloads_are_padded_to_4_bytes_with_the_icrc_over_the_pad() {
+    let src = load_str(ODD_SIZES, "<test>").unwrap();
+    let dir = out_dir("pad");
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("pad.pcap");
+    let opts = ObserveOptions {
+        pcap: Some(file.clone()),
+        capture: Some("a".into()),
+        ..ObserveOptions::default()
+    };
+    let obs = run_observed(&src, 1, &opts, None).unwrap();
+    assert!(obs.report.invariants.ok);
+    assert_eq!(obs.report.messages.len(), 4);
+    assert!(obs.report.messages.iter().all(|m| m.data_ok == Some(true)));
+    let cap = obs.capture.expect("a capture");
+    // (payload, pad) of every data frame a sent, in order.
+    let mut sent = Vec::new();
+    let mut icrcs = Vec::new();
+    for f in &cap.frames {
+        let b = &f.data;
+        wire::check_icrc(b).unwrap_or_else(|e| panic!("bad ICRC: {e}"));
+        let repr = RoceRepr::parse(b).unwrap();
+        if repr.bth.opcode == wire::opcode::ACK {
+            assert_eq!(repr.bth.pad_count, 0);
+            continue;
+        }
+        let (n, pad) = (repr.payload_len, usize::from(repr.bth.pad_count));
+        assert_eq!((n + pad) % 4, 0, "payload {n} with pad {pad}");
+        assert!(pad < 4);
+        // The pad is zero bytes between the payload and the ICRC.
+        let end = b.len() - wire::ICRC_LEN;
+        assert!(b[end - pad..end].iter().all(|&x| x == 0));
+        assert_eq!(b.len(), repr.header_len() + n + pad + wire::ICRC_LEN);
+        sent.push((n, pad));
+        icrcs.push(u32::from_be_bytes(b[end..].try_into().unwrap()));
+    }
+    assert_eq!(
+        sent,
+        [
+            (1024, 0),
+            (1024, 0),
+            (1, 3),
+            (1024, 0),
+            (2, 2),
+            (3, 1),
+            (1024, 0),
+            (1024, 0),
+            (1024, 0),
+            (1024, 0),
+        ]
+    );
+    // Each frame is captured whole: its length on the wire counts the pad.
+    assert!(cap
+        .frames
+        .iter()
+        .all(|f| f.orig_len as usize == f.data.len()));
+
+    // The same frames as tshark reads them, written as the CLI's `--pcap` writes them.
+    if !has_tshark() {
+        return;
+    }
+    pcap::write_file(&file, &cap.frames).unwrap();
+    let rows = tshark(
+        &file,
+        Some("infiniband && infiniband.bth.opcode != 17"),
+        &[
+            "infiniband.bth.padcnt",
+            "data.len",
+            "infiniband.invariant.crc",
+            "frame.len",
+        ],
+    );
+    assert_eq!(rows.len(), sent.len());
+    for ((r, (n, pad)), icrc) in rows.iter().zip(&sent).zip(&icrcs) {
+        assert_eq!(r[0], pad.to_string(), "{r:?}");
+        // tshark's data is the payload and its pad, and the ICRC (checked above) follows.
+        assert_eq!(r[1], (n + pad).to_string(), "{r:?}");
+        assert_eq!(r[2], format!("0x{icrc:08x}"), "{r:?}");
+    }
+    let bad = tshark(
+        &file,
+        Some("_ws.malformed || _ws.expert.severity >= warning"),
+        &["frame.number"],
+    );
+    assert!(bad.is_empty(), "malformed or warned frames: {bad:?}");
+}

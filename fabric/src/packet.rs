@@ -1,7 +1,7 @@
 //! A packet in flight: its real header bytes, its payload, and a few cached facts.
 //!
-//! The header bytes (Ethernet up to the last transport header) and the trailer (the RoCEv2
-//! ICRC) live inline, back to back, in one fixed array so that building, forwarding and
+//! The header bytes (Ethernet up to the last transport header) and the trailer (a RoCEv2
+//! payload's pad to 4 bytes and the ICRC) live inline, back to back, in one fixed array so that building, forwarding and
 //! dropping a packet allocates nothing. Only a header longer than every RoCE stack (a frame
 //! carrying HPCC's in-band telemetry) moves, with its trailer, to a boxed array: the packet
 //! stays small for every run, and only telemetry pays. The payload is either just a length
@@ -24,8 +24,10 @@ use crate::wire::MAX_HEADER_LEN;
 /// frames (60); longer headers (in-band telemetry) live in [`Packet`]'s boxed array.
 pub const INLINE_HEADER_LEN: usize = 74;
 
-/// Longest trailer (the 4-byte ICRC).
-pub const MAX_TRAILER_LEN: usize = 4;
+/// Longest trailer: a RoCEv2 frame's pad (up to 3 zero bytes after the payload, which the
+/// BTH's PadCnt counts) and its 4-byte ICRC. The pad lives here rather than in the payload so
+/// that a data-mode payload stays a zero-copy slice of the sender's buffer.
+pub const MAX_TRAILER_LEN: usize = 7;
 
 /// Inline storage: the longest inline header followed by the longest trailer (what
 /// [`Packet::from_inline`] takes).
@@ -163,13 +165,13 @@ pub enum PacketError {
         /// The inline capacity.
         max: usize,
     },
-    /// The trailer is longer than 4 bytes.
-    #[error("trailer of {0} bytes exceeds 4 bytes")]
+    /// The trailer is longer than [`MAX_TRAILER_LEN`] bytes.
+    #[error("trailer of {0} bytes exceeds 7 bytes")]
     TrailerTooLong(usize),
 }
 
 impl Packet {
-    /// Assembles a packet from header bytes, a payload and a trailer (the ICRC, or empty).
+    /// Assembles a packet from header bytes, a payload and a trailer (pad and ICRC, or empty).
     pub fn new(header: &[u8], payload: Payload, trailer: &[u8]) -> Result<Packet, PacketError> {
         let mut p = Packet::with_header_len(header.len(), payload)?;
         p.header_mut().copy_from_slice(header);
@@ -254,7 +256,7 @@ impl Packet {
         }
     }
 
-    /// Sets the trailer bytes (ICRC).
+    /// Sets the trailer bytes (a RoCEv2 frame's pad and ICRC).
     pub fn set_trailer(&mut self, trailer: &[u8]) -> Result<(), PacketError> {
         if trailer.len() > MAX_TRAILER_LEN {
             return Err(PacketError::TrailerTooLong(trailer.len()));
@@ -340,7 +342,7 @@ impl Packet {
     pub fn payload(&self) -> &Payload {
         &self.payload
     }
-    /// The trailer bytes (the ICRC for RoCEv2; empty otherwise).
+    /// The trailer bytes (the pad and the ICRC for RoCEv2; empty otherwise).
     #[inline]
     pub fn trailer(&self) -> &[u8] {
         let at = self.header_len as usize;
@@ -494,6 +496,14 @@ mod tests {
     #[test]
     fn rejects_oversized_header() {
         assert!(Packet::new(&[0; MAX_HEADER_LEN + 1], Payload::Timing(0), &[]).is_err());
-        assert!(Packet::new(&[0; 8], Payload::Timing(0), &[0; 5]).is_err());
+        assert!(Packet::new(&[0; 8], Payload::Timing(0), &[0; MAX_TRAILER_LEN + 1]).is_err());
+        // A pad of three and an ICRC fit, behind the longest inline header and a long one.
+        let mut p = Packet::new(&[1; INLINE_HEADER_LEN], Payload::Timing(5), &[2; 7]).unwrap();
+        assert_eq!(
+            (p.trailer(), p.frame_len()),
+            (&[2; 7][..], INLINE_HEADER_LEN + 12)
+        );
+        p.grow_header(MAX_HEADER_LEN - INLINE_HEADER_LEN).unwrap();
+        assert_eq!(p.trailer(), &[2; 7][..]);
     }
 }

@@ -140,13 +140,14 @@ pub fn write_header_len(first: bool, last: bool) -> u64 {
     54 + if first { 16 } else { 0 } + if last { 4 } else { 0 }
 }
 
-/// Wire bytes of every packet of a `len`-byte message with path MTU `mtu` (ICRC 4 bytes).
+/// Wire bytes of every packet of a `len`-byte message with path MTU `mtu` (the payload
+/// padded to 4 bytes, ICRC 4 bytes).
 pub fn message_wire_bytes(len: u64, mtu: u64) -> Vec<u64> {
     let n = len.div_ceil(mtu).max(1);
     (0..n)
         .map(|i| {
             let payload = (len - i * mtu).min(mtu);
-            let frame = write_header_len(i == 0, i + 1 == n) + payload + 4;
+            let frame = write_header_len(i == 0, i + 1 == n) + payload.next_multiple_of(4) + 4;
             frame.max(60) + ETH_OVERHEAD
         })
         .collect()

@@ -483,15 +483,15 @@ fn frame_class(pkt: &Packet) -> u8 {
     wire::dscp(pkt.header()).map_or(0, |d| d >> 3)
 }
 
-/// Emits `repr` into a new packet with `payload` and the ICRC (computed over real bytes in data
-/// mode; zero in timing mode, where the payload bytes do not exist).
-/// `int` is an in-band telemetry stack placed after the transport headers (empty without
-/// HPCC); `repr.payload_len` must count it.
+/// Emits `repr` into a new packet with `payload`, its `repr.bth.pad_count` bytes of pad and
+/// the ICRC (computed over real bytes in data mode; zero in timing mode, where the payload
+/// bytes do not exist). `int` is an in-band telemetry stack placed after the transport headers
+/// (empty without HPCC); `repr.payload_len` must count it.
 fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
     let std_len = repr.header_len();
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     repr.emit(pkt.header_mut()).ok()?;
-    finish(&mut pkt, std_len, int)?;
+    finish(&mut pkt, std_len, int, usize::from(repr.bth.pad_count))?;
     Some(pkt)
 }
 
@@ -518,7 +518,9 @@ fn build_held(
     let t = TEMPLATE.as_ref();
     if int.is_empty() {
         if let (Some(t), Some(shape)) = (t, HeaderTemplate::common_shape(f)) {
-            let lens = crate::packet::InlineLens::new(shape.header_len(), wire::ICRC_LEN).ok()?;
+            let pad = usize::from(f.pad);
+            let lens =
+                crate::packet::InlineLens::new(shape.header_len(), pad + wire::ICRC_LEN).ok()?;
             let (frame, pkt) = ctx.hold_mut(Packet::from_inline(
                 [0; crate::packet::INLINE_LEN],
                 lens,
@@ -526,10 +528,10 @@ fn build_held(
                 meta,
             ))?;
             t.write_common_from(src, f, shape, pkt.header_mut());
-            // The trailer is still zero, the ICRC of timing mode.
+            // The trailer is still zero: the pad, and the ICRC of timing mode.
             if let Payload::Data(d) = pkt.payload() {
-                let icrc = wire::icrc(pkt.header(), d);
-                if pkt.set_trailer(&icrc).is_err() {
+                let (t, n) = wire::padded_trailer(pkt.header(), d, pad);
+                if pkt.set_trailer(&t[..n]).is_err() {
                     ctx.drop_frame(frame);
                     return None;
                 }
@@ -558,20 +560,24 @@ fn build_general(
     let std_len = HeaderTemplate::header_len(&f);
     let mut pkt = Packet::with_header_len(std_len + int.len(), payload).ok()?;
     t?.emit_from(src, &f, pkt.header_mut()).ok()?;
-    finish(&mut pkt, std_len, int)?;
+    finish(&mut pkt, std_len, int, usize::from(f.pad))?;
     Some(pkt)
 }
 
-/// Copies `int` behind the `std_len` bytes of standard headers and sets the ICRC. In place:
-/// taking and returning the 128-byte packet by value cost two moves of it per frame built.
+/// Copies `int` behind the `std_len` bytes of standard headers and sets the trailer: `pad`
+/// zero bytes and the ICRC. In place: taking and returning the 128-byte packet by value cost
+/// two moves of it per frame built.
 #[inline]
-fn finish(pkt: &mut Packet, std_len: usize, int: &[u8]) -> Option<()> {
+fn finish(pkt: &mut Packet, std_len: usize, int: &[u8], pad: usize) -> Option<()> {
     pkt.header_mut().get_mut(std_len..)?.copy_from_slice(int);
-    let icrc = match pkt.payload() {
-        Payload::Data(d) => wire::icrc(pkt.header(), d),
-        Payload::Timing(_) => [0; 4],
+    let (t, n) = match pkt.payload() {
+        Payload::Data(d) => wire::padded_trailer(pkt.header(), d, pad),
+        Payload::Timing(_) => (
+            [0; wire::MAX_PAD_LEN + wire::ICRC_LEN],
+            pad + wire::ICRC_LEN,
+        ),
     };
-    pkt.set_trailer(&icrc).ok()
+    pkt.set_trailer(t.get(..n)?).ok()
 }
 
 /// The header template of a NIC at `addr` (see [`HeaderTemplate`]): its frames carry TTL 64

@@ -199,6 +199,9 @@ impl Nic {
             aeth: None,
             immdt: seg.imm,
             payload_len: seg.payload_len as usize + int.len(),
+            // The message bytes padded to 4; HPCC's stack, which every switch lengthens by
+            // a record, is left out of the count (see `wire::int`).
+            pad: wire::pad_len(seg.payload_len as usize) as u8,
         };
         let payload = match seg.data {
             Some(d) => Payload::data(d),
@@ -364,6 +367,7 @@ impl Nic {
             aeth: Some(aeth),
             immdt: None,
             payload_len: int.len(),
+            pad: 0,
         };
         let meta = PacketMeta {
             created_at: ctx.now(),

@@ -12,7 +12,7 @@ use pnet_packet::ethernet::EthernetPacket;
 use pnet_packet::ipv4::Ipv4Packet;
 
 use super::ib::BTH_RESV8A;
-use super::{field, WireError, ETHERTYPE_IPV4, ETH_HEADER_LEN, ICRC_LEN};
+use super::{field, WireError, ETHERTYPE_IPV4, ETH_HEADER_LEN, ICRC_LEN, MAX_PAD_LEN};
 
 /// CRC state after the 8 bytes of ones standing for the LRH, in the kernel's raw (non-inverted)
 /// convention: `crc32_le(0xffffffff, [0xff; 8])`.
@@ -28,6 +28,13 @@ const MASKED_LEN: usize = field::BTH_END - field::IPV4;
 /// assumed to carry IPv4 without options; how the bytes are split between `header` and `payload`
 /// does not matter.
 pub fn icrc(header: &[u8], payload: &[u8]) -> [u8; 4] {
+    icrc_padded(header, payload, 0)
+}
+
+/// [`icrc`] of a frame whose `payload` is followed by `pad` zero bytes (the pad to 4 bytes
+/// that the BTH's PadCnt counts: the ICRC covers it). `pad` beyond [`MAX_PAD_LEN`] counts as
+/// that many.
+pub fn icrc_padded(header: &[u8], payload: &[u8], pad: usize) -> [u8; 4] {
     let covered = header.get(field::IPV4..).unwrap_or(&[]);
     let n = covered.len().min(MASKED_LEN);
     let mut masked = [0u8; MASKED_LEN];
@@ -47,7 +54,22 @@ pub fn icrc(header: &[u8], payload: &[u8]) -> [u8; 4] {
     hasher.update(&masked[..n]);
     hasher.update(&covered[n..]);
     hasher.update(payload);
+    hasher.update(&[0; MAX_PAD_LEN][..pad.min(MAX_PAD_LEN)]);
     hasher.finalize().to_le_bytes()
+}
+
+/// The trailer of a RoCEv2 frame: `pad` zero bytes (at most [`MAX_PAD_LEN`]) and the ICRC of
+/// `header`, `payload` and that pad; returns the array and how many of its bytes are the
+/// trailer. An array, so building a frame allocates nothing.
+pub fn padded_trailer(
+    header: &[u8],
+    payload: &[u8],
+    pad: usize,
+) -> ([u8; MAX_PAD_LEN + ICRC_LEN], usize) {
+    let pad = pad.min(MAX_PAD_LEN);
+    let mut t = [0; MAX_PAD_LEN + ICRC_LEN];
+    t[pad..pad + ICRC_LEN].copy_from_slice(&icrc_padded(header, payload, pad));
+    (t, pad + ICRC_LEN)
 }
 
 /// Checks the ICRC at the end of a full RoCEv2 frame (where the IPv4 total length says the

@@ -8,7 +8,9 @@
 //! The region is present when the header is longer than the opcode's standard stack: a NIC
 //! running HPCC sends data with an empty stack (2 bytes), switches with INT on append one
 //! record per hop to data frames (never to ACKs), and the receiver copies the stack into its
-//! ACK after the AETH.
+//! ACK after the AETH. The pad to 4 bytes at the end of the payload (BTH PadCnt) counts the
+//! message bytes only: a switch's record changes the stack's length by 10 bytes, and leaving
+//! the stack out of what is padded spares every switch rewriting the pad and PadCnt.
 //!
 //! **Layout** (big-endian), 2 + 10 n bytes:
 //!
@@ -222,8 +224,11 @@ pub fn stamp(pkt: &mut Packet, hop: &IntHop) -> Result<(), StampError> {
         ip.set_checksum(c);
     }
     if let Payload::Data(d) = pkt.payload() {
-        let icrc = super::icrc(pkt.header(), d);
-        pkt.set_trailer(&icrc).map_err(|_| StampError::NoRoom)?;
+        // The pad stays as it was (it aligns the message bytes, not the stack); the ICRC
+        // after it covers it.
+        let pad = pkt.trailer().len().saturating_sub(super::ICRC_LEN);
+        let (t, n) = super::padded_trailer(pkt.header(), d, pad);
+        pkt.set_trailer(&t[..n]).map_err(|_| StampError::NoRoom)?;
     }
     Ok(())
 }

@@ -37,7 +37,7 @@ pub use ib::{
     AethPacket, AethRepr, BthPacket, BthRepr, ImmDtPacket, MutableAethPacket, MutableBthPacket,
     MutableImmDtPacket, MutableRethPacket, RethPacket, RethRepr,
 };
-pub use icrc::{check_icrc, icrc};
+pub use icrc::{check_icrc, icrc, icrc_padded, padded_trailer};
 pub use peek::{
     bth_opcode, bth_view, dscp, ecn, frame_kind, ip_flow, ipv4_dst, ipv4_src, peek_forward,
     peek_roce_flow, set_ecn, udp_src_port, ForwardPeek, FrameKind, RoceFlow,
@@ -66,6 +66,16 @@ pub const AETH_LEN: usize = 4;
 pub const IMMDT_LEN: usize = 4;
 /// Invariant CRC trailer of every RoCEv2 packet.
 pub const ICRC_LEN: usize = 4;
+/// Most pad bytes a RoCEv2 payload takes (BTH PadCnt is 2 bits).
+pub const MAX_PAD_LEN: usize = 3;
+
+/// Pad bytes after a payload of `payload` bytes: InfiniBand aligns the payload to 4 bytes
+/// with zeros that the BTH's PadCnt counts and the ICRC covers (as Linux rxe sends them), so
+/// the ICRC starts on a 4-byte boundary; the receiver's payload length excludes them.
+#[inline(always)]
+pub const fn pad_len(payload: usize) -> usize {
+    payload.wrapping_neg() & 3
+}
 /// Reserved bytes after the BTH of a CNP.
 pub const CNP_RESERVED_LEN: usize = 16;
 /// A PFC pause frame without FCS, padded to the Ethernet minimum (64 bytes with FCS).
@@ -78,13 +88,15 @@ pub const MAX_HEADER_LEN: usize = 74 + int::INT_MAX_LEN;
 
 /// Frame bytes (without FCS) of one data packet of an RDMA WRITE with immediate, as a NIC
 /// sends it: Ethernet, IPv4, UDP and BTH headers, a RETH on the message's first packet, the
-/// immediate on its last, `payload` bytes and the ICRC. The flow-level fidelity counts
-/// messages in these bytes so its capacities agree with the packets'.
+/// immediate on its last, `payload` bytes, their pad to 4 bytes ([`pad_len`]) and the ICRC.
+/// The flow-level fidelity counts messages in these bytes so its capacities agree with the
+/// packets'.
 pub const fn write_frame_len(payload: usize, first: bool, last: bool) -> usize {
     field::BTH_END
         + if first { RETH_LEN } else { 0 }
         + if last { IMMDT_LEN } else { 0 }
         + payload
+        + pad_len(payload)
         + ICRC_LEN
 }
 

@@ -15,9 +15,9 @@ use super::ib::{
     MutableImmDtPacket, MutableRethPacket, RethPacket, RethRepr,
 };
 use super::{
-    field, icrc, opcode, Ecn, MacAddr, WireError, AETH_LEN, BTH_LEN, CNP_RESERVED_LEN,
-    ETHERTYPE_IPV4, ETH_HEADER_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, IP_PROTOCOL_UDP,
-    RETH_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    field, opcode, Ecn, MacAddr, WireError, AETH_LEN, BTH_LEN, CNP_RESERVED_LEN, ETHERTYPE_IPV4,
+    ETH_HEADER_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, IP_PROTOCOL_UDP, RETH_LEN,
+    ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 
 /// DSCP that [`RoceRepr::cnp`] uses: 48 (CS6), the NVIDIA/Mellanox default `cnp_dscp`, so CNPs
@@ -100,7 +100,9 @@ pub struct RoceRepr {
     pub aeth: Option<AethRepr>,
     /// Immediate data: present exactly when [`opcode::has_immdt`].
     pub immdt: Option<u32>,
-    /// Bytes between the headers and the ICRC (0 for ACK/NAK/CNP).
+    /// Payload bytes after the headers (0 for ACK/NAK/CNP); the `bth.pad_count` zero bytes
+    /// that align it to 4 (see [`super::pad_len`]) follow it, before the ICRC, and are not
+    /// counted here.
     pub payload_len: usize,
 }
 
@@ -169,8 +171,8 @@ pub(crate) fn check_opcode_fields(
     Ok(())
 }
 
-/// The IPv4 total length of a frame of `header_len` header bytes and `payload_len` payload:
-/// everything after the Ethernet header, ICRC included, if it fits 16 bits.
+/// The IPv4 total length of a frame of `header_len` header bytes and `payload_len` payload
+/// (its pad included): everything after the Ethernet header, ICRC included, if it fits 16 bits.
 pub(crate) fn ip_total_len(header_len: usize, payload_len: usize) -> Result<u16, WireError> {
     let len = header_len + payload_len + ICRC_LEN - ETH_HEADER_LEN;
     u16::try_from(len).map_err(|_| WireError::FieldOutOfRange {
@@ -191,9 +193,16 @@ impl RoceRepr {
         )
     }
 
-    /// The frame without FCS: headers, payload and ICRC.
+    /// The frame without FCS: headers, payload, pad and ICRC.
     pub fn frame_len(&self) -> usize {
-        self.header_len() + self.payload_len + ICRC_LEN
+        self.header_len() + self.payload_len + usize::from(self.bth.pad_count) + ICRC_LEN
+    }
+
+    /// Sets `bth.pad_count` to the pad that `payload_len` needs ([`super::pad_len`]), as a
+    /// sender does; returns the repr.
+    pub fn padded(mut self) -> RoceRepr {
+        self.bth.pad_count = super::pad_len(self.payload_len) as u8;
+        self
     }
 
     /// Checks the fields fit their wire widths and the extension headers match the opcode.
@@ -210,9 +219,12 @@ impl RoceRepr {
         Ok(())
     }
 
-    /// The IPv4 total length: everything after the Ethernet header, ICRC included.
+    /// The IPv4 total length: everything after the Ethernet header, pad and ICRC included.
     fn ip_total_len(&self) -> Result<u16, WireError> {
-        ip_total_len(self.header_len(), self.payload_len)
+        ip_total_len(
+            self.header_len(),
+            self.payload_len + usize::from(self.bth.pad_count),
+        )
     }
 
     /// Writes [`header_len`](Self::header_len) bytes into `buf[..]`: IPv4 total length and UDP
@@ -286,8 +298,9 @@ impl RoceRepr {
         Ok(header_len)
     }
 
-    /// Emits the whole frame: headers, `payload` (which must be `payload_len` bytes) and the
-    /// ICRC. Returns [`frame_len`](Self::frame_len).
+    /// Emits the whole frame: headers, `payload` (which must be `payload_len` bytes), the
+    /// `bth.pad_count` zero bytes of pad and the ICRC over all of them. Returns
+    /// [`frame_len`](Self::frame_len).
     pub fn emit_frame(&self, payload: &[u8], buf: &mut [u8]) -> Result<usize, WireError> {
         if payload.len() != self.payload_len {
             return Err(WireError::BadLength(
@@ -304,7 +317,8 @@ impl RoceRepr {
         let (header, rest) = buf.split_at_mut(header_len);
         let (body, trailer) = rest.split_at_mut(self.payload_len);
         body.copy_from_slice(payload);
-        trailer.copy_from_slice(&icrc(header, body));
+        let (t, n) = super::padded_trailer(header, body, usize::from(self.bth.pad_count));
+        trailer.copy_from_slice(&t[..n]);
         Ok(frame_len)
     }
 
@@ -312,7 +326,8 @@ impl RoceRepr {
     /// the payload may or may not follow). Validates the ethertype, IPv4 version / IHL (5) /
     /// checksum / no fragmentation, protocol, UDP destination port and length, and that the
     /// opcode is supported and its extension headers fit; `payload_len` comes from the IPv4
-    /// total length. The ICRC is not checked (see [`super::check_icrc`]).
+    /// total length less the headers, the BTH's PadCnt bytes of pad and the ICRC. The ICRC is
+    /// not checked (see [`super::check_icrc`]).
     ///
     /// Every receiving NIC parses every frame, so the fields are read at their `field` offsets
     /// from one fixed-size copy of the first 54 bytes (no per-field length checks, no calls into
@@ -420,6 +435,7 @@ impl RoceRepr {
         if !opcode::is_supported(op) {
             return Err(WireError::UnsupportedOpcode(op));
         }
+        let pad = usize::from(bth.pad_count);
 
         // The two shapes nearly every frame has, read at fixed offsets: no extension header
         // (a data frame past a message's first) and a lone AETH (an ACK). The rest (RETH and
@@ -435,7 +451,12 @@ impl RoceRepr {
                     syndrome: a[0],
                     msn: u32::from_be_bytes([0, a[1], a[2], a[3]]),
                 };
-                (None, Some(aeth), None, Self::payload_len(ip_total, need)?)
+                (
+                    None,
+                    Some(aeth),
+                    None,
+                    Self::payload_len(ip_total, need, pad)?,
+                )
             }
             _ if !opcode::has_reth(op)
                 && !opcode::has_aeth(op)
@@ -446,10 +467,10 @@ impl RoceRepr {
                     None,
                     None,
                     None,
-                    Self::payload_len(ip_total, field::BTH_END)?,
+                    Self::payload_len(ip_total, field::BTH_END, pad)?,
                 )
             }
-            _ => Self::parse_extensions(frame, op, ip_total)?,
+            _ => Self::parse_extensions(frame, op, ip_total, pad)?,
         };
 
         let mac = |r: std::ops::Range<usize>| {
@@ -481,7 +502,12 @@ impl RoceRepr {
     /// CNP's reserved bytes), read through their views, and the payload length that
     /// `ip_total` (the IPv4 total length) leaves: the part of parsing that both
     /// [`RoceRepr::parse`] and the view-based reference parser of the tests share.
-    fn parse_extensions(frame: &[u8], op: u8, ip_total: usize) -> Result<Extensions, WireError> {
+    fn parse_extensions(
+        frame: &[u8],
+        op: u8,
+        ip_total: usize,
+        pad: usize,
+    ) -> Result<Extensions, WireError> {
         let got = frame.len();
         let truncated = |layer, need| WireError::Truncated { layer, need, got };
         let mut offset = field::BTH_END;
@@ -518,17 +544,17 @@ impl RoceRepr {
                 return Err(truncated("CNP reserved", offset));
             }
         }
-        Ok((reth, aeth, immdt, Self::payload_len(ip_total, offset)?))
+        Ok((reth, aeth, immdt, Self::payload_len(ip_total, offset, pad)?))
     }
 
     /// The payload length that IPv4 total length `ip_total` leaves after `header_len` bytes of
-    /// headers and the ICRC.
+    /// headers, `pad` bytes of pad and the ICRC.
     #[inline]
-    fn payload_len(ip_total: usize, header_len: usize) -> Result<usize, WireError> {
+    fn payload_len(ip_total: usize, header_len: usize, pad: usize) -> Result<usize, WireError> {
         (ip_total + ETH_HEADER_LEN)
-            .checked_sub(header_len + ICRC_LEN)
+            .checked_sub(header_len + pad + ICRC_LEN)
             .ok_or(WireError::BadLength(
-                "IPv4 total length shorter than the headers plus ICRC",
+                "IPv4 total length shorter than the headers plus pad and ICRC",
             ))
     }
 
@@ -635,6 +661,7 @@ pub(crate) mod tests {
         let all = samples();
         let mut repr = all[which % all.len()].clone();
         repr.payload_len = if repr.payload_len == 0 { 0 } else { payload };
+        let repr = repr.padded();
         let mut buf = [0u8; MAX_HEADER_LEN + 64];
         let n = repr.emit(&mut buf).unwrap();
         (repr, buf, n)
@@ -669,7 +696,7 @@ pub(crate) mod tests {
             aeth: Some(aeth),
             ..base(op, 0)
         };
-        vec![
+        let all = vec![
             with_reth(WRITE_FIRST, 4096),
             base(WRITE_MIDDLE, 4096),
             base(WRITE_LAST, 1000),
@@ -694,7 +721,12 @@ pub(crate) mod tests {
                 0xC0DE,
                 0x00AB_CDEF,
             ),
-        ]
+            // Payloads that are not a multiple of 4 (SEND_LAST's 12 is): pad 3, 2 and 1.
+            base(WRITE_LAST, 1001),
+            with_imm(SEND_ONLY_IMM, 6),
+            with_reth(WRITE_ONLY, 3),
+        ];
+        all.into_iter().map(RoceRepr::padded).collect()
     }
 
     #[test]
@@ -824,7 +856,10 @@ pub(crate) mod tests {
             // 16 reserved bytes
             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         ];
-        let cnp = samples().pop().unwrap();
+        let cnp = samples()
+            .into_iter()
+            .find(|r| r.bth.opcode == opcode::CNP)
+            .unwrap();
         let mut buf = [0u8; MAX_HEADER_LEN];
         let n = cnp.emit(&mut buf).unwrap();
         assert_eq!(&buf[..n], &expected[..]);
@@ -1018,8 +1053,10 @@ pub(crate) mod tests {
         if !opcode::is_supported(op) {
             return Err(WireError::UnsupportedOpcode(op));
         }
+        let pad = usize::from(bth.pad_count);
 
-        let (reth, aeth, immdt, payload_len) = RoceRepr::parse_extensions(frame, op, ip_total)?;
+        let (reth, aeth, immdt, payload_len) =
+            RoceRepr::parse_extensions(frame, op, ip_total, pad)?;
 
         Ok(RoceRepr {
             src_mac: eth.get_source().into(),

@@ -155,8 +155,9 @@ impl RoceRx {
         } else {
             return None;
         };
-        // The payload length the full parse computes must not be negative.
-        if ip_total + ETH_HEADER_LEN < header_len + ICRC_LEN {
+        // The payload length the full parse computes (less the pad) must not be negative.
+        let pad = usize::from((h[BTH + b::FLAGS] >> 4) & 0x03);
+        if ip_total + ETH_HEADER_LEN < header_len + pad + ICRC_LEN {
             return None;
         }
         let tos = h[IP + i::TOS];

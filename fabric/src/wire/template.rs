@@ -25,7 +25,7 @@ use std::net::Ipv4Addr;
 use super::ib::MAX_24;
 use super::{
     field, opcode, AethRepr, Ecn, MacAddr, RethRepr, RoceRepr, WireError, AETH_LEN, ETH_HEADER_LEN,
-    ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN,
+    ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, MAX_PAD_LEN, RETH_LEN,
 };
 
 /// Largest DSCP (6 bits).
@@ -62,8 +62,11 @@ pub struct PacketFields {
     pub aeth: Option<AethRepr>,
     /// Immediate data: must be present exactly when [`opcode::has_immdt`].
     pub immdt: Option<u32>,
-    /// Bytes between the headers and the ICRC.
+    /// Bytes between the headers and the pad (the payload, and HPCC's telemetry stack).
     pub payload_len: usize,
+    /// Zero bytes after them, before the ICRC (BTH PadCnt, 0..=3): [`super::pad_len`] of the
+    /// message bytes the frame carries.
+    pub pad: u8,
 }
 
 /// A sender's prebuilt Ethernet / IPv4 / UDP / BTH bytes (see the module docs).
@@ -106,8 +109,8 @@ impl Sender {
 
 impl HeaderTemplate {
     /// The template of `repr`'s sender fields (source MAC and address, TTL, and the BTH's
-    /// P_Key, SE, MigReq, PadCnt, TVer and FECN); its other fields are ignored. Errors when those
-    /// cannot be emitted (a pad count or transport version out of range).
+    /// P_Key, SE, MigReq, TVer and FECN); its other fields (PadCnt too: a frame's pad is its
+    /// own) are ignored. Errors when those cannot be emitted (a transport version out of range).
     pub fn new(repr: &RoceRepr) -> Result<HeaderTemplate, WireError> {
         let base = RoceRepr {
             dst_mac: [0; 6],
@@ -122,6 +125,7 @@ impl HeaderTemplate {
                 psn: 0,
                 ack_req: false,
                 becn: false,
+                pad_count: 0,
                 ..repr.bth
             },
             reth: None,
@@ -196,8 +200,15 @@ impl HeaderTemplate {
         )?;
         check_24("BTH destination QP", f.dest_qp)?;
         check_24("BTH PSN", f.psn)?;
+        if usize::from(f.pad) > MAX_PAD_LEN {
+            return Err(WireError::FieldOutOfRange {
+                field: "BTH pad count",
+                value: f.pad.into(),
+                max: MAX_PAD_LEN as u64,
+            });
+        }
         let header_len = Self::header_len(f);
-        let ip_total = ip_total_len(header_len, f.payload_len)?;
+        let ip_total = ip_total_len(header_len, f.payload_len + usize::from(f.pad))?;
         let got = buf.len();
         let short = WireError::BufferTooShort {
             need: header_len,
@@ -237,6 +248,8 @@ impl HeaderTemplate {
 
         let bth = field::BTH;
         h[bth + field::bth::OPCODE] = op;
+        // The template's PadCnt is zero.
+        h[bth + field::bth::FLAGS] |= f.pad << 4;
         let qp = f.dest_qp.to_be_bytes();
         h[bth + field::bth::DEST_QP.start..bth + field::bth::DEST_QP.end].copy_from_slice(&qp[1..]);
         let fb = &mut h[bth + field::bth::FECN_BECN];
@@ -342,11 +355,14 @@ impl HeaderTemplate {
             || f.dscp > MAX_DSCP
             || f.dest_qp > MAX_24
             || f.psn > MAX_24
+            || usize::from(f.pad) > MAX_PAD_LEN
         {
             return None;
         }
-        let ip_total =
-            u16::try_from(header_len + f.payload_len + ICRC_LEN - ETH_HEADER_LEN).ok()?;
+        let ip_total = u16::try_from(
+            header_len + f.payload_len + usize::from(f.pad) + ICRC_LEN - ETH_HEADER_LEN,
+        )
+        .ok()?;
         Some(CommonShape {
             header_len,
             ip_total,
@@ -412,6 +428,8 @@ impl HeaderTemplate {
         h[UDP + u::LENGTH.start..UDP + u::LENGTH.end]
             .copy_from_slice(&(ip_total - IPV4_HEADER_LEN as u16).to_be_bytes());
         h[BTH + b::OPCODE] = f.opcode;
+        // The template's PadCnt is zero.
+        h[BTH + b::FLAGS] |= f.pad << 4;
         // FECN/BECN byte and destination QP in one word: the template's FECN kept, BECN set.
         let fb = u32::from(h[BTH + b::FECN_BECN] & !0x40) | if f.becn { 0x40 } else { 0 };
         h[BTH + b::FECN_BECN..BTH + b::DEST_QP.end]
@@ -511,7 +529,10 @@ mod tests {
                 any::<u8>(),
                 any::<u32>(),
             ),
-            prop_oneof![0usize..5000, 65_000usize..70_000],
+            (
+                prop_oneof![0usize..5000, 65_000usize..70_000],
+                prop_oneof![0u8..4, any::<u8>()],
+            ),
         )
             .prop_map(
                 |(
@@ -522,7 +543,7 @@ mod tests {
                     ip_id,
                     (exact, r, a, i),
                     (va, rkey, dma, syn, msn),
-                    len,
+                    (len, pad),
                 )| {
                     // Mostly the extension headers the opcode wants; sometimes any.
                     let (r, a, i) = if exact {
@@ -554,6 +575,7 @@ mod tests {
                         aeth: a.then_some(AethRepr { syndrome: syn, msn }),
                         immdt: i.then_some(rkey ^ dma),
                         payload_len: len,
+                        pad,
                     }
                 },
             )
@@ -577,6 +599,7 @@ mod tests {
                     psn: f.psn,
                     ack_req: f.ack_req,
                     becn: f.becn,
+                    pad_count: f.pad,
                     ..sender.bth
                 },
                 reth: f.reth,
@@ -667,7 +690,12 @@ mod tests {
             1,
             2,
         );
-        bad.bth.pad_count = 4;
+        bad.bth.tver = 16;
         assert!(HeaderTemplate::new(&bad).is_err());
+        // A frame's pad is its own: the template's is not kept.
+        bad.bth.tver = 0;
+        bad.bth.pad_count = 3;
+        let t = HeaderTemplate::new(&bad).unwrap();
+        assert_eq!(t.bytes[field::BTH + field::bth::FLAGS] & 0x30, 0);
     }
 }

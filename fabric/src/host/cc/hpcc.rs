@@ -35,8 +35,11 @@ pub struct HpccConfig {
     /// fabric's unloaded RTT; 10 us (a few hops at 100 Gb/s) is assumed: set it for your fabric.
     pub base_rtt: Time,
     /// Additive increase `W_AI` expressed as a rate (`W_AI = rate_ai x T`): the paper sets
-    /// `W_AI` so that N flows' increases stay below `(1 - eta)` of the link; 50 Mb/s (the
-    /// HPCC authors' ns-3 setting for 100 Gb/s) is assumed.
+    /// `W_AI` so that N flows' increases stay below `(1 - eta)` of the link, `(1 - eta) B / N`;
+    /// 50 Mb/s (the HPCC authors' ns-3 setting for 100 Gb/s, N of about 100) is assumed. Too
+    /// small a step for the flows a link carries lets shares drift where windows are a frame
+    /// or two (the utilization estimate of a flow with one telemetry sample per `T` is noisy,
+    /// and every crossing of `eta` cuts and restarts the stages): size it for your N.
     pub rate_ai: Bandwidth,
     /// Floor of the pacing rate (the window floor is `min_rate x T`). Not in the paper;
     /// 100 Mb/s as for DCQCN.
