@@ -5,7 +5,7 @@
 # the p99 stays under 50 us), fabemu's CPU time per frame (whole process and pacing loop) and
 # the load average when it ran. Needs root; run from the repository's root:
 #     sh examples/emulate/bench.sh [RATES...]        (default: 10Mbps 100Mbps 300Mbps 1Gbps)
-set -e
+
 FABEMU=${FABEMU:-target/release/fabemu}
 RATES=${*:-10Mbps 100Mbps 300Mbps 1Gbps}
 TMP=$(mktemp -d)
@@ -23,7 +23,8 @@ YAML
         if [ "$hops" = 1 ]; then yaml=$TMP/star.yaml; else yaml=$TMP/chain.yaml; fi
         load=$(cut -d' ' -f1 /proc/loadavg)
         TRANSFER_BYTES=${TRANSFER_BYTES:-10000000} "$FABEMU" emulate "$yaml" --quiet \
-            --json "$TMP/r.json" -- python3 examples/emulate/tcp_transfer.py > "$TMP/out.txt" 2>&1
+            --json "$TMP/r.json" -- python3 examples/emulate/tcp_transfer.py > "$TMP/out.txt" 2>&1 \
+            || { echo "$hops $rate: fabemu exited $? (output: $TMP/out.txt)"; tail -5 "$TMP/out.txt"; }
         python3 - "$TMP/r.json" "$TMP/out.txt" "$hops" "$rate" "$load" <<'PY'
 import json, re, sys
 r = json.load(open(sys.argv[1]))

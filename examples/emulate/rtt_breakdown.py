@@ -9,8 +9,9 @@ Every stamp is CLOCK_MONOTONIC. Per one-way trip (rank 1 -> rank 0 and back), th
   read->entered   how much later than it was read the frame entered the fabric (the engine had
                   passed that time)
   entered->due    the fabric: links and switch (the physics)
-  due->written    how late fabemu wrote it into the destination namespace
-  written->recv   the destination's kernel and the program's wake-up from recvfrom
+  due->write      how late fabemu began writing it into the destination namespace
+  write->written  the write: the kernel carries the frame up to the destination's socket
+  written->recv   the destination program's wake-up from recvfrom
 and rank 0's turnaround (recvfrom returned -> sendto returned).
 """
 import csv
@@ -23,7 +24,7 @@ outs = {0: [], 1: []}
 with open(trace_path) as f:
     for row in csv.DictReader(f):
         host = int(row["host"])
-        t = (int(row["t1_ns"]), int(row["t2_ns"]), int(row["t3_ns"] or 0))
+        t = (int(row["t1_ns"]), int(row["t2_ns"]), int(row["t3_ns"]))
         (ins if row["kind"] == "in" else outs)[host].append(t)
 pings, echoes = {}, {}
 for line in open(out_path):
@@ -33,19 +34,20 @@ for line in open(out_path):
     elif len(w) >= 5 and w[2] == "echo":
         echoes[int(w[3])] = (int(w[4]), int(w[5]))
 n = min(len(pings), len(echoes), len(ins[1]), len(outs[0]), len(ins[0]), len(outs[1]))
-parts = {k: [] for k in ("send->read", "read->entered", "entered->due", "due->written",
-                         "written->recv", "turnaround", "rtt")}
+parts = {k: [] for k in ("send->read", "read->entered", "entered->due", "due->write",
+                         "write->written", "written->recv", "turnaround", "rtt")}
 for i in range(n):
     sent, got = pings[i]
     e_recv, e_send = echoes[i]
-    for (s, r), (read, _, entered), (due, written, _) in (
+    for (s, r), (read, _, entered), (due, write, written) in (
         ((sent, e_recv), ins[1][i], outs[0][i]),
         ((e_send, got), ins[0][i], outs[1][i]),
     ):
         parts["send->read"].append(read - s)
         parts["read->entered"].append(entered - read)
         parts["entered->due"].append(due - entered)
-        parts["due->written"].append(written - due)
+        parts["due->write"].append(write - due)
+        parts["write->written"].append(written - write)
         parts["written->recv"].append(r - written)
     parts["turnaround"].append(e_send - e_recv)
     parts["rtt"].append(got - sent)

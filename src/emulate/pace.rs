@@ -66,8 +66,8 @@ pub struct Inbound {
 /// How late the emulation was against the wall clock (wall-clock picoseconds).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Lateness {
-    /// Deliveries: wall time a frame was written into its namespace minus the wall time its
-    /// virtual arrival was due.
+    /// Deliveries: wall time the loop began writing a frame into its namespace minus the
+    /// wall time its virtual arrival was due.
     pub delivery: Option<Percentiles>,
     /// Injections: how much later than the wall time it was read a frame entered the fabric
     /// (the engine had already passed that time).
@@ -116,7 +116,10 @@ pub enum TraceEvent {
         len: usize,
         /// The wall time of its virtual arrival.
         due_ns: u64,
-        /// When it was written.
+        /// When the loop began writing it (its lateness is measured here).
+        write_ns: u64,
+        /// When the write returned: the kernel takes the frame up to the destination's
+        /// socket within the write.
         written_ns: u64,
     },
 }
@@ -146,7 +149,7 @@ impl Trace {
     }
 
     /// The trace as CSV: `kind,host,len,t1_ns,t2_ns,t3_ns` with, for `in`, the read, taken and
-    /// entered instants, and for `out`, the due and written ones (the third empty).
+    /// entered instants, and for `out`, the due, write and written ones.
     pub fn to_csv(&self) -> String {
         let mut s = String::from("kind,host,len,t1_ns,t2_ns,t3_ns\n");
         for e in &self.events {
@@ -162,8 +165,9 @@ impl Trace {
                     host,
                     len,
                     due_ns,
+                    write_ns,
                     written_ns,
-                } => format!("out,{host},{len},{due_ns},{written_ns},\n"),
+                } => format!("out,{host},{len},{due_ns},{write_ns},{written_ns}\n"),
             };
             s.push_str(&line);
         }
@@ -246,19 +250,22 @@ pub fn run(
             }
         }
         for (rank, t, bytes) in scratch.drain(..) {
+            // Lateness is the loop's: measured when it hands the frame over, not after the
+            // kernel has carried it up to the destination's socket within the write.
+            let write = Instant::now();
             out.deliver(rank, &bytes);
-            let written = Instant::now();
             let due = clock.wall_at(t);
             if let Some(tr) = trace.as_deref_mut() {
                 let e = TraceEvent::Out {
                     host: rank,
                     len: bytes.len(),
                     due_ns: tr.ns(due),
-                    written_ns: tr.ns(written),
+                    write_ns: tr.ns(write),
+                    written_ns: tr.ns(Instant::now()),
                 };
                 tr.events.push(e);
             }
-            let late = written.saturating_duration_since(due);
+            let late = write.saturating_duration_since(due);
             if late > LATE {
                 late_frames += 1;
             }
