@@ -22,7 +22,7 @@ YAML
     for hops in 1 4; do
         if [ "$hops" = 1 ]; then yaml=$TMP/star.yaml; else yaml=$TMP/chain.yaml; fi
         load=$(cut -d' ' -f1 /proc/loadavg)
-        TRANSFER_BYTES=${TRANSFER_BYTES:-10000000} "$FABEMU" emulate "$yaml" --quiet \
+        TRANSFER_BYTES=${TRANSFER_BYTES:-10000000} "$FABEMU" emulate "$yaml" --quiet --set until=120s \
             --json "$TMP/r.json" -- python3 examples/emulate/tcp_transfer.py > "$TMP/out.txt" 2>&1 \
             || { echo "$hops $rate: fabemu exited $? (output: $TMP/out.txt)"; tail -5 "$TMP/out.txt"; }
         python3 - "$TMP/r.json" "$TMP/out.txt" "$hops" "$rate" "$load" <<'PY'
