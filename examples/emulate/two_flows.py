@@ -25,6 +25,9 @@ if rank == 0:
     while len(conns) < 2:
         c, addr = srv.accept()
         conns[c] = addr[0]
+    # Both senders start when both are connected: the flows overlap from the first byte.
+    for c in conns:
+        c.sendall(b"g")
     got = {a: 0 for a in conns.values()}
     start = time.perf_counter()
     # Count from 0.5 s in (both flows past slow start) to 0.5 s before the end.
@@ -58,6 +61,8 @@ elif rank in (1, 2):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CC.encode())
     if rank == 1 and os.environ.get("FLOW_MARK", "1") == "1":
         s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 46 << 2)
+    if s.recv(1) != b"g":
+        sys.exit(3)
     block = b"\0" * (1 << 16)
     end = time.perf_counter() + SECONDS
     while time.perf_counter() < end:
