@@ -96,6 +96,7 @@ fn frames_cross_the_fabric_in_their_virtual_time_on_the_wall_clock() {
         &mut sink,
         &STOP,
         None,
+        None,
     )
     .unwrap();
     let sent_at = feeder.join().unwrap();
@@ -139,11 +140,11 @@ fn frames_that_are_not_ipv4_are_counted_not_carried() {
         .actor_mut(p.hosts[0])
         .and_then(fabemu::emulate::gateway::EmuNode::gateway_mut)
         .unwrap();
-    assert!(!gw.offer(&v6));
+    assert!(!gw.offer(&v6, Time::ZERO));
     // The queue holds 3000 bytes: two 1500-byte frames, not a third.
-    assert!(gw.offer(&udp(0, 1, 1500)));
-    assert!(gw.offer(&udp(0, 1, 1500)));
-    assert!(!gw.offer(&udp(0, 1, 1500)));
+    assert!(gw.offer(&udp(0, 1, 1500), Time::ZERO));
+    assert!(gw.offer(&udp(0, 1, 1500), Time::ZERO));
+    assert!(!gw.offer(&udp(0, 1, 1500), Time::ZERO));
     let s = gw.stats();
     assert_eq!((s.dropped_unsupported, s.dropped_queue_full), (1, 1));
     assert_eq!(s.queue_peak_bytes, 3000);

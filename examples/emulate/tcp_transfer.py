@@ -32,8 +32,15 @@ if rank == 0:
     print(f"received {got} bytes goodput_bps {got * 8 / took:.0f}")
     sys.exit(0 if got == size else 1)
 elif rank == 1:
-    time.sleep(0.3)
-    s = socket.create_connection((os.environ["MASTER_ADDR"], PORT), timeout=30)
+    # Rank 0 may start listening late on a busy machine: retry for a while.
+    for _ in range(100):
+        try:
+            s = socket.create_connection((os.environ["MASTER_ADDR"], PORT), timeout=30)
+            break
+        except ConnectionRefusedError:
+            time.sleep(0.1)
+    else:
+        sys.exit(2)
     if tos:
         s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
     block = b"\0" * (1 << 20)

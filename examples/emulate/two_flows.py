@@ -13,6 +13,8 @@ import time
 rank = int(os.environ["RANK"])
 PORT = int(os.environ.get("MASTER_PORT", "29500")) + 3
 SECONDS = float(os.environ.get("FLOW_SECONDS", "2"))
+# The senders' congestion control (e.g. cubic: BBR, a common default, ignores ECN marks).
+CC = os.environ.get("FLOW_CC", "")
 
 if rank == 0:
     srv = socket.socket()
@@ -23,6 +25,9 @@ if rank == 0:
     while len(conns) < 2:
         c, addr = srv.accept()
         conns[c] = addr[0]
+    # Both senders start when both are connected: the flows overlap from the first byte.
+    for c in conns:
+        c.sendall(b"g")
     got = {a: 0 for a in conns.values()}
     start = time.perf_counter()
     # Count from 0.5 s in (both flows past slow start) to 0.5 s before the end.
@@ -43,10 +48,21 @@ if rank == 0:
     for a in sorted(window):
         print(f"flow from {a} goodput_bps {window[a] * 8 / span:.0f} total {got[a]}")
 elif rank in (1, 2):
-    time.sleep(0.3)
-    s = socket.create_connection((os.environ["MASTER_ADDR"], PORT), timeout=30)
+    # Rank 0 may start listening late on a busy machine: retry for a while.
+    for _ in range(100):
+        try:
+            s = socket.create_connection((os.environ["MASTER_ADDR"], PORT), timeout=30)
+            break
+        except ConnectionRefusedError:
+            time.sleep(0.1)
+    else:
+        sys.exit(2)
+    if CC:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CC.encode())
     if rank == 1 and os.environ.get("FLOW_MARK", "1") == "1":
         s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 46 << 2)
+    if s.recv(1) != b"g":
+        sys.exit(3)
     block = b"\0" * (1 << 16)
     end = time.perf_counter() + SECONDS
     while time.perf_counter() < end:

@@ -9,8 +9,10 @@
 //! for the edge to write into the host's namespace.
 //!
 //! The gateway is an actor like any other: sans-IO, no clock, no socket. The edge (the pacing
-//! loop) gives it frames with [`Gateway::offer`] and wakes it with a timer ([`WAKE`]) at the
-//! virtual time the frame arrived; it takes deliveries with [`Gateway::take_delivered`].
+//! loop) gives it frames with [`Gateway::offer`], each with the virtual time it was read, and
+//! wakes it with a timer ([`WAKE`]) then; a frame never goes on the wire before that time, even
+//! when the loop, running behind, handed it over early. The edge takes deliveries with
+//! [`Gateway::take_delivered`].
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -55,7 +57,8 @@ pub struct GatewayStats {
 /// A host's way in and out of the fabric for real frames (see the module docs).
 pub struct Gateway {
     ip: Ipv4Addr,
-    queue: VecDeque<Packet>,
+    /// Frames in the order they were read, each with its virtual read time.
+    queue: VecDeque<(Time, Packet)>,
     queued_bytes: u64,
     capacity: u64,
     /// Per priority, until when the switch paused it.
@@ -81,9 +84,11 @@ impl Gateway {
         }
     }
 
-    /// Takes a frame the program sent (Ethernet, without FCS): queued if it is IPv4 and fits,
-    /// else dropped and counted. True when queued: the edge then wakes the gateway.
-    pub fn offer(&mut self, frame: &[u8]) -> bool {
+    /// Takes a frame the program sent (Ethernet, without FCS) at virtual time `at`: queued if
+    /// it is IPv4 and fits, else dropped and counted. True when queued: the edge then wakes
+    /// the gateway at `at` (frames are offered in the order they were read, so `at` never
+    /// decreases).
+    pub fn offer(&mut self, frame: &[u8], at: Time) -> bool {
         if wire::ipv4_dst(frame).is_none() {
             self.stats.dropped_unsupported += 1;
             return false;
@@ -102,7 +107,7 @@ impl Gateway {
         };
         self.queued_bytes += len;
         self.stats.queue_peak_bytes = self.stats.queue_peak_bytes.max(self.queued_bytes);
-        self.queue.push_back(pkt);
+        self.queue.push_back((at, pkt));
         true
     }
 
@@ -137,19 +142,22 @@ impl Gateway {
             return false;
         }
         let now = ctx.now();
+        // Only frames already read by now: a later one waits for its own wake-up.
         let Some(i) = self
             .queue
             .iter()
-            .position(|p| self.paused_until[Self::class(p)] <= now)
+            .take_while(|(at, _)| *at <= now)
+            .position(|(_, p)| self.paused_until[Self::class(p)] <= now)
         else {
-            // Everything queued is paused: try again when the first pause ends.
+            // Everything read by now is paused: try again when the first pause ends (a frame
+            // read later has its own wake-up at its read time).
             let resume = self.paused_until.iter().filter(|&&t| t > now).min();
             if let Some(&t) = resume {
                 ctx.set_timer(t, WAKE);
             }
             return false;
         };
-        let Some(pkt) = self.queue.remove(i) else {
+        let Some((_, pkt)) = self.queue.remove(i) else {
             return false;
         };
         let len = pkt.frame_len() as u64;

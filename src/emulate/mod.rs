@@ -54,6 +54,35 @@ pub struct EmulationReport {
     pub hosts: Vec<HostEmulation>,
     /// Lateness against the wall clock.
     pub lateness: Lateness,
+    /// The CPU time fabemu spent on it (absent where it could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuUse>,
+}
+
+/// The CPU time fabemu spent carrying the programs' frames, for the emulation's cost per frame.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CpuUse {
+    /// CPU seconds of the pacing loop's thread (which spins through the last stretch before
+    /// each event, so an idle fabric costs it CPU too).
+    pub pacer_s: f64,
+    /// CPU seconds of the whole fabemu process while the loop ran: the loop, the interfaces'
+    /// readers, the programs' launch and output (not the programs themselves).
+    pub process_s: f64,
+    /// Frames carried: into the fabric plus out of it, over every host.
+    pub frames: u64,
+    /// `process_s` per frame, microseconds.
+    pub per_frame_us: f64,
+    /// `pacer_s` per frame, microseconds.
+    pub pacer_per_frame_us: f64,
+}
+
+impl CpuUse {
+    /// CPU seconds (user + system) of `who` so far.
+    pub fn seconds(who: nix::sys::resource::UsageWho) -> Option<f64> {
+        let u = nix::sys::resource::getrusage(who).ok()?;
+        let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+        Some(s(u.user_time()) + s(u.system_time()))
+    }
 }
 
 /// One host's real traffic.
@@ -258,6 +287,7 @@ impl Prepared {
                 })
                 .collect(),
             lateness,
+            cpu: None,
         });
         Ok(crate::observe::Observed {
             report,

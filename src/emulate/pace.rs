@@ -66,8 +66,8 @@ pub struct Inbound {
 /// How late the emulation was against the wall clock (wall-clock picoseconds).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Lateness {
-    /// Deliveries: wall time a frame was written into its namespace minus the wall time its
-    /// virtual arrival was due.
+    /// Deliveries: wall time the loop began writing a frame into its namespace minus the
+    /// wall time its virtual arrival was due.
     pub delivery: Option<Percentiles>,
     /// Injections: how much later than the wall time it was read a frame entered the fabric
     /// (the engine had already passed that time).
@@ -78,6 +78,107 @@ pub struct Lateness {
     pub wall_s: f64,
     /// Virtual time reached, picoseconds.
     pub reached_ps: u64,
+}
+
+/// A record of every frame's way through the loop, for finding where a round trip's time goes:
+/// each instant as CLOCK_MONOTONIC nanoseconds, the clock a program reads with
+/// `clock_gettime(CLOCK_MONOTONIC)` (Python: `time.monotonic_ns()`), so that the program's own
+/// send and receive stamps line up with fabemu's.
+pub struct Trace {
+    base: Instant,
+    base_ns: u64,
+    /// The frames, in the order the loop handled them.
+    pub events: Vec<TraceEvent>,
+}
+
+/// One frame in a [`Trace`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// A frame a program sent.
+    In {
+        /// Its host (rank).
+        host: usize,
+        /// Its length (bytes, without FCS).
+        len: usize,
+        /// When a reader returned it from the host's interface.
+        read_ns: u64,
+        /// When the loop took it from the readers' channel.
+        taken_ns: u64,
+        /// The wall time of the virtual time it entered the host's queue (after `read_ns`
+        /// when the engine had already passed that time).
+        entered_ns: u64,
+    },
+    /// A frame written into a host's namespace.
+    Out {
+        /// The host (rank).
+        host: usize,
+        /// The frame's length.
+        len: usize,
+        /// The wall time of its virtual arrival.
+        due_ns: u64,
+        /// When the loop began writing it (its lateness is measured here).
+        write_ns: u64,
+        /// When the write returned: the kernel takes the frame up to the destination's
+        /// socket within the write.
+        written_ns: u64,
+    },
+}
+
+impl Trace {
+    /// An empty trace, its clock read now.
+    pub fn new() -> Trace {
+        let base = Instant::now();
+        let base_ns = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| Duration::from(t).as_nanos() as u64)
+            .unwrap_or(0);
+        Trace {
+            base,
+            base_ns,
+            events: Vec::new(),
+        }
+    }
+
+    /// CLOCK_MONOTONIC nanoseconds of `at`.
+    pub fn ns(&self, at: Instant) -> u64 {
+        let d = if at >= self.base {
+            at.duration_since(self.base).as_nanos() as i128
+        } else {
+            -(self.base.duration_since(at).as_nanos() as i128)
+        };
+        u64::try_from(i128::from(self.base_ns) + d).unwrap_or(0)
+    }
+
+    /// The trace as CSV: `kind,host,len,t1_ns,t2_ns,t3_ns` with, for `in`, the read, taken and
+    /// entered instants, and for `out`, the due, write and written ones.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("kind,host,len,t1_ns,t2_ns,t3_ns\n");
+        for e in &self.events {
+            let line = match *e {
+                TraceEvent::In {
+                    host,
+                    len,
+                    read_ns,
+                    taken_ns,
+                    entered_ns,
+                } => format!("in,{host},{len},{read_ns},{taken_ns},{entered_ns}\n"),
+                TraceEvent::Out {
+                    host,
+                    len,
+                    due_ns,
+                    write_ns,
+                    written_ns,
+                } => format!("out,{host},{len},{due_ns},{write_ns},{written_ns}\n"),
+            };
+            s.push_str(&line);
+        }
+        s
+    }
+}
+
+impl Default for Trace {
+    fn default() -> Trace {
+        Trace::new()
+    }
 }
 
 /// Where the loop writes a delivered frame: the host's namespace (a TAP) in an emulation, a
@@ -98,6 +199,8 @@ pub const LATE: Duration = Duration::from_micros(100);
 /// wire: the loop takes off what it injected and its gateway sent, so that the readers can
 /// stop reading while a host's queue is full, as a NIC's full ring stops its driver (the
 /// kernel's own queue then pushes back on the sender, as on a real host).
+///
+/// `trace`, when given, records every frame's instants ([`Trace`]).
 #[allow(clippy::too_many_arguments)] // the loop's whole world, each a different edge
 pub fn run(
     stepper: &mut Stepper<EmuNode>,
@@ -108,6 +211,7 @@ pub fn run(
     out: &mut dyn Deliver,
     stop: &AtomicBool,
     backlog: Option<&[AtomicU64]>,
+    mut trace: Option<&mut Trace>,
 ) -> Result<Lateness, EngineError> {
     raise_priority();
     let mut delivery = LatencyHistogram::new();
@@ -119,7 +223,15 @@ pub fn run(
     loop {
         // Frames the programs sent, at the time they were read.
         while let Ok(f) = inbound.try_recv() {
-            inject(stepper, hosts, clock, f, &mut injection, backlog);
+            inject(
+                stepper,
+                hosts,
+                clock,
+                f,
+                &mut injection,
+                backlog,
+                trace.as_deref_mut(),
+            );
         }
         let now = Instant::now();
         let target = clock.virtual_at(now).min(until);
@@ -138,8 +250,22 @@ pub fn run(
             }
         }
         for (rank, t, bytes) in scratch.drain(..) {
+            // Lateness is the loop's: measured when it hands the frame over, not after the
+            // kernel has carried it up to the destination's socket within the write.
+            let write = Instant::now();
             out.deliver(rank, &bytes);
-            let late = Instant::now().saturating_duration_since(clock.wall_at(t));
+            let due = clock.wall_at(t);
+            if let Some(tr) = trace.as_deref_mut() {
+                let e = TraceEvent::Out {
+                    host: rank,
+                    len: bytes.len(),
+                    due_ns: tr.ns(due),
+                    write_ns: tr.ns(write),
+                    written_ns: tr.ns(Instant::now()),
+                };
+                tr.events.push(e);
+            }
+            let late = write.saturating_duration_since(due);
             if late > LATE {
                 late_frames += 1;
             }
@@ -159,7 +285,15 @@ pub fn run(
         .min(Duration::from_millis(5));
         if wait > Duration::from_micros(200) {
             match inbound.recv_timeout(wait - Duration::from_micros(150)) {
-                Ok(f) => inject(stepper, hosts, clock, f, &mut injection, backlog),
+                Ok(f) => inject(
+                    stepper,
+                    hosts,
+                    clock,
+                    f,
+                    &mut injection,
+                    backlog,
+                    trace.as_deref_mut(),
+                ),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
             }
@@ -185,18 +319,32 @@ fn inject(
     f: Inbound,
     injection: &mut LatencyHistogram,
     backlog: Option<&[AtomicU64]>,
+    trace: Option<&mut Trace>,
 ) {
-    let at = clock.virtual_at(f.at);
+    let taken = Instant::now();
+    let read = clock.virtual_at(f.at);
+    // Not before the time the engine reached: what it has handled is past.
+    let at = read.max(stepper.reached());
     let Some(&id) = hosts.get(f.host) else {
         return;
     };
     let queued = stepper
         .actor_mut(id)
         .and_then(EmuNode::gateway_mut)
-        .is_some_and(|gw| gw.offer(&f.frame));
+        .is_some_and(|gw| gw.offer(&f.frame, at));
     if queued {
         if let Some(set) = stepper.wake(id, at, WAKE) {
-            injection.record(wall_ps(clock, set, at));
+            injection.record(wall_ps(clock, set, read));
+            if let Some(tr) = trace {
+                let e = TraceEvent::In {
+                    host: f.host,
+                    len: f.frame.len(),
+                    read_ns: tr.ns(f.at),
+                    taken_ns: tr.ns(taken),
+                    entered_ns: tr.ns(clock.wall_at(set)),
+                };
+                tr.events.push(e);
+            }
         }
     } else if let Some(b) = backlog.and_then(|b| b.get(f.host)) {
         b.fetch_sub(f.frame.len() as u64, Ordering::Relaxed);

@@ -12,12 +12,13 @@ use fabemu_fabric::engine::{CaptureConfig, SampleConfig};
 
 use super::launch::{self, OutputSink, RankEnv, RankExit};
 use super::netns::{self, HostNet, Namespaces, NetError};
-use super::pace::{self, Clock, Deliver, Inbound};
+use super::pace::{self, Clock, Deliver, Inbound, Trace};
 use super::tap::Tap;
-use super::{prepare, Prepared};
+use super::{prepare, CpuUse, Prepared};
 use crate::observe::Observed;
 use crate::scenario::Source;
 use crate::RunError;
+use nix::sys::resource::UsageWho;
 
 /// What `fabemu emulate` was asked to do.
 #[derive(Clone, Debug)]
@@ -94,6 +95,10 @@ impl Deliver for TapDeliver {
         }
     }
 }
+
+/// The environment variable naming a file into which the emulation writes its [`Trace`] (CSV):
+/// every frame's instants, to line up with a program's own stamps.
+pub const TRACE_ENV: &str = "FABEMU_EMULATE_TRACE";
 
 /// Runs the emulation `opts` describes on scenario `src`.
 pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateError> {
@@ -212,6 +217,9 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
     // The engine on a thread of its own, paced behind the wall clock.
     let until = src.scenario.until;
     let scale = opts.time_scale;
+    let trace_path = std::env::var_os(TRACE_ENV).map(PathBuf::from);
+    let want_trace = trace_path.is_some();
+    let cpu_before = CpuUse::seconds(UsageWho::RUSAGE_SELF);
     let pacer = {
         let stop = Arc::clone(&stop);
         let taps = taps.clone();
@@ -222,6 +230,8 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
             .spawn(move || {
                 let hosts = prepared.hosts.clone();
                 let mut out = TapDeliver { taps, failed: 0 };
+                let mut trace = want_trace.then(Trace::new);
+                let cpu0 = CpuUse::seconds(UsageWho::RUSAGE_THREAD);
                 let clock = Clock::start(scale);
                 let r = pace::run(
                     &mut prepared.stepper,
@@ -232,10 +242,14 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
                     &mut out,
                     &stop,
                     Some(&backlog),
+                    trace.as_mut(),
                 );
+                let cpu = CpuUse::seconds(UsageWho::RUSAGE_THREAD)
+                    .zip(cpu0)
+                    .map(|(b, a)| b - a);
                 // The loop ends when asked or at `until`: let everyone else know.
                 stop.store(true, Ordering::Relaxed);
-                (prepared, r, out.failed)
+                (prepared, r, out.failed, trace, cpu)
             })
             .map_err(|e| EmulateError::Other(format!("cannot start the pacing thread: {e}")))?
     };
@@ -297,9 +311,17 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
         })
     };
     stop.store(true, Ordering::Relaxed);
-    let (prepared, paced, failed_writes) = pacer
+    let (prepared, paced, failed_writes, trace, pacer_cpu) = pacer
         .join()
         .map_err(|_| EmulateError::Other("the pacing thread failed".into()))?;
+    let process_cpu = CpuUse::seconds(UsageWho::RUSAGE_SELF)
+        .zip(cpu_before)
+        .map(|(b, a)| b - a);
+    if let (Some(path), Some(trace)) = (&trace_path, &trace) {
+        if let Err(e) = std::fs::write(path, trace.to_csv()) {
+            eprintln!("warning: cannot write the trace {}: {e}", path.display());
+        }
+    }
     let lateness = paced.map_err(RunError::from)?;
     runtime.shutdown_timeout(Duration::from_millis(200));
     drop(taps);
@@ -307,7 +329,24 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
     if failed_writes > 0 {
         eprintln!("warning: {failed_writes} frames could not be written into their namespaces");
     }
-    let observed = prepared.finish(src, started.elapsed(), scale, lateness)?;
+    let mut observed = prepared.finish(src, started.elapsed(), scale, lateness)?;
+    if let (Some(emu), Some(pacer_s), Some(process_s)) =
+        (observed.report.emulation.as_mut(), pacer_cpu, process_cpu)
+    {
+        let frames: u64 = emu
+            .hosts
+            .iter()
+            .map(|h| h.stats.frames_in + h.stats.frames_out)
+            .sum();
+        let per = |s: f64| s * 1e6 / frames.max(1) as f64;
+        emu.cpu = Some(CpuUse {
+            pacer_s,
+            process_s,
+            frames,
+            per_frame_us: per(process_s),
+            pacer_per_frame_us: per(pacer_s),
+        });
+    }
     Ok(Outcome {
         observed,
         exits,
