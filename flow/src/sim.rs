@@ -43,7 +43,9 @@ use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_fabric::wire::{write_frame_len, ACK_FRAME_LEN};
 use rustc_hash::FxHashMap;
 
-use crate::{FlowError, FlowNetwork, LinkId, PathId, QueueEvent, QueueNetwork};
+use crate::{
+    BacklogPeak, Backlogs, FlowError, FlowNetwork, LinkId, PathId, QueueEvent, QueueNetwork,
+};
 
 /// One hop of a routed path: the link direction crossed, its rate and latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,6 +193,9 @@ pub struct SimOutput<A> {
     pub hosts: Vec<HostCounters>,
     /// Per link direction.
     pub links: Vec<LinkCounters>,
+    /// Per link direction, the largest queue senders without congestion control would have
+    /// built there ([`crate::backlog`]): where the flow model's assumption failed.
+    pub backlogs: Vec<BacklogPeak>,
     /// Counters.
     pub stats: SimStats,
 }
@@ -506,6 +511,8 @@ struct Core<'p> {
     scratch: Vec<Hop>,
     /// The first flow the network refused (a bug in the caller's numbers): the run stops.
     error: Option<FlowError>,
+    /// Open-loop queue estimates (see [`crate::backlog`]).
+    backlogs: Backlogs,
 }
 
 impl Core<'_> {
@@ -607,6 +614,13 @@ impl Core<'_> {
         let (split, n_links, path) = (u64::from(qp.split), u64::from(qp.n_links), qp.path);
         self.stats.packet_hops += w.packets * split + w.acks * (n_links - split);
         self.stats.flows += 1;
+        if len > 0 {
+            let qp = &self.qps[q as usize];
+            let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0);
+            let fwd = &qp.links()[..usize::from(qp.split)];
+            let bytes = w.data_w * len as f64;
+            self.backlogs.start(self.now, q, qp.src, fwd, bytes, cap);
+        }
         if len == 0 || self.qnet.is_some() {
             self.start_other(q, len);
             return;
@@ -733,6 +747,7 @@ impl Core<'_> {
                 let Some(q) = self.sending.remove(&token) else {
                     return;
                 };
+                self.backlog_done(q);
                 if let Some(msg) = self.qps[q as usize].pop() {
                     self.draining.insert(token, (q, msg));
                 }
@@ -749,12 +764,20 @@ impl Core<'_> {
     /// Queue pair `q`'s head message has left the source: deliver it after the pipeline tail,
     /// start the next.
     fn tx_done(&mut self, q: u32) {
+        self.backlog_done(q);
         let qp = &mut self.qps[q as usize];
         let Some(msg) = qp.pop() else {
             return;
         };
         self.deliver_after_tail(q, msg);
         self.start_head(q);
+    }
+
+    /// Queue pair `q`'s head message has left its source: its arrivals end.
+    fn backlog_done(&mut self, q: u32) {
+        let qp = &self.qps[q as usize];
+        let fwd = &qp.links()[..usize::from(qp.split)];
+        self.backlogs.finish(self.now, q, fwd);
     }
 
     /// Message `msg` of queue pair `q` has left the first hop (or, with queues, the last
@@ -851,6 +874,7 @@ pub fn run<A: Application>(
     progress: Option<&Progress>,
 ) -> Result<SimOutput<A>, FlowError> {
     let n_links = capacities.len();
+    let backlogs = Backlogs::new(capacities.clone(), apps.len());
     let mut core = Core {
         now: Time::ZERO,
         cfg: *cfg,
@@ -874,6 +898,7 @@ pub fn run<A: Application>(
         acks: Vec::new(),
         scratch: Vec::new(),
         error: None,
+        backlogs,
     };
     for (h, app) in apps.iter_mut().enumerate() {
         app.start(&mut Api {
@@ -1081,10 +1106,12 @@ pub fn run<A: Application>(
     if let Some(e) = core.error.take() {
         return Err(e);
     }
+    let backlogs = core.backlogs.peaks(core.stats.end_time);
     Ok(SimOutput {
         apps,
         hosts,
         links,
+        backlogs,
         stats: core.stats,
     })
 }
