@@ -26,6 +26,7 @@
 //! reaches the next one). It costs a few operations per hop at every start and finish.
 
 use fabemu_fabric::units::Time;
+use smallvec::SmallVec;
 
 use crate::LinkId;
 
@@ -51,8 +52,9 @@ struct LinkState {
     arrive: f64,
     /// Sum of the capacities of the inputs with flows.
     in_cap: f64,
-    /// (input link direction, flows arriving over it).
-    inputs: Vec<(u32, u32)>,
+    /// (input link direction, flows arriving over it): inline, a link is mostly fed by one or
+    /// two.
+    inputs: SmallVec<[(u32, u32); 2]>,
     /// Wire bytes of the active flows.
     bytes: f64,
     /// Current backlog.
@@ -99,9 +101,8 @@ pub struct Backlogs {
     at_source: Vec<u32>,
     /// The active flow per key (the caller's queue pair: one flow at a time each).
     active: Vec<Option<Active>>,
-    /// Flows started at `pending_t` and not applied yet: (key, path in `arena`).
-    pending: Vec<(u32, u32, u32)>,
-    arena: Vec<LinkId>,
+    /// Keys of the flows started at `pending_t` and not applied yet.
+    pending: Vec<u32>,
     pending_t: Time,
 }
 
@@ -114,35 +115,34 @@ impl Backlogs {
             at_source: vec![0; hosts],
             active: Vec::new(),
             pending: Vec::new(),
-            arena: Vec::new(),
             pending_t: Time::ZERO,
         }
     }
 
-    /// Flow `key` of `bytes` wire bytes starts at `now` from host `src` over `path` (its link
-    /// directions from the source), its source rate capped at `cap` wire bytes/s if given. A
-    /// key has one flow at a time: a second start without a finish replaces the first.
+    /// Flow `key` of `bytes` wire bytes starts at `now` from host `src`, its source rate
+    /// capped at `cap` wire bytes/s if given. A key has one flow at a time (a start replaces
+    /// an unfinished one); `path` gives a key's link directions from the source.
     ///
     /// Its arrivals are applied when time moves on, at the source's share among all the flows
     /// that started with it at `now` (a collective posts many at one instant).
-    pub fn start(
+    pub fn start<'a>(
         &mut self,
         now: Time,
         key: u32,
         src: u32,
-        path: &[LinkId],
         bytes: f64,
         cap: Option<f64>,
+        path: impl Fn(u32) -> &'a [LinkId],
     ) {
-        self.flush(now);
-        if path.is_empty() || src as usize >= self.at_source.len() {
+        self.flush(now, &path);
+        if src as usize >= self.at_source.len() {
             return;
         }
         if self.active.len() <= key as usize {
             self.active.resize(key as usize + 1, None);
         }
         if self.active[key as usize].is_some() {
-            self.finish(now, key, path);
+            self.finish(now, key, &path);
         }
         self.at_source[src as usize] += 1;
         self.active[key as usize] = Some(Active {
@@ -151,31 +151,32 @@ impl Backlogs {
             src,
             pending: true,
         });
-        let from = self.arena.len() as u32;
-        self.arena.extend_from_slice(path);
-        self.pending.push((key, from, path.len() as u32));
+        self.pending.push(key);
         self.pending_t = now;
     }
 
     /// Applies the flows started at `pending_t`, once time has moved past it.
-    fn flush(&mut self, now: Time) {
-        if now <= self.pending_t || self.pending.is_empty() {
-            return;
+    #[inline]
+    fn flush<'a>(&mut self, now: Time, path: &impl Fn(u32) -> &'a [LinkId]) {
+        if now > self.pending_t && !self.pending.is_empty() {
+            self.apply_pending(path);
         }
+    }
+
+    fn apply_pending<'a>(&mut self, path: &impl Fn(u32) -> &'a [LinkId]) {
         let t = self.pending_t;
-        let pending = std::mem::take(&mut self.pending);
-        let arena = std::mem::take(&mut self.arena);
-        for &(key, from, len) in &pending {
-            let Some(path) = arena.get(from as usize..(from + len) as usize) else {
-                continue;
-            };
+        let mut pending = std::mem::take(&mut self.pending);
+        for &key in &pending {
             let Some(a) = self.active.get_mut(key as usize).and_then(Option::as_mut) else {
                 continue;
             };
             if !a.pending {
                 continue;
             }
-            let first = self.caps.get(path[0].0 as usize).copied().unwrap_or(0.0);
+            let p = path(key);
+            let Some(first) = p.first().and_then(|l| self.caps.get(l.0 as usize)) else {
+                continue;
+            };
             let n = self
                 .at_source
                 .get(a.src as usize)
@@ -185,17 +186,15 @@ impl Backlogs {
             a.rate = a.rate.min(first / f64::from(n));
             a.pending = false;
             let (rate, bytes) = (a.rate, a.bytes);
-            self.apply(t, path, rate, bytes, true);
+            self.apply(t, p, rate, bytes, true);
         }
+        pending.clear();
         self.pending = pending;
-        self.pending.clear();
-        self.arena = arena;
-        self.arena.clear();
     }
 
-    /// Flow `key` (started over `path`) finishes at `now`.
-    pub fn finish(&mut self, now: Time, key: u32, path: &[LinkId]) {
-        self.flush(now);
+    /// Flow `key` finishes at `now` (`path` as for [`Backlogs::start`]).
+    pub fn finish<'a>(&mut self, now: Time, key: u32, path: &impl Fn(u32) -> &'a [LinkId]) {
+        self.flush(now, path);
         let Some(a) = self.active.get_mut(key as usize).and_then(Option::take) else {
             return;
         };
@@ -203,11 +202,12 @@ impl Backlogs {
             *n = n.saturating_sub(1);
         }
         if !a.pending {
-            self.apply(now, path, a.rate, a.bytes, false);
+            self.apply(now, path(key), a.rate, a.bytes, false);
         }
     }
 
     /// Adds (or takes off) a flow's arrivals on the hops of `path` after the first.
+    #[inline]
     fn apply(&mut self, now: Time, path: &[LinkId], rate: f64, bytes: f64, add: bool) {
         for w in path.windows(2) {
             let (input, l) = (w[0].0, w[1].0 as usize);
@@ -252,8 +252,8 @@ impl Backlogs {
     }
 
     /// The peak of every link direction, by [`LinkId`], integrated up to `now`.
-    pub fn peaks(&mut self, now: Time) -> Vec<BacklogPeak> {
-        self.flush(Time::NEVER);
+    pub fn peaks<'a>(&mut self, now: Time, path: impl Fn(u32) -> &'a [LinkId]) -> Vec<BacklogPeak> {
+        self.flush(Time::NEVER, &path);
         let caps = &self.caps;
         self.links
             .iter_mut()
@@ -272,6 +272,11 @@ mod tests {
 
     const G100: f64 = 12.5e9;
 
+    /// Test paths by key.
+    fn paths<'a>(p: &'a [Vec<LinkId>]) -> impl Fn(u32) -> &'a [LinkId] + 'a {
+        move |k| p.get(k as usize).map_or(&[][..], |v| v.as_slice())
+    }
+
     /// Four sources at 100 Gb/s into one 100 Gb/s link over a 400 Gb/s one: the queue grows
     /// at 300 Gb/s, 37.5 kB per microsecond, up to the bytes of the flows.
     #[test]
@@ -280,27 +285,24 @@ mod tests {
         let mut caps = vec![G100; 4];
         caps.extend([4.0 * G100, G100]);
         let mut b = Backlogs::new(caps, 4);
+        let p: Vec<Vec<LinkId>> = (0..4)
+            .map(|s| vec![LinkId(s), LinkId(4), LinkId(5)])
+            .collect();
+        let p = paths(&p);
         for s in 0..4u32 {
-            b.start(
-                Time::ZERO,
-                s,
-                s,
-                &[LinkId(s), LinkId(4), LinkId(5)],
-                1e6,
-                None,
-            );
+            b.start(Time::ZERO, s, s, 1e6, None, &p);
         }
-        let p = b.peaks(Time::from_us(1));
-        assert!((p[5].bytes - 37_500.0).abs() < 1e-6, "{:?}", p[5]);
-        assert_eq!(p[5].inputs, 1);
-        assert_eq!(p[4].bytes, 0.0, "the trunk carries what arrives");
-        let p = b.peaks(Time::from_us(1000));
-        assert_eq!(p[5].bytes, 4e6, "never more than the flows' bytes");
+        let p5 = b.peaks(Time::from_us(1), &p);
+        assert!((p5[5].bytes - 37_500.0).abs() < 1e-6, "{:?}", p5[5]);
+        assert_eq!(p5[5].inputs, 1);
+        assert_eq!(p5[4].bytes, 0.0, "the trunk carries what arrives");
+        let p5 = b.peaks(Time::from_us(1000), &p);
+        assert_eq!(p5[5].bytes, 4e6, "never more than the flows' bytes");
         for s in 0..4u32 {
-            b.finish(Time::from_us(1000), s, &[LinkId(s), LinkId(4), LinkId(5)]);
+            b.finish(Time::from_us(1000), s, &p);
         }
-        let p = b.peaks(Time::from_us(2000));
-        assert_eq!(p[5].bytes, 4e6, "the peak stays");
+        let p5 = b.peaks(Time::from_us(2000), &p);
+        assert_eq!(p5[5].bytes, 4e6, "the peak stays");
     }
 
     /// Two flows from one source share its line rate: arriving together at a link of the
@@ -309,15 +311,21 @@ mod tests {
     fn a_sources_flows_share_its_line_rate() {
         // Link 1 runs at half the line rate: one flow alone would queue on it.
         let mut b = Backlogs::new(vec![G100, G100 / 2.0, G100 / 2.0], 1);
-        b.start(Time::ZERO, 0, 0, &[LinkId(0), LinkId(1)], 1e6, None);
-        b.start(Time::ZERO, 1, 0, &[LinkId(0), LinkId(2)], 1e6, None);
-        let p = b.peaks(Time::from_us(10));
-        assert_eq!(p[1].bytes, 0.0);
-        assert_eq!(p[2].bytes, 0.0);
-        b.finish(Time::from_us(10), 1, &[LinkId(0), LinkId(2)]);
-        b.start(Time::from_us(10), 2, 0, &[LinkId(0), LinkId(1)], 1e6, None);
-        let p = b.peaks(Time::from_us(11));
+        let p = [
+            vec![LinkId(0), LinkId(1)],
+            vec![LinkId(0), LinkId(2)],
+            vec![LinkId(0), LinkId(1)],
+        ];
+        let p = paths(&p);
+        b.start(Time::ZERO, 0, 0, 1e6, None, &p);
+        b.start(Time::ZERO, 1, 0, 1e6, None, &p);
+        let q = b.peaks(Time::from_us(10), &p);
+        assert_eq!(q[1].bytes, 0.0);
+        assert_eq!(q[2].bytes, 0.0);
+        b.finish(Time::from_us(10), 1, &p);
+        b.start(Time::from_us(10), 2, 0, 1e6, None, &p);
+        let q = b.peaks(Time::from_us(11), &p);
         // Both at 50 Gb/s now: 100 Gb/s into 50 Gb/s for 1 us.
-        assert!((p[1].bytes - 6250.0).abs() < 1e-6, "{:?}", p[1]);
+        assert!((q[1].bytes - 6250.0).abs() < 1e-6, "{:?}", q[1]);
     }
 }

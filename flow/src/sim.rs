@@ -286,6 +286,12 @@ struct Qp {
     back: Time,
 }
 
+/// The link directions of queue pair `q`'s path to its destination (empty if there is none).
+fn forward(qps: &[Qp], q: u32) -> &[LinkId] {
+    qps.get(q as usize)
+        .map_or(&[][..], |qp| &qp.links()[..usize::from(qp.split)])
+}
+
 /// Link directions a queue pair holds inline (see [`Qp::inline`]).
 const INLINE_LINKS: usize = 4;
 
@@ -615,11 +621,12 @@ impl Core<'_> {
         self.stats.packet_hops += w.packets * split + w.acks * (n_links - split);
         self.stats.flows += 1;
         if len > 0 {
-            let qp = &self.qps[q as usize];
+            let src = self.qps[q as usize].src;
             let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0);
-            let fwd = &qp.links()[..usize::from(qp.split)];
             let bytes = w.data_w * len as f64;
-            self.backlogs.start(self.now, q, qp.src, fwd, bytes, cap);
+            let qps = &self.qps;
+            self.backlogs
+                .start(self.now, q, src, bytes, cap, |k| forward(qps, k));
         }
         if len == 0 || self.qnet.is_some() {
             self.start_other(q, len);
@@ -775,9 +782,8 @@ impl Core<'_> {
 
     /// Queue pair `q`'s head message has left its source: its arrivals end.
     fn backlog_done(&mut self, q: u32) {
-        let qp = &self.qps[q as usize];
-        let fwd = &qp.links()[..usize::from(qp.split)];
-        self.backlogs.finish(self.now, q, fwd);
+        let qps = &self.qps;
+        self.backlogs.finish(self.now, q, &|k| forward(qps, k));
     }
 
     /// Message `msg` of queue pair `q` has left the first hop (or, with queues, the last
@@ -1106,7 +1112,10 @@ pub fn run<A: Application>(
     if let Some(e) = core.error.take() {
         return Err(e);
     }
-    let backlogs = core.backlogs.peaks(core.stats.end_time);
+    let qps = &core.qps;
+    let backlogs = core
+        .backlogs
+        .peaks(core.stats.end_time, |k| forward(qps, k));
     Ok(SimOutput {
         apps,
         hosts,
