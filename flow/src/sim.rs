@@ -26,7 +26,9 @@
 //!
 //! What this does not model (the scenario refuses it at flow fidelity): packet loss and
 //! retransmission, PFC, ECN and congestion control, switch schedulers, queueing beyond the
-//! fair share (transient queues, incast bursts), real payload bytes.
+//! fair share (transient queues, incast bursts), real payload bytes. What senders without
+//! congestion control would queue on each link is estimated alongside ([`crate::backlog`],
+//! [`SimOutput::backlogs`]), so that a caller can say where these figures cannot be trusted.
 //!
 //! Events at one instant run in a fixed order (flow finishes, then events by the order they
 //! were scheduled), so a run is deterministic.
