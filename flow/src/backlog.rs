@@ -35,7 +35,8 @@ use crate::LinkId;
 pub struct BacklogPeak {
     /// Largest estimated queue, in wire bytes (0 when arrivals never exceeded the capacity).
     pub bytes: f64,
-    /// When it was reached.
+    /// When it was reached: where it stopped at the flows' bytes, the time it got there;
+    /// otherwise the start or finish at which it was last seen growing.
     pub at: Time,
     /// Input link directions with flows arriving over them at that time.
     pub inputs: u32,
@@ -68,11 +69,18 @@ impl LinkState {
         if now > self.t && self.arrive > 0.0 {
             let dt = (now.ps() - self.t.ps()) as f64 * 1e-12;
             let grow = self.arrive.min(self.in_cap) - cap;
-            self.b = (self.b + grow * dt).clamp(0.0, self.bytes);
+            let open = self.b + grow * dt;
+            let mut at = now;
+            if open > self.bytes && grow > 0.0 {
+                // It reached the flows' bytes before `now`: that is when it peaked.
+                let ps = ((self.bytes - self.b).max(0.0) / grow * 1e12).ceil() as u64;
+                at = Time(self.t.ps() + ps.min(now.ps() - self.t.ps()));
+            }
+            self.b = open.clamp(0.0, self.bytes);
             if self.b > self.peak.bytes {
                 self.peak = BacklogPeak {
                     bytes: self.b,
-                    at: now,
+                    at,
                     inputs: self.inputs.len() as u32,
                     arrival: self.arrive.min(self.in_cap),
                 };
@@ -298,6 +306,8 @@ mod tests {
         assert_eq!(p5[4].bytes, 0.0, "the trunk carries what arrives");
         let p5 = b.peaks(Time::from_us(1000), &p);
         assert_eq!(p5[5].bytes, 4e6, "never more than the flows' bytes");
+        // Reached at 4e6 B / 37.5e9 B/s = 106.67 us.
+        assert_eq!(p5[5].at, Time(106_666_667), "{:?}", p5[5]);
         for s in 0..4u32 {
             b.finish(Time::from_us(1000), s, &p);
         }
