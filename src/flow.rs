@@ -12,6 +12,17 @@
 //! switches carry no counters (nothing is queued, marked or dropped at flow fidelity); port
 //! counters give the frames and wire bytes each link direction carried and its busy time
 //! (wire bytes / bandwidth).
+//!
+//! ## Where the flow level cannot be trusted
+//!
+//! Flows never fill a buffer, but the senders they stand for would: without congestion control
+//! every NIC sends at its line rate, and a link that more arrives at than it carries queues the
+//! rest in its switch's buffer. The run estimates that queue on every link direction a switch
+//! transmits on ([`fabemu_flow::backlog`]) and compares its peak with the buffer's threshold for
+//! the inputs that fed it: PFC's pause threshold on a lossless fabric (the packet level would
+//! pause the upstream ports, and flows behind them would wait), the lossy dynamic threshold
+//! otherwise (the packet level would drop and retransmit). Each excess is a [`FlowLimit`]: the
+//! run warns and the report lists them (`flow_limits`).
 
 use std::sync::Arc;
 
@@ -24,6 +35,10 @@ use fabemu_flow::sim::{self, Hop, PathSource, SimConfig};
 use fabemu_flow::LinkId;
 use fabemu_switch::{Switch, SwitchConfig};
 use fabemu_topologies::{Graph, NodeKind, Routes};
+
+use fabemu_flow::BacklogPeak;
+use fabemu_switch::buffer::BufferConfig;
+use serde::Serialize;
 
 use crate::scenario::{self, ScenarioError, Source};
 use crate::world::{self, Finished, Node};
@@ -90,6 +105,107 @@ impl PathSource for GraphPaths<'_> {
     }
 }
 
+/// A link direction where the flow model's assumption failed: senders without congestion
+/// control would have queued more there than its switch's buffer lets them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowLimit {
+    /// The switch port: `switch -> peer`.
+    pub port: String,
+    /// What the packet level would do: `pause` (PFC) or `drop`.
+    pub consequence: &'static str,
+    /// The estimated peak queue, wire bytes.
+    pub queue_bytes: u64,
+    /// The buffer's threshold for the inputs that fed it then, bytes.
+    pub threshold_bytes: u64,
+    /// When the queue peaked, picoseconds.
+    pub at_ps: u64,
+    /// Input ports feeding it then.
+    pub inputs: u32,
+    /// Their arrival rate then, bits per second, against the port's `bandwidth_bps`.
+    pub arrival_bps: f64,
+    /// The port's bandwidth.
+    pub bandwidth_bps: u64,
+}
+
+impl std::fmt::Display for FlowLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.consequence {
+            "pause" => "PFC would pause its inputs",
+            _ => "the switch would drop",
+        };
+        write!(
+            f,
+            "flow fidelity assumes no queue beyond the buffer, but port {} would queue about \
+             {:.2} MiB at {:.3} ms ({:.1} Gb/s arriving at {:.1} Gb/s over {} input(s)), above \
+             its {:.2} MiB threshold: {what}, and the flow-level times there are too early",
+            self.port,
+            self.queue_bytes as f64 / 1048576.0,
+            self.at_ps as f64 * 1e-9,
+            self.arrival_bps * 1e-9,
+            self.bandwidth_bps as f64 * 1e-9,
+            self.inputs,
+            self.threshold_bytes as f64 / 1048576.0,
+        )
+    }
+}
+
+/// The queue a switch with buffer `b` lets `n` ingress ports feeding one egress port build
+/// before it pauses (lossless) or drops (lossy): each ingress holds its reserved bytes plus its
+/// dynamic threshold, `alpha x free shared bytes`, which with `n` of them alone in the pool is
+/// `alpha x shared / (1 + n alpha)` each.
+fn threshold(b: &BufferConfig, n: u32) -> (f64, &'static str) {
+    let n = f64::from(n.max(1));
+    let (alpha, what) = if b.pfc.enabled {
+        (b.alpha, "pause")
+    } else {
+        (b.lossy_alpha, "drop")
+    };
+    let reserved = b.reserved.bytes() as f64;
+    let shared = (b.total.bytes() as f64 - n * reserved).max(0.0);
+    let mut t = n * (reserved + alpha * shared / (1.0 + n * alpha));
+    if let (Some(q), false) = (b.per_queue, b.pfc.enabled) {
+        t = t.min(q.bytes() as f64);
+    }
+    (t, what)
+}
+
+/// The link directions whose estimated queue exceeds their switch's threshold, in link order.
+fn limits(src: &Source, g: &Graph, peaks: &[BacklogPeak]) -> Vec<FlowLimit> {
+    let s = &src.scenario;
+    let mut out = Vec::new();
+    for (i, l) in g.links().iter().enumerate() {
+        for (dir, (from, to)) in [(0, (l.a, l.b)), (1, (l.b, l.a))] {
+            let Some(p) = peaks.get(2 * i + dir).filter(|p| p.bytes > 0.0) else {
+                continue;
+            };
+            let node = g.node(from);
+            if node.kind != NodeKind::Switch {
+                continue;
+            }
+            let buffer = s
+                .switches
+                .iter()
+                .find(|sw| sw.name == node.name)
+                .and_then(|sw| sw.buffer)
+                .unwrap_or(s.switch_buffer);
+            let (t, consequence) = threshold(&buffer, p.inputs);
+            if p.bytes > t {
+                out.push(FlowLimit {
+                    port: format!("{} -> {}", node.name, g.node(to).name),
+                    consequence,
+                    queue_bytes: p.bytes.round() as u64,
+                    threshold_bytes: t.round() as u64,
+                    at_ps: p.at.ps(),
+                    inputs: p.inputs,
+                    arrival_bps: p.arrival * 8.0,
+                    bandwidth_bps: l.bandwidth_bps,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Builds and runs a checked scenario at flow fidelity.
 pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, ScenarioError> {
     scenario::check_fidelity(src)?;
@@ -134,6 +250,7 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
         )
     })?;
 
+    let flow_limits = limits(src, &g, &out.backlogs);
     // Present the result as a finished world (see the module doc).
     let mut apps = out.apps.into_iter();
     let no_routes = Arc::new(RouteTable::new());
@@ -203,6 +320,7 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
         messages,
         collectives,
         training,
+        flow_limits,
         output: RunOutput {
             actors,
             port_stats,

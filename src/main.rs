@@ -319,6 +319,9 @@ fn real_main(cli: Cli) -> ExitCode {
         }
     }
     let report = &observed.report;
+    for l in &report.flow_limits {
+        eprintln!("warning: {l}");
+    }
     // A run stopped by Ctrl-C still writes everything it can: the partial results are often
     // what the user wanted to look at.
     let interrupted = report.interrupted;

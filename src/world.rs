@@ -675,6 +675,8 @@ pub struct Finished {
     pub collectives: Vec<CollectiveInfo>,
     /// The training workload, if any.
     pub training: Option<TrainingInfo>,
+    /// At flow fidelity, where the flow model's assumption failed (empty at packet level).
+    pub flow_limits: Vec<crate::flow::FlowLimit>,
     /// Actors, counters and layout.
     pub output: RunOutput<Node>,
 }
@@ -713,6 +715,7 @@ pub fn run_observed(
         messages: world.messages,
         collectives: world.collectives,
         training: world.training,
+        flow_limits: Vec::new(),
         output,
     })
 }

@@ -336,15 +336,11 @@ fn json_is_identical_for_any_thread_count() {
 #[test]
 fn what_flows_do_not_model_is_refused_with_a_located_error() {
     let base = "topology:\n  star: {hosts: 4, bandwidth: 100Gbps, latency: 1us}\nworkload:\n  all_to_all: {size: 1MiB}\n";
-    let cases: [(&str, &str); 8] = [
+    let cases: [(&str, &str); 7] = [
         ("mode: data\n", "mode"),
         ("lossless: true\n", "lossless"),
         ("nic: {cc: dcqcn}\n", "nic.cc"),
         ("nic: {pfc: {}}\n", "nic.pfc"),
-        (
-            "switch_buffer: {total: 32MiB, pfc: {enabled: true}}\n",
-            "switch_buffer.pfc",
-        ),
         (
             "switch_buffer: {total: 32MiB, ecn: {kmin: 10KiB, kmax: 100KiB, pmax: 0.1}}\n",
             "switch_buffer.ecn",
@@ -388,4 +384,59 @@ fn what_flows_do_not_model_is_refused_with_a_located_error() {
             "{extra}: no file and line in {err}"
         );
     }
+}
+
+/// Where senders without congestion control would overrun a buffer, the flow level says so.
+/// `examples/lossless.yaml`: a 4:1 incast on r's port at s2 behind a PFC fabric. The packet
+/// level pauses s1's port toward s2 and the victim v (which shares only that trunk) gets about
+/// a quarter of its rate; the flow level gives it its full rate, so it must warn that s2's port
+/// to r would queue beyond the pause threshold (four 100 Gb/s senders over a 400 Gb/s trunk
+/// into 100 Gb/s: about 300 Gb/s too much, against 16 MiB x 1/8 / (1 + 1/8) = 1.78 MiB) and
+/// record it in the report. A collective whose flows meet at equal rates raises nothing.
+#[test]
+fn the_flow_level_warns_where_pfc_would_pause() {
+    let json = std::env::temp_dir().join(format!("fabemu_flow_limits_{}.json", std::process::id()));
+    let o = fabemu(&[
+        "run",
+        "examples/lossless.yaml",
+        "--fidelity",
+        "flow",
+        "--quiet",
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("warning:") && err.contains("port s2 -> r") && err.contains("PFC would pause"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let limits = v["flow_limits"]
+        .as_array()
+        .expect("flow_limits in the report");
+    let r = limits
+        .iter()
+        .find(|l| l["port"] == "s2 -> r")
+        .unwrap_or_else(|| panic!("{limits:?}"));
+    assert_eq!(r["consequence"], "pause");
+    let (q, t) = (
+        r["queue_bytes"].as_u64().unwrap(),
+        r["threshold_bytes"].as_u64().unwrap(),
+    );
+    // One input (the trunk): 16 MiB x (1/8) / (1 + 1/8).
+    assert_eq!(t, (16u64 << 20) / 9);
+    // The queue is bounded by the incast's wire bytes (4 x 8 MiB and the headers) and is
+    // far above the threshold: the incast moves 32 MiB with three quarters of it in excess.
+    assert!(q > 16 << 20 && q < 34 << 20, "{r}");
+    let arrival = r["arrival_bps"].as_f64().unwrap();
+    assert!((arrival - 400e9).abs() < 1e9, "{r}");
+
+    // Equal flows on a switch: no port receives more than it sends.
+    let (_, f) = both(
+        "topology:\n  star: {hosts: 8, bandwidth: 100Gbps, latency: 1us}\nworkload:\n  collectives:\n    - {op: all_reduce, algorithm: ring, size: 4MiB}\n",
+    );
+    assert!(f.flow_limits.is_empty(), "{:?}", f.flow_limits);
 }

@@ -88,11 +88,13 @@
 //! `ceil`, all exactly specified by IEEE 754.
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod backlog;
 pub mod maxmin;
 pub mod network;
 pub mod queues;
 pub mod sim;
 
+pub use backlog::{BacklogPeak, Backlogs};
 pub use maxmin::{max_min_rates, FlowSpec};
 pub use network::{FlowNetwork, PathId};
 pub use queues::{QueueEvent, QueueNetwork};

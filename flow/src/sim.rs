@@ -26,7 +26,9 @@
 //!
 //! What this does not model (the scenario refuses it at flow fidelity): packet loss and
 //! retransmission, PFC, ECN and congestion control, switch schedulers, queueing beyond the
-//! fair share (transient queues, incast bursts), real payload bytes.
+//! fair share (transient queues, incast bursts), real payload bytes. What senders without
+//! congestion control would queue on each link is estimated alongside ([`crate::backlog`],
+//! [`SimOutput::backlogs`]), so that a caller can say where these figures cannot be trusted.
 //!
 //! Events at one instant run in a fixed order (flow finishes, then events by the order they
 //! were scheduled), so a run is deterministic.
@@ -43,7 +45,9 @@ use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_fabric::wire::{write_frame_len, ACK_FRAME_LEN};
 use rustc_hash::FxHashMap;
 
-use crate::{FlowError, FlowNetwork, LinkId, PathId, QueueEvent, QueueNetwork};
+use crate::{
+    BacklogPeak, Backlogs, FlowError, FlowNetwork, LinkId, PathId, QueueEvent, QueueNetwork,
+};
 
 /// One hop of a routed path: the link direction crossed, its rate and latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,6 +195,9 @@ pub struct SimOutput<A> {
     pub hosts: Vec<HostCounters>,
     /// Per link direction.
     pub links: Vec<LinkCounters>,
+    /// Per link direction, the largest queue senders without congestion control would have
+    /// built there ([`crate::backlog`]): where the flow model's assumption failed.
+    pub backlogs: Vec<BacklogPeak>,
     /// Counters.
     pub stats: SimStats,
 }
@@ -279,6 +286,12 @@ struct Qp {
     hops: Box<[Hop]>,
     /// What an ACK takes on the way back: each hop's latency and serialization.
     back: Time,
+}
+
+/// The link directions of queue pair `q`'s path to its destination (empty if there is none).
+fn forward(qps: &[Qp], q: u32) -> &[LinkId] {
+    qps.get(q as usize)
+        .map_or(&[][..], |qp| &qp.links()[..usize::from(qp.split)])
 }
 
 /// Link directions a queue pair holds inline (see [`Qp::inline`]).
@@ -506,6 +519,8 @@ struct Core<'p> {
     scratch: Vec<Hop>,
     /// The first flow the network refused (a bug in the caller's numbers): the run stops.
     error: Option<FlowError>,
+    /// Open-loop queue estimates (see [`crate::backlog`]).
+    backlogs: Backlogs,
 }
 
 impl Core<'_> {
@@ -607,6 +622,14 @@ impl Core<'_> {
         let (split, n_links, path) = (u64::from(qp.split), u64::from(qp.n_links), qp.path);
         self.stats.packet_hops += w.packets * split + w.acks * (n_links - split);
         self.stats.flows += 1;
+        if len > 0 {
+            let src = self.qps[q as usize].src;
+            let cap = self.cfg.qp_rate.map(|r| r.bps() as f64 / 8.0);
+            let bytes = w.data_w * len as f64;
+            let qps = &self.qps;
+            self.backlogs
+                .start(self.now, q, src, bytes, cap, |k| forward(qps, k));
+        }
         if len == 0 || self.qnet.is_some() {
             self.start_other(q, len);
             return;
@@ -733,6 +756,7 @@ impl Core<'_> {
                 let Some(q) = self.sending.remove(&token) else {
                     return;
                 };
+                self.backlog_done(q);
                 if let Some(msg) = self.qps[q as usize].pop() {
                     self.draining.insert(token, (q, msg));
                 }
@@ -749,12 +773,19 @@ impl Core<'_> {
     /// Queue pair `q`'s head message has left the source: deliver it after the pipeline tail,
     /// start the next.
     fn tx_done(&mut self, q: u32) {
+        self.backlog_done(q);
         let qp = &mut self.qps[q as usize];
         let Some(msg) = qp.pop() else {
             return;
         };
         self.deliver_after_tail(q, msg);
         self.start_head(q);
+    }
+
+    /// Queue pair `q`'s head message has left its source: its arrivals end.
+    fn backlog_done(&mut self, q: u32) {
+        let qps = &self.qps;
+        self.backlogs.finish(self.now, q, &|k| forward(qps, k));
     }
 
     /// Message `msg` of queue pair `q` has left the first hop (or, with queues, the last
@@ -851,6 +882,7 @@ pub fn run<A: Application>(
     progress: Option<&Progress>,
 ) -> Result<SimOutput<A>, FlowError> {
     let n_links = capacities.len();
+    let backlogs = Backlogs::new(capacities.clone(), apps.len());
     let mut core = Core {
         now: Time::ZERO,
         cfg: *cfg,
@@ -874,6 +906,7 @@ pub fn run<A: Application>(
         acks: Vec::new(),
         scratch: Vec::new(),
         error: None,
+        backlogs,
     };
     for (h, app) in apps.iter_mut().enumerate() {
         app.start(&mut Api {
@@ -1081,10 +1114,15 @@ pub fn run<A: Application>(
     if let Some(e) = core.error.take() {
         return Err(e);
     }
+    let qps = &core.qps;
+    let backlogs = core
+        .backlogs
+        .peaks(core.stats.end_time, |k| forward(qps, k));
     Ok(SimOutput {
         apps,
         hosts,
         links,
+        backlogs,
         stats: core.stats,
     })
 }

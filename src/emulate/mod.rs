@@ -272,6 +272,7 @@ impl Prepared {
             messages,
             collectives,
             training,
+            flow_limits: Vec::new(),
             output,
         };
         let mut report = crate::report::build(src, &fin, 1, wall);

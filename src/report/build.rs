@@ -462,6 +462,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         switches,
         training,
         faults,
+        flow_limits: fin.flow_limits.clone(),
         emulation: None,
         invariants: Invariants {
             ok: violations.is_empty(),

@@ -58,6 +58,11 @@ pub struct Report {
     /// Real programs' traffic, when the run was an emulation (`fabemu emulate`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub emulation: Option<crate::emulate::EmulationReport>,
+    /// At flow fidelity, the switch ports where senders without congestion control would
+    /// have queued beyond the buffer's threshold (the packet level would pause or drop there,
+    /// and the flow-level figures are too early); absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flow_limits: Vec<crate::flow::FlowLimit>,
     /// Invariant checks.
     pub invariants: Invariants,
     /// Latency distributions (percentiles).

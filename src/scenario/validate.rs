@@ -590,9 +590,8 @@ pub(crate) fn check_flow_fidelity(src: &Source) -> Result<(), ScenarioError> {
         return refuse(root.key("nic").key("pfc"), "PFC generation by NICs");
     }
     let check_buffer = |p: FieldPath, b: &fabemu_switch::buffer::BufferConfig| {
-        if b.pfc.enabled {
-            return refuse(p.key("pfc"), "PFC (flows never fill a buffer)");
-        }
+        // PFC is accepted: flows never fill a buffer, but the run estimates where senders
+        // would, and warns where PFC would pause (see `crate::flow`).
         if b.ecn.is_some() {
             return refuse(p.key("ecn"), "ECN marking (flows never fill a queue)");
         }
