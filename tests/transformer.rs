@@ -191,9 +191,9 @@ fn bad_model_fields_exit_2_at_the_field() {
             "missing",
         ),
         (
-            "{model: {preset: gpt3-175b, layers: 8, global_batch: 8}, tp: 3}",
+            "{model: {preset: gpt3-175b, layers: 8, global_batch: 8}, tp: 5}",
             "workload.training.tp",
-            "tp 3 does not divide the attention heads (96)",
+            "tp 5 does not divide the attention heads (96)",
         ),
         (
             "{model: {preset: gpt3-175b, layers: 8, global_batch: 6}, dp: 4}",

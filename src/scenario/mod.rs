@@ -737,6 +737,18 @@ pub struct DeviceYaml {
     pub efficiency: f64,
 }
 
+impl model::Named for DeviceYaml {
+    fn named(name: &str) -> Self {
+        DeviceYaml {
+            preset: Some(name.to_string()),
+            peak_flops: None,
+            memory_bandwidth: None,
+            memory: None,
+            efficiency: 1.0,
+        }
+    }
+}
+
 impl DeviceYaml {
     /// The device with the preset's figures under the fields given; the error names the
     /// field.

@@ -192,23 +192,37 @@ pub enum RecomputeYaml {
     Full,
 }
 
+/// A section that a preset's name alone can give.
+pub trait Named {
+    /// The section with only `preset: name`.
+    fn named(name: &str) -> Self;
+}
+
+impl Named for ModelYaml {
+    fn named(name: &str) -> Self {
+        ModelYaml {
+            preset: Some(name.to_string()),
+            ..ModelYaml::default()
+        }
+    }
+}
+
 /// A section given by a preset's name (`model: llama2-70b`) or as a mapping (`model: {preset:
 /// llama2-70b, layers: 8}`): the name is read as `{preset: NAME}`. By hand rather than
 /// `untagged`, so a mistake in the mapping gets serde's own located message.
 pub fn preset_or_map<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: DeserializeOwned,
+    T: DeserializeOwned + Named,
 {
     struct V<T>(std::marker::PhantomData<T>);
-    impl<'de, T: DeserializeOwned> serde::de::Visitor<'de> for V<T> {
+    impl<'de, T: DeserializeOwned + Named> serde::de::Visitor<'de> for V<T> {
         type Value = T;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("a preset's name or a mapping")
         }
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
-            let m = serde::de::value::MapDeserializer::<_, E>::new(std::iter::once(("preset", v)));
-            T::deserialize(m)
+            Ok(T::named(v))
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
             T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
