@@ -262,8 +262,15 @@ fn traces_of(
         let at = FieldPath::root().key("workload").key("training");
         let (spec, figures) = model_spec(m, device.map(|d| d.0))
             .map_err(|(path, message)| src.error_at(&path, message))?;
+        // With a model, the fields it derives are blamed on the hyper-parameters they come
+        // from.
+        let field_at = |f: &'static str| match (f, &m.model) {
+            ("micro_batches", Some(_)) => at.key("model").key("global_batch"),
+            ("layers", Some(_)) => at.key("model").key("layers"),
+            _ => at.key(f),
+        };
         let (traces, groups, marks) = model::build(&spec, n_hosts, device.is_some())
-            .map_err(|e| src.error_at(&at.key(e.field), e.message))?;
+            .map_err(|e| src.error_at(&field_at(e.field), e.message))?;
         let mut label = format!(
             "the built-in model (dp {} x tp {} x pp {}{}, {} micro-batches)",
             spec.dp,

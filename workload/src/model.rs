@@ -2,14 +2,20 @@
 //! identical layers, generated as one trace per rank in the same form as a Chakra trace's
 //! ([`crate::trace::RankTrace`]), so the same scheduler runs both.
 //!
-//! A rank's trace: micro-batches in the 1F1B order of its stage (warm-up forwards, then one
-//! forward and one backward in turn, then the remaining backwards), each pass layer by layer
-//! on the compute stream; a tensor-parallel All-Reduce after each layer's pass, the MoE
-//! All-To-All before and after it; the activation (forward) or its gradient (backward) sent to
-//! the neighbouring stage per micro-batch; the gradients all-reduced over the data-parallel
-//! group in buckets while the last micro-batch's backward pass runs; the optimizer step last.
-//! Group names: `tp{p}.{d}`, `dp{p}.{t}` (stage, data and tensor index), with expert
-//! parallelism `ep{p}.{d}.{t}` and the expert index appended to the others.
+//! A rank's trace: micro-batches in its stage's order of the [`Schedule`] (1F1B: warm-up
+//! forwards, then one forward and one backward in turn, then the remaining backwards;
+//! interleaved 1F1B over several model chunks per stage; GPipe), each pass layer by layer on
+//! the compute stream. A layer is one or more pieces ([`Part`]: one from the per-layer fields,
+//! attention and MLP for a [`crate::transformer`]), each a compute node with its
+//! tensor-parallel collectives (an All-Reduce after it, or with sequence parallelism an
+//! All-Gather before and a Reduce-Scatter after) and the MoE All-To-All around it; the
+//! embedding and the LM head on the first and last chunk; the activation (forward) or its
+//! gradient (backward) sent to the neighbouring chunk per micro-batch; the gradients reduced
+//! over the data-parallel group in buckets while the last micro-batch's backward pass runs
+//! (All-Reduce, or with ZeRO Reduce-Scatter and an All-Gather of the parameters after the
+//! step; ZeRO-3 gathers each layer's parameters one layer ahead of its passes); the optimizer
+//! step last. Group names: `tp{p}.{d}`, `dp{p}.{t}` (stage, data and tensor index), with
+//! expert parallelism `ep{p}.{d}.{t}` and the expert index appended to the others.
 
 use std::collections::BTreeMap;
 
