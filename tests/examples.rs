@@ -88,6 +88,7 @@ fn every_example_is_checked() {
         "dcqcn.yaml",
         "explicit.yaml",
         "fat_tree.yaml",
+        "gpt_training.yaml", // tests/transformer.rs
         "hierarchical.yaml",
         "leaf_spine.yaml",
         "lossless.yaml",

@@ -33,6 +33,7 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
         .enumerate()
         .map(|(r, ri)| (ri.host, r))
         .collect();
+    let kinds = super::CommKinds::new(info);
     let mut events = Vec::new();
     for (r, ri) in info.ranks.iter().enumerate() {
         let Some(s) = scheds.get(ri.host).copied().flatten() else {
@@ -119,10 +120,15 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
                 }));
                 a = post;
             }
+            // Communication carries its kind (tp, ep, pp, dp, ...) for the breakdown by kind.
+            let args = match kinds.of(ri.host, &n.action) {
+                Some(k) => serde_json::json!({"node": n.id, "kind": k}),
+                None => serde_json::json!({"node": n.id}),
+            };
             events.push(serde_json::json!({
                 "ph": "X", "name": name, "cat": cat, "pid": r, "tid": tid,
                 "ts": us(a), "dur": us(b.saturating_sub(a)),
-                "args": {"node": n.id}
+                "args": args
             }));
         }
     }
