@@ -12,8 +12,9 @@ use fabemu_topologies::Graph;
 use fabemu_workload::model;
 use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode, Stream};
 use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace};
+use fabemu_workload::transformer::{self, Device};
 
-use super::{RankInfo, TrainingInfo};
+use super::{ModelFigures, RankInfo, TrainingInfo};
 use crate::collective::{self, CollectiveInfo};
 use crate::scenario::{
     AlgorithmYaml, CollectiveStreams, CollectiveYaml, FieldPath, Mode, ScenarioError, Source,
@@ -61,6 +62,10 @@ struct Traces {
     label: String,
     /// Per rank, the last node of each iteration (the built-in model's optimizer steps).
     marks: Vec<Vec<u32>>,
+    /// The device that times FLOPs and bytes, and the fraction of its peak reached.
+    device: Option<(Device, f64)>,
+    /// A transformer's figures, for tokens/s, TFLOP/s and MFU.
+    figures: Option<ModelFigures>,
 }
 
 /// Builds the schedulers of the scenario's training workload, appending its collectives' jobs
@@ -78,10 +83,10 @@ pub(crate) fn build(
     job_base: usize,
     jobs: &mut [Vec<Job>],
 ) -> Result<Option<Built>, ScenarioError> {
-    let Some(tr) = traces_of(src, g)? else {
+    let device = check_device(src)?;
+    let Some(tr) = traces_of(src, g, device)? else {
         return Ok(None);
     };
-    check_device(src)?;
     let data_mode = src.scenario.mode == Mode::Data;
     // Per rank: actions (collectives filled in below), and the collectives per group.
     let mut data_bytes = 0u64;
@@ -151,6 +156,7 @@ pub(crate) fn build(
         members: m.group_members,
         traces: tr.label,
         iteration_ends: tr.marks,
+        model: tr.figures,
     };
     Ok(Some((info, scheds)))
 }
@@ -216,7 +222,11 @@ fn first_on_cycle(nodes: &[SchedNode]) -> Option<usize> {
 }
 
 /// The scenario's traces: read from `workload.chakra` or generated from `workload.training`.
-fn traces_of(src: &Source, g: &Graph) -> Result<Option<Traces>, ScenarioError> {
+fn traces_of(
+    src: &Source,
+    g: &Graph,
+    device: Option<(Device, f64)>,
+) -> Result<Option<Traces>, ScenarioError> {
     let s = &src.scenario;
     let n_hosts = g.host_count();
     if let Some(ch) = &s.workload.chakra {
@@ -245,24 +255,33 @@ fn traces_of(src: &Source, g: &Graph) -> Result<Option<Traces>, ScenarioError> {
             hosts,
             label: ch.traces.clone(),
             marks: Vec::new(),
+            device,
+            figures: None,
         }))
     } else if let Some(m) = &s.workload.training {
         let at = FieldPath::root().key("workload").key("training");
-        let (traces, groups, marks) =
-            model::build(&model_spec(m), n_hosts, s.workload.device.is_some())
-                .map_err(|e| src.error_at(&at.key(e.field), e.message))?;
-        let label = format!(
+        let (spec, figures) = model_spec(m, device.map(|d| d.0))
+            .map_err(|(path, message)| src.error_at(&path, message))?;
+        let (traces, groups, marks) = model::build(&spec, n_hosts, device.is_some())
+            .map_err(|e| src.error_at(&at.key(e.field), e.message))?;
+        let mut label = format!(
             "the built-in model (dp {} x tp {} x pp {}{}, {} micro-batches)",
-            m.dp,
-            m.tp,
-            m.pp,
-            if m.ep > 1 {
-                format!(" x ep {}", m.ep)
+            spec.dp,
+            spec.tp,
+            spec.pp,
+            if spec.ep > 1 {
+                format!(" x ep {}", spec.ep)
             } else {
                 String::new()
             },
-            m.micro_batches
+            spec.micro_batches
         );
+        if let Some(mm) = &m.model {
+            label = format!(
+                "{} on {label}",
+                mm.preset.as_deref().unwrap_or("a transformer")
+            );
+        }
         Ok(Some(Traces {
             at,
             traces,
@@ -270,16 +289,52 @@ fn traces_of(src: &Source, g: &Graph) -> Result<Option<Traces>, ScenarioError> {
             hosts: (0..n_hosts).collect(),
             label,
             marks,
+            device,
+            figures,
         }))
     } else {
         Ok(None)
     }
 }
 
-/// `workload.training` as the workload crate's model takes it.
-fn model_spec(m: &crate::scenario::TrainingYaml) -> model::ModelSpec {
-    use crate::scenario::ParallelDim as D;
-    model::ModelSpec {
+/// A located field error: where, and what is wrong.
+type Located = (FieldPath, String);
+
+/// `workload.training` as the workload crate's model takes it; with `model`, the work derived
+/// from the transformer and its figures.
+fn model_spec(
+    m: &crate::scenario::TrainingYaml,
+    device: Option<Device>,
+) -> Result<(model::ModelSpec, Option<ModelFigures>), Located> {
+    use crate::scenario::{ParallelDim as D, RecomputeYaml, ScheduleYaml};
+    let at = FieldPath::root().key("workload").key("training");
+    let schedule = match (m.schedule, m.virtual_stages) {
+        (ScheduleYaml::Interleaved, v) => model::Schedule::Interleaved(v.unwrap_or(2)),
+        (_, Some(_)) => {
+            return Err((
+                at.key("virtual_stages"),
+                "virtual stages go with `schedule: interleaved`".into(),
+            ))
+        }
+        (ScheduleYaml::OneFOneB, None) => model::Schedule::OneFOneB,
+        (ScheduleYaml::GPipe, None) => model::Schedule::GPipe,
+    };
+    if m.virtual_stages == Some(0) {
+        return Err((at.key("virtual_stages"), "must be at least 1".into()));
+    }
+    let zero = match m.zero {
+        0 => transformer::Zero::Off,
+        1 => transformer::Zero::Stage1,
+        2 => transformer::Zero::Stage2,
+        3 => transformer::Zero::Stage3,
+        z => return Err((at.key("zero"), format!("ZeRO stage {z}: give 0, 1, 2 or 3"))),
+    };
+    let recompute = match m.recompute {
+        RecomputeYaml::None => transformer::Recompute::None,
+        RecomputeYaml::Selective => transformer::Recompute::Selective,
+        RecomputeYaml::Full => transformer::Recompute::Full,
+    };
+    let mut spec = model::ModelSpec {
         dp: m.dp,
         tp: m.tp,
         pp: m.pp,
@@ -294,43 +349,114 @@ fn model_spec(m: &crate::scenario::TrainingYaml) -> model::ModelSpec {
                 D::Pp => model::ParallelDim::Pp,
             })
             .collect(),
-        layers: m.layers,
+        layers: m.layers.unwrap_or(0),
         forward: m.forward,
         forward_flops: m.forward_flops,
         forward_memory: m.forward_memory.map(|b| b.bytes()),
         backward: m.backward,
         backward_flops: m.backward_flops,
         backward_memory: m.backward_memory.map(|b| b.bytes()),
-        micro_batches: m.micro_batches,
-        activation_bytes: m.activation_bytes.bytes(),
-        tp_bytes: m.tp_bytes.bytes(),
-        moe_bytes: m.moe_bytes.bytes(),
-        parameter_bytes: m.parameter_bytes.bytes(),
+        micro_batches: m.micro_batches.unwrap_or(1),
+        activation_bytes: m.activation_bytes.map_or(0, |b| b.bytes()),
+        tp_bytes: m.tp_bytes.map_or(0, |b| b.bytes()),
+        moe_bytes: m.moe_bytes.map_or(0, |b| b.bytes()),
+        parameter_bytes: m.parameter_bytes.map_or(0, |b| b.bytes()),
         bucket: m.bucket.bytes(),
         optimizer: m.optimizer,
         iterations: m.iterations,
-    }
-}
-
-/// Refuses a `workload.device` that cannot time anything.
-fn check_device(src: &Source) -> Result<(), ScenarioError> {
-    let device_at = FieldPath::root().key("workload").key("device");
-    let Some(d) = &src.scenario.workload.device else {
-        return Ok(());
+        schedule,
+        zero,
+        sp: m.sp,
+        work: None,
     };
-    if !(d.peak_flops > 0.0 && d.peak_flops.is_finite()) {
-        return Err(src.error_at(&device_at.key("peak_flops"), "must be greater than 0"));
-    }
-    if d.memory_bandwidth.bps() == 0 {
-        return Err(src.error_at(&device_at.key("memory_bandwidth"), "must be greater than 0"));
-    }
-    if !(d.efficiency > 0.0 && d.efficiency <= 1.0) {
-        return Err(src.error_at(
-            &device_at.key("efficiency"),
-            "must be in (0, 1]: the fraction of peak compute reaches",
+    let Some(mm) = &m.model else {
+        if m.layers.is_none() {
+            return Err((
+                at.key("layers"),
+                "missing: give `layers` (and the per-layer work), or a `model`".into(),
+            ));
+        }
+        if recompute != transformer::Recompute::None {
+            return Err((
+                at.key("recompute"),
+                "recomputation is derived from a `model`; without one, give the backward \
+                 pass's time or FLOPs"
+                    .into(),
+            ));
+        }
+        return Ok((spec, None));
+    };
+    // What the model derives cannot also be given.
+    let given = [
+        ("layers", m.layers.is_some()),
+        ("forward", m.forward.is_some()),
+        ("forward_flops", m.forward_flops.is_some()),
+        ("forward_memory", m.forward_memory.is_some()),
+        ("backward", m.backward.is_some()),
+        ("backward_flops", m.backward_flops.is_some()),
+        ("backward_memory", m.backward_memory.is_some()),
+        ("micro_batches", m.micro_batches.is_some()),
+        ("activation_bytes", m.activation_bytes.is_some()),
+        ("tp_bytes", m.tp_bytes.is_some()),
+        ("moe_bytes", m.moe_bytes.is_some()),
+        ("parameter_bytes", m.parameter_bytes.is_some()),
+    ];
+    if let Some((f, _)) = given.iter().find(|(_, g)| *g) {
+        return Err((
+            at.key(f),
+            "derived from `model`; remove it (set the model's hyper-parameters instead, e.g. \
+             `model.layers`, `model.global_batch`, `model.micro_batch`)"
+                .to_string(),
         ));
     }
-    Ok(())
+    let model_at = at.key("model");
+    let t = mm
+        .transformer()
+        .map_err(|(f, msg)| (model_at.key(f), msg))?;
+    let par = transformer::Parallel {
+        dp: m.dp as u64,
+        tp: m.tp as u64,
+        pp: m.pp as u64,
+        ep: m.ep as u64,
+        sp: m.sp,
+        schedule,
+        recompute,
+        zero,
+    };
+    const PARALLEL: [&str; 6] = ["dp", "tp", "pp", "ep", "sp", "virtual_stages"];
+    let d = t.derive(&par).map_err(|(f, msg)| {
+        if PARALLEL.contains(&f) {
+            (at.key(f), msg)
+        } else {
+            (model_at.key(f), msg)
+        }
+    })?;
+    spec.layers = t.layers as usize;
+    spec.micro_batches = usize::try_from(d.micro_batches).unwrap_or(usize::MAX);
+    spec.activation_bytes = d.activation_bytes;
+    spec.parameter_bytes = d.parameter_bytes;
+    spec.work = Some(d.work);
+    let figures = ModelFigures {
+        tokens: d.figures.tokens,
+        model_flops: d.figures.model_flops,
+        hardware_flops: d.figures.hardware_flops,
+        parameters: d.figures.parameters,
+        peak_flops: device.map(|x| x.peak_flops),
+    };
+    Ok((spec, Some(figures)))
+}
+
+/// The scenario's device (its preset under the fields given) and efficiency; refuses one
+/// that cannot time anything.
+fn check_device(src: &Source) -> Result<Option<(Device, f64)>, ScenarioError> {
+    let device_at = FieldPath::root().key("workload").key("device");
+    let Some(d) = &src.scenario.workload.device else {
+        return Ok(None);
+    };
+    let dev = d
+        .resolved()
+        .map_err(|(f, msg)| src.error_at(&device_at.key(f), msg))?;
+    Ok(Some((dev, d.efficiency)))
 }
 
 /// Rank `r`'s nodes as actions (collectives as placeholders, recorded in `by_group`); a
@@ -368,7 +494,7 @@ fn rank_actions(
                     Op::Compute { cpu: true, .. } => Stream::Cpu,
                     _ => Stream::Gpu,
                 };
-                let time = compute_time(src, &n.op).map_err(|e| node_err(e.into()))?;
+                let time = compute_time(tr.device, &n.op).map_err(|e| node_err(e.into()))?;
                 Action::Compute(time, stream)
             }
             Op::Marker { duration } => Action::Delay(duration.unwrap_or(Time::ZERO)),
@@ -426,8 +552,7 @@ fn rank_actions(
 }
 
 /// A compute or memory node's time: its recorded duration, else the device model's roofline.
-fn compute_time(src: &Source, op: &Op) -> Result<Time, &'static str> {
-    let device = src.scenario.workload.device.as_ref();
+fn compute_time(device: Option<(Device, f64)>, op: &Op) -> Result<Time, &'static str> {
     match op {
         Op::Compute {
             duration,
@@ -442,8 +567,9 @@ fn compute_time(src: &Source, op: &Op) -> Result<Time, &'static str> {
                     "a compute node with `num_ops`/`tensor_size` and no duration needs \
                      `workload.device` to time it",
                 )?;
-                let flops = ops.unwrap_or(0) as f64 / (d.peak_flops * d.efficiency);
-                let mem = bytes.unwrap_or(0) as f64 * 8.0 / d.memory_bandwidth.bps() as f64;
+                let (d, efficiency) = d;
+                let flops = ops.unwrap_or(0) as f64 / (d.peak_flops * efficiency);
+                let mem = bytes.unwrap_or(0) as f64 / d.memory_bandwidth;
                 Ok(secs(flops.max(mem)))
             }
         },
@@ -457,7 +583,7 @@ fn compute_time(src: &Source, op: &Op) -> Result<Time, &'static str> {
                     "a memory node with `tensor_size` and no duration needs `workload.device` \
                      to time it",
                 )?;
-                Ok(secs(*b as f64 * 8.0 / d.memory_bandwidth.bps() as f64))
+                Ok(secs(*b as f64 / d.0.memory_bandwidth))
             }
         },
         _ => Ok(Time::ZERO),

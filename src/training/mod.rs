@@ -39,7 +39,10 @@ mod summary;
 pub(crate) use build::build;
 pub use critical_path::{CriticalPath, PathGroup, PathStep};
 pub use perfetto::perfetto_trace;
-pub use report::{report, Breakdown, GroupStats, KindStats, RankBreakdown, TrainingReport};
+pub use report::{
+    report, Breakdown, CommKinds, GroupStats, KindExposed, KindStats, ModelMetrics, RankBreakdown,
+    TrainingReport, KIND_ORDER,
+};
 pub use summary::summary;
 
 /// A training workload as built: which host runs which trace, and its collectives.
@@ -64,6 +67,23 @@ pub struct TrainingInfo {
     /// The hosts of each communicator that ran a collective (`all` or the group's name), in
     /// rank order.
     pub members: BTreeMap<String, Vec<usize>>,
+    /// A transformer's figures (`workload.training.model`), for tokens/s, TFLOP/s and MFU.
+    pub model: Option<ModelFigures>,
+}
+
+/// An iteration of a transformer (`workload.training.model`) in the figures its metrics need.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModelFigures {
+    /// Tokens per iteration over all replicas.
+    pub tokens: u64,
+    /// The model's FLOPs per iteration (forward and backward, no recomputation).
+    pub model_flops: f64,
+    /// FLOPs the devices execute per iteration (recomputation included).
+    pub hardware_flops: f64,
+    /// Parameters of the model.
+    pub parameters: f64,
+    /// The device's peak FLOP/s (for MFU).
+    pub peak_flops: Option<f64>,
 }
 
 /// One rank of a training workload.

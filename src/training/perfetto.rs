@@ -20,6 +20,7 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
         })
         .collect();
     let us = |ps: u64| ps as f64 / 1e6;
+    let kinds = super::CommKinds::new(info);
     let mut events = Vec::new();
     for (r, ri) in info.ranks.iter().enumerate() {
         let Some(s) = scheds.get(ri.host).copied().flatten() else {
@@ -91,10 +92,15 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
             } else {
                 n.name.clone()
             };
+            // Communication carries its kind (tp, ep, pp, dp, ...) for the breakdown by kind.
+            let args = match kinds.of(ri.host, &n.action) {
+                Some(k) => serde_json::json!({"node": n.id, "kind": k}),
+                None => serde_json::json!({"node": n.id}),
+            };
             events.push(serde_json::json!({
                 "ph": "X", "name": name, "cat": cat, "pid": r, "tid": tid,
                 "ts": us(a.ps()), "dur": us(b.ps() - a.ps()),
-                "args": {"node": n.id}
+                "args": args
             }));
         }
     }

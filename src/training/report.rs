@@ -43,6 +43,95 @@ pub struct TrainingReport {
     pub critical_path: Option<CriticalPath>,
     /// Ranks' nodes that never finished, with what they waited for (a deadlock).
     pub waiting: Vec<String>,
+    /// Exposed communication summed over the ranks, split by kind (see [`CommKinds`]); the
+    /// kinds add up to `overall.exposed_comm_ps`.
+    pub exposed_by_kind: Vec<KindExposed>,
+    /// A transformer's throughput figures (`workload.training.model`).
+    pub model: Option<ModelMetrics>,
+}
+
+/// Exposed communication of one kind.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct KindExposed {
+    /// `tp`, `ep`, `pp`, `dp` (the built-in model's groups and pipeline messages), or
+    /// `collective` and `p2p` (a Chakra trace's).
+    pub kind: &'static str,
+    /// Picoseconds.
+    pub exposed_ps: u64,
+}
+
+/// Throughput of a transformer's iteration (from the mean iteration time).
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelMetrics {
+    /// Parameters of the model.
+    pub parameters: f64,
+    /// Tokens per iteration over all replicas.
+    pub tokens_per_iteration: u64,
+    /// Tokens per second.
+    pub tokens_per_s: f64,
+    /// The model's FLOPs per iteration (forward and backward, without recomputation).
+    pub model_flops_per_iteration: f64,
+    /// FLOPs executed per iteration (recomputation included).
+    pub hardware_flops_per_iteration: f64,
+    /// Executed TFLOP/s per GPU (Narayanan et al.'s figure: recomputation counted).
+    pub tflops_per_gpu: f64,
+    /// Model FLOPs utilization: the model's FLOP/s over the GPUs' peak (Chowdhery et al.
+    /// 2022; recomputation not counted); null without a device peak.
+    pub mfu: Option<f64>,
+}
+
+/// The kinds of communication exposed time is split into, in the order each exposed instant
+/// is attributed: where communication of several kinds overlaps while the compute stream is
+/// idle, the instant goes to the first kind in this order (tensor and expert parallelism
+/// block the layer they belong to; the pipeline's messages block a stage's next pass; the
+/// data-parallel gradients are what is left at the iteration's end).
+pub const KIND_ORDER: [&str; 6] = ["tp", "ep", "pp", "dp", "collective", "p2p"];
+
+/// Which kind each communication node of a rank is: collectives by their communicator's name
+/// (`tp...`, `ep...`, `dp...` for the built-in model), point-to-point messages as the
+/// pipeline's (`pp`) in the built-in model.
+pub struct CommKinds {
+    /// (host, job) -> kind.
+    jobs: BTreeMap<(usize, usize), &'static str>,
+    /// The built-in model (its groups and messages have kinds).
+    model: bool,
+}
+
+impl CommKinds {
+    /// The kinds of `info`'s collectives.
+    pub fn new(info: &TrainingInfo) -> CommKinds {
+        let model = !info.iteration_ends.is_empty();
+        let mut jobs = BTreeMap::new();
+        for (c, slot) in info.slots.iter().enumerate() {
+            let Some(group) = info.groups.get(c) else {
+                continue;
+            };
+            let kind = match group.get(..2) {
+                Some("tp") if model => "tp",
+                Some("ep") if model => "ep",
+                Some("dp") if model => "dp",
+                _ => "collective",
+            };
+            for &h in info.members.get(group).into_iter().flatten() {
+                jobs.insert((h, info.job_base + slot), kind);
+            }
+        }
+        CommKinds { jobs, model }
+    }
+
+    /// The kind of a node's action on `host` (None: not communication).
+    pub fn of(&self, host: usize, a: &Action) -> Option<&'static str> {
+        match a {
+            Action::Collective(Some(j)) => {
+                Some(self.jobs.get(&(host, *j)).copied().unwrap_or("collective"))
+            }
+            Action::Collective(None) => Some("collective"),
+            Action::Send { .. } | Action::Recv { .. } => {
+                Some(if self.model { "pp" } else { "p2p" })
+            }
+            Action::Compute(..) | Action::Delay(_) => None,
+        }
+    }
 }
 
 /// How a rank's iteration time divides (each in picoseconds; they add up to the iteration).
@@ -72,6 +161,8 @@ pub struct RankBreakdown {
     /// The split of the iteration time.
     #[serde(flatten)]
     pub breakdown: Breakdown,
+    /// Its exposed communication by kind (adding up to `exposed_comm_ps`).
+    pub exposed_by_kind: Vec<KindExposed>,
 }
 
 /// The collectives of one kind.
@@ -168,6 +259,8 @@ pub fn report(
         .unwrap_or_else(|| finishes.iter().max().copied().unwrap_or(Time::ZERO))
         .ps();
     let posted = sends_posted(scheds);
+    let kinds = CommKinds::new(info);
+    let mut by_kind: BTreeMap<&'static str, u64> = BTreeMap::new();
     // Per (host, receive node): the (host, send node) whose message it took.
     let mut sender_of: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
     let mut overall = Breakdown::default();
@@ -176,7 +269,10 @@ pub fn report(
         let Some(s) = scheds.get(ri.host).copied().flatten() else {
             continue;
         };
-        let b = rank_breakdown(ri.host, s, &posted, horizon, &mut sender_of);
+        let (b, exposed) = rank_breakdown(ri.host, s, &posted, horizon, &mut sender_of, &kinds);
+        for k in &exposed {
+            *by_kind.entry(k.kind).or_default() += k.exposed_ps;
+        }
         overall.compute_ps += b.compute_ps;
         overall.exposed_comm_ps += b.exposed_comm_ps;
         overall.hidden_comm_ps += b.hidden_comm_ps;
@@ -187,6 +283,7 @@ pub fn report(
             finish_ps: s.records().iter().filter_map(|x| x.end).max().map(Time::ps),
             nodes: s.nodes().len(),
             breakdown: b,
+            exposed_by_kind: exposed,
         });
     }
     let (collective_kinds, communicators) = collective_stats(info, &collectives);
@@ -197,7 +294,34 @@ pub fn report(
     let iterations_ps = iteration_times(info, scheds, iteration);
     let mean_iteration_ps = (!iterations_ps.is_empty())
         .then(|| iterations_ps.iter().sum::<u64>() / iterations_ps.len() as u64);
+    let model = info
+        .model
+        .zip(mean_iteration_ps.filter(|&t| t > 0))
+        .map(|(f, t)| {
+            let secs = t as f64 / 1e12;
+            let gpus = info.ranks.len().max(1) as f64;
+            ModelMetrics {
+                parameters: f.parameters,
+                tokens_per_iteration: f.tokens,
+                tokens_per_s: f.tokens as f64 / secs,
+                model_flops_per_iteration: f.model_flops,
+                hardware_flops_per_iteration: f.hardware_flops,
+                tflops_per_gpu: f.hardware_flops / secs / gpus / 1e12,
+                mfu: f.peak_flops.map(|p| f.model_flops / secs / gpus / p),
+            }
+        });
+    let exposed_by_kind = KIND_ORDER
+        .iter()
+        .filter_map(|&k| {
+            by_kind.get(k).map(|&e| KindExposed {
+                kind: k,
+                exposed_ps: e,
+            })
+        })
+        .collect();
     TrainingReport {
+        exposed_by_kind,
+        model,
         iterations_ps,
         mean_iteration_ps,
         traces: info.traces.clone(),
@@ -313,7 +437,8 @@ fn rank_breakdown(
     posted: &Posted,
     horizon: u64,
     sender_of: &mut BTreeMap<(usize, usize), (usize, usize)>,
-) -> Breakdown {
+    kinds: &CommKinds,
+) -> (Breakdown, Vec<KindExposed>) {
     // Receives per key in the order they completed: the k-th took the k-th message.
     let mut recv_from: BTreeMap<usize, u64> = BTreeMap::new();
     let mut by_key: BTreeMap<(u32, u64), Vec<(u64, usize)>> = BTreeMap::new();
@@ -336,15 +461,19 @@ fn rank_breakdown(
         }
     }
     let (mut comp, mut comm) = (Vec::new(), Vec::new());
+    let mut by_kind: BTreeMap<&'static str, Vec<(u64, u64)>> = BTreeMap::new();
     for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
         let Some(start) = rec.start else { continue };
         let start = recv_from.get(&i).map_or(start, |&t| start.max(Time(t)));
         let end = rec.end.map_or(horizon, Time::ps);
         let iv = (start.ps(), end.max(start.ps()));
-        match n.action {
-            Action::Compute(..) => comp.push(iv),
-            Action::Collective(_) | Action::Send { .. } | Action::Recv { .. } => comm.push(iv),
-            Action::Delay(_) => {}
+        match kinds.of(host, &n.action) {
+            Some(k) => {
+                comm.push(iv);
+                by_kind.entry(k).or_default().push(iv);
+            }
+            None if matches!(n.action, Action::Compute(..)) => comp.push(iv),
+            None => {}
         }
     }
     let comp = merged(comp);
@@ -353,12 +482,50 @@ fn rank_breakdown(
     let comm_ps = union_len(comm.clone());
     let hidden = overlap(&comp, &comm);
     let exposed = comm_ps - hidden;
-    Breakdown {
-        compute_ps,
-        exposed_comm_ps: exposed,
-        hidden_comm_ps: hidden,
-        idle_ps: horizon.saturating_sub(compute_ps + exposed),
+    // Exposed instants go to the kinds in KIND_ORDER, each taking what is left.
+    let mut left = subtract(&comm, &comp);
+    let mut split = Vec::new();
+    for k in KIND_ORDER {
+        let Some(v) = by_kind.remove(k) else { continue };
+        let mine = merged(v);
+        split.push(KindExposed {
+            kind: k,
+            exposed_ps: overlap(&left, &mine),
+        });
+        left = subtract(&left, &mine);
     }
+    (
+        Breakdown {
+            compute_ps,
+            exposed_comm_ps: exposed,
+            hidden_comm_ps: hidden,
+            idle_ps: horizon.saturating_sub(compute_ps + exposed),
+        },
+        split,
+    )
+}
+
+/// `a` without `b` (both disjoint and sorted).
+fn subtract(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for &(mut lo, hi) in a {
+        while j < b.len() && b[j].1 <= lo {
+            j += 1;
+        }
+        let mut k = j;
+        while k < b.len() && b[k].0 < hi {
+            if b[k].0 > lo {
+                out.push((lo, b[k].0));
+            }
+            lo = lo.max(b[k].1);
+            k += 1;
+        }
+        if lo < hi {
+            out.push((lo, hi));
+        }
+    }
+    out
 }
 
 /// The collectives by kind and by communicator.

@@ -46,6 +46,34 @@ pub fn summary(t: &TrainingReport) -> String {
         o.idle_ps as f64 / total * 100.0,
         us(o.hidden_comm_ps),
     );
+    if !t.exposed_by_kind.is_empty() {
+        let _ = writeln!(
+            s,
+            "          exposed communication by kind: {}",
+            t.exposed_by_kind
+                .iter()
+                .map(|k| format!(
+                    "{} {:.3}us ({:.1}%)",
+                    k.kind,
+                    us(k.exposed_ps),
+                    k.exposed_ps as f64 / total * 100.0
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if let Some(m) = &t.model {
+        let _ = writeln!(
+            s,
+            "          model: {:.3}B parameters, {} tokens per iteration; {:.0} tokens/s, {:.1} TFLOP/s per GPU{}",
+            m.parameters / 1e9,
+            m.tokens_per_iteration,
+            m.tokens_per_s,
+            m.tflops_per_gpu,
+            m.mfu
+                .map_or_else(String::new, |x| format!(", MFU {:.1}%", x * 100.0))
+        );
+    }
     for k in &t.collective_kinds {
         let _ = writeln!(
             s,

@@ -16,6 +16,8 @@
 //!   Korthikanti et al.), so that a strategy that does not fit is known before it runs.
 //! - [`model`]: the built-in training model (data, tensor, pipeline and expert parallelism
 //!   over identical layers), generated as one trace per rank in the same form.
+//! - [`transformer`]: a transformer by its hyper-parameters (or a published model's preset)
+//!   and parallel settings, turned into the built-in model's FLOPs and bytes.
 //!
 //! Turning a trace's operations into actions (compute time from a device model, collectives
 //! into jobs of the shared algorithm library, ranks into hosts) is the scenario's business and
@@ -28,6 +30,7 @@ pub mod memory;
 pub mod model;
 pub mod scheduler;
 pub mod trace;
+pub mod transformer;
 
 pub use scheduler::{Action, NodeRecord, RankScheduler, SchedNode};
 pub use trace::{load_traces, ChakraError, CollKind, Op, RankTrace, TraceNode};

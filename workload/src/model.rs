@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use fabemu_fabric::units::Time;
 
 use crate::trace::{CollKind, Op, RankTrace, TraceNode};
+use crate::transformer::Zero;
 
 /// A parallel dimension, for the order in which they are laid over the ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +76,92 @@ pub struct ModelSpec {
     pub optimizer: Time,
     /// Iterations, one after the other.
     pub iterations: usize,
+    /// The pipeline schedule.
+    pub schedule: Schedule,
+    /// How the data-parallel group shares its state (ZeRO stage).
+    pub zero: Zero,
+    /// Sequence parallelism for `tp_bytes`: a Reduce-Scatter and an All-Gather in place of
+    /// each All-Reduce (a `work` says it per piece).
+    pub sp: bool,
+    /// A transformer's work ([`crate::transformer`]) in place of the per-layer fields
+    /// `forward`..`backward_memory`, `tp_bytes` and `moe_bytes`.
+    pub work: Option<Work>,
+}
+
+/// The order of a stage's forward and backward passes over the micro-batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// One forward, one backward (PipeDream-Flush, Megatron-LM's default): `pp - 1 - stage`
+    /// warm-up forwards, then forward and backward in turn.
+    #[default]
+    OneFOneB,
+    /// Megatron-LM's interleaved 1F1B: each stage holds this many model chunks (virtual
+    /// stages), micro-batches in groups of `pp` (Narayanan et al. SC21, section 2.2.2).
+    Interleaved(usize),
+    /// All forwards, then all backwards (Huang et al. 2019).
+    GPipe,
+}
+
+impl Schedule {
+    /// Model chunks per stage.
+    pub fn virtual_stages(self) -> usize {
+        match self {
+            Schedule::Interleaved(v) => v.max(1),
+            _ => 1,
+        }
+    }
+}
+
+/// One piece of a layer (attention, MLP): its compute per pass and the collectives around it.
+#[derive(Clone, Debug)]
+pub struct Part {
+    /// Its name in node names (empty: the layer is one piece).
+    pub name: &'static str,
+    /// Forward compute per micro-batch on one rank.
+    pub forward: Op,
+    /// Backward compute (recomputation included).
+    pub backward: Op,
+    /// The tensor-parallel collectives around it.
+    pub tp: TpComm,
+    /// Bytes of the MoE All-To-All before (dispatch) and after (combine) it; 0: none.
+    pub moe: u64,
+}
+
+/// Tensor-parallel communication of a piece of a layer, per pass (forward and backward alike,
+/// Megatron-LM's conjugate operators `f` and `g`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TpComm {
+    /// None.
+    None,
+    /// An All-Reduce of this many bytes after the piece.
+    AllReduce(u64),
+    /// Sequence parallelism: an All-Gather before and a Reduce-Scatter after, of this many
+    /// bytes each (nccl-tests' sizes: the gathered output, the scattered input).
+    Sequence(u64),
+}
+
+/// The embedding (first stage) or the LM head (last stage).
+#[derive(Clone, Debug)]
+pub struct Extra {
+    /// Its name in node names.
+    pub name: &'static str,
+    /// Forward compute per micro-batch.
+    pub forward: Op,
+    /// Backward compute.
+    pub backward: Op,
+    /// Its gradient bytes on one rank (reduced with the layers').
+    pub grad_bytes: u64,
+}
+
+/// A transformer's per-rank work per layer and micro-batch.
+#[derive(Clone, Debug)]
+pub struct Work {
+    /// The pieces of a layer, in forward order.
+    pub parts: Vec<Part>,
+    /// Before the first layer, on the first stage.
+    pub embedding: Option<Extra>,
+    /// After the last layer, on the last stage.
+    pub head: Option<Extra>,
 }
 
 /// A field of the model that is wrong, and why; the scenario locates it.
@@ -287,10 +374,27 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
             },
         ));
     }
-    if m.layers % pp != 0 {
+    let v = m.schedule.virtual_stages();
+    if m.layers % (pp * v) != 0 {
         return Err((
             "layers",
-            format!("{} layers do not split evenly over {pp} stages", m.layers),
+            if v > 1 {
+                format!(
+                    "{} layers do not split evenly over {pp} stages x {v} virtual stages",
+                    m.layers
+                )
+            } else {
+                format!("{} layers do not split evenly over {pp} stages", m.layers)
+            },
+        ));
+    }
+    if v > 1 && mbs % pp != 0 {
+        return Err((
+            "micro_batches",
+            format!(
+                "the interleaved schedule takes micro-batches in groups of pp: {mbs} is not a \
+                 multiple of {pp}"
+            ),
         ));
     }
     if m.bucket == 0 {
@@ -303,11 +407,39 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
             "the MoE All-To-All runs on the expert-parallel group: set `ep` > 1".into(),
         ));
     }
-    let (forward, backward) = layer_ops(m, has_device)?;
-    // Bound the model's size: nodes per rank ~ micro-batches x layers x 6.
+    let work = match &m.work {
+        Some(w) => w.clone(),
+        None => {
+            let (forward, backward) = layer_ops(m, has_device)?;
+            Work {
+                parts: vec![Part {
+                    name: "",
+                    forward,
+                    backward,
+                    tp: match (m.tp_bytes, m.sp) {
+                        (0, _) => TpComm::None,
+                        (b, false) => TpComm::AllReduce(b),
+                        (b, true) => TpComm::Sequence(b),
+                    },
+                    moe,
+                }],
+                embedding: None,
+                head: None,
+            }
+        }
+    };
+    if m.work.is_some() && !has_device {
+        return Err((
+            "model",
+            "a model's compute is FLOPs: give `workload.device` (a preset or peak_flops) to \
+             time it"
+                .into(),
+        ));
+    }
+    // Bound the model's size: nodes per rank ~ micro-batches x layers x 6 per piece.
     let per_rank = (mbs as u64)
         .saturating_mul(m.layers as u64 / pp as u64)
-        .saturating_mul(6)
+        .saturating_mul(6 * work.parts.len() as u64)
         .saturating_mul(m.iterations as u64);
     if per_rank.saturating_mul(ranks as u64) > 1 << 24 {
         // The largest of the factors is the one to shrink.
@@ -368,8 +500,8 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
             }
         }
     }
-    let layers = m.layers / pp;
-    let (act, tpb) = (m.activation_bytes, m.tp_bytes);
+    let layers = m.layers / (pp * v);
+    let act = m.activation_bytes;
     let grad = m.parameter_bytes / tp as u64;
     let mut traces: Vec<Option<RankTrace>> = (0..ranks).map(|_| None).collect();
     let mut marks: Vec<Vec<u32>> = vec![Vec::new(); ranks];
@@ -378,14 +510,8 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
             for e in 0..ep {
                 for t in 0..tp {
                     let r = rank_of(p, d, t, e);
-                    let (nodes, ends) = rank_nodes(
-                        m,
-                        (p, d, t, e),
-                        &rank_of,
-                        &ex,
-                        (&forward, &backward),
-                        (layers, act, tpb, moe, grad),
-                    );
+                    let (nodes, ends) =
+                        rank_nodes(m, (p, d, t, e), &rank_of, &ex, &work, (layers, act, grad));
                     if let Some(slot) = traces.get_mut(r) {
                         *slot = Some(RankTrace {
                             file: format!("model rank {r}"),
@@ -411,144 +537,295 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
     Ok((traces, groups, marks))
 }
 
-/// One rank's nodes of the built-in model (see [`traces`]) and the node that ends each
-/// iteration. `at` is the rank's (stage, data, tensor, expert) coordinates; `sizes` are
-/// (layers per stage, activation, tp All-Reduce, MoE All-To-All, gradient bytes per layer).
-fn rank_nodes(
-    m: &ModelSpec,
-    at: (usize, usize, usize, usize),
-    rank_of: &dyn Fn(usize, usize, usize, usize) -> usize,
-    ex: &dyn Fn(usize) -> String,
-    (forward, backward): (&Op, &Op),
-    (layers, act, tpb, moe, grad): (usize, u64, u64, u64, u64),
-) -> (Vec<TraceNode>, Vec<u32>) {
-    let (p, d, t, e) = at;
-    let (pp, dp, tp, ep, mbs) = (m.pp, m.dp, m.tp, m.ep, m.micro_batches);
-    let mut nodes: Vec<TraceNode> = Vec::new();
-    let mut push = |name: String, op: Op, deps: Vec<u32>| {
-        let id = nodes.len() as u32;
-        nodes.push(TraceNode {
+/// The order of a stage's passes: (forward?, micro-batch, model chunk on this stage).
+/// 1F1B is the interleaved schedule with one chunk (Megatron-LM's
+/// `forward_backward_pipelining_with_interleaving`: micro-batches in groups of `pp`, each
+/// group through every chunk in turn).
+fn pass_order(schedule: Schedule, pp: usize, p: usize, mbs: usize) -> Vec<(bool, usize, usize)> {
+    if schedule == Schedule::GPipe {
+        return (0..mbs)
+            .map(|i| (true, i, 0))
+            .chain((0..mbs).map(|i| (false, i, 0)))
+            .collect();
+    }
+    let v = schedule.virtual_stages();
+    let total = mbs * v;
+    let group = pp * v;
+    let mb = |k: usize| (k / group) * pp + k % pp;
+    let fwd = |k: usize| (true, mb(k), (k / pp) % v);
+    let bwd = |k: usize| (false, mb(k), v - 1 - (k / pp) % v);
+    let warm = if v == 1 {
+        pp - p - 1
+    } else {
+        (pp - p - 1) * 2 + (v - 1) * pp
+    }
+    .min(total);
+    let mut order: Vec<(bool, usize, usize)> = (0..warm).map(fwd).collect();
+    for i in 0..total - warm {
+        order.push(fwd(warm + i));
+        order.push(bwd(i));
+    }
+    order.extend((total - warm..total).map(bwd));
+    order
+}
+
+/// One rank's node list under construction.
+struct Builder {
+    nodes: Vec<TraceNode>,
+}
+
+impl Builder {
+    fn push(&mut self, name: String, op: Op, deps: Vec<u32>) -> u32 {
+        let id = self.nodes.len() as u32;
+        self.nodes.push(TraceNode {
             id: u64::from(id),
             name,
             op,
             deps,
         });
         id
-    };
-    let coll = |kind: CollKind, bytes: u64, group: String| Op::Collective {
+    }
+}
+
+/// A collective of `kind` on `group`.
+fn coll(kind: CollKind, bytes: u64, group: String) -> Op {
+    Op::Collective {
         kind,
         bytes,
         group: Some(group),
-    };
-    // 1F1B: warm-up forwards, then one forward and one backward in turn, then the rest.
-    let warm = (pp - p - 1).min(mbs);
-    let mut order: Vec<(bool, usize)> = (0..warm).map(|i| (true, i)).collect();
-    for i in 0..mbs - warm {
-        order.push((true, warm + i));
-        order.push((false, i));
     }
-    order.extend((mbs - warm..mbs).map(|i| (false, i)));
+}
+
+/// One rank's nodes of the built-in model (see [`traces`]) and the node that ends each
+/// iteration. `at` is the rank's (stage, data, tensor, expert) coordinates; `sizes` are
+/// (layers per model chunk, activation bytes, gradient bytes per layer on this rank).
+fn rank_nodes(
+    m: &ModelSpec,
+    at: (usize, usize, usize, usize),
+    rank_of: &dyn Fn(usize, usize, usize, usize) -> usize,
+    ex: &dyn Fn(usize) -> String,
+    work: &Work,
+    (layers, act, grad): (usize, u64, u64),
+) -> (Vec<TraceNode>, Vec<u32>) {
+    let (p, d, t, e) = at;
+    let (pp, dp, tp, ep, mbs) = (m.pp, m.dp, m.tp, m.ep, m.micro_batches);
+    let v = m.schedule.virtual_stages();
+    let chunks = pp * v;
+    let mut b = Builder { nodes: Vec::new() };
+    let tp_group = format!("tp{p}.{d}{}", ex(e));
+    let dp_group = format!("dp{p}.{t}{}", ex(e));
+    let ep_group = format!("ep{p}.{d}.{t}");
+    let sharded = m.zero != Zero::Off;
+    let fsdp = m.zero == Zero::Stage3;
+    let order = pass_order(m.schedule, pp, p, mbs);
     let mut stream: Option<u32> = None;
     let mut ends = Vec::with_capacity(m.iterations);
     for it in 0..m.iterations {
         let (mut bucket, mut reduces) = (0u64, Vec::new());
-        for &(fwd, mb) in &order {
+        // Gradients ready: full buckets go as they fill (a layer's split over as many as they
+        // need), `last` sends what is left.
+        let mut add_grad = |b: &mut Builder, bytes: u64, deps: &[u32], after: &str, last: bool| {
+            if dp < 2 {
+                return;
+            }
+            bucket += bytes;
+            while bucket >= m.bucket || (last && bucket > 0) {
+                let size = bucket.min(m.bucket);
+                let kind = if sharded {
+                    CollKind::ReduceScatter
+                } else {
+                    CollKind::AllReduce
+                };
+                reduces.push(b.push(
+                    format!("dp {} {size} B after {after}", kind.key()),
+                    coll(kind, size, dp_group.clone()),
+                    deps.to_vec(),
+                ));
+                bucket -= size;
+            }
+        };
+        for &(fwd, mb, c) in &order {
+            let q = c * pp + p;
             let mut deps: Vec<u32> = Vec::new();
             let from = if fwd {
-                p.checked_sub(1)
+                q.checked_sub(1)
             } else {
-                (p + 1 < pp).then_some(p + 1)
+                (q + 1 < chunks).then_some(q + 1)
             };
-            let tag = 2 * (it * mbs + mb) as u64 + u64::from(!fwd);
+            // The boundary between chunks q and q + 1 carries the message both ways.
+            let tag = |boundary: usize| {
+                (((it * mbs + mb) * chunks + boundary) * 2 + usize::from(!fwd)) as u64
+            };
             // Without an activation size the message is empty: a stage still waits for its
             // neighbour's pass, as it would for the tensor.
-            if let Some(q) = from {
+            if let Some(qq) = from {
                 // Posted in schedule order, once the stream reaches this micro-batch.
-                deps.push(push(
-                    format!("recv mb{mb} from stage {q}"),
+                deps.push(b.push(
+                    format!("recv mb{mb} from stage {}", qq % pp),
                     Op::Recv {
-                        peer: rank_of(q, d, t, e) as u32,
+                        peer: rank_of(qq % pp, d, t, e) as u32,
                         bytes: act,
-                        tag,
+                        tag: tag(q.max(qq)),
                     },
                     stream.into_iter().collect(),
                 ));
             }
             let pass = if fwd { "forward" } else { "backward" };
+            let last_mb = !fwd && mb + 1 == mbs;
+            // The embedding opens the first chunk's forward and closes its backward; the LM
+            // head closes the last chunk's forward and opens its backward.
+            let extra =
+                |b: &mut Builder, x: &Extra, deps: &mut Vec<u32>, stream: &mut Option<u32>| {
+                    deps.extend(stream.iter());
+                    let c = b.push(
+                        format!("{pass} {} mb{mb}", x.name),
+                        if fwd {
+                            x.forward.clone()
+                        } else {
+                            x.backward.clone()
+                        },
+                        std::mem::take(deps),
+                    );
+                    *stream = Some(c);
+                    deps.push(c);
+                };
+            let first_extra = if fwd && q == 0 {
+                work.embedding.as_ref()
+            } else if !fwd && q + 1 == chunks {
+                work.head.as_ref()
+            } else {
+                None
+            };
+            if let Some(x) = first_extra {
+                extra(&mut b, x, &mut deps, &mut stream);
+                if last_mb && x.grad_bytes > 0 {
+                    add_grad(&mut b, x.grad_bytes, &deps, x.name, false);
+                }
+            }
+            // FSDP: each layer's parameters gathered one layer ahead of its compute.
+            let mut computes: Vec<u32> = Vec::new();
+            let mut gathers: Vec<u32> = Vec::new();
             for k in 0..layers {
                 let layer = if fwd {
-                    p * layers + k
+                    q * layers + k
                 } else {
-                    p * layers + layers - 1 - k
+                    q * layers + layers - 1 - k
                 };
-                deps.extend(stream);
-                if ep > 1 && moe > 0 {
-                    // Tokens (or their gradients) go to the ranks holding their experts.
-                    let a = push(
-                        format!("ep all_to_all dispatch {pass} layer {layer} mb{mb}"),
-                        coll(CollKind::AllToAll, moe, format!("ep{p}.{d}.{t}")),
-                        std::mem::take(&mut deps),
-                    );
-                    deps.push(a);
-                }
-                let c = push(
-                    format!("{pass} layer {layer} mb{mb}"),
-                    if fwd {
-                        forward.clone()
+                let gather = (fsdp && dp > 1 && grad > 0).then(|| {
+                    let mut gdeps: Vec<u32> = gathers.last().copied().into_iter().collect();
+                    gdeps.extend(if k >= 2 {
+                        computes.get(k - 2).copied()
                     } else {
-                        backward.clone()
-                    },
-                    std::mem::take(&mut deps),
-                );
-                stream = Some(c);
-                deps.push(c);
-                if ep > 1 && moe > 0 {
-                    // ... and come back to their tokens' ranks before the layer ends.
-                    let a = push(
-                        format!("ep all_to_all combine {pass} layer {layer} mb{mb}"),
-                        coll(CollKind::AllToAll, moe, format!("ep{p}.{d}.{t}")),
-                        vec![c],
+                        stream
+                    });
+                    let g = b.push(
+                        format!("dp all_gather parameters {pass} layer {layer} mb{mb}"),
+                        coll(CollKind::AllGather, grad, dp_group.clone()),
+                        gdeps,
                     );
-                    deps = vec![a];
-                    stream = Some(a);
-                }
-                if tp > 1 && tpb > 0 {
-                    let a = push(
-                        format!("tp all_reduce layer {layer} mb{mb}"),
-                        coll(CollKind::AllReduce, tpb, format!("tp{p}.{d}{}", ex(e))),
+                    gathers.push(g);
+                    g
+                });
+                let parts: Vec<&Part> = if fwd {
+                    work.parts.iter().collect()
+                } else {
+                    work.parts.iter().rev().collect()
+                };
+                for part in parts {
+                    deps.extend(stream);
+                    deps.extend(gather);
+                    let piece = if part.name.is_empty() {
+                        format!("layer {layer}")
+                    } else {
+                        format!("layer {layer} {}", part.name)
+                    };
+                    if let (TpComm::Sequence(bytes), true) = (part.tp, tp > 1) {
+                        let a = b.push(
+                            format!("tp all_gather {pass} {piece} mb{mb}"),
+                            coll(CollKind::AllGather, bytes, tp_group.clone()),
+                            std::mem::take(&mut deps),
+                        );
+                        deps.push(a);
+                    }
+                    if ep > 1 && part.moe > 0 {
+                        // Tokens (or their gradients) go to the ranks holding their experts.
+                        let a = b.push(
+                            format!("ep all_to_all dispatch {pass} {piece} mb{mb}"),
+                            coll(CollKind::AllToAll, part.moe, ep_group.clone()),
+                            std::mem::take(&mut deps),
+                        );
+                        deps.push(a);
+                    }
+                    let c = b.push(
+                        format!("{pass} {piece} mb{mb}"),
+                        if fwd {
+                            part.forward.clone()
+                        } else {
+                            part.backward.clone()
+                        },
                         std::mem::take(&mut deps),
                     );
-                    // Tensor parallelism waits for its All-Reduce before the next layer.
-                    deps = vec![a];
-                    stream = Some(a);
-                }
-                if !fwd && mb + 1 == mbs && dp > 1 && grad > 0 {
-                    bucket += grad;
-                    // Full buckets go as they fill, a layer's gradients split over as many
-                    // as they need; the stage's first layer sends what is left.
-                    while bucket >= m.bucket || (k + 1 == layers && bucket > 0) {
-                        let size = bucket.min(m.bucket);
-                        reduces.push(push(
-                            format!("dp all_reduce {size} B after layer {layer}"),
-                            coll(CollKind::AllReduce, size, format!("dp{p}.{t}{}", ex(e))),
-                            deps.clone(),
-                        ));
-                        bucket -= size;
+                    stream = Some(c);
+                    deps.push(c);
+                    if ep > 1 && part.moe > 0 {
+                        // ... and come back to their tokens' ranks before the piece ends.
+                        let a = b.push(
+                            format!("ep all_to_all combine {pass} {piece} mb{mb}"),
+                            coll(CollKind::AllToAll, part.moe, ep_group.clone()),
+                            vec![c],
+                        );
+                        deps = vec![a];
+                        stream = Some(a);
                     }
+                    let after = match (part.tp, tp > 1) {
+                        (TpComm::AllReduce(bytes), true) if bytes > 0 => {
+                            Some((CollKind::AllReduce, bytes))
+                        }
+                        (TpComm::Sequence(bytes), true) => Some((CollKind::ReduceScatter, bytes)),
+                        _ => None,
+                    };
+                    if let Some((kind, bytes)) = after {
+                        // Tensor parallelism waits for its collective before going on.
+                        let a = b.push(
+                            format!("tp {} {piece} mb{mb}", kind.key()),
+                            coll(kind, bytes, tp_group.clone()),
+                            std::mem::take(&mut deps),
+                        );
+                        deps = vec![a];
+                        stream = Some(a);
+                    }
+                }
+                computes.extend(stream);
+                if last_mb && grad > 0 {
+                    let last = k + 1 == layers && !(q == 0 && work.embedding.is_some());
+                    add_grad(&mut b, grad, &deps, &format!("layer {layer}"), last);
+                }
+            }
+            let last_extra = if fwd && q + 1 == chunks {
+                work.head.as_ref()
+            } else if !fwd && q == 0 {
+                work.embedding.as_ref()
+            } else {
+                None
+            };
+            if let Some(x) = last_extra {
+                extra(&mut b, x, &mut deps, &mut stream);
+                if last_mb {
+                    add_grad(&mut b, x.grad_bytes, &deps, x.name, true);
                 }
             }
             let to = if fwd {
-                (p + 1 < pp).then_some(p + 1)
+                (q + 1 < chunks).then_some(q + 1)
             } else {
-                p.checked_sub(1)
+                q.checked_sub(1)
             };
-            if let Some(q) = to {
-                push(
-                    format!("send mb{mb} to stage {q}"),
+            if let Some(qq) = to {
+                b.push(
+                    format!("send mb{mb} to stage {}", qq % pp),
                     Op::Send {
-                        peer: rank_of(q, d, t, e) as u32,
+                        peer: rank_of(qq % pp, d, t, e) as u32,
                         bytes: act,
-                        tag,
+                        tag: tag(q.max(qq)),
                     },
                     deps,
                 );
@@ -556,14 +833,35 @@ fn rank_nodes(
         }
         let mut deps = reduces;
         deps.extend(stream);
-        let opt = push(
+        let opt = b.push(
             format!("optimizer iteration {it}"),
             layer_op(Some(m.optimizer), None, None),
             deps,
         );
+        let mut end = opt;
+        if sharded && !fsdp && dp > 1 {
+            // ZeRO 1 and 2: each rank updated its shard; the parameters are gathered back.
+            let mut held = grad.saturating_mul((layers * v) as u64);
+            for (x, on) in [(&work.embedding, p == 0), (&work.head, p + 1 == pp)] {
+                if let (Some(x), true) = (x, on) {
+                    held = held.saturating_add(x.grad_bytes);
+                }
+            }
+            let mut prev = opt;
+            while held > 0 {
+                let size = held.min(m.bucket);
+                prev = b.push(
+                    format!("dp all_gather parameters {size} B"),
+                    coll(CollKind::AllGather, size, dp_group.clone()),
+                    vec![prev],
+                );
+                held -= size;
+            }
+            end = prev;
+        }
         // The next iteration starts when this one's optimizer step is done.
-        stream = Some(opt);
-        ends.push(opt);
+        stream = Some(end);
+        ends.push(end);
     }
-    (nodes, ends)
+    (b.nodes, ends)
 }
