@@ -15,6 +15,7 @@ pub mod frontend;
 pub mod observe;
 pub mod report;
 pub mod scenario;
+pub mod search;
 pub mod training;
 pub mod world;
 

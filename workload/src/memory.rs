@@ -28,34 +28,9 @@
 //! with selective). Not counted: temporary buffers, communication workspaces, fragmentation,
 //! ZeRO-3's gathered weights of the layer in use.
 
-/// How activations are kept for the backward pass.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Recompute {
-    /// Every activation is stored.
-    #[default]
-    None,
-    /// The attention core (`QK^T`, softmax, its dropout, attention over V) is recomputed;
-    /// the rest is stored (Korthikanti et al. §5).
-    Selective,
-    /// Only each layer's input is stored; the layer's forward pass runs again before its
-    /// backward pass.
-    Full,
-}
-
-/// The pipeline schedule, for the micro-batches a stage holds at its peak.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schedule {
-    /// One forward, one backward (PipeDream-Flush, Megatron-LM's default): stage i holds
-    /// min(p - i, m) micro-batches.
-    OneFOneB,
-    /// Interleaved 1F1B with `v` model chunks per stage (Megatron-LM's virtual stages).
-    Interleaved {
-        /// Chunks per stage (≥ 1; 1 is plain 1F1B).
-        virtual_stages: u64,
-    },
-    /// All forward passes, then all backward passes: every micro-batch is held.
-    GPipe,
-}
+pub use crate::model::Schedule;
+pub use crate::transformer::Recompute;
+use crate::transformer::{Mlp, Parallel, Transformer, Zero};
 
 /// Micro-batches' worth of a stage's layers that stage `stage` (0-based) of `pp` holds at its
 /// peak with `micro_batches` per iteration.
@@ -67,12 +42,12 @@ pub enum Schedule {
 pub fn in_flight(schedule: Schedule, pp: u64, stage: u64, micro_batches: u64) -> f64 {
     let (p, i, m) = (pp.max(1), stage.min(pp.max(1) - 1), micro_batches.max(1));
     match schedule {
-        Schedule::Interleaved { virtual_stages } if virtual_stages > 1 => {
-            let v = virtual_stages;
+        Schedule::Interleaved(v) if v > 1 => {
+            let v = v as u64;
             let chunks = (2 * (p - i - 1) + (v - 1) * p + 1).min(m * v);
             chunks as f64 / v as f64
         }
-        Schedule::OneFOneB | Schedule::Interleaved { .. } => (p - i).min(m) as f64,
+        Schedule::OneFOneB | Schedule::Interleaved(_) => (p - i).min(m) as f64,
         Schedule::GPipe => m as f64,
     }
 }
@@ -125,6 +100,42 @@ pub struct MemoryInputs {
     pub stage: u64,
     /// Micro-batches' worth of the stage's layers held at its peak ([`in_flight`]).
     pub in_flight: f64,
+}
+
+impl MemoryInputs {
+    /// The inputs of a transformer under parallel settings, for stage 0 with one micro-batch
+    /// in flight ([`per_stage`] and [`peak`] set both per stage).
+    pub fn new(t: &Transformer, p: &Parallel) -> MemoryInputs {
+        MemoryInputs {
+            layers: t.layers,
+            hidden: t.hidden,
+            ffn_hidden: t.ffn_hidden,
+            gated_mlp: t.mlp == Mlp::SwiGlu,
+            heads: t.heads,
+            kv_heads: t.kv_heads,
+            seq: t.sequence,
+            vocab: t.vocabulary,
+            tied_embeddings: t.tied_embeddings,
+            experts: t.experts,
+            top_k: t.top_k,
+            micro_batch: t.micro_batch,
+            tp: p.tp,
+            pp: p.pp,
+            dp: p.dp,
+            ep: p.ep,
+            sp: p.sp,
+            zero: match p.zero {
+                Zero::Off => 0,
+                Zero::Stage1 => 1,
+                Zero::Stage2 => 2,
+                Zero::Stage3 => 3,
+            },
+            recompute: p.recompute,
+            dtype_bytes: t.dtype_bytes,
+            stage: 0,
+            in_flight: 1.0,
+        }
+    }
 }
 
 /// Bytes of device memory one GPU needs, by part.
@@ -458,20 +469,10 @@ mod tests {
                     first.activations
                 );
                 if p > 1 {
-                    let il = &per_stage(
-                        &m,
-                        Schedule::Interleaved { virtual_stages: 3 },
-                        micro_batches,
-                    )[0];
+                    let il = &per_stage(&m, Schedule::Interleaved(3), micro_batches)[0];
                     let factor = 1.0 + (p - 1) as f64 / (p as f64 * 3.0);
                     let want = sbh * l as f64 / tf * per_layer * factor
-                        + sbh / tf
-                            * in_flight(
-                                Schedule::Interleaved { virtual_stages: 3 },
-                                p,
-                                0,
-                                micro_batches,
-                            );
+                        + sbh / tf * in_flight(Schedule::Interleaved(3), p, 0, micro_batches);
                     assert!(close(il.activations, want, 1e-9), "{name} interleaved");
                 }
             }
@@ -500,7 +501,7 @@ mod tests {
             let sched = if *name == "1T" {
                 Schedule::OneFOneB
             } else {
-                Schedule::Interleaved { virtual_stages: 3 }
+                Schedule::Interleaved(3)
             };
             for (sp, recompute, fits) in [
                 (false, Recompute::None, false),
@@ -571,12 +572,9 @@ mod tests {
         assert_eq!(in_flight(Schedule::OneFOneB, 4, 3, 8), 1.0);
         assert_eq!(in_flight(Schedule::OneFOneB, 4, 0, 2), 2.0);
         assert_eq!(in_flight(Schedule::GPipe, 4, 2, 8), 8.0);
-        assert_eq!(
-            in_flight(Schedule::Interleaved { virtual_stages: 1 }, 4, 1, 8),
-            3.0
-        );
+        assert_eq!(in_flight(Schedule::Interleaved(1), 4, 1, 8), 3.0);
         // p(1 + (p-1)/(pv)) on the first stage.
-        let v = in_flight(Schedule::Interleaved { virtual_stages: 2 }, 8, 0, 16);
+        let v = in_flight(Schedule::Interleaved(2), 8, 0, 16);
         assert!(close(v, 8.0 * (1.0 + 7.0 / 16.0), 1e-12), "{v}");
     }
 
