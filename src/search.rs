@@ -224,17 +224,26 @@ fn parallel_of(tr: &TrainingYaml) -> Parallel {
             ScheduleYaml::Interleaved => Schedule::Interleaved(tr.virtual_stages.unwrap_or(2)),
             ScheduleYaml::GPipe => Schedule::GPipe,
         },
-        recompute: match tr.recompute {
-            RecomputeYaml::None => Recompute::None,
-            RecomputeYaml::Selective => Recompute::Selective,
-            RecomputeYaml::Full => Recompute::Full,
-        },
-        zero: match tr.zero {
-            0 => Zero::Off,
-            1 => Zero::Stage1,
-            2 => Zero::Stage2,
-            _ => Zero::Stage3,
-        },
+        recompute: recompute_of(tr.recompute),
+        zero: zero_of(tr.zero),
+    }
+}
+
+fn recompute_of(r: RecomputeYaml) -> Recompute {
+    match r {
+        RecomputeYaml::None => Recompute::None,
+        RecomputeYaml::Selective => Recompute::Selective,
+        RecomputeYaml::Full => Recompute::Full,
+    }
+}
+
+/// A ZeRO stage (3 and above: 3; the search refuses more before).
+fn zero_of(z: u8) -> Zero {
+    match z {
+        0 => Zero::Off,
+        1 => Zero::Stage1,
+        2 => Zero::Stage2,
+        _ => Zero::Stage3,
     }
 }
 
@@ -369,17 +378,8 @@ pub fn search(
             pp: s.pp,
             dp: s.dp,
             sp: s.sp,
-            zero: match s.zero {
-                0 => Zero::Off,
-                1 => Zero::Stage1,
-                2 => Zero::Stage2,
-                _ => Zero::Stage3,
-            },
-            recompute: match s.recompute {
-                RecomputeYaml::None => Recompute::None,
-                RecomputeYaml::Selective => Recompute::Selective,
-                RecomputeYaml::Full => Recompute::Full,
-            },
+            zero: zero_of(s.zero),
+            recompute: recompute_of(s.recompute),
             ..base.parallel
         };
         let ranks =
