@@ -16,6 +16,7 @@ pub mod observe;
 pub mod placement;
 pub mod report;
 pub mod scenario;
+pub mod search;
 pub mod training;
 pub mod world;
 

@@ -40,6 +40,53 @@ enum Command {
     /// frames cross the emulated switches in real time. Needs root (CAP_NET_ADMIN). Namespaces
     /// a killed run left behind (prefix `fabemu-`, owner gone) are removed at the start.
     Emulate(EmulateArgs),
+    /// Ranks parallel strategies for the scenario's `workload.training.model` on its fabric:
+    /// every combination of the values given (--tp 1,2,4 --pp 1,2 ...) whose degrees fit the
+    /// hosts and the model, its memory per GPU against the device's, one iteration of each
+    /// that fits at flow fidelity on all cores; prints the ranked table.
+    Search(SearchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SearchArgs {
+    /// The scenario: the fabric, `workload.training` with a `model`, and `workload.device`.
+    scenario: PathBuf,
+    /// Tensor-parallel degrees to try, e.g. 1,2,4,8 (default: the scenario's).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    tp: Vec<u64>,
+    /// Pipeline-parallel degrees to try (default: the scenario's).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pp: Vec<u64>,
+    /// Data-parallel degrees to try (default: what the hosts leave, hosts / (tp x pp x ep)).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    dp: Vec<u64>,
+    /// Micro-batch sizes (sequences) to try (default: the model's).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    micro_batch: Vec<u64>,
+    /// ZeRO stages to try, 0 to 3 (default: the scenario's).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    zero: Vec<u8>,
+    /// Recomputation to try: none, selective, full (default: the scenario's).
+    #[arg(long, value_delimiter = ',', value_name = "KIND,...", value_parser = fabemu::search::parse_recompute)]
+    recompute: Vec<fabemu::scenario::RecomputeYaml>,
+    /// Sequence parallelism to try: false, true (default: the scenario's).
+    #[arg(long, value_delimiter = ',', value_name = "BOOL,...")]
+    sp: Vec<bool>,
+    /// Override a scenario field before the search, as with `fabemu run` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
+    /// Runs at once (default: every CPU this process may use).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+    threads: Option<u64>,
+    /// Also write the table as CSV to this file (`-`: stdout, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Write the best strategy's scenario to this file (to run at packet level).
+    #[arg(long, value_name = "FILE")]
+    write_best: Option<PathBuf>,
+    /// Print nothing but errors (and show no progress).
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -222,6 +269,7 @@ fn real_main(cli: Cli) -> ExitCode {
         Some(Command::Topo(t)) => return topo(t),
         Some(Command::Algo(a)) => return fabemu::algo::main(a),
         Some(Command::Emulate(e)) => return emulate(e),
+        Some(Command::Search(s)) => return search(s),
         Some(Command::Run(a)) => a,
         None => RunArgs {
             scenario: PathBuf::from(frontend::QUICKSTART_NAME),
@@ -406,6 +454,93 @@ fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
     });
     if let Err(e) = installed {
         tracing::warn!("Ctrl-C will end the run without a report: {e}");
+    }
+}
+
+fn search(args: SearchArgs) -> ExitCode {
+    use fabemu::search::{self, SearchError, Space};
+    let space = Space {
+        tp: args.tp.clone(),
+        pp: args.pp.clone(),
+        dp: args.dp.clone(),
+        micro_batch: args.micro_batch.clone(),
+        zero: args.zero.clone(),
+        recompute: args.recompute.clone(),
+        sp: args.sp.clone(),
+    };
+    let asked = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |t| t as usize,
+    );
+    let (threads, warning) = frontend::usable_threads(asked);
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let bar = if args.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {pos}/{len} strategies run, {elapsed} (ETA {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    let result = search::search(
+        &args.scenario,
+        &args.set,
+        &space,
+        threads,
+        &|n| bar.set_length(n as u64),
+        &|| bar.inc(1),
+    );
+    bar.finish_and_clear();
+    let r = match result {
+        Ok(r) => r,
+        Err(e @ (SearchError::Scenario(_) | SearchError::Empty(_))) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let csv_on_stdout = args.csv.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if !args.quiet && !csv_on_stdout {
+        print!("{}", search::table(&r));
+    }
+    let mut failed = false;
+    if let Some(path) = &args.csv {
+        let written = search::csv(&r).and_then(|text| {
+            if csv_on_stdout {
+                write!(std::io::stdout(), "{text}").map_err(|e| e.to_string())
+            } else {
+                std::fs::write(path, text).map_err(|e| e.to_string())
+            }
+        });
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            failed = true;
+        }
+    }
+    if let Some(path) = &args.write_best {
+        match search::best_scenario(&r, &args.scenario) {
+            Some(text) => {
+                if let Err(e) = std::fs::write(path, text) {
+                    eprintln!("error: cannot write {}: {e}", path.display());
+                    failed = true;
+                }
+            }
+            None => {
+                eprintln!(
+                    "error: no strategy ran, so none is best: nothing written to {}",
+                    path.display()
+                );
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -449,6 +449,12 @@ fn model_spec(
         hardware_flops: d.figures.hardware_flops,
         parameters: d.figures.parameters,
         peak_flops: device.map(|x| x.peak_flops),
+        memory: {
+            let inputs = fabemu_workload::memory::MemoryInputs::new(&t, &par);
+            let (stage, mem) = fabemu_workload::memory::peak(&inputs, schedule, d.micro_batches);
+            (stage, mem.total())
+        },
+        device_memory: device.map(|x| x.memory).filter(|&m| m > 0),
     };
     Ok((spec, Some(figures)))
 }

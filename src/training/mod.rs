@@ -84,6 +84,10 @@ pub struct ModelFigures {
     pub parameters: f64,
     /// The device's peak FLOP/s (for MFU).
     pub peak_flops: Option<f64>,
+    /// Memory per GPU on the stage that needs most: (stage, bytes).
+    pub memory: (u64, f64),
+    /// The device's memory, when given.
+    pub device_memory: Option<u64>,
 }
 
 /// One rank of a training workload.

@@ -78,6 +78,13 @@ pub struct ModelMetrics {
     /// Model FLOPs utilization: the model's FLOP/s over the GPUs' peak (Chowdhery et al.
     /// 2022; recomputation not counted); null without a device peak.
     pub mfu: Option<f64>,
+    /// Bytes of device memory per GPU on the stage that needs most (model states under ZeRO
+    /// and activations: see `fabemu_workload::memory`).
+    pub memory_per_gpu: f64,
+    /// That pipeline stage.
+    pub memory_peak_stage: u64,
+    /// Whether that fits the device's memory (null when the device's memory is not given).
+    pub fits_device: Option<bool>,
 }
 
 /// The kinds of communication exposed time is split into, in the order each exposed instant
@@ -308,6 +315,9 @@ pub fn report(
                 hardware_flops_per_iteration: f.hardware_flops,
                 tflops_per_gpu: f.hardware_flops / secs / gpus / 1e12,
                 mfu: f.peak_flops.map(|p| f.model_flops / secs / gpus / p),
+                memory_per_gpu: f.memory.1,
+                memory_peak_stage: f.memory.0,
+                fits_device: f.device_memory.map(|d| f.memory.1 <= d as f64),
             }
         });
     let exposed_by_kind = KIND_ORDER

@@ -73,6 +73,17 @@ pub fn summary(t: &TrainingReport) -> String {
             m.mfu
                 .map_or_else(String::new, |x| format!(", MFU {:.1}%", x * 100.0))
         );
+        let _ = writeln!(
+            s,
+            "          memory per GPU: {:.1} GiB (stage {}){}",
+            m.memory_per_gpu / (1u64 << 30) as f64,
+            m.memory_peak_stage,
+            match m.fits_device {
+                Some(true) => ", fits the device",
+                Some(false) => ": DOES NOT FIT the device's memory",
+                None => "",
+            }
+        );
     }
     for k in &t.collective_kinds {
         let _ = writeln!(

@@ -12,6 +12,8 @@
 //!   node when its parents have finished: compute on one stream, collectives on the rank's
 //!   collective executor, sends and receives matched by peer and tag.
 //!
+//! - [`memory`]: device memory per GPU (model states under ZeRO, activations after
+//!   Korthikanti et al.), so that a strategy that does not fit is known before it runs.
 //! - [`model`]: the built-in training model (data, tensor, pipeline and expert parallelism
 //!   over identical layers), generated as one trace per rank in the same form.
 //! - [`transformer`]: a transformer by its hyper-parameters (or a published model's preset)
@@ -24,6 +26,7 @@
 
 pub mod chakra;
 pub mod input;
+pub mod memory;
 pub mod model;
 pub mod scheduler;
 pub mod trace;
