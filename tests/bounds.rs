@@ -422,6 +422,27 @@ fn senseless_dcqcn_parameters_are_refused_by_name() {
 }
 
 #[test]
+fn parameters_given_to_no_congestion_control_are_refused() {
+    let d = temp_dir("bounds-cc-none");
+    scenario(
+        &d,
+        "s.yaml",
+        &format!("{STAR}{MESSAGE}nic:\n  cc: {{none: {{anything: 1}}}}\n"),
+    );
+    refused(
+        d.dir(),
+        &["run", "s.yaml"],
+        "s.yaml:7:",
+        &["unknown field `anything`"],
+    );
+    for ok in ["{none: {}}", "{none: null}", "none"] {
+        scenario(&d, "s.yaml", &format!("{STAR}{MESSAGE}nic:\n  cc: {ok}\n"));
+        let out = bounded(d.dir(), &["run", "s.yaml", "--quiet"]);
+        assert_eq!(out.status.code(), Some(0), "cc: {ok}: {out:?}");
+    }
+}
+
+#[test]
 fn outputs_to_a_full_device_fail_before_the_run() {
     if !Path::new("/dev/full").exists() {
         println!("skipped: no /dev/full");

@@ -72,6 +72,11 @@ pub enum CongestionControl {
     Hpcc(HpccConfig),
 }
 
+/// The parameters of `none`: there are none, so any field is an error.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParameters {}
+
 /// The scheme names, for error messages.
 const NAMES: &[&str] = &["none", "dcqcn", "dctcp", "timely", "swift", "hpcc"];
 
@@ -113,7 +118,8 @@ impl<'de> Deserialize<'de> for CongestionControl {
                     "swift" => CongestionControl::Swift(map.next_value()?),
                     "hpcc" => CongestionControl::Hpcc(map.next_value()?),
                     "none" => {
-                        map.next_value::<de::IgnoredAny>()?;
+                        // `none` has no parameters: only `{none: {}}` or `{none: null}`.
+                        map.next_value::<Option<NoParameters>>()?;
                         CongestionControl::None
                     }
                     other => return Err(de::Error::unknown_variant(other, NAMES)),
