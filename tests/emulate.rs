@@ -75,36 +75,56 @@ fn figure(text: &str, key: &str) -> Option<f64> {
     text[at..].split_whitespace().next()?.parse().ok()
 }
 
+/// 2 x (two 500 us links + two serializations of a 64-byte datagram: 106 frame bytes + 24 of
+/// Ethernet overhead at 1 Gb/s = 1.04 us each), in microseconds.
+const PING_PHYSICS_US: f64 = 2.0 * (1000.0 + 2.0 * 1.04);
+
+/// `udp_pingpong.py`'s median and least round trip (us), its environment set to `env`.
+fn ping_pong(env: &[&str]) -> (f64, f64) {
+    let mut args = vec![
+        "emulate",
+        "examples/emulate/two_hosts.yaml",
+        "--quiet",
+        "--",
+        "env",
+    ];
+    args.extend(env);
+    args.extend(["python3", "examples/emulate/udp_pingpong.py"]);
+    let out = run(&args);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let median = figure(&text, "rtt_median_us").unwrap();
+    let min = figure(&text, "min_us").unwrap();
+    assert!(
+        min >= PING_PHYSICS_US * 0.999,
+        "{min} us below the links' {PING_PHYSICS_US} us"
+    );
+    (median, min)
+}
+
 #[test]
 fn a_udp_round_trip_takes_the_links_time() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !can_emulate() {
         return;
     }
-    let out = run(&[
-        "emulate",
-        "examples/emulate/two_hosts.yaml",
-        "--quiet",
-        "--",
-        "python3",
-        "examples/emulate/udp_pingpong.py",
-    ]);
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
-    // 2 x (two 500 us links + two serializations of a 64-byte datagram: 106 frame bytes + 24
-    // of Ethernet overhead at 1 Gb/s = 1.04 us each).
-    let physics = 2.0 * (1000.0 + 2.0 * 1.04);
-    let min = figure(&text, "min_us").unwrap();
-    let median = figure(&text, "rtt_median_us").unwrap();
+    // Programs sleeping in recvfrom, 10 ms between pings: each round trip pays two wake-ups
+    // of the programs and one of fabemu's loop (tens of microseconds each on a virtual
+    // machine, milliseconds now and then on a loaded one); the fabric's share is the physics.
+    let (median, _) = ping_pong(&["PINGS=50"]);
     assert!(
-        min >= physics * 0.999,
-        "{min} us below the links' {physics} us"
+        median <= PING_PHYSICS_US * 1.5,
+        "median {median} us against {PING_PHYSICS_US} us"
     );
-    // The programs and the kernel add their own time (tens to hundreds of microseconds on a
-    // loaded 2-core machine); the fabric's share is the physics.
+    // Programs that busy-poll, back to back, as latency benchmarks do: when no process loses
+    // its core, a round trip is the physics plus the kernel's own path. Measured on a 2-core
+    // machine at load averages 14-16: least of 300 within +1.7% to +3.5%. The median is not
+    // held to the same bound: with other work on both cores most round trips meet a process
+    // that has lost its core (medians 2.0 to 2.5 times the physics seen; docs/EMULATE.md).
+    let (_, min) = ping_pong(&["PINGS=300", "PING_SPIN=1"]);
     assert!(
-        median <= physics * 1.5,
-        "median {median} us against {physics} us"
+        min <= PING_PHYSICS_US * 1.05,
+        "least round trip {min} us against {PING_PHYSICS_US} us"
     );
 }
 
@@ -145,6 +165,54 @@ fn a_ring_all_reduce_of_real_processes_sums_exactly() {
     for h in hosts {
         assert!(h["bytes_in"].as_u64().unwrap() >= 2 * 3 * 65536 * 8 / 4);
     }
+}
+
+/// The Python that has torch: `FABEMU_TORCH_PYTHON` (e.g. a virtualenv's `bin/python`), else
+/// `python3`; none when it cannot import torch.
+fn python_with_torch() -> Option<String> {
+    let py = std::env::var("FABEMU_TORCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&py)
+        .args([
+            "-c",
+            "import torch.distributed as d; assert d.is_gloo_available()",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(py)
+}
+
+/// The documented torch.distributed example. CI does not install torch (a large download for
+/// one test), so there, as anywhere torch is missing, this test skips and says so; run it with
+/// `FABEMU_TORCH_PYTHON=/path/to/venv/bin/python` where torch is installed.
+#[test]
+fn a_torch_gloo_all_reduce_sums_across_the_fabric() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    let Some(py) = python_with_torch() else {
+        eprintln!("skipped: no torch (set FABEMU_TORCH_PYTHON to a Python that has it)");
+        return;
+    };
+    let out = run(&[
+        "emulate",
+        "examples/emulate/leaf_spine4.yaml",
+        "--quiet",
+        "--set",
+        "until=120s",
+        "--",
+        &py,
+        "examples/emulate/torch_allreduce.py",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for rank in 0..4 {
+        let line = format!("[rank {rank}] torch all_reduce rank {rank}: 4194304 bytes in");
+        assert!(text.contains(&line), "{line} missing");
+    }
+    assert_eq!(text.matches("correct True").count(), 4);
 }
 
 #[test]

@@ -12,12 +12,12 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fabemu::emulate::netns::{self, HostNet, Namespaces, NetError};
-use fabemu::emulate::tap::Tap;
+use fabemu::emulate::tap::{readable, Tap};
 
 /// Whether the test can run: true with the rights; a failure under CI without them; else a
 /// skip, printed.
@@ -57,68 +57,78 @@ struct Seen {
     bad: Mutex<Vec<String>>,
 }
 
-/// The stand-in fabric: one task per TAP copies every frame it reads into the TAP whose MAC is
-/// the frame's destination (broadcasts to every other TAP). Aborted when dropped.
+/// The stand-in fabric: a thread reads every TAP and copies each frame into the TAP whose MAC
+/// is the frame's destination (broadcasts to every other TAP). Stopped when dropped.
 struct Forwarder {
     seen: Arc<Seen>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Forwarder {
     fn start(taps: Vec<Tap>) -> Forwarder {
-        let taps: Vec<Arc<Tap>> = taps.into_iter().map(Arc::new).collect();
-        let by_mac: Arc<HashMap<[u8; 6], Arc<Tap>>> =
-            Arc::new(taps.iter().map(|t| (t.mac(), t.clone())).collect());
         let seen = Arc::new(Seen::default());
-        let tasks = taps
-            .iter()
-            .map(|tap| {
-                let (tap, by_mac, seen) = (tap.clone(), by_mac.clone(), seen.clone());
-                tokio::spawn(async move {
-                    // Longer than any frame may be, so an oversized one would show.
-                    let mut buf = vec![0u8; 70_000];
-                    loop {
-                        let Ok(n) = tap.recv(&mut buf).await else {
-                            return;
-                        };
-                        let frame = &buf[..n];
-                        seen.frames.fetch_add(1, Ordering::Relaxed);
-                        if n > tap.max_frame_len() || n < 14 {
-                            seen.bad
-                                .lock()
-                                .unwrap()
-                                .push(format!("{n}-byte frame from rank {}", tap.rank()));
-                            continue;
-                        }
-                        let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-                        if ethertype != 0x0800 {
-                            seen.not_ipv4.lock().unwrap().push(ethertype);
-                        }
-                        let dst: [u8; 6] = frame[..6].try_into().unwrap();
-                        if dst == [0xff; 6] {
-                            for other in by_mac.values().filter(|o| o.rank() != tap.rank()) {
-                                let _ = other.send(frame);
-                            }
-                        } else if let Some(to) = by_mac.get(&dst) {
-                            to.send(frame).unwrap();
-                        } else {
-                            seen.bad
-                                .lock()
-                                .unwrap()
-                                .push(format!("frame for unknown MAC {dst:02x?}"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (seen, stop) = (seen.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let by_mac: HashMap<[u8; 6], &Tap> = taps.iter().map(|t| (t.mac(), t)).collect();
+                let all: Vec<&Tap> = taps.iter().collect();
+                // Longer than any frame may be, so an oversized one would show.
+                let mut buf = vec![0u8; 70_000];
+                while !stop.load(Ordering::Relaxed) {
+                    readable(&all, Duration::from_millis(10)).unwrap();
+                    for tap in &taps {
+                        while let Ok(Some(n)) = tap.try_recv(&mut buf) {
+                            forward(tap, &buf[..n], &by_mac, &seen);
                         }
                     }
-                })
+                }
             })
-            .collect();
-        Forwarder { seen, tasks }
+        };
+        Forwarder {
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+/// Copies one frame `from` sent to the TAP it is addressed to, noting anything amiss.
+fn forward(from: &Tap, frame: &[u8], by_mac: &HashMap<[u8; 6], &Tap>, seen: &Seen) {
+    let n = frame.len();
+    seen.frames.fetch_add(1, Ordering::Relaxed);
+    if n > from.max_frame_len() || n < 14 {
+        seen.bad
+            .lock()
+            .unwrap()
+            .push(format!("{n}-byte frame from rank {}", from.rank()));
+        return;
+    }
+    let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    if ethertype != 0x0800 {
+        seen.not_ipv4.lock().unwrap().push(ethertype);
+    }
+    let dst: [u8; 6] = frame[..6].try_into().unwrap();
+    if dst == [0xff; 6] {
+        for other in by_mac.values().filter(|o| o.rank() != from.rank()) {
+            let _ = other.send(frame);
+        }
+    } else if let Some(to) = by_mac.get(&dst) {
+        to.send(frame).unwrap();
+    } else {
+        seen.bad
+            .lock()
+            .unwrap()
+            .push(format!("frame for unknown MAC {dst:02x?}"));
     }
 }
 
 impl Drop for Forwarder {
     fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

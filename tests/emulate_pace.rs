@@ -58,7 +58,7 @@ fn frames_cross_the_fabric_in_their_virtual_time_on_the_wall_clock() {
     let src = fabemu::emulate::load_str(yaml, "emu.yaml", vec![]).unwrap();
     let mut p = prepare(&src, None, None, 1 << 20).unwrap();
     static STOP: AtomicBool = AtomicBool::new(false);
-    let (tx, rx) = crossbeam::channel::unbounded();
+    let (tx, mut rx) = crossbeam::channel::unbounded();
     let clock = Clock::start(1.0);
     let sent = udp(0, 1, 1000);
     // Five frames 1 ms apart (each alone on the links), as a program would send them.
@@ -92,10 +92,9 @@ fn frames_cross_the_fabric_in_their_virtual_time_on_the_wall_clock() {
         &hosts,
         clock,
         Time::from_us(1_000_000),
-        &rx,
+        &mut rx,
         &mut sink,
         &STOP,
-        None,
         None,
     )
     .unwrap();

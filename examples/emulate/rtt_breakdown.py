@@ -5,14 +5,14 @@
     python3 examples/emulate/rtt_breakdown.py /tmp/trace.csv /tmp/ping.txt
 
 Every stamp is CLOCK_MONOTONIC. Per one-way trip (rank 1 -> rank 0 and back), the medians of:
-  send->read      the sender's sendto and its kernel, until fabemu's reader returned the frame
+  send->read      the sender's sendto and its kernel, until fabemu's loop read the frame
   read->entered   how much later than it was read the frame entered the fabric (the engine had
                   passed that time)
   entered->due    the fabric: links and switch (the physics)
   due->write      how late fabemu began writing it into the destination namespace
   write->written  the write: the kernel carries the frame up to the destination's socket
   written->recv   the destination program's wake-up from recvfrom
-and rank 0's turnaround (recvfrom returned -> sendto returned).
+and rank 0's turnaround (recvfrom returned -> sendto called).
 """
 import csv
 import statistics
@@ -33,16 +33,39 @@ for line in open(out_path):
         pings[int(w[3])] = (int(w[4]), int(w[5]))
     elif len(w) >= 5 and w[2] == "echo":
         echoes[int(w[3])] = (int(w[4]), int(w[5]))
-n = min(len(pings), len(echoes), len(ins[1]), len(outs[0]), len(ins[0]), len(outs[1]))
+
+
+def first_after(frames, t, pos):
+    """The first of `frames` (sorted by their first instant) at or after `t`, from `pos` on."""
+    while pos < len(frames) and frames[pos][0] < t:
+        pos += 1
+    return pos
+
+
 parts = {k: [] for k in ("send->read", "read->entered", "entered->due", "due->write",
                          "write->written", "written->recv", "turnaround", "rtt")}
-for i in range(n):
+# Each ping is matched with the frames of its way there and back by time, not by count: a
+# first ping sent again, or an ICMP answer to it, adds frames of its own.
+pos = {("in", 0): 0, ("in", 1): 0, ("out", 0): 0, ("out", 1): 0, "echo": 0}
+echo_list = sorted(echoes.values())
+n = 0
+for i in sorted(pings):
     sent, got = pings[i]
-    e_recv, e_send = echoes[i]
-    for (s, r), (read, _, entered), (due, write, written) in (
-        ((sent, e_recv), ins[1][i], outs[0][i]),
-        ((e_send, got), ins[0][i], outs[1][i]),
-    ):
+    e = pos["echo"] = first_after(echo_list, sent, pos["echo"])
+    if e >= len(echo_list) or echo_list[e][1] > got:
+        continue
+    e_recv, e_send = echo_list[e]
+    legs = []
+    for host_in, host_out, s, r in ((1, 0, sent, e_recv), (0, 1, e_send, got)):
+        a = pos[("in", host_in)] = first_after(ins[host_in], s, pos[("in", host_in)])
+        b = pos[("out", host_out)] = first_after(outs[host_out], s, pos[("out", host_out)])
+        if a >= len(ins[host_in]) or b >= len(outs[host_out]):
+            break
+        legs.append(((s, r), ins[host_in][a], outs[host_out][b]))
+    if len(legs) < 2:
+        continue
+    n += 1
+    for (s, r), (read, _, entered), (due, write, written) in legs:
         parts["send->read"].append(read - s)
         parts["read->entered"].append(entered - read)
         parts["entered->due"].append(due - entered)

@@ -3,8 +3,13 @@
 Run inside `fabemu emulate` (it sets RANK and MASTER_ADDR):
     fabemu emulate examples/emulate/two_hosts.yaml -- python3 examples/emulate/udp_pingpong.py
 
+PINGS (default 50) round trips of PING_BYTES (64) bytes, 10 ms apart. With PING_SPIN=1 both
+ranks busy-poll a non-blocking socket (yielding the core at every turn) instead of sleeping in
+`recvfrom`, and the pings go back to back, as latency benchmarks (netperf's UDP_RR, sockperf)
+measure: a sleeping process takes tens of microseconds to wake on a virtual machine.
+
 With PING_TRACE=1 every rank also prints its CLOCK_MONOTONIC stamps per ping (`ping I SENT
-RECEIVED` on rank 1, `echo I RECEIVED SENT` on rank 0), which `rtt_breakdown.py` lines up
+RECEIVED` on rank 1, `echo I RECEIVED SENT` on rank 0; SENT is taken just before `sendto`), which `rtt_breakdown.py` lines up
 with fabemu's own trace (FABEMU_EMULATE_TRACE).
 """
 import os
@@ -15,6 +20,8 @@ import time
 
 N = int(os.environ.get("PINGS", "50"))
 SIZE = int(os.environ.get("PING_BYTES", "64"))
+SPIN = os.environ.get("PING_SPIN") == "1"
+YIELD = os.environ.get("PING_YIELD", "1") == "1"
 PORT = 40000
 TRACE = os.environ.get("PING_TRACE") == "1"
 stamp = time.monotonic_ns  # CLOCK_MONOTONIC, as fabemu's trace
@@ -22,19 +29,38 @@ rank = int(os.environ["RANK"])
 peer0 = os.environ["MASTER_ADDR"]
 
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+
+def receive(timeout):
+    """The next datagram and its sender; socket.timeout after `timeout` seconds."""
+    if not SPIN:
+        s.settimeout(timeout)
+        return s.recvfrom(65536)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return s.recvfrom(65536)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise socket.timeout()
+            if YIELD:
+                os.sched_yield()
+
+
+if SPIN:
+    s.setblocking(False)
 if rank == 0:
     s.bind(("0.0.0.0", PORT))
-    s.settimeout(30)
     for i in range(N + 1):
-        data, addr = s.recvfrom(65536)
+        data, addr = receive(30)
         got = stamp()
         if data == b"end":
             break
+        answer = stamp()
         s.sendto(data, addr)
         if TRACE:
-            print(f"echo {i} {got} {stamp()}")
+            print(f"echo {i} {got} {answer}")
 elif rank == 1:
-    s.settimeout(1)
     payload = b"x" * SIZE
     rtts = []
     time.sleep(0.3)  # let rank 0 bind
@@ -46,7 +72,7 @@ elif rank == 1:
         # The first ping may find rank 0 not yet bound on a busy machine: sent again.
         for _ in range(20 if i == 0 else 1):
             try:
-                s.recvfrom(65536)
+                receive(1 if i == 0 else 5)
                 break
             except socket.timeout:
                 if i > 0:
@@ -57,10 +83,10 @@ elif rank == 1:
         else:
             sys.exit(2)  # no answer at all
         got = stamp()
-        s.settimeout(5)
         rtts.append(time.perf_counter() - t)
         stamps.append((sent, got))
-        time.sleep(0.01)
+        if not SPIN:
+            time.sleep(0.01)
     if TRACE:
         for i, (sent, got) in enumerate(stamps):
             print(f"ping {i} {sent} {got}")

@@ -61,6 +61,8 @@ pub struct Gateway {
     queue: VecDeque<(Time, Packet)>,
     queued_bytes: u64,
     capacity: u64,
+    /// The longest frame the host sends (MTU + Ethernet header).
+    max_frame: u64,
     /// Per priority, until when the switch paused it.
     paused_until: [Time; CLASSES],
     /// The gateway sends next when the port frees (the NIC sent last).
@@ -70,13 +72,15 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway for the host at `ip` whose queue holds at most `capacity` bytes.
-    pub fn new(ip: Ipv4Addr, capacity: u64) -> Gateway {
+    /// A gateway for the host at `ip` whose queue holds at most `capacity` bytes of frames
+    /// up to `max_frame` bytes long.
+    pub fn new(ip: Ipv4Addr, capacity: u64, max_frame: u64) -> Gateway {
         Gateway {
             ip,
             queue: VecDeque::new(),
             queued_bytes: 0,
             capacity,
+            max_frame,
             paused_until: [Time::ZERO; CLASSES],
             turn: true,
             delivered: Vec::new(),
@@ -119,6 +123,12 @@ impl Gateway {
     /// What it counted.
     pub fn stats(&self) -> GatewayStats {
         self.stats
+    }
+
+    /// True when the host queue has room for one more frame of the largest size the host
+    /// sends (the edge reads no more from the host's interface until it has).
+    pub fn has_room(&self) -> bool {
+        self.queued_bytes + self.max_frame <= self.capacity
     }
 
     /// Frames waiting in the host queue.

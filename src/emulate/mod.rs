@@ -161,6 +161,7 @@ pub fn prepare(
     let mut addrs = Vec::new();
     let mut names = Vec::new();
     let mut actors = Vec::with_capacity(w.actors.len());
+    let max_frame = src.scenario.nic.mtu.bytes() + tap::ETH_HEADER_LEN as u64;
     for (id, node) in w.actors.into_iter().enumerate() {
         let gn = g.node(id);
         if gn.kind != NodeKind::Host {
@@ -193,7 +194,7 @@ pub fn prepare(
         names.push(gn.name.clone());
         actors.push(EmuNode::Host(
             node,
-            Box::new(Gateway::new(addr.ip, queue_bytes)),
+            Box::new(Gateway::new(addr.ip, queue_bytes, max_frame)),
         ));
     }
     let cfg = EngineConfig {

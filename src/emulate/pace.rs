@@ -7,15 +7,22 @@
 //! namespace enters its host's gateway at the virtual time it was read; a frame the fabric
 //! delivers is written into its namespace as soon as the engine has handled its arrival.
 //!
+//! The loop reads the hosts' interfaces itself ([`Frames`]), with no thread or channel
+//! between a program's frame and the engine. Through the last [`SPIN_BEFORE`] before an event
+//! is due it spins, reading the interfaces at every turn; otherwise it sleeps in the kernel
+//! until a frame comes or the next event nears (a sleeping thread takes tens of microseconds
+//! to wake on a virtual machine). It does not keep spinning after a frame in wait for the
+//! next: on a busy 2-core machine that starved the very programs whose answer it waited for.
+//!
 //! Nothing here can make the engine faster than it is. When it cannot keep up, deliveries are
 //! written later than they were due and frames enter later than they were read: both are
 //! measured ([`Lateness`]) and reported, never hidden.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use crossbeam::channel::{Receiver, RecvTimeoutError};
+use crossbeam::channel::{Receiver, Select};
 use fabemu_fabric::engine::{ActorId, EngineError, Stepper};
 use fabemu_fabric::histogram::{LatencyHistogram, Percentiles};
 use fabemu_fabric::units::Time;
@@ -188,17 +195,48 @@ pub trait Deliver {
     fn deliver(&mut self, host: usize, frame: &[u8]);
 }
 
+/// Where the loop reads the frames programs send: the hosts' TAP devices in an emulation, a
+/// channel in tests.
+pub trait Frames {
+    /// Appends the frames waiting now, without blocking, from every host whose `room[host]` is
+    /// true. A host without room (its queue toward the fabric is full) is not read: its frames
+    /// stay in the kernel's queue, which then pushes back on the sender, as a NIC's full ring
+    /// stops its driver.
+    fn read(&mut self, room: &[bool], into: &mut Vec<Inbound>);
+    /// Waits at most `timeout` for a frame from a host with room (it may return earlier).
+    fn wait(&mut self, room: &[bool], timeout: Duration);
+}
+
+/// Frames sent into a channel, each stamped by its sender; offered whether or not the host's
+/// queue has room (those that do not fit are dropped and counted).
+impl Frames for Receiver<Inbound> {
+    fn read(&mut self, _room: &[bool], into: &mut Vec<Inbound>) {
+        into.extend(self.try_iter());
+    }
+
+    fn wait(&mut self, _room: &[bool], timeout: Duration) {
+        let mut sel = Select::new();
+        sel.recv(self);
+        // Ready with nothing in it: every sender is gone, nothing will come.
+        if sel.ready_timeout(timeout).is_ok() && self.is_empty() {
+            std::thread::sleep(timeout);
+        }
+    }
+}
+
+/// How long before an event is due the loop stops sleeping and polls: more than a sleeping
+/// thread's wake-up on a virtual machine (50-90 us measured).
+pub const SPIN_BEFORE: Duration = Duration::from_micros(200);
+
+/// The longest the loop sleeps at a time, so that a stop is seen promptly.
+const MAX_SLEEP: Duration = Duration::from_millis(5);
+
 /// A delivery later than this (wall time) counts as late.
 pub const LATE: Duration = Duration::from_micros(100);
 
 /// Runs the engine behind the wall clock until `stop` is set or virtual time reaches `until`:
-/// frames from `inbound` enter their hosts' gateways (`hosts[rank]` is the host's actor id),
-/// deliveries go to `out`.
-///
-/// `backlog`, when given, is per host the bytes read from its interface and not yet on the
-/// wire: the loop takes off what it injected and its gateway sent, so that the readers can
-/// stop reading while a host's queue is full, as a NIC's full ring stops its driver (the
-/// kernel's own queue then pushes back on the sender, as on a real host).
+/// frames read from `frames` enter their hosts' gateways (`hosts[rank]` is the host's actor
+/// id), deliveries go to `out`.
 ///
 /// `trace`, when given, records every frame's instants ([`Trace`]).
 #[allow(clippy::too_many_arguments)] // the loop's whole world, each a different edge
@@ -207,29 +245,39 @@ pub fn run(
     hosts: &[ActorId],
     clock: Clock,
     until: Time,
-    inbound: &Receiver<Inbound>,
+    frames: &mut dyn Frames,
     out: &mut dyn Deliver,
     stop: &AtomicBool,
-    backlog: Option<&[AtomicU64]>,
     mut trace: Option<&mut Trace>,
 ) -> Result<Lateness, EngineError> {
     raise_priority();
+    // Sleeps end when asked, not up to 50 us later (the default slack).
+    if let Err(e) = nix::sys::prctl::set_timerslack(1) {
+        tracing::debug!("pacing loop keeps the default timer slack: {e}");
+    }
     let mut delivery = LatencyHistogram::new();
     let mut injection = LatencyHistogram::new();
     let mut late_frames = 0u64;
     let t0 = Instant::now();
     let mut scratch: Vec<(usize, Time, Bytes)> = Vec::new();
-    let mut sent = vec![0u64; hosts.len()];
+    let mut read: Vec<Inbound> = Vec::new();
+    let mut room = vec![true; hosts.len()];
     loop {
         // Frames the programs sent, at the time they were read.
-        while let Ok(f) = inbound.try_recv() {
+        for (r, &id) in room.iter_mut().zip(hosts) {
+            *r = stepper
+                .actor_mut(id)
+                .and_then(EmuNode::gateway_mut)
+                .is_some_and(|gw| gw.has_room());
+        }
+        frames.read(&room, &mut read);
+        for f in read.drain(..) {
             inject(
                 stepper,
                 hosts,
                 clock,
                 f,
                 &mut injection,
-                backlog,
                 trace.as_deref_mut(),
             );
         }
@@ -240,13 +288,6 @@ pub fn run(
         for (rank, &id) in hosts.iter().enumerate() {
             if let Some(gw) = stepper.actor_mut(id).and_then(EmuNode::gateway_mut) {
                 scratch.extend(gw.take_delivered().map(|(t, b)| (rank, t, b)));
-                let now_sent = gw.stats().bytes_in;
-                if let (Some(b), Some(last)) =
-                    (backlog.and_then(|b| b.get(rank)), sent.get_mut(rank))
-                {
-                    b.fetch_sub(now_sent - *last, Ordering::Relaxed);
-                    *last = now_sent;
-                }
             }
         }
         for (rank, t, bytes) in scratch.drain(..) {
@@ -274,30 +315,17 @@ pub fn run(
         if stop.load(Ordering::Relaxed) || target >= until {
             break;
         }
-        // Wait for the next event or the next frame from a program, whichever comes first.
-        // Sleeps are coarse (tens of microseconds of timer slack), so the last stretch
-        // before an event is spun: yielding instead would hand a busy machine's core away
-        // for a whole time slice (milliseconds).
+        let now = Instant::now();
         let wait = match stepper.next_event() {
-            Some(t) => clock.wall_at(t).saturating_duration_since(Instant::now()),
-            None => Duration::from_millis(5),
+            Some(t) => clock.wall_at(t).saturating_duration_since(now),
+            None => MAX_SLEEP,
         }
-        .min(Duration::from_millis(5));
-        if wait > Duration::from_micros(200) {
-            match inbound.recv_timeout(wait - Duration::from_micros(150)) {
-                Ok(f) => inject(
-                    stepper,
-                    hosts,
-                    clock,
-                    f,
-                    &mut injection,
-                    backlog,
-                    trace.as_deref_mut(),
-                ),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
-            }
+        .min(MAX_SLEEP);
+        if wait > SPIN_BEFORE {
+            frames.wait(&room, wait - SPIN_BEFORE);
         } else if !wait.is_zero() {
+            // Spun, not yielded: on a busy machine a yield hands the core away for a whole
+            // time slice (milliseconds).
             std::hint::spin_loop();
         }
     }
@@ -318,7 +346,6 @@ fn inject(
     clock: Clock,
     f: Inbound,
     injection: &mut LatencyHistogram,
-    backlog: Option<&[AtomicU64]>,
     trace: Option<&mut Trace>,
 ) {
     let taken = Instant::now();
@@ -346,8 +373,6 @@ fn inject(
                 tr.events.push(e);
             }
         }
-    } else if let Some(b) = backlog.and_then(|b| b.get(f.host)) {
-        b.fetch_sub(f.frame.len() as u64, Ordering::Relaxed);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use fabemu_fabric::engine::{CaptureConfig, SampleConfig};
 use super::launch::{self, OutputSink, RankEnv, RankExit};
 use super::netns::{self, HostNet, Namespaces, NetError};
 use super::pace::{self, Clock, Deliver, Inbound, Trace};
-use super::tap::Tap;
+use super::tap::{self, Tap};
 use super::{prepare, CpuUse, Prepared};
 use crate::observe::Observed;
 use crate::scenario::Source;
@@ -96,6 +96,57 @@ impl Deliver for TapDeliver {
     }
 }
 
+/// Reads the frames the hosts' programs send from their TAPs.
+struct TapFrames {
+    taps: Vec<Arc<Tap>>,
+    buf: Vec<u8>,
+}
+
+/// Frames read from one host in one turn of the loop at most, so that the engine keeps up
+/// with the others'.
+const READ_BURST: usize = 64;
+
+impl pace::Frames for TapFrames {
+    fn read(&mut self, room: &[bool], into: &mut Vec<Inbound>) {
+        // One look at every interface with room, then reads from those with a frame.
+        let open = with_room(&self.taps, room);
+        let Ok(ready) = tap::readable(&open, Duration::ZERO) else {
+            return;
+        };
+        for (tap, _) in open.iter().zip(ready).filter(|(_, r)| *r) {
+            for _ in 0..READ_BURST {
+                // An error (the device gone at teardown) reads as nothing waiting.
+                let Ok(Some(n)) = tap.try_recv(&mut self.buf) else {
+                    break;
+                };
+                let at = Instant::now();
+                let frame = self.buf.get(..n).map(<[u8]>::to_vec).unwrap_or_default();
+                into.push(Inbound {
+                    host: tap.rank(),
+                    frame,
+                    at,
+                });
+            }
+        }
+    }
+
+    fn wait(&mut self, room: &[bool], timeout: Duration) {
+        let open = with_room(&self.taps, room);
+        if tap::readable(&open, timeout).is_err() {
+            std::thread::sleep(timeout);
+        }
+    }
+}
+
+/// The interfaces of the hosts with room.
+fn with_room<'a>(taps: &'a [Arc<Tap>], room: &[bool]) -> Vec<&'a Tap> {
+    taps.iter()
+        .zip(room)
+        .filter(|(_, &r)| r)
+        .map(|(t, _)| &**t)
+        .collect()
+}
+
 /// The environment variable naming a file into which the emulation writes its [`Trace`] (CSV):
 /// every frame's instants, to line up with a program's own stamps.
 pub const TRACE_ENV: &str = "FABEMU_EMULATE_TRACE";
@@ -105,11 +156,9 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
     netns::check_rights()?;
     let removed_stale = netns::remove_stale()?;
     let prepared = prepare(src, opts.capture.clone(), opts.sample, opts.host_queue)?;
+    // Signals, the programs and their output; the interfaces are the pacing loop's.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        // The readers of the hosts' interfaces stamp a frame when they wake: a late wake is
-        // lateness nobody measures, so they get the pacing loop's priority.
-        .on_thread_start(pace::raise_priority)
         .enable_all()
         .build()
         .map_err(|e| EmulateError::Other(format!("cannot start the I/O runtime: {e}")))?;
@@ -148,10 +197,7 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
             mtu: prepared.mtu,
         })
         .collect();
-    let (ns, taps) = {
-        let _enter = runtime.enter();
-        Namespaces::create(&hosts)?
-    };
+    let (ns, taps) = Namespaces::create(&hosts)?;
     // From here on `ns` removes the namespaces when dropped, whatever happens.
     for (k, v) in &opts.sysctls {
         for rank in 0..hosts.len() {
@@ -169,51 +215,6 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
         );
     }
     let taps: Vec<Arc<Tap>> = taps.into_iter().map(Arc::new).collect();
-    let (tx, rx) = crossbeam::channel::unbounded::<Inbound>();
-    let backlog: Arc<Vec<AtomicU64>> =
-        Arc::new((0..taps.len()).map(|_| AtomicU64::new(0)).collect());
-    // Readers: one task per host interface.
-    for (rank, tap) in taps.iter().enumerate() {
-        let tap = Arc::clone(tap);
-        let tx = tx.clone();
-        let max = tap.max_frame_len();
-        let backlog = Arc::clone(&backlog);
-        // Room for one more frame of the largest size: the gateway never drops for want
-        // of room what the reader took.
-        let full = opts.host_queue.saturating_sub(max as u64);
-        runtime.spawn(async move {
-            let mut buf = vec![0u8; max.max(2048)];
-            loop {
-                // A full host queue: leave frames in the kernel's queue, which then pushes
-                // back on the sender.
-                while backlog
-                    .get(rank)
-                    .is_some_and(|b| b.load(Ordering::Relaxed) > full)
-                {
-                    tokio::time::sleep(Duration::from_micros(200)).await;
-                }
-                let Ok(n) = tap.recv(&mut buf).await else {
-                    break;
-                };
-                if let Some(b) = backlog.get(rank) {
-                    b.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                let at = Instant::now();
-                let frame = buf.get(..n).map(<[u8]>::to_vec).unwrap_or_default();
-                if tx
-                    .send(Inbound {
-                        host: rank,
-                        frame,
-                        at,
-                    })
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        });
-    }
-    drop(tx);
     // The engine on a thread of its own, paced behind the wall clock.
     let until = src.scenario.until;
     let scale = opts.time_scale;
@@ -223,12 +224,16 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
     let pacer = {
         let stop = Arc::clone(&stop);
         let taps = taps.clone();
-        let backlog = Arc::clone(&backlog);
         let mut prepared: Prepared = prepared;
         std::thread::Builder::new()
             .name("fabemu-pace".into())
             .spawn(move || {
                 let hosts = prepared.hosts.clone();
+                let buf = vec![0u8; taps.iter().map(|t| t.max_frame_len()).max().unwrap_or(0)];
+                let mut frames = TapFrames {
+                    taps: taps.clone(),
+                    buf,
+                };
                 let mut out = TapDeliver { taps, failed: 0 };
                 let mut trace = want_trace.then(Trace::new);
                 let cpu0 = CpuUse::seconds(UsageWho::RUSAGE_THREAD);
@@ -238,10 +243,9 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
                     &hosts,
                     clock,
                     until,
-                    &rx,
+                    &mut frames,
                     &mut out,
                     &stop,
-                    Some(&backlog),
                     trace.as_mut(),
                 );
                 let cpu = CpuUse::seconds(UsageWho::RUSAGE_THREAD)

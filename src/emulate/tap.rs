@@ -7,22 +7,24 @@
 //! frame (destination MAC first, no preamble or FCS, at most [`Tap::max_frame_len`] bytes: the
 //! device has no offloads, so the kernel never hands over a segment larger than the MTU and all
 //! checksums are complete); every write injects one whole frame.
-//! - [`Tap::recv`]: async, for a tokio task.
-//! - [`Tap::try_recv`]: non-blocking, `Ok(None)` when nothing is waiting. It relies on the
-//!   runtime's readiness flags, so it sees a frame once the runtime's I/O driver has (it always
-//!   has after `recv` returned): the pattern is one `recv().await`, then `try_recv` until `None`.
+//! - [`Tap::try_recv`]: non-blocking read, `Ok(None)` when nothing is waiting.
+//! - [`readable`]: which of several TAPs have a frame, waiting for one up to a timeout.
+//! - [`Tap::send`]: non-blocking write, callable from any thread (`Tap` is `Send + Sync`).
 //!
-//! The descriptor is registered with the tokio runtime (I/O enabled) that is current when the
-//! TAP is made: [`Namespaces::create`](super::netns::Namespaces::create) must run inside it
-//! (within `block_on`, a task, or a `Runtime::enter` guard), and says so if it does not.
-//! - [`Tap::send`]: non-blocking write, callable from any thread (`Tap` is `Send + Sync`), e.g.
-//!   the engine's thread while a tokio task reads.
+//! The descriptor is non-blocking and registered with no event loop: the pacing loop reads it
+//! itself and sleeps in [`readable`] when idle. In an event loop's epoll set every frame a
+//! program sends would wake that loop's thread, which then hands the frame on to the pacing
+//! loop: one more wake-up (tens of microseconds on a virtual machine) per frame.
 //!
 //! Once the namespace is deleted, the device is gone and reads and writes fail (`EBADFD`).
 //! Dropping the `Tap` closes the descriptor, which deletes the device if it still exists.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::Duration;
+
+use nix::poll::{PollFd, PollFlags};
+use nix::sys::time::TimeSpec;
 
 use super::netns::{HostNet, NetError};
 
@@ -31,8 +33,8 @@ pub const ETH_HEADER_LEN: usize = 14;
 
 /// One host's TAP device (see the module doc).
 pub struct Tap {
-    /// The TAP, non-blocking and registered with tokio.
-    dev: tun_rs::AsyncDevice,
+    /// The TAP, non-blocking.
+    dev: tun_rs::SyncDevice,
     rank: usize,
     namespace: String,
     initial_name: String,
@@ -52,18 +54,12 @@ impl std::fmt::Debug for Tap {
 
 impl Tap {
     /// Creates a TAP named `name` in the current namespace for `host`, meant to be moved into
-    /// `namespace` (layer 2, no packet information, no offloads, non-blocking, link down),
-    /// registered with the current tokio runtime.
+    /// `namespace` (layer 2, no packet information, no offloads, non-blocking, link down).
     pub(super) fn create(name: &str, host: &HostNet, namespace: &str) -> Result<Tap, NetError> {
         let err = |source: io::Error| NetError::Io {
             what: format!("creating TAP device {name} for rank {}", host.rank),
             source,
         };
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(err(io::Error::other(
-                "TAP devices are registered with a tokio runtime: create them inside one",
-            )));
-        }
         let dev = tun_rs::DeviceBuilder::new()
             .name(name)
             .layer(tun_rs::Layer::L2)
@@ -73,8 +69,9 @@ impl Tap {
             // solicitations, MLD) under this namespace's settings, and the frames would wait
             // in its queue to be read later.
             .enable(false)
-            .build_async()
+            .build_sync()
             .map_err(err)?;
+        dev.set_nonblocking(true).map_err(err)?;
         Ok(Tap {
             dev,
             rank: host.rank,
@@ -118,23 +115,17 @@ impl Tap {
 
     /// Reads one frame if one is waiting: `Ok(Some(len))`, or `Ok(None)` when none is.
     pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match self.dev.try_recv(buf) {
+        match self.dev.recv(buf) {
             Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// Waits for the next frame and reads it into `buf`; returns its length. Must run in the
-    /// runtime the TAP was made in. Cancel-safe: a frame is only taken when this returns it.
-    pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.dev.recv(buf).await
-    }
-
     /// Writes one frame into the host's interface, as if it had arrived on the wire. Never
     /// blocks; a full device queue is an error of kind `WouldBlock`.
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
-        let n = self.dev.try_send(frame)?;
+        let n = self.dev.send(frame)?;
         if n == frame.len() {
             Ok(())
         } else {
@@ -143,6 +134,24 @@ impl Tap {
                 format!("TAP took {n} of {} bytes", frame.len()),
             ))
         }
+    }
+}
+
+/// Which of `taps` have a frame to read, waiting at most `timeout` for one (zero: a look
+/// without waiting). An interrupted wait returns early with none ready. The timeout has
+/// nanosecond resolution, plus the calling thread's timer slack.
+pub fn readable(taps: &[&Tap], timeout: Duration) -> io::Result<Vec<bool>> {
+    let mut fds: Vec<PollFd<'_>> = taps
+        .iter()
+        .map(|t| PollFd::new(t.dev.as_fd(), PollFlags::POLLIN))
+        .collect();
+    match nix::poll::ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
+        Ok(_) => Ok(fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| r.contains(PollFlags::POLLIN)))
+            .collect()),
+        Err(nix::errno::Errno::EINTR) => Ok(vec![false; taps.len()]),
+        Err(e) => Err(io::Error::from(e)),
     }
 }
 
