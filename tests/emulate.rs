@@ -79,15 +79,16 @@ fn figure(text: &str, key: &str) -> Option<f64> {
 /// Ethernet overhead at 1 Gb/s = 1.04 us each), in microseconds.
 const PING_PHYSICS_US: f64 = 2.0 * (1000.0 + 2.0 * 1.04);
 
-/// `udp_pingpong.py`'s median and least round trip (us), its environment set to `env`.
+/// `udp_pingpong.py`'s median and least round trip (us) on `two_hosts.yaml`, its environment
+/// set to `env`.
 fn ping_pong(env: &[&str]) -> (f64, f64) {
-    let mut args = vec![
-        "emulate",
-        "examples/emulate/two_hosts.yaml",
-        "--quiet",
-        "--",
-        "env",
-    ];
+    ping_pong_on("examples/emulate/two_hosts.yaml", PING_PHYSICS_US, env)
+}
+
+/// `udp_pingpong.py`'s median and least round trip (us) on `scenario`, whose round trip
+/// takes `physics` us.
+fn ping_pong_on(scenario: &str, physics: f64, env: &[&str]) -> (f64, f64) {
+    let mut args = vec!["emulate", scenario, "--quiet", "--", "env"];
     args.extend(env);
     args.extend(["python3", "examples/emulate/udp_pingpong.py"]);
     let out = run(&args);
@@ -96,8 +97,8 @@ fn ping_pong(env: &[&str]) -> (f64, f64) {
     let median = figure(&text, "rtt_median_us").unwrap();
     let min = figure(&text, "min_us").unwrap();
     assert!(
-        min >= PING_PHYSICS_US * 0.999,
-        "{min} us below the links' {PING_PHYSICS_US} us"
+        min >= physics * 0.999,
+        "{min} us below the links' {physics} us"
     );
     (median, min)
 }
@@ -125,6 +126,21 @@ fn a_udp_round_trip_takes_the_links_time() {
     assert!(
         min <= PING_PHYSICS_US * 1.05,
         "least round trip {min} us against {PING_PHYSICS_US} us"
+    );
+}
+
+#[test]
+fn two_hosts_back_to_back_need_no_switch() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    // One 1 ms cable: 2 x (1 ms + one serialization of 1.04 us).
+    let physics = 2.0 * (1000.0 + 1.04);
+    let (median, _) = ping_pong_on("examples/emulate/back_to_back.yaml", physics, &["PINGS=50"]);
+    assert!(
+        median <= physics * 1.5,
+        "median {median} us against {physics} us"
     );
 }
 

@@ -154,5 +154,5 @@ fn a_ring_cannot_be_emulated() {
     let yaml = "topology:\n  ring: {hosts: 4, bandwidth: 1Gbps, latency: 1us}\n";
     let src = fabemu::emulate::load_str(yaml, "emu.yaml", vec![]).unwrap();
     let e = prepare(&src, None, None, 3000).err().unwrap();
-    assert!(e.to_string().contains("one link to a switch"), "{e}");
+    assert!(e.to_string().contains("on one link (to a switch"), "{e}");
 }

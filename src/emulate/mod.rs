@@ -175,7 +175,8 @@ pub fn prepare(
                 .error_at(
                     &FieldPath::root().key("topology"),
                     format!(
-                        "emulation needs every host on one link to a switch; `{}` has {}",
+                        "emulation needs every host on one link (to a switch or to one other \
+                         host); `{}` has {}",
                         gn.name,
                         g.ports(id).len()
                     ),
