@@ -1,11 +1,14 @@
 """torch.distributed on the emulated fabric: an All-Reduce on the gloo backend.
 
-fabemu emulate sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does, so the
-default env:// initialisation finds the other ranks across the emulated switches:
+fabemu emulate sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does, and
+GLOO_SOCKET_IFNAME=eth0 (the namespaces share the machine's hostname, which resolves to
+loopback), so the default env:// initialisation finds the other ranks across the emulated
+switches:
 
     fabemu emulate examples/emulate/leaf_spine4.yaml -- python3 examples/emulate/torch_allreduce.py
 
-Needs torch (pip install torch); the project's tests run it only where torch is installed.
+Needs torch (pip install torch); tests/emulate.rs runs it where FABEMU_TORCH_PYTHON (or
+python3) imports torch. CI does not install torch.
 """
 import os
 import time

@@ -4,7 +4,7 @@
 //! # Interface
 //! - [`RankEnv`]: what a rank is told through its environment, as torchrun tells it (`RANK`,
 //!   `WORLD_SIZE`, `LOCAL_RANK=0`, `LOCAL_WORLD_SIZE=1`, `MASTER_ADDR`, `MASTER_PORT`) plus
-//!   `FABEMU_HOST`, the host's name in the scenario.
+//!   `FABEMU_HOST`, the host's name in the scenario, and `GLOO_SOCKET_IFNAME=eth0`.
 //! - [`launch`] starts `PROGRAM ARGS...` once per rank (`ip netns exec NS PROGRAM ARGS...`,
 //!   each in a process group of its own, stdin from /dev/null), on the current tokio runtime.
 //!   Each line a rank writes goes to the [`OutputSink`]: fabemu's own stdout/stderr prefixed
@@ -64,6 +64,10 @@ impl RankEnv {
             ("MASTER_ADDR", self.master_addr.to_string()),
             ("MASTER_PORT", self.master_port.to_string()),
             ("FABEMU_HOST", self.host_name.clone()),
+            // Gloo finds its address from the hostname, which every namespace shares with the
+            // machine and which resolves to loopback: each rank would then tell the others to
+            // call it at 127.0.0.1. The host's interface is the right one.
+            ("GLOO_SOCKET_IFNAME", "eth0".into()),
         ]
     }
 }
