@@ -29,7 +29,7 @@ use std::sync::Arc;
 use fabemu_fabric::engine::{EngineLayout, EngineStats, PortStats, Progress, RunOutput};
 use fabemu_fabric::host::{Host, HostDirectory};
 use fabemu_fabric::link::Rate;
-use fabemu_fabric::route::{ecmp_index, flow_hash, qp_udp_src_port, switch_salt, RouteTable};
+use fabemu_fabric::route::{ecmp_choice, flow_hash, qp_udp_src_port, switch_salt, RouteTable};
 use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_flow::sim::{self, Hop, PathSource, SimConfig};
 use fabemu_flow::LinkId;
@@ -79,15 +79,16 @@ impl PathSource for GraphPaths<'_> {
             }
             let hops = self.routes.next_hops(node, target);
             let ports = g.ports(node);
-            let pick = match g.node(node).kind {
-                // The source NIC: its only port, or the route's ECMP choice (NIC::qp_entry).
-                NodeKind::Host if first && ports.len() == 1 => Some(0),
-                NodeKind::Host => (!hops.is_empty())
-                    .then(|| hops[ecmp_index(hops.len(), flow_hash(a.ip, b.ip, udp, self.seed))]),
-                NodeKind::Switch => (!hops.is_empty()).then(|| {
-                    let salt = switch_salt(self.seed, node);
-                    hops[ecmp_index(hops.len(), flow_hash(a.ip, b.ip, udp, salt))]
-                }),
+            // The ECMP salt: the NIC hashes with the run's seed, a switch with its own.
+            let salt = match g.node(node).kind {
+                NodeKind::Host => self.seed,
+                NodeKind::Switch => switch_salt(self.seed, node),
+            };
+            let pick = if g.node(node).kind == NodeKind::Host && first && ports.len() == 1 {
+                // The source NIC's only port (NIC::qp_create).
+                Some(0)
+            } else {
+                ecmp_choice(hops.len(), || flow_hash(a.ip, b.ip, udp, salt)).map(|i| hops[i])
             };
             let Some(p) = pick.and_then(|p| ports.get(p)) else {
                 return false;

@@ -26,8 +26,8 @@
 use bytes::Bytes;
 
 use crate::link::Rate;
+use crate::mix::mix;
 use crate::packet::{Packet, Payload};
-use crate::route::mix;
 use crate::units::Time;
 
 /// When a fault is active: from `from` until `until` (exclusive; `Time::NEVER`: for good),

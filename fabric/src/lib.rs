@@ -13,6 +13,7 @@ pub mod fault;
 pub mod histogram;
 pub mod host;
 pub mod link;
+pub mod mix;
 pub mod packet;
 pub mod route;
 pub mod transport;

@@ -8,6 +8,8 @@ use std::net::Ipv4Addr;
 
 use rustc_hash::FxHashMap;
 
+use crate::mix::mix;
+
 /// Destination address → equal-cost egress ports.
 ///
 /// Looked up once per frame per switch, so it is laid out for the cache: each distinct port
@@ -281,24 +283,13 @@ impl RouteTable {
             }
             if let Some(off) = a.other_pool {
                 let ports = self.slot_list(off as u16 + 1);
-                return match ports.len() {
-                    0 => None,
-                    1 => Some(usize::from(ports[0])),
-                    n => Some(usize::from(ports[ecmp_index(n, flow_hash())])),
-                };
+                return ecmp_choice(ports.len(), flow_hash).map(|i| usize::from(ports[i]));
             }
-            return match a.other_n {
-                0 => None,
-                1 => Some(usize::from(a.other_first)),
-                n => Some(usize::from(a.other_first) + ecmp_index(usize::from(n), flow_hash())),
-            };
+            return ecmp_choice(usize::from(a.other_n), flow_hash)
+                .map(|i| usize::from(a.other_first) + i);
         }
         let ports = self.ports(dst);
-        match ports.len() {
-            0 => None,
-            1 => Some(ports[0] as usize),
-            n => Some(ports[ecmp_index(n, flow_hash())] as usize),
-        }
+        ecmp_choice(ports.len(), flow_hash).map(|i| usize::from(ports[i]))
     }
 
     /// Number of destinations.
@@ -309,6 +300,18 @@ impl RouteTable {
     /// True when the table has no destination.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+/// Which of `n` equal-cost next hops a flow takes (`None` for none), its 5-tuple's hash
+/// computed only when there is a choice: the rule of every forwarding node ([`RouteTable::select_by`])
+/// and of the flow-level fidelity, which must put a message on the path its packets would take.
+#[inline]
+pub fn ecmp_choice(n: usize, flow_hash: impl FnOnce() -> u64) -> Option<usize> {
+    match n {
+        0 => None,
+        1 => Some(0),
+        n => Some(ecmp_index(n, flow_hash())),
     }
 }
 
@@ -341,15 +344,6 @@ pub fn switch_salt(seed: u64, node: usize) -> u64 {
 pub fn flow_hash(src: Ipv4Addr, dst: Ipv4Addr, udp_src_port: u16, seed: u64) -> u64 {
     let x = (u32::from(src) as u64) << 32 | u32::from(dst) as u64;
     mix(mix(x ^ seed) ^ udp_src_port as u64)
-}
-
-/// SplitMix64's finalizer: a cheap bijective mixer with good avalanche.
-#[inline]
-pub fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

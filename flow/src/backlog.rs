@@ -23,7 +23,8 @@
 //! The estimate is first order: it keeps each flow's arrival rate until the flow model ends it
 //! (an open-loop source that finishes earlier stops earlier; the cap by the flows' bytes
 //! bounds that), and it charges each link with all its arrivals (a queue upstream smooths what
-//! reaches the next one). It costs a few operations per hop at every start and finish.
+//! reaches the next one). It costs a few operations per hop, at every start and finish, on the
+//! link directions that can queue at all (see `Screen`); elsewhere a few dense reads per flow.
 
 use fabemu_fabric::units::Time;
 use smallvec::SmallVec;
@@ -90,25 +91,62 @@ impl LinkState {
     }
 }
 
-/// What a started flow added, to be taken off when it finishes.
+/// Per key (the caller's queue pair): its path's first capacity, whether any hop of its path
+/// is tracked, and its current flow.
 #[derive(Clone, Copy, Debug, Default)]
-struct Active {
+struct Key {
+    /// Capacity of the path's first link direction (0 until the key is first seen).
+    first_cap: f64,
+    /// The flow's source rate (its cap until applied).
     rate: f64,
+    /// Its wire bytes.
     bytes: f64,
     src: u32,
-    /// Started at `pending_t`, its arrivals not applied yet.
-    pending: bool,
+    state: FlowState,
+    /// Its path was walked once (see [`Backlogs::register`]).
+    known: bool,
+    /// Some hop of its path after the first is tracked: its flows are applied there.
+    tracked: bool,
 }
+
+/// Where a key's flow is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum FlowState {
+    /// None active.
+    #[default]
+    Idle,
+    /// Started at `pending_t`, its arrivals not applied yet.
+    Pending,
+    /// Arriving at `rate`.
+    Applied,
+}
+
+/// Which link directions need their queue integrated. A link direction that one key's path
+/// alone reaches (after its first hop), over an input no faster than itself, cannot queue: a
+/// key has one flow at a time, which arrives no faster than its input carries. Such a link
+/// keeps no state (a ring's every link: the estimate then costs a few dense reads per
+/// message); when a second key's path reaches it, the first key's flow, if one is arriving,
+/// is applied there (its queue was 0 until then, exactly as if it had been integrated).
+#[derive(Clone, Copy, Debug)]
+struct Screen {
+    /// The one key whose path reaches it ([`NO_KEY`]: none yet).
+    owner: u32,
+    tracked: bool,
+}
+
+/// [`Screen::owner`] of a link direction no path reached yet.
+const NO_KEY: u32 = u32::MAX;
 
 /// Open-loop queue estimates of a network's link directions (see the module doc).
 #[derive(Clone, Debug)]
 pub struct Backlogs {
     caps: Vec<f64>,
     links: Vec<LinkState>,
+    screen: Vec<Screen>,
     /// Active flows per source host.
     at_source: Vec<u32>,
-    /// The active flow per key (the caller's queue pair: one flow at a time each).
-    active: Vec<Option<Active>>,
+    /// Per key (the caller's queue pair: one flow at a time each).
+    keys: Vec<Key>,
     /// Keys of the flows started at `pending_t` and not applied yet.
     pending: Vec<u32>,
     pending_t: Time,
@@ -119,9 +157,16 @@ impl Backlogs {
     pub fn new(caps: Vec<f64>, hosts: usize) -> Backlogs {
         Backlogs {
             links: vec![LinkState::default(); caps.len()],
+            screen: vec![
+                Screen {
+                    owner: NO_KEY,
+                    tracked: false,
+                };
+                caps.len()
+            ],
             caps,
             at_source: vec![0; hosts],
-            active: Vec::new(),
+            keys: Vec::new(),
             pending: Vec::new(),
             pending_t: Time::ZERO,
         }
@@ -129,7 +174,8 @@ impl Backlogs {
 
     /// Flow `key` of `bytes` wire bytes starts at `now` from host `src`, its source rate
     /// capped at `cap` wire bytes/s if given. A key has one flow at a time (a start replaces
-    /// an unfinished one); `path` gives a key's link directions from the source.
+    /// an unfinished one); `path` gives a key's link directions from the source, the same
+    /// for every flow of the key.
     ///
     /// Its arrivals are applied when time moves on, at the source's share among all the flows
     /// that started with it at `now` (a collective posts many at one instant).
@@ -146,21 +192,81 @@ impl Backlogs {
         if src as usize >= self.at_source.len() {
             return;
         }
-        if self.active.len() <= key as usize {
-            self.active.resize(key as usize + 1, None);
+        if self.keys.len() <= key as usize {
+            self.keys.resize(key as usize + 1, Key::default());
         }
-        if self.active[key as usize].is_some() {
+        if !self.keys[key as usize].known {
+            self.register(now, key, &path);
+        }
+        if self.keys[key as usize].state != FlowState::Idle {
             self.finish(now, key, &path);
         }
         self.at_source[src as usize] += 1;
-        self.active[key as usize] = Some(Active {
-            rate: cap.unwrap_or(f64::INFINITY),
-            bytes,
-            src,
-            pending: true,
-        });
+        let k = &mut self.keys[key as usize];
+        k.rate = cap.unwrap_or(f64::INFINITY);
+        k.bytes = bytes;
+        k.src = src;
+        k.state = FlowState::Pending;
         self.pending.push(key);
         self.pending_t = now;
+    }
+
+    /// Walks `key`'s path once: the links it reaches after its first hop learn of it (see
+    /// [`Screen`]), and the key learns whether any of them is tracked.
+    #[cold]
+    fn register<'a>(&mut self, now: Time, key: u32, path: &impl Fn(u32) -> &'a [LinkId]) {
+        let p = path(key);
+        let k = &mut self.keys[key as usize];
+        k.known = true;
+        k.first_cap = p
+            .first()
+            .and_then(|l| self.caps.get(l.0 as usize))
+            .copied()
+            .unwrap_or(0.0);
+        for w in p.windows(2) {
+            let (input, l) = (w[0].0 as usize, w[1].0 as usize);
+            let (Some(&in_cap), Some(&cap), Some(s)) = (
+                self.caps.get(input),
+                self.caps.get(l),
+                self.screen.get_mut(l),
+            ) else {
+                continue;
+            };
+            if s.tracked {
+                self.keys[key as usize].tracked = true;
+                continue;
+            }
+            let owner = s.owner;
+            if owner == NO_KEY || owner == key {
+                s.owner = key;
+                if in_cap <= cap {
+                    continue;
+                }
+            }
+            s.tracked = true;
+            self.keys[key as usize].tracked = true;
+            if owner != NO_KEY && owner != key {
+                self.promote(now, owner, l as u32, path);
+            }
+        }
+    }
+
+    /// Link `l`, reached so far by `owner`'s path alone, is tracked from `now` on: `owner`'s
+    /// flow, if one is arriving, arrives there from now (its queue there was 0).
+    fn promote<'a>(&mut self, now: Time, owner: u32, l: u32, path: &impl Fn(u32) -> &'a [LinkId]) {
+        let Some(k) = self.keys.get_mut(owner as usize) else {
+            return;
+        };
+        k.tracked = true;
+        if k.state != FlowState::Applied {
+            // Idle, or pending: the flush applies it on every tracked hop.
+            return;
+        }
+        let (rate, bytes) = (k.rate, k.bytes);
+        let p = path(owner);
+        if let Some(i) = p.iter().position(|h| h.0 == l).filter(|&i| i > 0) {
+            self.apply_hop(now, p[i - 1].0, l as usize, rate, bytes, true);
+        }
     }
 
     /// Applies the flows started at `pending_t`, once time has moved past it.
@@ -175,26 +281,28 @@ impl Backlogs {
         let t = self.pending_t;
         let mut pending = std::mem::take(&mut self.pending);
         for &key in &pending {
-            let Some(a) = self.active.get_mut(key as usize).and_then(Option::as_mut) else {
+            let Some(k) = self.keys.get_mut(key as usize) else {
                 continue;
             };
-            if !a.pending {
+            if k.state != FlowState::Pending {
                 continue;
             }
-            let p = path(key);
-            let Some(first) = p.first().and_then(|l| self.caps.get(l.0 as usize)) else {
+            if k.first_cap == 0.0 {
+                // No path: it arrives nowhere.
                 continue;
-            };
+            }
             let n = self
                 .at_source
-                .get(a.src as usize)
+                .get(k.src as usize)
                 .copied()
                 .unwrap_or(1)
                 .max(1);
-            a.rate = a.rate.min(first / f64::from(n));
-            a.pending = false;
-            let (rate, bytes) = (a.rate, a.bytes);
-            self.apply(t, p, rate, bytes, true);
+            k.rate = k.rate.min(k.first_cap / f64::from(n));
+            k.state = FlowState::Applied;
+            if k.tracked {
+                let (rate, bytes) = (k.rate, k.bytes);
+                self.apply(t, path(key), rate, bytes, true);
+            }
         }
         pending.clear();
         self.pending = pending;
@@ -203,59 +311,70 @@ impl Backlogs {
     /// Flow `key` finishes at `now` (`path` as for [`Backlogs::start`]).
     pub fn finish<'a>(&mut self, now: Time, key: u32, path: &impl Fn(u32) -> &'a [LinkId]) {
         self.flush(now, path);
-        let Some(a) = self.active.get_mut(key as usize).and_then(Option::take) else {
+        let Some(k) = self.keys.get_mut(key as usize) else {
             return;
         };
-        if let Some(n) = self.at_source.get_mut(a.src as usize) {
+        let state = std::mem::take(&mut k.state);
+        if state == FlowState::Idle {
+            return;
+        }
+        if let Some(n) = self.at_source.get_mut(k.src as usize) {
             *n = n.saturating_sub(1);
         }
-        if !a.pending {
-            self.apply(now, path(key), a.rate, a.bytes, false);
+        if state == FlowState::Applied && k.tracked {
+            let (rate, bytes) = (k.rate, k.bytes);
+            self.apply(now, path(key), rate, bytes, false);
         }
     }
 
-    /// Adds (or takes off) a flow's arrivals on the hops of `path` after the first.
+    /// Adds (or takes off) a flow's arrivals on the tracked hops of `path` after the first.
     #[inline]
     fn apply(&mut self, now: Time, path: &[LinkId], rate: f64, bytes: f64, add: bool) {
         for w in path.windows(2) {
             let (input, l) = (w[0].0, w[1].0 as usize);
-            let (Some(&cap), Some(&in_cap)) = (self.caps.get(l), self.caps.get(input as usize))
-            else {
-                continue;
-            };
-            let Some(s) = self.links.get_mut(l) else {
-                continue;
-            };
-            s.update(now, cap);
-            let i = s.inputs.iter().position(|&(u, _)| u == input);
-            if add {
-                s.arrive += rate;
-                s.bytes += bytes;
-                match i {
-                    Some(i) => s.inputs[i].1 += 1,
-                    None => {
-                        s.inputs.push((input, 1));
-                        s.in_cap += in_cap;
-                    }
-                }
-            } else {
-                s.arrive -= rate;
-                s.bytes -= bytes;
-                if let Some(i) = i {
-                    s.inputs[i].1 -= 1;
-                    if s.inputs[i].1 == 0 {
-                        s.inputs.swap_remove(i);
-                        s.in_cap -= in_cap;
-                    }
-                }
-                if s.inputs.is_empty() {
-                    // Exactly empty: no float residue carried into the next flows.
-                    s.arrive = 0.0;
-                    s.bytes = 0.0;
-                    s.in_cap = 0.0;
-                }
-                s.b = s.b.min(s.bytes.max(0.0));
+            if self.screen.get(l).is_some_and(|s| s.tracked) {
+                self.apply_hop(now, input, l, rate, bytes, add);
             }
+        }
+    }
+
+    /// [`Backlogs::apply`] on link direction `l`, entered from `input`.
+    fn apply_hop(&mut self, now: Time, input: u32, l: usize, rate: f64, bytes: f64, add: bool) {
+        let (Some(&cap), Some(&in_cap)) = (self.caps.get(l), self.caps.get(input as usize)) else {
+            return;
+        };
+        let Some(s) = self.links.get_mut(l) else {
+            return;
+        };
+        s.update(now, cap);
+        let i = s.inputs.iter().position(|&(u, _)| u == input);
+        if add {
+            s.arrive += rate;
+            s.bytes += bytes;
+            match i {
+                Some(i) => s.inputs[i].1 += 1,
+                None => {
+                    s.inputs.push((input, 1));
+                    s.in_cap += in_cap;
+                }
+            }
+        } else {
+            s.arrive -= rate;
+            s.bytes -= bytes;
+            if let Some(i) = i {
+                s.inputs[i].1 -= 1;
+                if s.inputs[i].1 == 0 {
+                    s.inputs.swap_remove(i);
+                    s.in_cap -= in_cap;
+                }
+            }
+            if s.inputs.is_empty() {
+                // Exactly empty: no float residue carried into the next flows.
+                s.arrive = 0.0;
+                s.bytes = 0.0;
+                s.in_cap = 0.0;
+            }
+            s.b = s.b.min(s.bytes.max(0.0));
         }
     }
 
@@ -313,6 +432,25 @@ mod tests {
         }
         let p5 = b.peaks(Time::from_us(2000), &p);
         assert_eq!(p5[5].bytes, 4e6, "the peak stays");
+    }
+
+    /// A link that one source's path reached alone keeps no state; when a second source's
+    /// path reaches it while the first one's flow arrives, both arrive there from then on.
+    #[test]
+    fn a_second_path_onto_a_link_counts_the_flow_already_there() {
+        // Links 0 and 1: the sources' first hops; 2: the link they share.
+        let mut b = Backlogs::new(vec![G100; 3], 2);
+        let p = [vec![LinkId(0), LinkId(2)], vec![LinkId(1), LinkId(2)]];
+        let p = paths(&p);
+        b.start(Time::ZERO, 0, 0, 1e6, None, &p);
+        let q = b.peaks(Time::from_us(1), &p);
+        assert_eq!(q[2].bytes, 0.0, "one source at the link's rate");
+        b.start(Time::from_us(1), 1, 1, 1e6, None, &p);
+        // 200 Gb/s into 100 Gb/s for 1 us: 12.5 kB over two inputs.
+        let q = b.peaks(Time::from_us(2), &p);
+        assert!((q[2].bytes - 12_500.0).abs() < 1e-6, "{:?}", q[2]);
+        assert_eq!(q[2].inputs, 2);
+        assert_eq!(q[2].arrival, 2.0 * G100);
     }
 
     /// Two flows from one source share its line rate: arriving together at a link of the

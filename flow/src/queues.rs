@@ -199,6 +199,28 @@ fn set_rate(v: &mut Vec<(u64, f64)>, id: u64, rate: f64) {
     }
 }
 
+/// Whether heap entry `(time, kind, id, version)` is still current: its link's or stream's
+/// version has not moved on since it was pushed (and the stream's event has not happened).
+fn entry_valid(
+    links: &[Link],
+    streams: &FxHashMap<u64, Stream>,
+    entry: (u64, u8, u64, u32),
+) -> bool {
+    let (_, kind, id, version) = entry;
+    match kind {
+        EV_LINK => links.get(id as usize).is_some_and(|l| l.version == version),
+        EV_SOURCE => streams
+            .get(&id)
+            .is_some_and(|s| !s.source_done && s.inj_version == version),
+        _ => streams
+            .get(&id)
+            .is_some_and(|s| !s.drained && s.out_version == version),
+    }
+}
+
+/// The heap size below which stale entries are left for the pops.
+const MIN_COMPACT: usize = 4096;
+
 /// Event kinds in the heap, in the order they run at one instant.
 const EV_LINK: u8 = 0;
 const EV_SOURCE: u8 = 1;
@@ -212,6 +234,8 @@ pub struct QueueNetwork {
     streams: FxHashMap<u64, Stream>,
     next_id: u64,
     heap: BinaryHeap<Reverse<(u64, u8, u64, u32)>>,
+    /// The heap size at which its stale entries are next dropped ([`QueueNetwork::compact_heap`]).
+    compact_at: usize,
     /// Links whose arrivals changed and must recompute their departures.
     dirty: VecDeque<u32>,
     in_dirty: Vec<bool>,
@@ -239,6 +263,7 @@ impl QueueNetwork {
             streams: FxHashMap::default(),
             next_id: 0,
             heap: BinaryHeap::new(),
+            compact_at: MIN_COMPACT,
             dirty: VecDeque::new(),
             in_dirty: vec![false; n],
             reshare: Vec::new(),
@@ -322,27 +347,28 @@ impl QueueNetwork {
     }
 
     fn peek(&mut self) -> Option<u64> {
-        while let Some(&Reverse((t, kind, id, version))) = self.heap.peek() {
-            let valid = match kind {
-                EV_LINK => self
-                    .links
-                    .get(id as usize)
-                    .is_some_and(|l| l.version == version),
-                EV_SOURCE => self
-                    .streams
-                    .get(&id)
-                    .is_some_and(|s| !s.source_done && s.inj_version == version),
-                _ => self
-                    .streams
-                    .get(&id)
-                    .is_some_and(|s| !s.drained && s.out_version == version),
-            };
-            if valid {
-                return Some(t);
+        while let Some(&Reverse(entry)) = self.heap.peek() {
+            if entry_valid(&self.links, &self.streams, entry) {
+                return Some(entry.0);
             }
             self.heap.pop();
         }
         None
+    }
+
+    /// Drops the heap's stale entries once it has doubled since it was last rid of them:
+    /// every rate change pushes a new entry and leaves the old one to be popped at its time,
+    /// so that without this the heap grows with the changes rather than the streams, and
+    /// every pop sifts through it. Only stale entries go, so the events and their order
+    /// stay the same.
+    fn compact_heap(&mut self) {
+        if self.heap.len() <= self.compact_at {
+            return;
+        }
+        let (links, streams) = (&self.links, &self.streams);
+        self.heap
+            .retain(|&Reverse(entry)| entry_valid(links, streams, entry));
+        self.compact_at = (2 * self.heap.len()).max(MIN_COMPACT);
     }
 
     /// Moves time to `t`, running every event up to it and appending what messages did.
@@ -579,6 +605,7 @@ impl QueueNetwork {
             self.in_dirty[l as usize] = false;
             self.recompute_link(l);
         }
+        self.compact_heap();
     }
 
     /// Water-fills a NIC port among the data streams its host injects there.

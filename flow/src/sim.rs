@@ -984,61 +984,73 @@ pub fn run<A: Application>(
             core.stats.events += 1;
             core.tx_done(token as u32);
         }
-        match ev {
-            Ev::Timer { host, token } => {
-                if let Some(app) = apps.get_mut(host as usize) {
-                    app.on_timer(
-                        token,
-                        &mut Api {
-                            core: &mut core,
-                            host,
-                        },
-                    );
-                }
+        dispatch(&mut core, &mut apps, t, ev);
+    }
+    let (hosts, links) = counters(&mut core, apps.len());
+    if let Some(e) = core.error.take() {
+        return Err(e);
+    }
+    let qps = &core.qps;
+    let backlogs = core
+        .backlogs
+        .peaks(core.stats.end_time, |k| forward(qps, k));
+    Ok(SimOutput {
+        apps,
+        hosts,
+        links,
+        backlogs,
+        stats: core.stats,
+    })
+}
+
+/// Runs event `ev` of instant `t`: a timer or a completion handed to its application, or a
+/// zero-length message's departure.
+#[inline]
+fn dispatch<A: Application>(core: &mut Core<'_>, apps: &mut [A], t: Time, ev: Ev) {
+    match ev {
+        Ev::Timer { host, token } => {
+            if let Some(app) = apps.get_mut(host as usize) {
+                app.on_timer(token, &mut Api { core, host });
             }
-            Ev::TxDone { qp } => core.tx_done(qp),
-            Ev::Deliver { qp, src, dst, msg } => {
-                let tag = msg.tag;
-                // The way back is only read for a sender that wants to know (collectives do
-                // not): another line of the queue pair per message otherwise.
-                if apps
-                    .get(src as usize)
-                    .is_some_and(|a| a.wants_send_done(tag))
-                {
-                    let back = core.qps[qp as usize].back;
-                    core.schedule(t + back, Ev::SendDone { qp, tag });
-                }
-                if let Some(app) = apps.get_mut(dst as usize) {
-                    let c = Completion::Received {
-                        src,
-                        imm: tag as u32,
-                        len: msg.len,
-                        data: msg.data.map(|b| *b),
-                    };
-                    app.on_completion(
-                        c,
-                        &mut Api {
-                            core: &mut core,
-                            host: dst,
-                        },
-                    );
-                }
+        }
+        Ev::TxDone { qp } => core.tx_done(qp),
+        Ev::Deliver { qp, src, dst, msg } => {
+            let tag = msg.tag;
+            // The way back is only read for a sender that wants to know (collectives do
+            // not): another line of the queue pair per message otherwise.
+            if apps
+                .get(src as usize)
+                .is_some_and(|a| a.wants_send_done(tag))
+            {
+                let back = core.qps[qp as usize].back;
+                core.schedule(t + back, Ev::SendDone { qp, tag });
             }
-            Ev::SendDone { qp, tag } => {
-                let q = &core.qps[qp as usize];
-                let (src, dst) = (q.src, q.dst);
-                if let Some(app) = apps.get_mut(src as usize) {
-                    app.on_completion(
-                        Completion::SendDone { dst, tag },
-                        &mut Api {
-                            core: &mut core,
-                            host: src,
-                        },
-                    );
-                }
+            if let Some(app) = apps.get_mut(dst as usize) {
+                let c = Completion::Received {
+                    src,
+                    imm: tag as u32,
+                    len: msg.len,
+                    data: msg.data.map(|b| *b),
+                };
+                app.on_completion(c, &mut Api { core, host: dst });
+            }
+        }
+        Ev::SendDone { qp, tag } => {
+            let q = &core.qps[qp as usize];
+            let (src, dst) = (q.src, q.dst);
+            if let Some(app) = apps.get_mut(src as usize) {
+                app.on_completion(
+                    Completion::SendDone { dst, tag },
+                    &mut Api { core, host: src },
+                );
             }
         }
     }
+}
+
+/// The hosts' and links' counters of a run that ended: what the queue pairs started (summed
+/// per queue pair as it went) and what still waited, was draining or was on its way.
+fn counters(core: &mut Core<'_>, n_hosts: usize) -> (Vec<HostCounters>, Vec<LinkCounters>) {
     // What was posted and not delivered: still queued (the head maybe on the wire), draining
     // (queue model) or on its way to the destination (a `Deliver` event).
     let mut undelivered: Vec<(u32, u64)> = Vec::new();
@@ -1068,8 +1080,8 @@ pub fn run<A: Application>(
             _ => None,
         }));
     }
-    let mut links = core.links;
-    let mut hosts = vec![HostCounters::default(); apps.len()];
+    let mut links = std::mem::take(&mut core.links);
+    let mut hosts = vec![HostCounters::default(); n_hosts];
     for &(q, len) in &undelivered {
         let Some(dst) = core.qps.get(q as usize).map(|q| q.dst) else {
             continue;
@@ -1111,20 +1123,7 @@ pub fn run<A: Application>(
         }
         .round() as u64;
     }
-    if let Some(e) = core.error.take() {
-        return Err(e);
-    }
-    let qps = &core.qps;
-    let backlogs = core
-        .backlogs
-        .peaks(core.stats.end_time, |k| forward(qps, k));
-    Ok(SimOutput {
-        apps,
-        hosts,
-        links,
-        backlogs,
-        stats: core.stats,
-    })
+    (hosts, links)
 }
 
 #[cfg(test)]

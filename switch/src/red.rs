@@ -15,7 +15,7 @@
 //! Randomness comes from a per-switch SplitMix64 generator seeded from the switch's seed, and a
 //! number is drawn only for frames in the probabilistic band, so runs are reproducible.
 
-use fabemu_fabric::route::mix;
+use fabemu_fabric::mix::mix;
 use fabemu_fabric::units::ByteSize;
 use serde::{Deserialize, Serialize};
 

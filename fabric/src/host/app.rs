@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::{Application, ClassId, Completion, Transport};
-use crate::route::mix;
+use crate::mix::mix;
 #[cfg(doc)]
 use crate::transport::ClassTable;
 use crate::units::Time;

@@ -415,7 +415,7 @@ impl Nic {
                 self.routes.select(paddr.ip, h)?
             };
             let jitter_seed =
-                crate::route::mix(self.seed ^ u64::from(self.index) << 32 ^ u64::from(peer));
+                crate::mix::mix(self.seed ^ u64::from(self.index) << 32 ^ u64::from(peer));
             let remote_qpn = qp_number(self.index, class);
             self.qps
                 .push(Qp::new(peer, port, udp, dscp, remote_qpn, jitter_seed));

@@ -505,7 +505,7 @@ impl Qp {
     /// `t` stretched by a seeded random factor in [1, 1.5): QPs that lost packets together
     /// then retransmit at different instants instead of colliding again.
     pub(crate) fn jittered(&mut self, t: Time) -> Time {
-        self.jitter = crate::route::mix(self.jitter);
+        self.jitter = crate::mix::mix(self.jitter);
         let frac = self.jitter >> 32; // uniform in [0, 2^32)
         let extra = (u128::from(t.ps()) * u128::from(frac)) >> 33; // [0, t/2)
         Time(t.ps().saturating_add(extra as u64))
