@@ -84,6 +84,10 @@ struct SearchArgs {
     /// Write the best strategy's scenario to this file (to run at packet level).
     #[arg(long, value_name = "FILE")]
     write_best: Option<PathBuf>,
+    /// Screen every candidate (its iteration composed from collectives measured once on the
+    /// fabric), then run this many of the best in full at flow fidelity.
+    #[arg(long, default_value_t = 10, value_name = "K")]
+    top: usize,
     /// Print nothing but errors (and show no progress).
     #[arg(long)]
     quiet: bool,
@@ -482,7 +486,7 @@ fn search(args: SearchArgs) -> ExitCode {
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
     };
     if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bar:40} {pos}/{len} strategies run, {elapsed} (ETA {eta})",
+        "{bar:40} {pos}/{len} screenings and runs, {elapsed} (ETA {eta})",
     ) {
         bar.set_style(style);
     }
@@ -491,6 +495,7 @@ fn search(args: SearchArgs) -> ExitCode {
         &args.set,
         &space,
         threads,
+        args.top,
         &|n| bar.set_length(n as u64),
         &|| bar.inc(1),
     );

@@ -721,13 +721,23 @@ fn out_dir_gets_a_perfetto_trace_with_a_compute_and_a_comm_track_per_rank() {
     }
     // The breakdown plot: a stacked bar per rank, one rectangle per part (and one in the
     // legend, drawn only when a font was found): compute alone, compute with hidden
-    // communication, exposed, idle.
+    // communication, exposed by kind (a Chakra trace's: collective, p2p), idle.
     assert!(dir.join("breakdown.png").is_file());
     let svg = std::fs::read_to_string(dir.join("breakdown.svg")).expect("breakdown.svg written");
-    for colour in ["#1F77B4", "#2CA02C", "#D62728", "#C8C8C8"] {
-        let n = svg.matches(&format!("fill=\"{colour}\"")).count();
+    let count = |colour: &str| svg.matches(&format!("fill=\"{colour}\"")).count();
+    for colour in ["#1F77B4", "#2CA02C", "#C8C8C8"] {
+        let n = count(colour);
         assert!(n == 4 || n == 4 + 1, "{colour}: {n}");
     }
+    // Exposed collectives (pink) and messages (olive): each a part of every bar or of none;
+    // no built-in model's kinds (tp red).
+    let kinds: Vec<usize> = ["#E377C2", "#BCBD22"].iter().map(|c| count(c)).collect();
+    assert!(
+        kinds.iter().all(|&n| n == 0 || n == 4 || n == 5),
+        "{kinds:?}"
+    );
+    assert!(kinds.iter().any(|&n| n > 0), "{kinds:?}");
+    assert_eq!(count("#D62728"), 0);
 }
 
 /// Merged `[start, end)` intervals and their total length.

@@ -292,3 +292,40 @@ fn the_gpt_example_reports_throughput_and_exposed_communication_by_kind() {
         .sum();
     assert_eq!(sum, t["overall"]["exposed_comm_ps"].as_u64().unwrap());
 }
+
+#[test]
+fn with_expert_parallelism_dense_gradients_go_over_dp_x_ep_and_expert_gradients_over_dp() {
+    // dp 2 x ep 2 on 4 hosts, 2 MoE layers (h 256, 4 heads, FFN 512, 4 experts, top-2, GELU,
+    // tied embeddings), bf16. A layer's dense weights (attention, router, norms) are on
+    // every rank: their gradients, with the embedding's, are reduced over all 4 ranks
+    // (`dp0.0`); each rank holds 2 of the 4 experts, whose gradients are reduced over the 2
+    // ranks that hold the same experts (`dp0.0.0`, `dp0.0.1`), as Megatron-LM does.
+    let yaml = format!(
+        "{}workload:\n  device: {{peak_flops: 1e14, memory_bandwidth: 1000GB/s}}\n  training:\n    \
+         model: {{layers: 2, hidden: 256, heads: 4, ffn_hidden: 512, experts: 4, top_k: 2, \
+         sequence: 128, vocabulary: 1024, global_batch: 4, micro_batch: 1}}\n    dp: 2\n    \
+         ep: 2\n",
+        fast_star(4)
+    );
+    let r = run_yaml(&yaml, 1);
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    let t = training(&r);
+    let (h, f, e, v, layers, dt) = (256u64, 512u64, 4u64, 1024u64, 2u64, 2u64);
+    let attention = h * (h + 2 * h) + h * h;
+    let experts = 2 * h * f * e;
+    let dense_layer = attention + h * e + 2 * h;
+    let group = |name: &str| {
+        t.communicators
+            .iter()
+            .find(|g| g.group == name)
+            .unwrap_or_else(|| panic!("no group {name}: {:?}", t.communicators))
+    };
+    let dense = group("dp0.0");
+    assert_eq!(dense.ranks, 4);
+    assert_eq!(dense.bytes, (layers * dense_layer + v * h) * dt);
+    for g in ["dp0.0.0", "dp0.0.1"] {
+        let expert = group(g);
+        assert_eq!(expert.ranks, 2);
+        assert_eq!(expert.bytes, layers * experts / 2 * dt, "{g}");
+    }
+}

@@ -1,6 +1,7 @@
 //! The training iteration's breakdown as a plot (`breakdown.png`, `breakdown.svg`): one
 //! stacked bar per rank, so stragglers, pipeline bubbles and exposed communication show at a
-//! glance.
+//! glance; the exposed communication is split by kind (tp, ep, pp, dp for the built-in model,
+//! collective and p2p for a Chakra trace), as in the report.
 //!
 //! A rank's bar is its iteration time split into parts that do not overlap, so the bars are
 //! as tall as the iteration: compute with nothing communicating, compute while communication
@@ -15,35 +16,88 @@ use plotters::prelude::*;
 
 use super::plot::{both, has_font, tick, time_unit};
 use super::ObserveError;
-use crate::training::TrainingReport;
+use crate::training::{RankBreakdown, TrainingReport, KIND_ORDER};
 
-/// The parts of a bar, bottom first: legend and colour.
-const PARTS: [(&str, RGBColor); 4] = [
+/// A bar's parts below the exposed communication: legend and colour.
+const COMPUTE: [(&str, RGBColor); 2] = [
     ("compute alone", RGBColor(31, 119, 180)),
     ("compute, communication hidden", RGBColor(44, 160, 44)),
-    ("exposed communication", RGBColor(214, 39, 40)),
-    ("idle", RGBColor(200, 200, 200)),
 ];
+/// Exposed communication by kind ([`KIND_ORDER`]), warm colours.
+const KIND_COLORS: [RGBColor; 6] = [
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+];
+/// Exposed communication of no kind, and idle time.
+const OTHER: RGBColor = RGBColor(120, 20, 20);
+const IDLE: (&str, RGBColor) = ("idle", RGBColor(200, 200, 200));
 
-/// Per rank, the heights of its parts in picoseconds (see the module doc).
-pub fn bar_parts(t: &TrainingReport) -> Vec<(usize, [u64; 4])> {
-    t.per_rank
+/// A bar's parts, bottom first: legend and colour.
+pub type Parts = Vec<(String, RGBColor)>;
+
+/// The parts of the bars (compute alone, hidden, exposed communication by each kind any
+/// rank has, exposed communication of no kind if any, idle) and per rank their heights in
+/// picoseconds (see the module doc).
+pub fn bar_parts(t: &TrainingReport) -> (Parts, Vec<(usize, Vec<u64>)>) {
+    let kinds: Vec<usize> = (0..KIND_ORDER.len())
+        .filter(|&k| {
+            t.per_rank
+                .iter()
+                .flat_map(|r| &r.exposed_by_kind)
+                .any(|e| e.kind == KIND_ORDER[k] && e.exposed_ps > 0)
+        })
+        .collect();
+    let of_kind = |r: &RankBreakdown, k: usize| {
+        r.exposed_by_kind
+            .iter()
+            .filter(|e| e.kind == KIND_ORDER[k])
+            .map(|e| e.exposed_ps)
+            .sum::<u64>()
+    };
+    let rest = |r: &RankBreakdown| {
+        let by_kind: u64 = kinds.iter().map(|&k| of_kind(r, k)).sum();
+        r.breakdown.exposed_comm_ps.saturating_sub(by_kind)
+    };
+    let mut parts: Parts = COMPUTE.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+    for &k in &kinds {
+        parts.push((format!("exposed {}", KIND_ORDER[k]), KIND_COLORS[k]));
+    }
+    let any_rest = t.per_rank.iter().any(|r| rest(r) > 0);
+    if any_rest {
+        let name = if kinds.is_empty() {
+            "exposed communication"
+        } else {
+            "exposed, other"
+        };
+        parts.push((name.to_string(), OTHER));
+    }
+    parts.push((IDLE.0.to_string(), IDLE.1));
+    let bars = t
+        .per_rank
         .iter()
         .map(|r| {
             let b = &r.breakdown;
             let hidden = b.hidden_comm_ps.min(b.compute_ps);
-            (
-                r.rank,
-                [b.compute_ps - hidden, hidden, b.exposed_comm_ps, b.idle_ps],
-            )
+            let mut h = vec![b.compute_ps - hidden, hidden];
+            h.extend(kinds.iter().map(|&k| of_kind(r, k)));
+            if any_rest {
+                h.push(rest(r));
+            }
+            h.push(b.idle_ps);
+            (r.rank, h)
         })
-        .collect()
+        .collect();
+    (parts, bars)
 }
 
 /// Writes `base.png` and `base.svg` with the breakdown of `t`.
 pub fn breakdown_chart(base: &Path, t: &TrainingReport) -> Result<(), ObserveError> {
     let text = has_font();
-    let bars = bar_parts(t);
+    let (parts, bars) = bar_parts(t);
     let top = bars
         .iter()
         .map(|(_, p)| p.iter().sum::<u64>())
@@ -60,8 +114,8 @@ pub fn breakdown_chart(base: &Path, t: &TrainingReport) -> Result<(), ObserveErr
     );
     both(
         base,
-        |r| draw(r, &title, &bars, (top, unit), text),
-        |r| draw(r, &title, &bars, (top, unit), text),
+        |r| draw(r, &title, (&parts, &bars), (top, unit), text),
+        |r| draw(r, &title, (&parts, &bars), (top, unit), text),
     )
 }
 
@@ -80,7 +134,7 @@ fn x_labels(n: usize) -> usize {
 
 /// The label of the x tick at `v`: the rank of the bar centred there, or nothing for a
 /// position that is not a bar's centre.
-fn rank_label(bars: &[(usize, [u64; 4])], v: f64) -> String {
+fn rank_label(bars: &[(usize, Vec<u64>)], v: f64) -> String {
     let i = v.round();
     if (v - i).abs() > 1e-9 || i < 0.0 {
         return String::new();
@@ -92,7 +146,7 @@ fn rank_label(bars: &[(usize, [u64; 4])], v: f64) -> String {
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
-    bars: &[(usize, [u64; 4])],
+    (parts, bars): (&Parts, &[(usize, Vec<u64>)]),
     (top, (t_div, t_unit)): (u64, (f64, &str)),
     text: bool,
 ) -> Result<(), String> {
@@ -124,7 +178,8 @@ fn draw<DB: DrawingBackend>(
     }
     // Narrow gaps between bars while they are wide enough to show them.
     let gap = if bars.len() <= 64 { 0.1 } else { 0.0 };
-    for (k, &(name, color)) in PARTS.iter().enumerate() {
+    for (k, (name, color)) in parts.iter().enumerate() {
+        let color = *color;
         let rects = bars.iter().enumerate().map(|(x, (_, parts))| {
             let below: u64 = parts[..k].iter().sum();
             let (lo, hi) = (below as f64 / t_div, (below + parts[k]) as f64 / t_div);
@@ -133,7 +188,7 @@ fn draw<DB: DrawingBackend>(
         });
         let drawn = chart.draw_series(rects).map_err(e)?;
         if text {
-            drawn.label(name).legend(move |(px, py)| {
+            drawn.label(name.as_str()).legend(move |(px, py)| {
                 Rectangle::new([(px, py - 5), (px + 16, py + 5)], color.filled())
             });
         }
@@ -158,7 +213,7 @@ mod tests {
 
     /// The ticks plotters draws on the x axis of `n` bars, with their labels.
     fn ticks(n: usize) -> Vec<(f64, String)> {
-        let bars: Vec<(usize, [u64; 4])> = (0..n).map(|r| (r, [1, 0, 0, 0])).collect();
+        let bars: Vec<(usize, Vec<u64>)> = (0..n).map(|r| (r, vec![1, 0, 0, 0])).collect();
         let axis: RangedCoordf64 = x_range(n).into();
         axis.key_points(x_labels(n))
             .into_iter()
@@ -198,7 +253,7 @@ mod tests {
 
     #[test]
     fn labels_name_the_rank_not_the_position() {
-        let bars = [(4, [1, 0, 0, 0]), (9, [1, 0, 0, 0])];
+        let bars = [(4, vec![1, 0, 0, 0]), (9, vec![1, 0, 0, 0])];
         assert_eq!(rank_label(&bars, 0.0), "4");
         assert_eq!(rank_label(&bars, 1.0), "9");
         assert_eq!(rank_label(&bars, 0.5), "");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use fabemu_collectives::executor::{DataSpec, Job, JobStart, MAX_JOBS};
 use fabemu_collectives::{ChunkRange, Collective, DataType, Program, ReduceOp};
-use fabemu_fabric::units::{Time, PS_PER_S};
+use fabemu_fabric::units::Time;
 use fabemu_topologies::Graph;
 use fabemu_workload::model;
 use fabemu_workload::scheduler::{Action, RankScheduler, SchedNode, Stream};
@@ -123,6 +123,7 @@ pub(crate) fn build(
         group_names: Vec::new(),
         next_free: vec![0usize; g.host_count()],
         group_members: BTreeMap::new(),
+        compiled: BTreeMap::new(),
         steps_total: 0,
         data_bytes,
     };
@@ -309,7 +310,7 @@ type Located = (FieldPath, String);
 
 /// `workload.training` as the workload crate's model takes it; with `model`, the work derived
 /// from the transformer and its figures.
-fn model_spec(
+pub(crate) fn model_spec(
     m: &crate::scenario::TrainingYaml,
     device: Option<Device>,
 ) -> Result<(model::ModelSpec, Option<ModelFigures>), Located> {
@@ -461,7 +462,7 @@ fn model_spec(
 
 /// The scenario's device (its preset under the fields given) and efficiency; refuses one
 /// that cannot time anything.
-fn check_device(src: &Source) -> Result<Option<(Device, f64)>, ScenarioError> {
+pub(crate) fn check_device(src: &Source) -> Result<Option<(Device, f64)>, ScenarioError> {
     let device_at = FieldPath::root().key("workload").key("device");
     let Some(d) = &src.scenario.workload.device else {
         return Ok(None);
@@ -507,7 +508,8 @@ fn rank_actions(
                     Op::Compute { cpu: true, .. } => Stream::Cpu,
                     _ => Stream::Gpu,
                 };
-                let time = compute_time(tr.device, &n.op).map_err(|e| node_err(e.into()))?;
+                let time =
+                    transformer::node_time(tr.device, &n.op).map_err(|e| node_err(e.into()))?;
                 Action::Compute(time, stream)
             }
             Op::Marker { duration } => Action::Delay(duration.unwrap_or(Time::ZERO)),
@@ -564,44 +566,8 @@ fn rank_actions(
     Ok(acts)
 }
 
-/// A compute or memory node's time: its recorded duration, else the device model's roofline.
-fn compute_time(device: Option<(Device, f64)>, op: &Op) -> Result<Time, &'static str> {
-    match op {
-        Op::Compute {
-            duration,
-            num_ops,
-            tensor_bytes,
-            ..
-        } => match (duration, num_ops, tensor_bytes) {
-            (Some(d), _, _) => Ok(*d),
-            (None, None, None) => Ok(Time::ZERO),
-            (None, ops, bytes) => {
-                let d = device.ok_or(
-                    "a compute node with `num_ops`/`tensor_size` and no duration needs \
-                     `workload.device` to time it",
-                )?;
-                let (d, efficiency) = d;
-                let flops = ops.unwrap_or(0) as f64 / (d.peak_flops * efficiency);
-                let mem = bytes.unwrap_or(0) as f64 / d.memory_bandwidth;
-                Ok(secs(flops.max(mem)))
-            }
-        },
-        Op::Memory {
-            duration, bytes, ..
-        } => match (duration, bytes) {
-            (Some(d), _) => Ok(*d),
-            (None, None) => Ok(Time::ZERO),
-            (None, Some(b)) => {
-                let d = device.ok_or(
-                    "a memory node with `tensor_size` and no duration needs `workload.device` \
-                     to time it",
-                )?;
-                Ok(secs(*b as f64 / d.0.memory_bandwidth))
-            }
-        },
-        _ => Ok(Time::ZERO),
-    }
-}
+/// Compiled collectives by (operation, elements, element bytes, ranks).
+type CompiledPrograms = BTreeMap<(&'static str, usize, u64, usize), (CollectiveInfo, Vec<Program>)>;
 
 /// Matches collectives across the members of their groups and compiles a job per match.
 struct Matcher<'a> {
@@ -618,6 +584,10 @@ struct Matcher<'a> {
     next_free: Vec<usize>,
     /// Per group name, its member hosts.
     group_members: BTreeMap<String, Vec<usize>>,
+    /// Programs compiled so far by (operation, elements, element bytes, ranks): a program
+    /// names ranks, not hosts, so groups of one size share them (a 1024-rank model has
+    /// thousands of equal tensor-parallel All-Reduces).
+    compiled: CompiledPrograms,
     /// Program steps in all.
     steps_total: u64,
     /// Memory a data-mode run holds for the workload's payloads.
@@ -787,11 +757,20 @@ impl Matcher<'_> {
                 "comm_size {bytes} B is not a whole number of floats (data mode)"
             )));
         };
-        let spec = collective_spec(s, op, alg)
-            .map_err(|e| node_err(format!("cannot build the collective: {e}")))?;
-        let (info, programs) =
-            collective::compile_one(self.g, &spec, count, es, member_hosts, self.data_mode)
-                .map_err(|e| node_err(format!("{} {k}: {e}", kind.key())))?;
+        let key = (kind.key(), count, es, member_hosts.len());
+        let (mut info, programs) = match self.compiled.get(&key) {
+            Some(done) => done.clone(),
+            None => {
+                let spec = collective_spec(s, op, alg)
+                    .map_err(|e| node_err(format!("cannot build the collective: {e}")))?;
+                let done =
+                    collective::compile_one(self.g, &spec, count, es, member_hosts, self.data_mode)
+                        .map_err(|e| node_err(format!("{} {k}: {e}", kind.key())))?;
+                self.compiled.insert(key, done.clone());
+                done
+            }
+        };
+        info.hosts = member_hosts.to_vec();
         self.steps_total = programs.iter().fold(self.steps_total, |a, p| {
             a.saturating_add(p.steps.len() as u64)
         });
@@ -870,11 +849,6 @@ fn install_job(
     }
 }
 
-/// Seconds as a time, rounded up to the picosecond.
-fn secs(s: f64) -> Time {
-    Time((s * PS_PER_S as f64).ceil() as u64)
-}
-
 fn nodes_of(t: &RankTrace, acts: Vec<Action>) -> Vec<SchedNode> {
     t.nodes
         .iter()
@@ -889,7 +863,7 @@ fn nodes_of(t: &RankTrace, acts: Vec<Action>) -> Vec<SchedNode> {
 }
 
 /// The operation that runs a trace collective and the algorithm the scenario gives it.
-fn algorithm_of(
+pub(crate) fn algorithm_of(
     s: &crate::scenario::Scenario,
     kind: CollKind,
 ) -> (Collective, Option<&AlgorithmYaml>) {
@@ -907,7 +881,7 @@ fn algorithm_of(
 /// A `workload.collectives` entry for `op` with `alg`, the scenario's `collective_algorithms`
 /// options and every other option at its default (built through serde, so new options keep
 /// their defaults here too).
-fn collective_spec(
+pub(crate) fn collective_spec(
     s: &crate::scenario::Scenario,
     op: Collective,
     alg: Option<&AlgorithmYaml>,

@@ -36,7 +36,7 @@ mod perfetto;
 mod report;
 mod summary;
 
-pub(crate) use build::build;
+pub(crate) use build::{algorithm_of, build, check_device, model_spec};
 pub use critical_path::{CriticalPath, PathGroup, PathStep};
 pub use perfetto::perfetto_trace;
 pub use report::{

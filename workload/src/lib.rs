@@ -25,6 +25,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod chakra;
+pub mod estimate;
 pub mod input;
 pub mod memory;
 pub mod model;

@@ -168,6 +168,12 @@ pub struct Work {
     pub embedding: Option<Extra>,
     /// After the last layer, on the last stage.
     pub head: Option<Extra>,
+    /// Of a layer's gradient bytes (`ModelSpec::parameter_bytes`), the experts' (every
+    /// expert, before the tensor- and expert-parallel split). With ep > 1 a rank holds
+    /// 1/ep of them and reduces them over its data-parallel group (`dp{p}.{t}.{e}`); the rest
+    /// (attention, router, norms, embedding, LM head) is replicated over dp x ep ranks and
+    /// reduced over them (`dp{p}.{t}`), as Megatron-LM does.
+    pub expert_bytes: u64,
 }
 
 /// A field of the model that is wrong, and why; the scenario locates it.
@@ -184,7 +190,28 @@ pub struct ModelError {
 /// iteration, and the communicator groups (group name -> ranks). `has_device`: a device
 /// model is there to time FLOPs.
 pub fn build(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, ModelError> {
-    traces(m, hosts, has_device).map_err(|(field, message)| ModelError { field, message })
+    let (traces, groups, marks) = traces(m, hosts, has_device, false)
+        .map_err(|(field, message)| ModelError { field, message })?;
+    Ok((traces.into_iter().flatten().collect(), groups, marks))
+}
+
+/// One pipeline of the built-in model: the traces of the ranks at data, tensor and expert
+/// index 0 (one per stage, `(rank, trace)` by rank), and every communicator group.
+/// The other replicas run the same work on groups of the same shape, so an estimate of
+/// the iteration needs only these ([`crate::estimate`]).
+pub fn build_pipeline(
+    m: &ModelSpec,
+    hosts: usize,
+    has_device: bool,
+) -> Result<(Vec<(usize, RankTrace)>, Groups), ModelError> {
+    let (traces, groups, _) = traces(m, hosts, has_device, true)
+        .map_err(|(field, message)| ModelError { field, message })?;
+    let ranks = traces
+        .into_iter()
+        .enumerate()
+        .filter_map(|(r, t)| t.map(|t| (r, t)))
+        .collect();
+    Ok((ranks, groups))
 }
 
 /// Communicator groups: group id -> ranks.
@@ -192,6 +219,9 @@ pub type Groups = BTreeMap<String, Vec<usize>>;
 
 /// The built-in model's traces, groups, and per rank the last node of each iteration.
 pub type Model = (Vec<RankTrace>, Groups, Vec<Vec<u32>>);
+
+/// Per rank its trace (None: not built) and iteration ends, and the groups.
+type SomeRanks = (Vec<Option<RankTrace>>, Groups, Vec<Vec<u32>>);
 
 /// A field of the model that is wrong, and why.
 type FieldError = (&'static str, String);
@@ -340,7 +370,135 @@ fn strides(m: &ModelSpec) -> Result<[usize; 4], FieldError> {
 /// communicator groups (`tp{p}.{d}`, `dp{p}.{t}`, with ep > 1 also `ep{p}.{d}.{t}` and the
 /// expert index appended to the others); errors name the field. Rank = host index; where a
 /// rank's coordinates put it is `mapping`'s business ([`strides`]).
-fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldError> {
+fn traces(
+    m: &ModelSpec,
+    hosts: usize,
+    has_device: bool,
+    one_pipeline: bool,
+) -> Result<SomeRanks, FieldError> {
+    let (dp, tp, pp, ep, mbs) = (m.dp, m.tp, m.pp, m.ep, m.micro_batches);
+    check(m, hosts)?;
+    let ranks = dp * tp * pp * ep;
+    let v = m.schedule.virtual_stages();
+    let moe = m.moe_bytes;
+    if moe > 0 && ep == 1 {
+        return Err((
+            "moe_bytes",
+            "the MoE All-To-All runs on the expert-parallel group: set `ep` > 1".into(),
+        ));
+    }
+    let work = match &m.work {
+        Some(w) => w.clone(),
+        None => {
+            let (forward, backward) = layer_ops(m, has_device)?;
+            Work {
+                parts: vec![Part {
+                    name: "",
+                    forward,
+                    backward,
+                    tp: match (m.tp_bytes, m.sp) {
+                        (0, _) => TpComm::None,
+                        (b, false) => TpComm::AllReduce(b),
+                        (b, true) => TpComm::Sequence(b),
+                    },
+                    moe,
+                }],
+                embedding: None,
+                head: None,
+                // The per-layer fields' gradients all stay with their expert rank (see
+                // `GradSizes`).
+                expert_bytes: 0,
+            }
+        }
+    };
+    if m.work.is_some() && !has_device {
+        return Err((
+            "model",
+            "a model's compute is FLOPs: give `workload.device` (a preset or peak_flops) to \
+             time it"
+                .into(),
+        ));
+    }
+    // Bound the model's size: nodes per rank ~ micro-batches x layers x 6 per piece.
+    let per_rank = (mbs as u64)
+        .saturating_mul(m.layers as u64 / pp as u64)
+        .saturating_mul(6 * work.parts.len() as u64)
+        .saturating_mul(m.iterations as u64);
+    if per_rank.saturating_mul(ranks as u64) > 1 << 24 {
+        // The largest of the factors is the one to shrink.
+        let field = [
+            ("micro_batches", mbs),
+            ("layers", m.layers / pp),
+            ("iterations", m.iterations),
+        ]
+        .into_iter()
+        .rev()
+        .max_by_key(|&(_, v)| v)
+        .map_or("micro_batches", |(f, _)| f);
+        return Err((
+            field,
+            format!(
+                "micro_batches x layers per stage x iterations x ranks = {mbs} x {} x {} x \
+                 {ranks}: the run would have more than 2^24 nodes",
+                m.layers / pp,
+                m.iterations
+            ),
+        ));
+    }
+    let [st, se, sd, sp] = strides(m)?;
+    let rank_of = |p: usize, d: usize, t: usize, e: usize| t * st + e * se + d * sd + p * sp;
+    // The expert index, in group names only when there is expert parallelism (the names
+    // without it stay as they were).
+    let ex = |e: usize| {
+        if ep > 1 {
+            format!(".{e}")
+        } else {
+            String::new()
+        }
+    };
+    let groups = groups_of(m, &rank_of, &ex);
+    let layers = m.layers / (pp * v);
+    let act = m.activation_bytes;
+    let grads = GradSizes::of(m, &work);
+    let mut traces: Vec<Option<RankTrace>> = (0..ranks).map(|_| None).collect();
+    let mut marks: Vec<Vec<u32>> = vec![Vec::new(); ranks];
+    for p in 0..pp {
+        for d in 0..dp {
+            for e in 0..ep {
+                for t in 0..tp {
+                    if one_pipeline && (d, e, t) != (0, 0, 0) {
+                        continue;
+                    }
+                    let r = rank_of(p, d, t, e);
+                    let (nodes, ends) =
+                        rank_nodes(m, (p, d, t, e), &rank_of, &ex, &work, (layers, act, grads));
+                    if let Some(slot) = traces.get_mut(r) {
+                        *slot = Some(RankTrace {
+                            file: format!("model rank {r}"),
+                            version: String::new(),
+                            nodes,
+                        });
+                    }
+                    if let Some(slot) = marks.get_mut(r) {
+                        *slot = ends;
+                    }
+                }
+            }
+        }
+    }
+    let made = traces.iter().filter(|t| t.is_some()).count();
+    // The strides are a mixed radix over the degrees, so every rank got its trace.
+    if made != if one_pipeline { pp } else { ranks } {
+        return Err((
+            "mapping",
+            "does not place every rank on its own host".into(),
+        ));
+    }
+    Ok((traces, groups, marks))
+}
+
+/// The degrees, micro-batches, layers and bucket checked against each other and the hosts.
+fn check(m: &ModelSpec, hosts: usize) -> Result<(), FieldError> {
     let (dp, tp, pp, ep, mbs) = (m.dp, m.tp, m.pp, m.ep, m.micro_batches);
     for (f, v) in [
         ("dp", dp),
@@ -406,79 +564,16 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
     if m.bucket == 0 {
         return Err(("bucket", "must be greater than 0".into()));
     }
-    let moe = m.moe_bytes;
-    if moe > 0 && ep == 1 {
-        return Err((
-            "moe_bytes",
-            "the MoE All-To-All runs on the expert-parallel group: set `ep` > 1".into(),
-        ));
-    }
-    let work = match &m.work {
-        Some(w) => w.clone(),
-        None => {
-            let (forward, backward) = layer_ops(m, has_device)?;
-            Work {
-                parts: vec![Part {
-                    name: "",
-                    forward,
-                    backward,
-                    tp: match (m.tp_bytes, m.sp) {
-                        (0, _) => TpComm::None,
-                        (b, false) => TpComm::AllReduce(b),
-                        (b, true) => TpComm::Sequence(b),
-                    },
-                    moe,
-                }],
-                embedding: None,
-                head: None,
-            }
-        }
-    };
-    if m.work.is_some() && !has_device {
-        return Err((
-            "model",
-            "a model's compute is FLOPs: give `workload.device` (a preset or peak_flops) to \
-             time it"
-                .into(),
-        ));
-    }
-    // Bound the model's size: nodes per rank ~ micro-batches x layers x 6 per piece.
-    let per_rank = (mbs as u64)
-        .saturating_mul(m.layers as u64 / pp as u64)
-        .saturating_mul(6 * work.parts.len() as u64)
-        .saturating_mul(m.iterations as u64);
-    if per_rank.saturating_mul(ranks as u64) > 1 << 24 {
-        // The largest of the factors is the one to shrink.
-        let field = [
-            ("micro_batches", mbs),
-            ("layers", m.layers / pp),
-            ("iterations", m.iterations),
-        ]
-        .into_iter()
-        .rev()
-        .max_by_key(|&(_, v)| v)
-        .map_or("micro_batches", |(f, _)| f);
-        return Err((
-            field,
-            format!(
-                "micro_batches x layers per stage x iterations x ranks = {mbs} x {} x {} x \
-                 {ranks}: the run would have more than 2^24 nodes",
-                m.layers / pp,
-                m.iterations
-            ),
-        ));
-    }
-    let [st, se, sd, sp] = strides(m)?;
-    let rank_of = |p: usize, d: usize, t: usize, e: usize| t * st + e * se + d * sd + p * sp;
-    // The expert index, in group names only when there is expert parallelism (the names
-    // without it stay as they were).
-    let ex = |e: usize| {
-        if ep > 1 {
-            format!(".{e}")
-        } else {
-            String::new()
-        }
-    };
+    Ok(())
+}
+
+/// The communicator groups (see [`traces`]).
+fn groups_of(
+    m: &ModelSpec,
+    rank_of: &dyn Fn(usize, usize, usize, usize) -> usize,
+    ex: &dyn Fn(usize) -> String,
+) -> Groups {
+    let (dp, tp, pp, ep) = (m.dp, m.tp, m.pp, m.ep);
     let mut groups = BTreeMap::new();
     for p in 0..pp {
         for e in 0..ep {
@@ -504,43 +599,50 @@ fn traces(m: &ModelSpec, hosts: usize, has_device: bool) -> Result<Model, FieldE
                     );
                 }
             }
-        }
-    }
-    let layers = m.layers / (pp * v);
-    let act = m.activation_bytes;
-    let grad = m.parameter_bytes / tp as u64;
-    let mut traces: Vec<Option<RankTrace>> = (0..ranks).map(|_| None).collect();
-    let mut marks: Vec<Vec<u32>> = vec![Vec::new(); ranks];
-    for p in 0..pp {
-        for d in 0..dp {
-            for e in 0..ep {
-                for t in 0..tp {
-                    let r = rank_of(p, d, t, e);
-                    let (nodes, ends) =
-                        rank_nodes(m, (p, d, t, e), &rank_of, &ex, &work, (layers, act, grad));
-                    if let Some(slot) = traces.get_mut(r) {
-                        *slot = Some(RankTrace {
-                            file: format!("model rank {r}"),
-                            version: String::new(),
-                            nodes,
-                        });
-                    }
-                    if let Some(slot) = marks.get_mut(r) {
-                        *slot = ends;
-                    }
-                }
+            // The dense gradients' group: every replica of the dense weights.
+            for t in 0..tp {
+                groups.insert(
+                    format!("dp{p}.{t}"),
+                    (0..dp)
+                        .flat_map(|d| (0..ep).map(move |e| (d, e)))
+                        .map(|(d, e)| rank_of(p, d, t, e))
+                        .collect(),
+                );
             }
         }
     }
-    // The strides are a mixed radix over the degrees, so every rank got its trace.
-    let traces: Vec<RankTrace> = traces.into_iter().flatten().collect();
-    if traces.len() != ranks {
-        return Err((
-            "mapping",
-            "does not place every rank on its own host".into(),
-        ));
+    groups
+}
+
+/// Gradient bytes per layer on one rank. Split (a transformer's work with ep > 1): the dense
+/// weights' (reduced over their dp x ep replicas) and the rank's experts' (over dp).
+/// Otherwise all in `dense`, over the rank's data-parallel group (the per-layer fields keep
+/// every layer an expert layer held whole by its rank).
+#[derive(Clone, Copy, Debug)]
+struct GradSizes {
+    dense: u64,
+    expert: u64,
+    split: bool,
+}
+
+impl GradSizes {
+    fn of(m: &ModelSpec, work: &Work) -> GradSizes {
+        let tp = m.tp as u64;
+        if m.ep > 1 && m.work.is_some() {
+            let expert = work.expert_bytes.min(m.parameter_bytes);
+            GradSizes {
+                dense: (m.parameter_bytes - expert) / tp,
+                expert: expert / (tp * m.ep as u64),
+                split: true,
+            }
+        } else {
+            GradSizes {
+                dense: m.parameter_bytes / tp,
+                expert: 0,
+                split: false,
+            }
+        }
     }
-    Ok((traces, groups, marks))
 }
 
 /// The order of a stage's passes: (forward?, micro-batch, model chunk on this stage).
@@ -573,6 +675,262 @@ fn pass_order(schedule: Schedule, pp: usize, p: usize, mbs: usize) -> Vec<(bool,
     }
     order.extend((total - warm..total).map(bwd));
     order
+}
+
+/// A gradient stream: its group, bytes per layer on one rank, replicas, and a word for node
+/// names.
+type GradStream = (String, u64, usize, &'static str);
+
+/// The gradient streams of the rank at (stage, tensor, expert) index: split, the dense
+/// weights' over their replicas (dp x ep ranks: the group without the expert index) and the
+/// experts' over dp; otherwise one stream over dp (the second empty).
+fn grad_streams(
+    grads: GradSizes,
+    (p, t, e): (usize, usize, usize),
+    (dp, ep): (usize, usize),
+    ex: &dyn Fn(usize) -> String,
+) -> [GradStream; 2] {
+    let expert_group = format!("dp{p}.{t}{}", ex(e));
+    if grads.split {
+        [
+            (format!("dp{p}.{t}"), grads.dense, dp * ep, ""),
+            (expert_group, grads.expert, dp, " experts"),
+        ]
+    } else {
+        [
+            (expert_group.clone(), grads.dense, dp, ""),
+            (expert_group, 0, dp, ""),
+        ]
+    }
+}
+
+/// Gradients reduced in buckets as they become ready, per stream.
+struct Reducer<'a> {
+    streams: &'a [GradStream; 2],
+    bucket: u64,
+    /// ZeRO: Reduce-Scatter instead of All-Reduce.
+    sharded: bool,
+    /// Bytes waiting per stream.
+    filled: [u64; 2],
+    /// The reductions so far.
+    reduces: Vec<u32>,
+}
+
+impl<'a> Reducer<'a> {
+    fn new(streams: &'a [GradStream; 2], bucket: u64, sharded: bool) -> Reducer<'a> {
+        Reducer {
+            streams,
+            bucket,
+            sharded,
+            filled: [0; 2],
+            reduces: Vec::new(),
+        }
+    }
+
+    /// Gradients `bytes` (per stream) ready after `deps`: full buckets go as they fill (a
+    /// layer's split over as many as they need), `last` sends what is left.
+    fn add(&mut self, b: &mut Builder, bytes: [u64; 2], deps: &[u32], after: &str, last: bool) {
+        for (k, (group, _, replicas, what)) in self.streams.iter().enumerate() {
+            if *replicas < 2 {
+                continue;
+            }
+            self.filled[k] += bytes[k];
+            while self.filled[k] >= self.bucket || (last && self.filled[k] > 0) {
+                let size = self.filled[k].min(self.bucket);
+                let kind = if self.sharded {
+                    CollKind::ReduceScatter
+                } else {
+                    CollKind::AllReduce
+                };
+                self.reduces.push(b.push(
+                    format!("dp {} {size} B{what} after {after}", kind.key()),
+                    coll(kind, size, group.clone()),
+                    deps.to_vec(),
+                ));
+                self.filled[k] -= size;
+            }
+        }
+    }
+}
+
+/// ZeRO 1 and 2 after the optimizer step `opt`: the parameters of `layers` layers (and
+/// `extras` bytes of the first stream's) gathered back in buckets, one after the other;
+/// returns the last node.
+fn gather_parameters(
+    b: &mut Builder,
+    streams: &[GradStream; 2],
+    layers: u64,
+    extras: u64,
+    bucket: u64,
+    opt: u32,
+) -> u32 {
+    let mut prev = opt;
+    for (k, (group, bytes, replicas, what)) in streams.iter().enumerate() {
+        if *replicas < 2 {
+            continue;
+        }
+        let mut held = bytes.saturating_mul(layers);
+        if k == 0 {
+            held = held.saturating_add(extras);
+        }
+        while held > 0 {
+            let size = held.min(bucket);
+            prev = b.push(
+                format!("dp all_gather{what} parameters {size} B"),
+                coll(CollKind::AllGather, size, group.clone()),
+                vec![prev],
+            );
+            held -= size;
+        }
+    }
+    prev
+}
+
+/// One piece of a layer in one pass after `deps` (taken): with sequence parallelism its
+/// All-Gather, the MoE dispatch, the compute, the MoE combine, and the tensor-parallel
+/// collective after it. Leaves in `deps` what the next piece waits for and returns the node
+/// that ends the piece on the rank's stream.
+fn piece(
+    b: &mut Builder,
+    part: &Part,
+    (fwd, layer, mb): (bool, usize, usize),
+    (tp_group, ep_group, tp, ep): (&str, &str, usize, usize),
+    deps: &mut Vec<u32>,
+) -> u32 {
+    let pass = if fwd { "forward" } else { "backward" };
+    let piece = if part.name.is_empty() {
+        format!("layer {layer}")
+    } else {
+        format!("layer {layer} {}", part.name)
+    };
+    if let (TpComm::Sequence(bytes), true) = (part.tp, tp > 1) {
+        let a = b.push(
+            format!("tp all_gather {pass} {piece} mb{mb}"),
+            coll(CollKind::AllGather, bytes, tp_group.to_string()),
+            std::mem::take(deps),
+        );
+        deps.push(a);
+    }
+    if ep > 1 && part.moe > 0 {
+        // Tokens (or their gradients) go to the ranks holding their experts.
+        let a = b.push(
+            format!("ep all_to_all dispatch {pass} {piece} mb{mb}"),
+            coll(CollKind::AllToAll, part.moe, ep_group.to_string()),
+            std::mem::take(deps),
+        );
+        deps.push(a);
+    }
+    let c = b.push(
+        format!("{pass} {piece} mb{mb}"),
+        if fwd {
+            part.forward.clone()
+        } else {
+            part.backward.clone()
+        },
+        std::mem::take(deps),
+    );
+    let mut end = c;
+    deps.push(c);
+    if ep > 1 && part.moe > 0 {
+        // ... and come back to their tokens' ranks before the piece ends.
+        let a = b.push(
+            format!("ep all_to_all combine {pass} {piece} mb{mb}"),
+            coll(CollKind::AllToAll, part.moe, ep_group.to_string()),
+            vec![c],
+        );
+        *deps = vec![a];
+        end = a;
+    }
+    let after = match (part.tp, tp > 1) {
+        (TpComm::AllReduce(bytes), true) if bytes > 0 => Some((CollKind::AllReduce, bytes)),
+        (TpComm::Sequence(bytes), true) => Some((CollKind::ReduceScatter, bytes)),
+        _ => None,
+    };
+    if let Some((kind, bytes)) = after {
+        // Tensor parallelism waits for its collective before going on.
+        let a = b.push(
+            format!("tp {} {piece} mb{mb}", kind.key()),
+            coll(kind, bytes, tp_group.to_string()),
+            std::mem::take(deps),
+        );
+        *deps = vec![a];
+        end = a;
+    }
+    end
+}
+
+/// FSDP: a layer's parameters gathered per gradient stream, each after the previous gather
+/// and `after` (the compute two layers back, so one layer ahead); `gathers` holds them all.
+fn fsdp_gathers(
+    b: &mut Builder,
+    streams: &[GradStream; 2],
+    gathers: &mut Vec<u32>,
+    after: Option<u32>,
+    name: &str,
+) -> Vec<u32> {
+    let mut out = Vec::new();
+    for (group, bytes, replicas, what) in streams {
+        if *replicas < 2 || *bytes == 0 {
+            continue;
+        }
+        let mut deps: Vec<u32> = gathers.last().copied().into_iter().collect();
+        deps.extend(after);
+        let g = b.push(
+            format!("dp all_gather{what} {name}"),
+            coll(CollKind::AllGather, *bytes, group.clone()),
+            deps,
+        );
+        gathers.push(g);
+        out.push(g);
+    }
+    out
+}
+
+/// The embedding or the LM head in a pass of micro-batch `mb`, after `deps` and the stream.
+fn extra(
+    b: &mut Builder,
+    x: &Extra,
+    (fwd, mb): (bool, usize),
+    deps: &mut Vec<u32>,
+    stream: &mut Option<u32>,
+) {
+    let pass = if fwd { "forward" } else { "backward" };
+    deps.extend(stream.iter());
+    let c = b.push(
+        format!("{pass} {} mb{mb}", x.name),
+        if fwd {
+            x.forward.clone()
+        } else {
+            x.backward.clone()
+        },
+        std::mem::take(deps),
+    );
+    *stream = Some(c);
+    deps.push(c);
+}
+
+/// A pipeline message of micro-batch `mb` to (`send`) or from stage `stage`: (peer rank,
+/// bytes, tag).
+fn message(
+    b: &mut Builder,
+    send: bool,
+    (mb, stage): (usize, usize),
+    (peer, bytes, tag): (u32, u64, u64),
+    deps: Vec<u32>,
+) -> u32 {
+    if send {
+        b.push(
+            format!("send mb{mb} to stage {stage}"),
+            Op::Send { peer, bytes, tag },
+            deps,
+        )
+    } else {
+        b.push(
+            format!("recv mb{mb} from stage {stage}"),
+            Op::Recv { peer, bytes, tag },
+            deps,
+        )
+    }
 }
 
 /// One rank's node list under construction.
@@ -611,7 +969,7 @@ fn rank_nodes(
     rank_of: &dyn Fn(usize, usize, usize, usize) -> usize,
     ex: &dyn Fn(usize) -> String,
     work: &Work,
-    (layers, act, grad): (usize, u64, u64),
+    (layers, act, grads): (usize, u64, GradSizes),
 ) -> (Vec<TraceNode>, Vec<u32>) {
     let (p, d, t, e) = at;
     let (pp, dp, tp, ep, mbs) = (m.pp, m.dp, m.tp, m.ep, m.micro_batches);
@@ -619,37 +977,16 @@ fn rank_nodes(
     let chunks = pp * v;
     let mut b = Builder { nodes: Vec::new() };
     let tp_group = format!("tp{p}.{d}{}", ex(e));
-    let dp_group = format!("dp{p}.{t}{}", ex(e));
     let ep_group = format!("ep{p}.{d}.{t}");
+    let streams = grad_streams(grads, (p, t, e), (dp, ep), ex);
+    let grad = grads.dense + grads.expert;
     let sharded = m.zero != Zero::Off;
     let fsdp = m.zero == Zero::Stage3;
     let order = pass_order(m.schedule, pp, p, mbs);
     let mut stream: Option<u32> = None;
     let mut ends = Vec::with_capacity(m.iterations);
     for it in 0..m.iterations {
-        let (mut bucket, mut reduces) = (0u64, Vec::new());
-        // Gradients ready: full buckets go as they fill (a layer's split over as many as they
-        // need), `last` sends what is left.
-        let mut add_grad = |b: &mut Builder, bytes: u64, deps: &[u32], after: &str, last: bool| {
-            if dp < 2 {
-                return;
-            }
-            bucket += bytes;
-            while bucket >= m.bucket || (last && bucket > 0) {
-                let size = bucket.min(m.bucket);
-                let kind = if sharded {
-                    CollKind::ReduceScatter
-                } else {
-                    CollKind::AllReduce
-                };
-                reduces.push(b.push(
-                    format!("dp {} {size} B after {after}", kind.key()),
-                    coll(kind, size, dp_group.clone()),
-                    deps.to_vec(),
-                ));
-                bucket -= size;
-            }
-        };
+        let mut reducer = Reducer::new(&streams, m.bucket, sharded);
         for &(fwd, mb, c) in &order {
             let q = c * pp + p;
             let mut deps: Vec<u32> = Vec::new();
@@ -666,13 +1003,13 @@ fn rank_nodes(
             // neighbour's pass, as it would for the tensor.
             if let Some(qq) = from {
                 // Posted in schedule order, once the stream reaches this micro-batch.
-                deps.push(b.push(
-                    format!("recv mb{mb} from stage {}", qq % pp),
-                    Op::Recv {
-                        peer: rank_of(qq % pp, d, t, e) as u32,
-                        bytes: act,
-                        tag: tag(q.max(qq)),
-                    },
+                let peer = rank_of(qq % pp, d, t, e) as u32;
+                let msg = (peer, act, tag(q.max(qq)));
+                deps.push(message(
+                    &mut b,
+                    false,
+                    (mb, qq % pp),
+                    msg,
                     stream.into_iter().collect(),
                 ));
             }
@@ -680,32 +1017,22 @@ fn rank_nodes(
             let last_mb = !fwd && mb + 1 == mbs;
             // The embedding opens the first chunk's forward and closes its backward; the LM
             // head closes the last chunk's forward and opens its backward.
-            let extra =
-                |b: &mut Builder, x: &Extra, deps: &mut Vec<u32>, stream: &mut Option<u32>| {
-                    deps.extend(stream.iter());
-                    let c = b.push(
-                        format!("{pass} {} mb{mb}", x.name),
-                        if fwd {
-                            x.forward.clone()
-                        } else {
-                            x.backward.clone()
-                        },
-                        std::mem::take(deps),
-                    );
-                    *stream = Some(c);
-                    deps.push(c);
-                };
-            let first_extra = if fwd && q == 0 {
-                work.embedding.as_ref()
-            } else if !fwd && q + 1 == chunks {
-                work.head.as_ref()
+            let (first, last) = (q == 0, q + 1 == chunks);
+            let (first_extra, last_extra) = if fwd {
+                (
+                    work.embedding.as_ref().filter(|_| first),
+                    work.head.as_ref().filter(|_| last),
+                )
             } else {
-                None
+                (
+                    work.head.as_ref().filter(|_| last),
+                    work.embedding.as_ref().filter(|_| first),
+                )
             };
             if let Some(x) = first_extra {
-                extra(&mut b, x, &mut deps, &mut stream);
+                extra(&mut b, x, (fwd, mb), &mut deps, &mut stream);
                 if last_mb && x.grad_bytes > 0 {
-                    add_grad(&mut b, x.grad_bytes, &deps, x.name, false);
+                    reducer.add(&mut b, [x.grad_bytes, 0], &deps, x.name, false);
                 }
             }
             // FSDP: each layer's parameters gathered one layer ahead of its compute.
@@ -717,21 +1044,17 @@ fn rank_nodes(
                 } else {
                     q * layers + layers - 1 - k
                 };
-                let gather = (fsdp && dp > 1 && grad > 0).then(|| {
-                    let mut gdeps: Vec<u32> = gathers.last().copied().into_iter().collect();
-                    gdeps.extend(if k >= 2 {
+                let gather = if fsdp {
+                    let after = if k >= 2 {
                         computes.get(k - 2).copied()
                     } else {
                         stream
-                    });
-                    let g = b.push(
-                        format!("dp all_gather parameters {pass} layer {layer} mb{mb}"),
-                        coll(CollKind::AllGather, grad, dp_group.clone()),
-                        gdeps,
-                    );
-                    gathers.push(g);
-                    g
-                });
+                    };
+                    let name = format!("parameters {pass} layer {layer} mb{mb}");
+                    fsdp_gathers(&mut b, &streams, &mut gathers, after, &name)
+                } else {
+                    Vec::new()
+                };
                 let parts: Vec<&Part> = if fwd {
                     work.parts.iter().collect()
                 } else {
@@ -739,85 +1062,26 @@ fn rank_nodes(
                 };
                 for part in parts {
                     deps.extend(stream);
-                    deps.extend(gather);
-                    let piece = if part.name.is_empty() {
-                        format!("layer {layer}")
-                    } else {
-                        format!("layer {layer} {}", part.name)
-                    };
-                    if let (TpComm::Sequence(bytes), true) = (part.tp, tp > 1) {
-                        let a = b.push(
-                            format!("tp all_gather {pass} {piece} mb{mb}"),
-                            coll(CollKind::AllGather, bytes, tp_group.clone()),
-                            std::mem::take(&mut deps),
-                        );
-                        deps.push(a);
-                    }
-                    if ep > 1 && part.moe > 0 {
-                        // Tokens (or their gradients) go to the ranks holding their experts.
-                        let a = b.push(
-                            format!("ep all_to_all dispatch {pass} {piece} mb{mb}"),
-                            coll(CollKind::AllToAll, part.moe, ep_group.clone()),
-                            std::mem::take(&mut deps),
-                        );
-                        deps.push(a);
-                    }
-                    let c = b.push(
-                        format!("{pass} {piece} mb{mb}"),
-                        if fwd {
-                            part.forward.clone()
-                        } else {
-                            part.backward.clone()
-                        },
-                        std::mem::take(&mut deps),
-                    );
-                    stream = Some(c);
-                    deps.push(c);
-                    if ep > 1 && part.moe > 0 {
-                        // ... and come back to their tokens' ranks before the piece ends.
-                        let a = b.push(
-                            format!("ep all_to_all combine {pass} {piece} mb{mb}"),
-                            coll(CollKind::AllToAll, part.moe, ep_group.clone()),
-                            vec![c],
-                        );
-                        deps = vec![a];
-                        stream = Some(a);
-                    }
-                    let after = match (part.tp, tp > 1) {
-                        (TpComm::AllReduce(bytes), true) if bytes > 0 => {
-                            Some((CollKind::AllReduce, bytes))
-                        }
-                        (TpComm::Sequence(bytes), true) => Some((CollKind::ReduceScatter, bytes)),
-                        _ => None,
-                    };
-                    if let Some((kind, bytes)) = after {
-                        // Tensor parallelism waits for its collective before going on.
-                        let a = b.push(
-                            format!("tp {} {piece} mb{mb}", kind.key()),
-                            coll(kind, bytes, tp_group.clone()),
-                            std::mem::take(&mut deps),
-                        );
-                        deps = vec![a];
-                        stream = Some(a);
-                    }
+                    deps.extend(gather.iter().copied());
+                    let groups = (tp_group.as_str(), ep_group.as_str(), tp, ep);
+                    stream = Some(piece(&mut b, part, (fwd, layer, mb), groups, &mut deps));
                 }
                 computes.extend(stream);
                 if last_mb && grad > 0 {
                     let last = k + 1 == layers && !(q == 0 && work.embedding.is_some());
-                    add_grad(&mut b, grad, &deps, &format!("layer {layer}"), last);
+                    reducer.add(
+                        &mut b,
+                        [grads.dense, grads.expert],
+                        &deps,
+                        &format!("layer {layer}"),
+                        last,
+                    );
                 }
             }
-            let last_extra = if fwd && q + 1 == chunks {
-                work.head.as_ref()
-            } else if !fwd && q == 0 {
-                work.embedding.as_ref()
-            } else {
-                None
-            };
             if let Some(x) = last_extra {
-                extra(&mut b, x, &mut deps, &mut stream);
+                extra(&mut b, x, (fwd, mb), &mut deps, &mut stream);
                 if last_mb {
-                    add_grad(&mut b, x.grad_bytes, &deps, x.name, true);
+                    reducer.add(&mut b, [x.grad_bytes, 0], &deps, x.name, true);
                 }
             }
             let to = if fwd {
@@ -826,18 +1090,17 @@ fn rank_nodes(
                 q.checked_sub(1)
             };
             if let Some(qq) = to {
-                b.push(
-                    format!("send mb{mb} to stage {}", qq % pp),
-                    Op::Send {
-                        peer: rank_of(qq % pp, d, t, e) as u32,
-                        bytes: act,
-                        tag: tag(q.max(qq)),
-                    },
+                let peer = rank_of(qq % pp, d, t, e) as u32;
+                message(
+                    &mut b,
+                    true,
+                    (mb, qq % pp),
+                    (peer, act, tag(q.max(qq))),
                     deps,
                 );
             }
         }
-        let mut deps = reduces;
+        let mut deps = reducer.reduces;
         deps.extend(stream);
         let opt = b.push(
             format!("optimizer iteration {it}"),
@@ -845,25 +1108,13 @@ fn rank_nodes(
             deps,
         );
         let mut end = opt;
-        if sharded && !fsdp && dp > 1 {
+        if sharded && !fsdp {
             // ZeRO 1 and 2: each rank updated its shard; the parameters are gathered back.
-            let mut held = grad.saturating_mul((layers * v) as u64);
-            for (x, on) in [(&work.embedding, p == 0), (&work.head, p + 1 == pp)] {
-                if let (Some(x), true) = (x, on) {
-                    held = held.saturating_add(x.grad_bytes);
-                }
-            }
-            let mut prev = opt;
-            while held > 0 {
-                let size = held.min(m.bucket);
-                prev = b.push(
-                    format!("dp all_gather parameters {size} B"),
-                    coll(CollKind::AllGather, size, dp_group.clone()),
-                    vec![prev],
-                );
-                held -= size;
-            }
-            end = prev;
+            let extras = [(&work.embedding, p == 0), (&work.head, p + 1 == pp)]
+                .into_iter()
+                .filter_map(|(x, on)| x.as_ref().filter(|_| on))
+                .fold(0u64, |a, x| a.saturating_add(x.grad_bytes));
+            end = gather_parameters(&mut b, &streams, (layers * v) as u64, extras, m.bucket, opt);
         }
         // The next iteration starts when this one's optimizer step is done.
         stream = Some(end);

@@ -30,6 +30,8 @@
 //! `dp` group of the rank's expert index (Megatron reduces the dense layers' over `dp x ep`).
 
 use crate::model::{Extra, Part, Schedule, TpComm, Work};
+use fabemu_fabric::units::{Time, PS_PER_S};
+
 use crate::trace::Op;
 
 /// A transformer's hyper-parameters (one iteration's batch included).
@@ -515,6 +517,15 @@ impl Transformer {
                     (head_params * dt as f64) as u64
                 },
             }),
+            expert_bytes: if self.experts > 1 {
+                (self.mlp_matrices()
+                    * self.hidden as f64
+                    * self.ffn_hidden as f64
+                    * self.experts as f64
+                    * dt as f64) as u64
+            } else {
+                0
+            },
         };
         let figures = Figures {
             tokens: self.global_batch * self.sequence,
@@ -550,6 +561,52 @@ fn memory_op(bytes: u64) -> Op {
         num_ops: None,
         tensor_bytes: Some(bytes.max(1)),
     }
+}
+
+/// A compute or memory node's time: its recorded duration, else the device's roofline
+/// (`device` with the fraction of its peak reached): the larger of FLOPs over FLOP/s and
+/// bytes over memory bandwidth. Other nodes take no compute time.
+pub fn node_time(device: Option<(Device, f64)>, op: &Op) -> Result<Time, &'static str> {
+    match op {
+        Op::Compute {
+            duration,
+            num_ops,
+            tensor_bytes,
+            ..
+        } => match (duration, num_ops, tensor_bytes) {
+            (Some(d), _, _) => Ok(*d),
+            (None, None, None) => Ok(Time::ZERO),
+            (None, ops, bytes) => {
+                let d = device.ok_or(
+                    "a compute node with `num_ops`/`tensor_size` and no duration needs \
+                     `workload.device` to time it",
+                )?;
+                let (d, efficiency) = d;
+                let flops = ops.unwrap_or(0) as f64 / (d.peak_flops * efficiency);
+                let mem = bytes.unwrap_or(0) as f64 / d.memory_bandwidth;
+                Ok(secs(flops.max(mem)))
+            }
+        },
+        Op::Memory {
+            duration, bytes, ..
+        } => match (duration, bytes) {
+            (Some(d), _) => Ok(*d),
+            (None, None) => Ok(Time::ZERO),
+            (None, Some(b)) => {
+                let d = device.ok_or(
+                    "a memory node with `tensor_size` and no duration needs `workload.device` \
+                     to time it",
+                )?;
+                Ok(secs(*b as f64 / d.0.memory_bandwidth))
+            }
+        },
+        _ => Ok(Time::ZERO),
+    }
+}
+
+/// Seconds as a time, rounded up to the picosecond.
+fn secs(s: f64) -> Time {
+    Time((s * PS_PER_S as f64).ceil() as u64)
 }
 
 /// A device: how fast it computes, how much memory it has.

@@ -6,9 +6,11 @@
 //! every combination is a candidate. A candidate is dropped when it cannot be built (the
 //! degrees do not multiply to the hosts, a degree does not divide the heads, layers or batch:
 //! [`Transformer::derive`]'s checks), marked when its memory per GPU
-//! ([`fabemu_workload::memory`], the stage that needs most) exceeds the device's, and run
-//! otherwise: one iteration at flow fidelity, the candidates spread over worker threads (each
-//! run is deterministic and single-threaded, so the table does not depend on their number).
+//! ([`fabemu_workload::memory`], the stage that needs most) exceeds the device's, and
+//! otherwise screened (`screen`: its iteration composed from collectives measured once on the
+//! fabric); the `top` best of the screening then run one iteration each at flow fidelity. Both
+//! passes spread the candidates over worker threads (each is deterministic and
+//! single-threaded, so the table does not depend on their number).
 //!
 //! A candidate is the scenario's own YAML with the dimensions' fields set (as `--set` sets
 //! them), so the best one can be written out and run as it is, at packet level too.
@@ -24,6 +26,8 @@ use fabemu_workload::transformer::{Device, Parallel, Recompute, Transformer, Zer
 use serde_yaml::Value;
 
 use crate::frontend::{self, Input};
+
+mod screen;
 use crate::scenario::{
     overrides, Fidelity, FieldPath, Override, RecomputeYaml, ScenarioError, ScheduleYaml, Source,
     TrainingYaml,
@@ -97,6 +101,8 @@ fn recompute_name(r: RecomputeYaml) -> &'static str {
 pub enum Outcome {
     /// One iteration at flow fidelity.
     Ran(Metrics),
+    /// Screened only (not among the `top` run in full): the composed estimate.
+    Screened(Metrics),
     /// Not run: its memory per GPU exceeds the device's.
     DoesNotFit,
     /// The run failed (the message says why).
@@ -132,6 +138,8 @@ pub struct Row {
     pub fits: bool,
     /// The run's outcome.
     pub outcome: Outcome,
+    /// The screening estimate (None: not screened, or it failed).
+    pub screen: Option<Metrics>,
     /// The scenario's YAML with the strategy's fields set.
     pub text: String,
 }
@@ -148,8 +156,38 @@ pub struct SearchResult {
     pub hosts: usize,
     /// The device's memory (0: not given).
     pub device_memory: u64,
-    /// Wall-clock time of the runs.
+    /// Wall-clock time of the runs in full.
     pub wall: Duration,
+    /// Wall-clock time of the screening.
+    pub screen_wall: Duration,
+    /// Collectives and messages measured on the fabric for the screening.
+    pub measured: usize,
+    /// Candidates screened.
+    pub screened: usize,
+}
+
+impl SearchResult {
+    /// The screening's error against the full runs, over the candidates that have both:
+    /// (count, mean and largest |screened - full| / full of the iteration time).
+    pub fn screening_error(&self) -> Option<(usize, f64, f64)> {
+        let errs: Vec<f64> = self
+            .rows
+            .iter()
+            .filter_map(|r| match (&r.outcome, &r.screen) {
+                (Outcome::Ran(m), Some(e)) => Some(
+                    (e.iteration_ps as f64 - m.iteration_ps as f64).abs() / m.iteration_ps as f64,
+                ),
+                _ => None,
+            })
+            .collect();
+        (!errs.is_empty()).then(|| {
+            (
+                errs.len(),
+                errs.iter().sum::<f64>() / errs.len() as f64,
+                errs.iter().fold(0.0f64, |a, &b| a.max(b)),
+            )
+        })
+    }
 }
 
 impl SearchResult {
@@ -157,7 +195,7 @@ impl SearchResult {
     pub fn best(&self) -> Option<&Row> {
         self.rows
             .first()
-            .filter(|r| matches!(r.outcome, Outcome::Ran(_)))
+            .filter(|r| matches!(r.outcome, Outcome::Ran(_) | Outcome::Screened(_)))
     }
 }
 
@@ -340,13 +378,15 @@ fn candidates(
 }
 
 /// Runs the search over `space` for the scenario in `path` (with `set` applied) on `threads`
-/// workers; `tick` is called after each run (for a progress bar), `total` once with the
-/// number of runs.
+/// workers: every candidate that fits is screened, and the `top` best of the screening run
+/// in full at flow fidelity; `tick` is called after each screening and each run (for a
+/// progress bar), `total` once with their number.
 pub fn search(
     path: &Path,
     set: &[String],
     space: &Space,
     threads: usize,
+    top: usize,
     total: &(dyn Fn(usize) + Sync),
     tick: &(dyn Fn() + Sync),
 ) -> Result<SearchResult, SearchError> {
@@ -420,6 +460,7 @@ pub fn search(
             peak_stage,
             fits,
             outcome: Outcome::DoesNotFit,
+            screen: None,
             text,
         });
     }
@@ -433,26 +474,43 @@ pub fn search(
         )));
     }
     let todo: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].fits).collect();
-    total(todo.len());
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
+    let full_runs = top.min(todo.len());
+    total(todo.len() + full_runs);
+    // Screening: every candidate that fits, composed from measured communication.
     let t0 = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1).min(todo.len().max(1)) {
-            scope.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&i) = todo.get(k) else { break };
-                let row = &rows[i];
-                let outcome = run_one(&row.text, &file);
-                if let Ok(mut r) = results.lock() {
-                    r.push((i, outcome));
-                }
-                tick();
-            });
-        }
+    let screener = screen::Screener::new(&src, &doc, &file)?;
+    let screened = in_parallel(&todo, threads, |i| {
+        let r = screener.screen(&rows[i].text);
+        tick();
+        r
     });
-    let wall = t0.elapsed();
-    for (i, outcome) in results.into_inner().unwrap_or_default() {
+    let screen_wall = t0.elapsed();
+    for (i, r) in screened {
+        match r {
+            Ok(m) => {
+                rows[i].screen = Some(m);
+                rows[i].outcome = Outcome::Screened(m);
+            }
+            Err(e) => rows[i].outcome = Outcome::Failed(format!("screening: {e}")),
+        }
+    }
+    // The best of the screening, run in full (a failed screening is run too, after them).
+    let mut order = todo.clone();
+    order.sort_by(|&a, &b| {
+        let key = |i: usize| rows[i].screen.map_or(f64::INFINITY, |m| -m.tokens_per_s);
+        key(a).total_cmp(&key(b)).then(a.cmp(&b))
+    });
+    order.truncate(full_runs);
+    // Each full run holds its world: bound how many run at once by the fabric's size.
+    let workers = threads.min(full_run_workers(hosts));
+    let t1 = Instant::now();
+    let ran = in_parallel(&order, workers, |i| {
+        let r = run_one(&rows[i].text, &file);
+        tick();
+        r
+    });
+    let wall = t1.elapsed();
+    for (i, outcome) in ran {
         rows[i].outcome = outcome;
     }
     rank(&mut rows);
@@ -462,16 +520,58 @@ pub fn search(
         hosts,
         device_memory,
         wall,
+        screen_wall,
+        measured: screener.measured(),
+        screened: todo.len(),
     })
 }
 
-/// Sorts rows: ran (most tokens/s first), failed, does not fit (least memory first); ties
-/// keep the enumeration order.
+/// Memory a full run may hold at once over all workers.
+const FULL_RUN_MEMORY: u64 = 16 << 30;
+/// A full run's memory per host, about (the 1024-host benchmark's runs held up to 8 GiB).
+const FULL_RUN_MEMORY_PER_HOST: u64 = 8 << 20;
+
+/// How many full runs on `hosts` hosts may run at once.
+fn full_run_workers(hosts: usize) -> usize {
+    let per_run = (hosts as u64)
+        .saturating_mul(FULL_RUN_MEMORY_PER_HOST)
+        .max(1);
+    usize::try_from(FULL_RUN_MEMORY / per_run)
+        .unwrap_or(usize::MAX)
+        .max(1)
+}
+
+/// `f` over `items` on `threads` workers: (item, result) in any order.
+fn in_parallel<T: Send>(
+    items: &[usize],
+    threads: usize,
+    f: impl Fn(usize) -> T + Sync,
+) -> Vec<(usize, T)> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1).min(items.len().max(1)) {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = items.get(k) else { break };
+                let r = f(i);
+                if let Ok(mut v) = results.lock() {
+                    v.push((i, r));
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap_or_default()
+}
+
+/// Sorts rows: run in full (most tokens/s first), screened only (the same), failed, does not
+/// fit (least memory first); ties keep the enumeration order.
 fn rank(rows: &mut [Row]) {
     let key = |r: &Row| match &r.outcome {
         Outcome::Ran(m) => (0, -m.tokens_per_s),
-        Outcome::Failed(_) => (1, 0.0),
-        Outcome::DoesNotFit => (2, r.memory),
+        Outcome::Screened(m) => (1, -m.tokens_per_s),
+        Outcome::Failed(_) => (2, 0.0),
+        Outcome::DoesNotFit => (3, r.memory),
     };
     rows.sort_by(|a, b| {
         let (ka, kb) = (key(a), key(b));
@@ -530,9 +630,9 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// The ranked table, one line per candidate.
 pub fn table(r: &SearchResult) -> String {
     let mut out = format!(
-        "{:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>9} {:>3} {:>9} {:>4} {:>10} {:>12} {:>7} {:>6} {:>8}\n",
+        "{:>4} {:>3} {:>3} {:>4} {:>3} {:>4} {:>9} {:>3} {:>9} {:>4} {:>10} {:>12} {:>7} {:>6} {:>8} {:>6}\n",
         "rank", "tp", "pp", "dp", "mb", "zero", "recompute", "sp", "mem GiB", "fit",
-        "iter ms", "tokens/s", "TFLOP/s", "MFU", "exposed"
+        "iter ms", "tokens/s", "TFLOP/s", "MFU", "exposed", "by"
     );
     for (i, row) in r.rows.iter().enumerate() {
         let s = &row.strategy;
@@ -549,15 +649,19 @@ pub fn table(r: &SearchResult) -> String {
             row.memory / GIB,
             if row.fits { "yes" } else { "NO" },
         );
-        let tail = match &row.outcome {
-            Outcome::Ran(m) => format!(
-                " {:>10.3} {:>12.0} {:>7.1} {:>6} {:>7.1}%",
+        let figures = |m: &Metrics, by: &str| {
+            format!(
+                " {:>10.3} {:>12.0} {:>7.1} {:>6} {:>7.1}% {by:>6}",
                 m.iteration_ps as f64 * 1e-9,
                 m.tokens_per_s,
                 m.tflops_per_gpu,
                 m.mfu.map_or("-".into(), |u| format!("{:.1}%", u * 100.0)),
                 m.exposed_comm * 100.0
-            ),
+            )
+        };
+        let tail = match &row.outcome {
+            Outcome::Ran(m) => figures(m, "flow"),
+            Outcome::Screened(m) => figures(m, "screen"),
             Outcome::DoesNotFit => "   does not fit the device: not run".into(),
             Outcome::Failed(e) => format!("   failed: {e}"),
         };
@@ -572,8 +676,23 @@ pub fn table(r: &SearchResult) -> String {
         .count();
     let nofit = r.rows.iter().filter(|x| !x.fits).count();
     out.push_str(&format!(
-        "{} strategies on {} hosts: {ran} run at flow fidelity in {:.1} s, {nofit} do not fit{}, \
-         {} cannot be built\n",
+        "{} candidates screened in {:.1} s ({} collectives and messages measured at flow \
+         fidelity)\n",
+        r.screened,
+        r.screen_wall.as_secs_f64(),
+        r.measured
+    ));
+    if let Some((n, mean, max)) = r.screening_error() {
+        out.push_str(&format!(
+            "screening error against the full runs, over {n}: mean {:.2}%, max {:.2}% of the \
+             iteration\n",
+            mean * 100.0,
+            max * 100.0
+        ));
+    }
+    out.push_str(&format!(
+        "{} strategies on {} hosts: {ran} run in full at flow fidelity in {:.1} s, {nofit} do \
+         not fit{}, {} cannot be built\n",
         r.rows.len() + r.invalid.len(),
         r.hosts,
         r.wall.as_secs_f64(),
@@ -608,6 +727,8 @@ pub fn csv(r: &SearchResult) -> Result<String, String> {
         "tflops_per_gpu",
         "mfu",
         "exposed_comm",
+        "fidelity",
+        "screened_iteration_ps",
         "note",
     ])
     .map_err(e)?;
@@ -628,20 +749,29 @@ pub fn csv(r: &SearchResult) -> Result<String, String> {
         rec.push(format!("{:.0}", row.memory));
         rec.push(row.peak_stage.to_string());
         rec.push(row.fits.to_string());
-        match &row.outcome {
-            Outcome::Ran(m) => rec.extend([
+        let screened = row
+            .screen
+            .map_or(String::new(), |m| m.iteration_ps.to_string());
+        let figures = |m: &Metrics, by: &str| {
+            [
                 m.iteration_ps.to_string(),
                 format!("{:.1}", m.tokens_per_s),
                 format!("{:.3}", m.tflops_per_gpu),
                 m.mfu.map_or(String::new(), |u| format!("{u:.4}")),
                 format!("{:.4}", m.exposed_comm),
+                by.to_string(),
+                screened.clone(),
                 String::new(),
-            ]),
-            Outcome::DoesNotFit => {
-                rec.extend(["", "", "", "", "", "does not fit the device"].map(String::from))
-            }
+            ]
+        };
+        match &row.outcome {
+            Outcome::Ran(m) => rec.extend(figures(m, "flow")),
+            Outcome::Screened(m) => rec.extend(figures(m, "screen")),
+            Outcome::DoesNotFit => rec
+                .extend(["", "", "", "", "", "", "", "does not fit the device"].map(String::from)),
             Outcome::Failed(why) => {
-                rec.extend(["", "", "", "", ""].map(String::from));
+                rec.extend(["", "", "", "", "", ""].map(String::from));
+                rec.push(screened.clone());
                 rec.push(format!("failed: {why}"));
             }
         }
@@ -650,7 +780,7 @@ pub fn csv(r: &SearchResult) -> Result<String, String> {
     for (s, why) in &r.invalid {
         let mut rec = vec![String::new()];
         rec.extend(strategy(s));
-        rec.extend(["", "", "", "", "", "", "", ""].map(String::from));
+        rec.extend(["", "", "", "", "", "", "", "", "", ""].map(String::from));
         rec.push(format!("cannot be built: {why}"));
         w.write_record(&rec).map_err(e)?;
     }
@@ -661,12 +791,14 @@ pub fn csv(r: &SearchResult) -> Result<String, String> {
 /// The best strategy's scenario, as YAML to run at packet level.
 pub fn best_scenario(r: &SearchResult, from: &Path) -> Option<String> {
     let best = r.best()?;
-    let Outcome::Ran(m) = &best.outcome else {
-        return None;
+    let (m, by) = match &best.outcome {
+        Outcome::Ran(m) => (m, "at flow fidelity"),
+        Outcome::Screened(m) => (m, "screened"),
+        _ => return None,
     };
     Some(format!(
         "# Written by `fabemu search` from {}: the fastest of {} strategies,\n# {} \
-         ({:.3} ms an iteration at flow fidelity, {:.1} GiB per GPU).\n# Run it at packet \
+         ({:.3} ms an iteration {by}, {:.1} GiB per GPU).\n# Run it at packet \
          level: fabemu run THIS_FILE --fidelity packet\n{}",
         from.display(),
         r.rows.len(),
