@@ -3,7 +3,7 @@
 //! Both carry the collectives' prefix ([`APP`], the top bit) so that the host's dispatcher
 //! hands them to the runner. An immediate's other 31 bits are the job (20 bits, so a runner
 //! holds up to a million collectives) and the channel (11 bits: a job's channels are its
-//! chunks times one or two, and MSCCL's at most 32). A token's other 63 bits say which job to
+//! chunks times one or two, and MSCCL's at most 32). A token's other 61 bits say which job to
 //! begin, or which job's step a finished reduction completes.
 
 use fabemu_fabric::transport::AppId;
@@ -55,10 +55,12 @@ pub(super) enum Timer {
     },
 }
 
-/// In a token's argument: a reduction finished (job in bits 32..62, step in bits 0..32).
-const REDUCE_DONE: u64 = 1 << 62;
-/// The job's bits in a [`Timer::ReduceDone`] token.
-const TOKEN_JOB_MASK: u64 = (1 << 30) - 1;
+/// In a token's argument: a reduction finished (job in bits 32..60, step in bits 0..32).
+const REDUCE_DONE: u64 = 1 << 60;
+/// The job's bits in a token.
+const TOKEN_JOB_MASK: u64 = (1 << 28) - 1;
+
+const _: () = assert!(REDUCE_DONE < 1 << APP.token_arg_bits() && MAX_JOBS as u64 <= TOKEN_JOB_MASK);
 
 impl Timer {
     /// The timer token.
@@ -108,6 +110,7 @@ mod tests {
             for s in [0, 1, u32::MAX] {
                 let t = Timer::ReduceDone { job: j, step: s };
                 assert_eq!(Timer::of_token(t.token()), Some(t));
+                assert!(t.token() < 1 << fabemu_fabric::transport::TOKEN_BITS);
             }
             assert_eq!(
                 Timer::of_token(Timer::Begin(j).token()),

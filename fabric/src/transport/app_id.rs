@@ -6,11 +6,17 @@
 //! crate that puts the applications together) checks that its applications' prefixes are
 //! apart ([`AppId::overlaps`]). What the remaining bits mean is the owner's business: each
 //! owner encodes and decodes its arguments in one place of its own.
+//!
+//! Timer tokens are [`TOKEN_BITS`] wide (the packet transport keeps the two bits above for
+//! its own timers): the prefix is the high end of those.
+
+/// Bits of a timer token an application may use: every transport takes tokens below 2^62.
+pub const TOKEN_BITS: u32 = 62;
 
 /// An application's prefix of the high bits of its timer tokens and immediates.
 ///
 /// `AppId::new(0b1, 1)` owns every value whose top bit is set and leaves its owner 31 bits of
-/// immediate (63 of token); `AppId::new(0b01, 2)` owns those starting `01`, with 30 (62).
+/// immediate (61 of token); `AppId::new(0b01, 2)` owns those starting `01`, with 30 (60).
 /// Prefixes of different lengths are apart when neither begins the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppId {
@@ -44,7 +50,7 @@ impl AppId {
 
     /// Bits of a timer token left to the owner's argument.
     pub const fn token_arg_bits(self) -> u32 {
-        64 - self.bits
+        TOKEN_BITS - self.bits
     }
 
     /// This application's immediate with argument `arg` (only its low
@@ -70,14 +76,14 @@ impl AppId {
     /// [`token_arg_bits`](Self::token_arg_bits) bits are kept).
     #[inline]
     pub const fn token(self, arg: u64) -> u64 {
-        let shift = 64 - self.bits;
+        let shift = TOKEN_BITS - self.bits;
         ((self.prefix as u64) << shift) | (arg & ((1 << shift) - 1))
     }
 
     /// The argument of `token` when it is this application's.
     #[inline]
     pub const fn token_arg(self, token: u64) -> Option<u64> {
-        let shift = 64 - self.bits;
+        let shift = TOKEN_BITS - self.bits;
         if token >> shift == self.prefix as u64 {
             Some(token & ((1 << shift) - 1))
         } else {
@@ -98,7 +104,7 @@ impl AppId {
 
 #[cfg(test)]
 mod tests {
-    use super::AppId;
+    use super::{AppId, TOKEN_BITS};
 
     #[test]
     fn arguments_round_trip_and_stay_with_their_owner() {
@@ -114,6 +120,7 @@ mod tests {
             }
             for arg in [0, 1, 1 << 40, tok_max as u64] {
                 assert_eq!(a.token_arg(a.token(arg)), Some(arg));
+                assert!(a.token(arg) < 1 << TOKEN_BITS);
                 for (k, b) in apps.iter().enumerate() {
                     assert_eq!(b.token_arg(a.token(arg)).is_some(), i == k);
                     assert_eq!(a.overlaps(*b), i == k);

@@ -14,7 +14,7 @@ use crate::units::Time;
 mod app_id;
 mod class;
 
-pub use app_id::AppId;
+pub use app_id::{AppId, TOKEN_BITS};
 pub use class::{ClassId, ClassTable, TrafficClass};
 
 /// What an application may ask of the transport under it while it reacts to an event.
@@ -46,7 +46,8 @@ pub trait Transport {
         let _ = class;
         self.post_send(dst, tag, len, data)
     }
-    /// Arms an application timer: [`Application::on_timer`] gets `token` at `at`.
+    /// Arms an application timer: [`Application::on_timer`] gets `token` (below
+    /// 2^[`TOKEN_BITS`]) at `at`.
     fn set_timer(&mut self, at: Time, token: u64);
 }
 
