@@ -40,11 +40,11 @@
 //!
 //! Messages carry `(job, channel)` in the RDMA immediate under the collectives' prefix
 //! ([`APP`]): the job in 20 bits and the channel in 11, hence at most [`MAX_JOBS`] jobs per
-//! runner and [`MAX_CHANNELS`] channels per job ([`ids`] encodes and decodes them, and the
+//! runner and [`MAX_CHANNELS`] channels per job (`ids.rs` encodes and decodes them, and the
 //! runner's timer tokens, in one place).
 //!
-//! Files: [`job`] holds a job's run-time state and the send and receive of a message, shared
-//! by [`window`] (listed programs) and [`ring`] (generated rings); this file the runner.
+//! Files: `job.rs` holds a job's run-time state and the send and receive of a message, shared
+//! by `window.rs` (listed programs) and `ring.rs` (generated rings); this file the runner.
 
 mod ids;
 mod job;
