@@ -10,15 +10,17 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use fabemu_collectives::executor::{DataSpec, Job, JobRecord, JobStart, MAX_JOBS};
+use fabemu_collectives::executor::{DataSpec, Job, JobRecord, JobStart, MAX_CHANNELS, MAX_JOBS};
 use fabemu_collectives::plan::{self, Algorithm, DimPolicy, Layout, Plan, Scheme};
+use fabemu_collectives::program::StepGen;
 use fabemu_collectives::synth;
 use fabemu_collectives::{data, metrics, ChunkRange, Collective, DataType, Program, ReduceOp};
+use fabemu_fabric::transport::ClassId;
 use fabemu_fabric::units::{ByteSize, Time};
 use fabemu_topologies::{DimKind, Graph, LinkClass};
 use serde::Serialize;
 
-use crate::scenario::{AlgorithmYaml, FieldPath, Mode, ScenarioError, Source};
+use crate::scenario::{AlgorithmYaml, CollectiveYaml, FieldPath, Mode, ScenarioError, Source};
 
 /// Upper bound on program steps over all ranks and collectives (about 64 bytes each).
 const MAX_STEPS: u64 = 1 << 26;
@@ -64,12 +66,10 @@ pub fn build_jobs(
     g: &Graph,
 ) -> Result<(Vec<CollectiveInfo>, Vec<Vec<Job>>), ScenarioError> {
     let s = &src.scenario;
-    let n_hosts = g.host_count();
     let mut infos = Vec::new();
     let classes = crate::classes::Classes::of(src, g)?;
-    let mut per_rank: Vec<Vec<Job>> = (0..n_hosts).map(|_| Vec::new()).collect();
-    let (mut steps_total, mut data_total) = (0u64, 0u64);
-    let data_mode = s.mode == Mode::Data;
+    let mut per_rank: Vec<Vec<Job>> = (0..g.host_count()).map(|_| Vec::new()).collect();
+    let mut budget = Budget::default();
     for (i, c) in s.workload.collectives.iter().enumerate() {
         let at = FieldPath::root()
             .key("workload")
@@ -77,290 +77,407 @@ pub fn build_jobs(
             .index(i);
         let err = |field: &str, msg: String| src.error_at(&at.key(field), msg);
         let sizes = sizes_of(c.size, c.sizes.as_ref()).map_err(|(f, m)| err(f, m))?;
-        let class = classes.collectives.get(i).copied().unwrap_or(0);
-        let members: Vec<usize> = match &c.hosts {
-            None => (0..n_hosts).collect(),
-            Some(names) => {
-                let v = host_ranks(src, g, &at.key("hosts"), names)?;
-                if v.is_empty() {
-                    return Err(err("hosts", "a collective needs at least one host".into()));
-                }
-                if matches!(c.algorithm, Some(AlgorithmYaml::PerDim(_))) {
-                    return Err(err(
-                        "hosts",
-                        "a per-dimension algorithm list runs over every host of the fabric; \
-                         leave `hosts` out or use one algorithm"
-                            .into(),
-                    ));
-                }
-                v
-            }
-        };
-        let ranks = members.len();
-        let member_hosts: Option<Arc<[u32]>> = c
-            .hosts
-            .is_some()
-            .then(|| members.iter().map(|&h| h as u32).collect());
+        let field = if c.sizes.is_some() { "sizes" } else { "size" };
+        let members = members_of(src, g, &at, c)?;
         if infos.len() + sizes.len() > MAX_JOBS {
             return Err(err(
-                if c.sizes.is_some() { "sizes" } else { "size" },
+                field,
                 format!("more than {MAX_JOBS} collectives in one workload"),
             ));
         }
-        if c.reduce_bandwidth.is_some_and(|b| b.bps() == 0) {
-            return Err(err(
-                "reduce_bandwidth",
-                "must be greater than zero (leave it out for instant reductions)".into(),
-            ));
-        }
-        if c.chunks == 0 {
-            return Err(err("chunks", "chunks must be at least 1".into()));
-        }
-        if c.root >= ranks.max(1) {
-            return Err(err(
-                "root",
-                format!(
-                    "root {} is not a rank (the collective has {ranks} ranks)",
-                    c.root
-                ),
-            ));
-        }
-        let msccl = match &c.algorithm {
-            Some(AlgorithmYaml::Msccl { msccl }) => {
-                if c.scheme.is_some() || c.policy.is_some() {
-                    return Err(err(
-                        "scheme",
-                        "`scheme` and `policy` apply to a per-dimension algorithm list".into(),
-                    ));
-                }
-                if c.chunks != 1 {
-                    return Err(err(
-                        "chunks",
-                        "an MSCCL algorithm cuts the buffer itself (nchunksperloop); leave \
-                         `chunks` out"
-                            .into(),
-                    ));
-                }
-                Some(load_msccl(src, &at.key("algorithm").key("msccl"), msccl)?)
-            }
-            _ => None,
-        };
-        let synthesized = matches!(c.algorithm, Some(AlgorithmYaml::Synthesized));
-        let synth_fabric = if synthesized {
-            if c.scheme.is_some() || c.policy.is_some() {
-                return Err(err(
-                    "scheme",
-                    "`scheme` and `policy` apply to a per-dimension algorithm list".into(),
-                ));
-            }
-            if !matches!(
-                c.op,
-                Collective::AllGather | Collective::ReduceScatter | Collective::AllReduce
-            ) {
-                return Err(err(
-                    "algorithm",
-                    format!(
-                        "{} has no synthesized algorithm; synthesis builds all_gather, \
-                         reduce_scatter and all_reduce",
-                        c.op.key()
-                    ),
-                ));
-            }
-            Some(synth_fabric(g, &members))
-        } else {
-            None
-        };
-        let (layout, label) = match &msccl {
-            _ if synthesized => (None, "synthesized".to_string()),
-            Some((m, _)) => (
-                None,
-                format!(
-                    "msccl {}",
-                    if m.name.is_empty() {
-                        "algorithm"
-                    } else {
-                        &m.name
-                    }
-                ),
-            ),
-            None => {
-                let (l, label) = layout_of(c, g).map_err(|(f, m)| err(f, m))?;
-                (Some(l), label)
-            }
-        };
-        let es = c.dtype.size() as u64;
+        check_options(c, members.len()).map_err(|(f, m)| err(f, m))?;
+        let class = classes.collectives.get(i).copied().unwrap_or(0);
+        let entry = entry_of(src, g, &at, c, members, class)?;
         for (k, &size) in sizes.iter().enumerate() {
-            let field = if c.sizes.is_some() { "sizes" } else { "size" };
-            // Above it, the messages a collective is cut into (at most 4 GiB each, per step)
-            // are too many to queue.
-            let max = fabemu_workload::trace::MAX_COLLECTIVE_BYTES;
-            if size > max {
-                return Err(err(
-                    field,
-                    format!(
-                        "{} is larger than {}, the largest collective fabemu runs",
-                        ByteSize(size),
-                        ByteSize(max)
-                    ),
-                ));
-            }
-            if size == 0 || size % es != 0 {
-                return Err(err(
-                    field,
-                    format!(
-                        "{} is not a positive multiple of the {} element size ({es}B)",
-                        ByteSize(size),
-                        c.dtype
-                    ),
-                ));
-            }
-            let count = (size / es) as usize;
-            // A flat ring All-Reduce's steps are generated on demand by each rank (O(window)
-            // memory, see `plan::stream`); other plans are compiled, here, for every rank.
-            let plan_of = |layout: &Layout| Plan {
-                op: c.op,
-                ranks,
-                count,
-                root: c.root,
-                layout: layout.clone(),
-                chunks: c.chunks,
-                chunks_in_flight: c.chunks_in_flight,
-            };
-            let streams = match (&msccl, &layout) {
-                (None, Some(layout)) if !synthesized => plan::stream(&plan_of(layout)),
-                _ => None,
-            };
-            // Bound the programs before building them: no built-in algorithm takes more than
-            // about 4 steps per peer per piece on a rank.
-            let est = (ranks as u64)
-                .saturating_mul(ranks as u64)
-                .saturating_mul(4)
-                .saturating_mul(c.chunks as u64);
-            if streams.is_none() {
-                steps_total = steps_total.saturating_add(est);
-            }
-            if steps_total > MAX_STEPS {
-                return Err(err(
-                    field,
-                    format!(
-                        "the collectives would need about {steps_total} program steps over \
-                         {ranks} ranks (limit {MAX_STEPS}); use fewer ranks, chunks or sizes"
-                    ),
-                ));
-            }
-            let programs = match (&msccl, &layout) {
-                _ if streams.is_some() => streams.iter().flatten().map(|g| g.header()).collect(),
-                _ if synthesized => {
-                    let fabric = synth_fabric
-                        .as_ref()
-                        .ok_or_else(|| err("algorithm", "no fabric to synthesize for".into()))?;
-                    let chunk_bytes = synth_chunk_bytes(count, ranks, c.chunks, es);
-                    let schedule = synth::synthesize(fabric, c.chunks, chunk_bytes)
-                        .map_err(|e| err("algorithm", e.to_string()))?;
-                    synth::compile(c.op, &schedule, count)
-                        .map_err(|e| err("algorithm", e.to_string()))?
-                }
-                (Some((m, file)), _) => m
-                    .compile(c.op, ranks, count)
-                    .map_err(|e| msccl_error(file, e, || err(field, String::new())))?,
-                (None, Some(layout)) => {
-                    plan::compile(&plan_of(layout)).map_err(|e| err("algorithm", e.to_string()))?
-                }
-                (None, None) => return Err(err("algorithm", "no algorithm".into())),
-            };
-            if data_mode {
-                data_total = programs.iter().fold(data_total, |acc, p| {
-                    acc.saturating_add((p.buffer_len as u64).saturating_mul(es))
-                });
-                if data_total > MAX_DATA_BYTES {
-                    return Err(src.error_at(
-                        &FieldPath::root().key("mode"),
-                        format!(
-                            "data mode holds every rank's buffers in memory; these collectives \
-                             need {} (limit {}); use `mode: timing`",
-                            ByteSize(data_total),
-                            ByteSize(MAX_DATA_BYTES)
-                        ),
-                    ));
-                }
-            }
-            let start = match (k, c.start) {
-                (0, Some(t)) => JobStart::At(t),
-                _ => JobStart::AfterPrevious,
-            };
-            let mut layouts = Vec::with_capacity(programs.len());
-            let data_spec = data_mode.then_some(DataSpec {
-                dtype: c.dtype,
-                op: c.redop,
-            });
-            // Hosts outside the communicator get an empty job, so every host numbers the
-            // workload's collectives alike (messages name their collective by that number).
-            // It passes the turn on at once ("after previous"), whatever the collective's own
-            // start: for a host, "after the previous" means the previous one it takes part in.
-            let mut member = vec![false; n_hosts];
-            for &h in &members {
-                member[h] = true;
-            }
-            for (h, jobs) in per_rank.iter_mut().enumerate() {
-                if !member[h] {
-                    jobs.push(Job {
-                        program: Program {
-                            rank: 0,
-                            buffer_len: 0,
-                            input: ChunkRange::new(0, 0),
-                            output: ChunkRange::new(0, 0),
-                            steps: Vec::new(),
-                        },
-                        start: JobStart::AfterPrevious,
-                        elem_bytes: es,
-                        data: None,
-                        reduce_rate: None,
-                        hosts: None,
-                        class: Default::default(),
-                        stream: None,
-                    });
-                }
-            }
-            for (r, prog) in programs.into_iter().enumerate() {
-                layouts.push(Program {
-                    rank: prog.rank,
-                    buffer_len: prog.buffer_len,
-                    input: prog.input,
-                    output: prog.output,
-                    steps: Vec::new(),
-                });
-                if let Some(jobs) = members.get(r).and_then(|&h| per_rank.get_mut(h)) {
-                    jobs.push(Job {
-                        program: prog,
-                        start,
-                        elem_bytes: es,
-                        data: data_spec,
-                        reduce_rate: c.reduce_bandwidth,
-                        hosts: member_hosts.clone(),
-                        class,
-                        stream: streams.as_ref().and_then(|g| g.get(r).copied()),
-                    });
-                }
-            }
+            let count = count_of(c, size).map_err(|m| err(field, m))?;
+            let (programs, streams) = programs_of(src, &at, c, &entry, count, &mut budget)?;
+            let layouts = add_jobs(&mut per_rank, c, &entry, k == 0, programs, streams, src);
             infos.push(CollectiveInfo {
                 entry: i,
                 op: c.op,
-                algorithm: label.clone(),
+                algorithm: entry.label.clone(),
                 size_bytes: size,
                 count,
                 dtype: c.dtype,
                 redop: c.redop,
                 root: c.root,
-                ranks,
+                ranks: entry.members.len(),
                 chunks: c.chunks,
                 layouts,
-                data: data_mode,
-                hosts: members.clone(),
+                data: s.mode == Mode::Data,
+                hosts: entry.members.clone(),
                 host_names: c.hosts.clone(),
             });
         }
     }
     Ok((infos, per_rank))
+}
+
+/// One `workload.collectives` entry, checked: where it runs and by which algorithm.
+struct Entry {
+    /// Its hosts, rank 0 first.
+    members: Vec<usize>,
+    /// The same for the jobs, when the entry names its hosts (`None`: rank r is host r).
+    member_hosts: Option<Arc<[u32]>>,
+    /// An MSCCL algorithm and its file.
+    msccl: Option<(fabemu_collectives::msccl::Msccl, String)>,
+    /// The fabric a synthesized algorithm is built for.
+    synth_fabric: Option<synth::SynthFabric>,
+    /// A built-in algorithm's layout.
+    layout: Option<Layout>,
+    /// The algorithm as the report names it.
+    label: String,
+    /// Its traffic class.
+    class: ClassId,
+}
+
+/// What the collectives built so far take, against [`MAX_STEPS`] and [`MAX_DATA_BYTES`].
+#[derive(Default)]
+struct Budget {
+    steps: u64,
+    data: u64,
+}
+
+/// The hosts of an entry at `at` (every host without `hosts`), rank 0 first.
+fn members_of(
+    src: &Source,
+    g: &Graph,
+    at: &FieldPath,
+    c: &CollectiveYaml,
+) -> Result<Vec<usize>, ScenarioError> {
+    let err = |msg: String| src.error_at(&at.key("hosts"), msg);
+    let Some(names) = &c.hosts else {
+        return Ok((0..g.host_count()).collect());
+    };
+    let v = host_ranks(src, g, &at.key("hosts"), names)?;
+    if v.is_empty() {
+        return Err(err("a collective needs at least one host".into()));
+    }
+    if matches!(c.algorithm, Some(AlgorithmYaml::PerDim(_))) {
+        return Err(err(
+            "a per-dimension algorithm list runs over every host of the fabric; leave `hosts` \
+             out or use one algorithm"
+                .into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// The entry's reduction rate, chunks and root, for `ranks` ranks: `(field, message)` when
+/// one is wrong.
+fn check_options(c: &CollectiveYaml, ranks: usize) -> Result<(), (&'static str, String)> {
+    if c.reduce_bandwidth.is_some_and(|b| b.bps() == 0) {
+        return Err((
+            "reduce_bandwidth",
+            "must be greater than zero (leave it out for instant reductions)".into(),
+        ));
+    }
+    if c.chunks == 0 {
+        return Err(("chunks", "chunks must be at least 1".into()));
+    }
+    if c.root >= ranks.max(1) {
+        return Err((
+            "root",
+            format!(
+                "root {} is not a rank (the collective has {ranks} ranks)",
+                c.root
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The entry's algorithm: an MSCCL file, a synthesized schedule or a built-in layout, checked
+/// against the options that go with it.
+fn entry_of(
+    src: &Source,
+    g: &Graph,
+    at: &FieldPath,
+    c: &CollectiveYaml,
+    members: Vec<usize>,
+    class: ClassId,
+) -> Result<Entry, ScenarioError> {
+    let err = |field: &str, msg: String| src.error_at(&at.key(field), msg);
+    let per_dim_only = || {
+        err(
+            "scheme",
+            "`scheme` and `policy` apply to a per-dimension algorithm list".into(),
+        )
+    };
+    let msccl = match &c.algorithm {
+        Some(AlgorithmYaml::Msccl { msccl }) => {
+            if c.scheme.is_some() || c.policy.is_some() {
+                return Err(per_dim_only());
+            }
+            if c.chunks != 1 {
+                return Err(err(
+                    "chunks",
+                    "an MSCCL algorithm cuts the buffer itself (nchunksperloop); leave \
+                     `chunks` out"
+                        .into(),
+                ));
+            }
+            Some(load_msccl(src, &at.key("algorithm").key("msccl"), msccl)?)
+        }
+        _ => None,
+    };
+    let synthesized = matches!(c.algorithm, Some(AlgorithmYaml::Synthesized));
+    let synth_fabric = if synthesized {
+        if c.scheme.is_some() || c.policy.is_some() {
+            return Err(per_dim_only());
+        }
+        if !matches!(
+            c.op,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllReduce
+        ) {
+            return Err(err(
+                "algorithm",
+                format!(
+                    "{} has no synthesized algorithm; synthesis builds all_gather, \
+                     reduce_scatter and all_reduce",
+                    c.op.key()
+                ),
+            ));
+        }
+        Some(synth_fabric(g, &members))
+    } else {
+        None
+    };
+    let (layout, label) = match &msccl {
+        _ if synthesized => (None, "synthesized".to_string()),
+        Some((m, _)) => (
+            None,
+            format!(
+                "msccl {}",
+                if m.name.is_empty() {
+                    "algorithm"
+                } else {
+                    &m.name
+                }
+            ),
+        ),
+        None => {
+            let (l, label) = layout_of(c, g).map_err(|(f, m)| err(f, m))?;
+            (Some(l), label)
+        }
+    };
+    let member_hosts = c
+        .hosts
+        .is_some()
+        .then(|| members.iter().map(|&h| h as u32).collect());
+    Ok(Entry {
+        members,
+        member_hosts,
+        msccl,
+        synth_fabric,
+        layout,
+        label,
+        class,
+    })
+}
+
+/// The elements of a collective of `size` bytes; the message when the size is not one fabemu
+/// runs.
+fn count_of(c: &CollectiveYaml, size: u64) -> Result<usize, String> {
+    let es = c.dtype.size() as u64;
+    // Above it, the messages a collective is cut into (at most 4 GiB each, per step) are too
+    // many to queue.
+    let max = fabemu_workload::trace::MAX_COLLECTIVE_BYTES;
+    if size > max {
+        return Err(format!(
+            "{} is larger than {}, the largest collective fabemu runs",
+            ByteSize(size),
+            ByteSize(max)
+        ));
+    }
+    if size == 0 || size % es != 0 {
+        return Err(format!(
+            "{} is not a positive multiple of the {} element size ({es}B)",
+            ByteSize(size),
+            c.dtype
+        ));
+    }
+    Ok((size / es) as usize)
+}
+
+/// Every rank's program of one size (`count` elements) of an entry, and the generators when a
+/// flat ring All-Reduce's steps are generated on demand by each rank (O(window) memory, see
+/// `plan::stream`; the programs are then headers), counted against the budget.
+fn programs_of(
+    src: &Source,
+    at: &FieldPath,
+    c: &CollectiveYaml,
+    e: &Entry,
+    count: usize,
+    budget: &mut Budget,
+) -> Result<(Vec<Program>, Option<Vec<StepGen>>), ScenarioError> {
+    let field = if c.sizes.is_some() { "sizes" } else { "size" };
+    let err = |field: &str, msg: String| src.error_at(&at.key(field), msg);
+    let (ranks, es) = (e.members.len(), c.dtype.size() as u64);
+    let plan_of = |layout: &Layout| Plan {
+        op: c.op,
+        ranks,
+        count,
+        root: c.root,
+        layout: layout.clone(),
+        chunks: c.chunks,
+        chunks_in_flight: c.chunks_in_flight,
+    };
+    let streams = match (&e.msccl, &e.layout) {
+        (None, Some(layout)) if e.synth_fabric.is_none() => plan::stream(&plan_of(layout)),
+        _ => None,
+    };
+    // Bound the programs before building them: no built-in algorithm takes more than about 4
+    // steps per peer per piece on a rank.
+    let est = (ranks as u64)
+        .saturating_mul(ranks as u64)
+        .saturating_mul(4)
+        .saturating_mul(c.chunks as u64);
+    if streams.is_none() {
+        budget.steps = budget.steps.saturating_add(est);
+    }
+    if budget.steps > MAX_STEPS {
+        return Err(err(
+            field,
+            format!(
+                "the collectives would need about {} program steps over {ranks} ranks (limit \
+                 {MAX_STEPS}); use fewer ranks, chunks or sizes",
+                budget.steps
+            ),
+        ));
+    }
+    let programs = match (&e.msccl, &e.layout, &e.synth_fabric) {
+        _ if streams.is_some() => streams.iter().flatten().map(|g| g.header()).collect(),
+        (_, _, Some(fabric)) => {
+            let chunk_bytes = synth_chunk_bytes(count, ranks, c.chunks, es);
+            let schedule = synth::synthesize(fabric, c.chunks, chunk_bytes)
+                .map_err(|e| err("algorithm", e.to_string()))?;
+            synth::compile(c.op, &schedule, count).map_err(|e| err("algorithm", e.to_string()))?
+        }
+        (Some((m, file)), _, None) => m
+            .compile(c.op, ranks, count)
+            .map_err(|e| msccl_error(file, e, || err(field, String::new())))?,
+        (None, Some(layout), None) => {
+            plan::compile(&plan_of(layout)).map_err(|e| err("algorithm", e.to_string()))?
+        }
+        (None, None, None) => return Err(err("algorithm", "no algorithm".into())),
+    };
+    // Messages name their channel in the immediate: a plan the executor could not run is
+    // refused here, at the field that makes it.
+    let channels = programs.iter().flat_map(|p| &p.steps);
+    if let Some(ch) = channels
+        .filter_map(|s| s.kind.channel())
+        .map(|(_, ch)| ch)
+        .find(|&ch| ch >= MAX_CHANNELS)
+    {
+        return Err(err(
+            if e.msccl.is_some() {
+                "algorithm"
+            } else {
+                "chunks"
+            },
+            format!(
+                "the algorithm uses channel {ch}; a collective's messages name at most \
+                 {MAX_CHANNELS} channels (fewer chunks)"
+            ),
+        ));
+    }
+    if src.scenario.mode == Mode::Data {
+        budget.data = programs.iter().fold(budget.data, |acc, p| {
+            acc.saturating_add((p.buffer_len as u64).saturating_mul(es))
+        });
+        if budget.data > MAX_DATA_BYTES {
+            return Err(src.error_at(
+                &FieldPath::root().key("mode"),
+                format!(
+                    "data mode holds every rank's buffers in memory; these collectives need {} \
+                     (limit {}); use `mode: timing`",
+                    ByteSize(budget.data),
+                    ByteSize(MAX_DATA_BYTES)
+                ),
+            ));
+        }
+    }
+    Ok((programs, streams))
+}
+
+/// Appends one size of an entry (its programs, and generators when streamed) to every host's
+/// jobs; returns each rank's layout (its program without steps). `first`: the entry's first
+/// size, which starts at the entry's `start`.
+fn add_jobs(
+    per_rank: &mut [Vec<Job>],
+    c: &CollectiveYaml,
+    e: &Entry,
+    first: bool,
+    programs: Vec<Program>,
+    streams: Option<Vec<StepGen>>,
+    src: &Source,
+) -> Vec<Program> {
+    let es = c.dtype.size() as u64;
+    let start = match (first, c.start) {
+        (true, Some(t)) => JobStart::At(t),
+        _ => JobStart::AfterPrevious,
+    };
+    let data_spec = (src.scenario.mode == Mode::Data).then_some(DataSpec {
+        dtype: c.dtype,
+        op: c.redop,
+    });
+    // Hosts outside the communicator get an empty job, so every host numbers the workload's
+    // collectives alike (messages name their collective by that number). It passes the turn
+    // on at once ("after previous"), whatever the collective's own start: for a host, "after
+    // the previous" means the previous one it takes part in.
+    let mut member = vec![false; per_rank.len()];
+    for &h in &e.members {
+        member[h] = true;
+    }
+    for (h, jobs) in per_rank.iter_mut().enumerate() {
+        if !member[h] {
+            jobs.push(Job {
+                program: Program {
+                    rank: 0,
+                    buffer_len: 0,
+                    input: ChunkRange::new(0, 0),
+                    output: ChunkRange::new(0, 0),
+                    steps: Vec::new(),
+                },
+                start: JobStart::AfterPrevious,
+                elem_bytes: es,
+                data: None,
+                reduce_rate: None,
+                hosts: None,
+                class: Default::default(),
+                stream: None,
+            });
+        }
+    }
+    let mut layouts = Vec::with_capacity(programs.len());
+    for (r, prog) in programs.into_iter().enumerate() {
+        layouts.push(layout_only(&prog));
+        if let Some(jobs) = e.members.get(r).and_then(|&h| per_rank.get_mut(h)) {
+            jobs.push(Job {
+                program: prog,
+                start,
+                elem_bytes: es,
+                data: data_spec,
+                reduce_rate: c.reduce_bandwidth,
+                hosts: e.member_hosts.clone(),
+                class: e.class,
+                stream: streams.as_ref().and_then(|g| g.get(r).copied()),
+            });
+        }
+    }
+    layouts
+}
+
+/// A program without its steps: the buffer size and where input and output are.
+fn layout_only(prog: &Program) -> Program {
+    Program {
+        rank: prog.rank,
+        buffer_len: prog.buffer_len,
+        input: prog.input,
+        output: prog.output,
+        steps: Vec::new(),
+    }
 }
 
 /// The synthesized schedule of every size of workload entry `entry` (which must be a
@@ -957,16 +1074,7 @@ pub(crate) fn compile_one(
         chunks_in_flight: c.chunks_in_flight,
     };
     let programs = plan::compile(&p).map_err(|e| e.to_string())?;
-    let layouts = programs
-        .iter()
-        .map(|prog| Program {
-            rank: prog.rank,
-            buffer_len: prog.buffer_len,
-            input: prog.input,
-            output: prog.output,
-            steps: Vec::new(),
-        })
-        .collect();
+    let layouts = programs.iter().map(layout_only).collect();
     let info = CollectiveInfo {
         entry: 0,
         op: c.op,

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use fabemu_collectives::executor::CollectiveRunner;
+use fabemu_collectives::executor::{CollectiveRunner, APP as COLLECTIVES};
 use fabemu_fabric::engine::{
     self, Actor, CaptureConfig, Ctx, EngineConfig, EngineError, Event, PortWiring, Progress,
     RunOutput, SampleConfig, Wiring,
@@ -25,6 +25,7 @@ use fabemu_topologies::{
     self as topo, DimKind, DimSpec, FatTreeSpec, Graph, LeafSpineSpec, NodeKind, Routes,
     RoutingOptions, RoutingPolicy, TopologyError,
 };
+use fabemu_workload::scheduler::APP as TRAINING;
 
 use crate::collective::{self, CollectiveInfo};
 use crate::scenario::{DimKindYaml, FieldPath, Mode, Routing, ScenarioError, Source};
@@ -34,9 +35,9 @@ use fabemu_workload::scheduler::RankScheduler;
 /// What a host runs: its point-to-point messages, its collectives' programs and its rank of a
 /// training workload, side by side.
 ///
-/// Timers and messages go to their owner by [`AppId`] (which alone assigns the bits of timer
-/// tokens and immediates); scenario message tags stay below 2^30 (the workload's message
-/// limit).
+/// Timers and messages go to their owner by the [`AppId`] prefix of their token or immediate:
+/// collectives' (the collectives crate's), a training rank's (the workload crate's) and the
+/// scenario's messages' ([`MESSAGES`]), checked apart at compile time.
 /// The training scheduler starts collective jobs on the same runner, and looks at which jobs
 /// finished after every event the runner handles.
 ///
@@ -66,39 +67,37 @@ impl Application for HostApp {
     }
 
     fn on_timer(&mut self, token: u64, api: &mut dyn Transport) {
-        match AppId::of_token(token).0 {
-            AppId::Training => {
-                if let Some(t) = self.training.as_mut() {
-                    t.on_timer(token, &mut self.collectives, api);
-                }
+        if TRAINING.token_arg(token).is_some() {
+            if let Some(t) = self.training.as_mut() {
+                t.on_timer(token, &mut self.collectives, api);
             }
-            AppId::Collectives => {
-                self.collectives.on_timer(token, api);
-                if let Some(t) = self.training.as_mut() {
-                    t.after_collectives(&mut self.collectives, api);
-                }
+        } else if COLLECTIVES.token_arg(token).is_some() {
+            self.collectives.on_timer(token, api);
+            if let Some(t) = self.training.as_mut() {
+                t.after_collectives(&mut self.collectives, api);
             }
-            AppId::Messages => self.messages.on_timer(token, api),
+        } else {
+            self.messages.on_timer(token, api);
         }
     }
 
     /// The collective executor completes a send when it is posted (NCCL-style staging), so
     /// only point-to-point messages need their acknowledgement.
     fn wants_send_done(&self, tag: u64) -> bool {
-        AppId::of_tag(tag) != AppId::Collectives
+        Owner::of_tag(tag) != Owner::Collectives
     }
 
     fn on_completion(&mut self, c: Completion, api: &mut dyn Transport) {
         let owner = match &c {
-            Completion::SendDone { tag, .. } => AppId::of_tag(*tag),
-            Completion::Received { imm, .. } => AppId::of_imm(*imm).0,
+            Completion::SendDone { tag, .. } => Owner::of_tag(*tag),
+            Completion::Received { imm, .. } => Owner::of_imm(*imm),
         };
-        if owner == AppId::Collectives {
+        if owner == Owner::Collectives {
             self.collectives.on_completion(c, api);
             if let Some(t) = self.training.as_mut() {
                 t.after_collectives(&mut self.collectives, api);
             }
-        } else if let (AppId::Training, Some(t)) = (owner, self.training.as_mut()) {
+        } else if let (Owner::Training, Some(t)) = (owner, self.training.as_mut()) {
             match c {
                 Completion::SendDone { dst, tag } => {
                     t.on_send_done(dst, tag, &mut self.collectives, api)
@@ -109,6 +108,49 @@ impl Application for HostApp {
             }
         } else {
             self.messages.on_completion(c, api);
+        }
+    }
+}
+
+/// The scenario's point-to-point messages: their tags are their immediates, below 2^30 (the
+/// workload's message limit).
+pub const MESSAGES: AppId = AppId::new(0b00, 2);
+
+const _: () = assert!(
+    !MESSAGES.overlaps(COLLECTIVES)
+        && !MESSAGES.overlaps(TRAINING)
+        && !COLLECTIVES.overlaps(TRAINING),
+    "the applications of a host must own apart timer tokens and immediates"
+);
+
+/// Which of [`HostApp`]'s applications an immediate or a posted message's tag is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    Messages,
+    Collectives,
+    Training,
+}
+
+impl Owner {
+    /// Whose an immediate is.
+    #[inline]
+    fn of_imm(imm: u32) -> Owner {
+        if COLLECTIVES.imm_arg(imm).is_some() {
+            Owner::Collectives
+        } else if TRAINING.imm_arg(imm).is_some() {
+            Owner::Training
+        } else {
+            Owner::Messages
+        }
+    }
+
+    /// Whose a posted message's tag is: the collectives and a training rank post with their
+    /// immediate as the tag; tags of 2^32 and above are scenario messages.
+    #[inline]
+    fn of_tag(tag: u64) -> Owner {
+        match u32::try_from(tag) {
+            Ok(imm) => Owner::of_imm(imm),
+            Err(_) => Owner::Messages,
         }
     }
 }

@@ -610,3 +610,37 @@ fn astra_sim_algorithm_names_are_accepted() {
         assert_eq!((x.wrong, x.time_us), (Some(0), y.time_us));
     }
 }
+
+#[test]
+fn a_host_runs_more_collectives_than_an_11_bit_job_number_holds_at_both_fidelities() {
+    // tp 2 on 2 hosts, 32 layers, 34 micro-batches: 34 x 32 x 2 = 2176 tensor-parallel
+    // All-Reduces on every host, past the 2048 an 11-bit job field numbered, plus one gradient
+    // bucket. Each of them finishes, and the iteration is at least their compute.
+    let training = "{tp: 2, layers: 32, forward: 1us, micro_batches: 34, tp_bytes: 1KiB, \
+                    parameter_bytes: 4KiB, bucket: 64KiB}";
+    let yaml = format!(
+        "topology:\n  star: {{hosts: 2, bandwidth: 100Gbps, latency: 0ns}}\nworkload:\n  \
+         training: {training}\n"
+    );
+    for fidelity in ["packet", "flow"] {
+        let r = run_yaml(&format!("fidelity: {fidelity}\n{yaml}"), 1);
+        assert!(r.invariants.ok, "{fidelity}: {:?}", r.invariants.violations);
+        let t = r.training.as_ref().expect("a training section");
+        assert!(t.iteration_time_ps.is_some(), "{fidelity}: {:?}", t.waiting);
+        let tp = t
+            .collectives
+            .iter()
+            .filter(|c| c.ranks == 2 && c.size_bytes == 1024)
+            .count();
+        assert_eq!(tp, 2176, "{fidelity}");
+        assert!(
+            t.collectives.iter().all(|c| c.end_ps.is_some()),
+            "{fidelity}"
+        );
+        // 34 micro-batches x 32 layers of forward (1 us) and backward (2 us by default).
+        assert!(
+            t.iteration_time_ps.unwrap_or(0) >= 34 * 32 * 3_000_000,
+            "{fidelity}"
+        );
+    }
+}

@@ -87,7 +87,7 @@ fn search_ranks_marks_and_writes_a_best_that_reruns_the_same() {
         .collect();
     assert!(ran.len() >= 4, "{text}");
     assert!(ran.windows(2).all(|w| w[0] >= w[1]), "{ran:?}");
-    // (tp 8 runs more collectives per host than fabemu numbers: those runs fail, and say so.)
+    // (A run that fails says so, ranked after those that ran.)
     let rest = &ranked[ran.len()..];
     let failed = rest
         .iter()

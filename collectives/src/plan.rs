@@ -79,6 +79,7 @@ use crate::all_to_all::A2a;
 use crate::chunk::ChunkRange;
 use crate::emit::Emitter;
 pub use crate::emit::MAX_TOTAL_STEPS;
+use crate::executor::MAX_CHANNELS;
 use crate::hierarchical::{self, Grid, Kind, Orders};
 use crate::op::Collective;
 use crate::phases;
@@ -339,9 +340,10 @@ fn min_steps(plan: &Plan) -> usize {
     per_rank.saturating_mul(n / 2).saturating_mul(chunks)
 }
 
-/// Channels per chunk, and the check that every chunk's channels fit in a `u32`.
+/// Channels per chunk, and the check that every chunk's channels are numbers a message can
+/// name ([`MAX_CHANNELS`]).
 fn channel_stride(plan: &Plan, per_chunk: u32) -> Result<u32, AlgorithmError> {
-    let max = (u32::MAX / per_chunk) as usize;
+    let max = (MAX_CHANNELS / per_chunk) as usize;
     if plan.chunks > max {
         return Err(AlgorithmError::TooManyChunks {
             chunks: plan.chunks,
@@ -361,7 +363,7 @@ fn chunked(
     let stride = channel_stride(plan, per_chunk)?;
     for c in 0..plan.chunks {
         e.begin_chunk(plan.chunks_in_flight)?;
-        // c < chunks <= u32::MAX / stride, checked above.
+        // c < chunks <= MAX_CHANNELS / stride, checked above.
         emit(e, c, c as u32 * stride)?;
         e.end_chunk(plan.chunks_in_flight);
     }

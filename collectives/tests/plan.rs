@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
 use fabemu_collectives::algorithms::all_to_all_blocks;
+use fabemu_collectives::executor::MAX_CHANNELS;
 use fabemu_collectives::{
     algorithms_for, compile, run_local, validate, Algorithm, AlgorithmError, ChunkRange,
     Collective, DimPolicy, DimSpec, Layout, Plan, Program, Scheme,
@@ -595,11 +596,21 @@ fn far_more_chunks_than_elements_is_bounded() {
         3,
         Layout::Flat(Algorithm::Ring),
     );
-    p.chunks = 1 << 20;
+    // As many chunks as channel numbers allow: the step budget stops it.
+    p.chunks = MAX_CHANNELS as usize;
     assert!(matches!(
         compile(&p),
         Err(AlgorithmError::TooManySteps { .. })
     ));
+    // More chunks than messages can name channels for: refused before any step is built.
+    p.chunks = 1 << 20;
+    assert_eq!(
+        compile(&p),
+        Err(AlgorithmError::TooManyChunks {
+            chunks: 1 << 20,
+            max: MAX_CHANNELS as usize
+        })
+    );
     // A few more chunks than elements is fine: the empty ones move nothing.
     let mut p = plan(Collective::AllReduce, 3, 2, Layout::Flat(Algorithm::Ring));
     p.chunks = 5;

@@ -21,7 +21,7 @@
 //! The scheduler is a sans-IO state machine like the executor: the host application hands it
 //! events (its timers, its messages, and after every collective event a chance to see which
 //! jobs finished) and it acts through the [`Transport`]. Point-to-point messages carry the tag's
-//! low 30 bits in an [`AppId::Training`] immediate; its timers are [`AppId::Training`] tokens.
+//! low 30 bits in an immediate of its [`APP`] prefix; its timers are [`APP`] tokens.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -30,8 +30,12 @@ use fabemu_collectives::executor::CollectiveRunner;
 use fabemu_fabric::transport::{AppId, Transport};
 use fabemu_fabric::units::Time;
 
+/// A training rank's prefix of its host's timer tokens and immediates (`01`): the argument of
+/// a token is the node whose timer it is, that of an immediate a message's tag.
+pub const APP: AppId = AppId::new(0b01, 2);
+
 /// The tag bits a point-to-point message carries: tags match modulo 2^30.
-pub const TAG_MASK: u64 = AppId::IMM_ARG_LIMIT as u64 - 1;
+pub const TAG_MASK: u64 = (1 << APP.imm_arg_bits()) - 1;
 
 /// The compute stream a node occupies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -206,7 +210,9 @@ impl RankScheduler {
 
     /// One of the scheduler's timers fired.
     pub fn on_timer(&mut self, token: u64, coll: &mut CollectiveRunner, api: &mut dyn Transport) {
-        let i = AppId::of_token(token).1 as usize;
+        let Some(i) = APP.token_arg(token).map(|i| i as usize) else {
+            return;
+        };
         let Some(node) = self.nodes.get(i) else {
             return;
         };
@@ -323,7 +329,7 @@ impl RankScheduler {
         let now = api.now();
         self.compute_busy[s as usize] = true;
         self.records[i as usize].start = Some(now);
-        api.set_timer(now.add(d), AppId::Training.token(u64::from(i)));
+        api.set_timer(now.add(d), APP.token(u64::from(i)));
     }
 
     fn begin(&mut self, i: u32, coll: &mut CollectiveRunner, api: &mut dyn Transport) {
@@ -334,7 +340,7 @@ impl RankScheduler {
             }
             Action::Delay(d) => {
                 self.records[i as usize].start = Some(now);
-                api.set_timer(now.add(d), AppId::Training.token(u64::from(i)));
+                api.set_timer(now.add(d), APP.token(u64::from(i)));
             }
             Action::Collective(None) => self.complete(i, now),
             Action::Collective(Some(j)) => {
@@ -343,7 +349,7 @@ impl RankScheduler {
             }
             Action::Send { dst, tag, bytes } => {
                 self.records[i as usize].start = Some(now);
-                let imm = AppId::Training.imm((tag & TAG_MASK) as u32);
+                let imm = APP.imm((tag & TAG_MASK) as u32);
                 let data = self
                     .data_mode
                     .then(|| Bytes::from(vec![0u8; bytes as usize]));
