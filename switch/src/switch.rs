@@ -14,7 +14,7 @@
 //! with the frame ([`crate::egress::Dequeued`]), so the MMU releases exactly what it charged
 //! without parsing the frame again.
 
-use fabemu_fabric::engine::{Actor, Ctx, Event, Frame};
+use fabemu_fabric::engine::{Actor, Context, Ctx, Event, Frame};
 use fabemu_fabric::histogram::LatencyHistogram;
 use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
@@ -760,7 +760,7 @@ impl Switch {
 
     /// A frame arrived on `in_port`: forward it (admission, queueing, departure) or consume
     /// it (a PFC frame) or drop it. It stays in the engine's slab throughout.
-    fn on_packet(&mut self, in_port: usize, frame: Frame, ctx: &mut Ctx<'_>) {
+    fn on_packet(&mut self, in_port: usize, frame: Frame, ctx: &mut impl Context) {
         self.received += 1;
         let verdict = match ctx.frame_mut(&frame) {
             Some(pkt) => self.classify(in_port, pkt),
@@ -828,7 +828,7 @@ impl Switch {
         prio: u8,
         len: u64,
         frame: Frame,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let now = ctx.now();
         // The peak stays in the MMU's counter (`Switch::port_stats` reads it there).
@@ -909,7 +909,7 @@ impl Switch {
         prio: u8,
         len: u64,
         frame: Frame,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Ok((_, queued)) = self.mmu.admit_noting_peak(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
@@ -952,7 +952,7 @@ impl Switch {
         now: Time,
         prio: u8,
         in_port: usize,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Some(Some(c)) = self.custom.get_mut(out) else {
             ctx.drop_frame(frame);
@@ -996,7 +996,7 @@ impl Switch {
         len: u64,
         frame: Frame,
         passed: Result<(u64, Option<u64>), crate::buffer::Refusal>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Ok((queued, _)) = passed else {
             self.refused(in_port, out, prio, len, frame, ctx);
@@ -1014,7 +1014,7 @@ impl Switch {
         prio: u8,
         len: u64,
         frame: Frame,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         ctx.drop_frame(frame);
         self.count_drop(out, prio, len);
@@ -1040,7 +1040,7 @@ impl Switch {
     }
 
     /// A custom scheduler refused or evicted `dropped` (queued for `out`): free and count it.
-    fn scheduler_drop(&mut self, out: usize, dropped: &Dequeued, ctx: &mut Ctx<'_>) {
+    fn scheduler_drop(&mut self, out: usize, dropped: &Dequeued, ctx: &mut impl Context) {
         let (prio, ingress) = (dropped.priority, dropped.ingress);
         let len = dropped.packet.frame_len() as u64;
         self.mmu.release(ingress, prio, out, len);
@@ -1050,7 +1050,7 @@ impl Switch {
     }
 
     /// Ingress (`port`, `prio`) went over XOFF: owe its neighbour a pause, keep it refreshed.
-    fn enter_xoff(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
+    fn enter_xoff(&mut self, port: usize, prio: u8, ctx: &mut impl Context) {
         let quanta = self.cfg.pfc.quanta.max(1);
         let st = &mut self.pfc[port];
         let bit = 1 << prio;
@@ -1069,7 +1069,7 @@ impl Switch {
     }
 
     /// After bytes of ingress (`port`, `prio`) left: resume the neighbour if below XON.
-    fn check_xon(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
+    fn check_xon(&mut self, port: usize, prio: u8, ctx: &mut impl Context) {
         let bit = 1 << prio;
         if self.pfc[port].xoff & bit != 0 && self.mmu.should_xon(port, prio) {
             self.pfc[port].xoff &= !bit;
@@ -1083,7 +1083,7 @@ impl Switch {
     /// [`Switch::on_packet`], which every frame paid in spills.
     #[cold]
     #[inline(never)]
-    fn on_pause(&mut self, port: usize, repr: Option<PfcPauseRepr>, ctx: &mut Ctx<'_>) {
+    fn on_pause(&mut self, port: usize, repr: Option<PfcPauseRepr>, ctx: &mut impl Context) {
         self.stats.pause_frames_received += 1;
         let Some(repr) = repr else {
             self.stats.malformed += 1;
@@ -1120,7 +1120,7 @@ impl Switch {
     }
 
     /// The neighbour paused (`port`, `c`) for `quanta` from now (a new pause reloads the timer).
-    fn pause(&mut self, port: usize, c: u8, quanta: u16, ctx: &mut Ctx<'_>) {
+    fn pause(&mut self, port: usize, c: u8, quanta: u16, ctx: &mut impl Context) {
         let now = ctx.now();
         let st = &mut self.pfc[port];
         let until = now.add(st.pause_time(quanta));
@@ -1154,7 +1154,7 @@ impl Switch {
     }
 
     /// Egress (`port`, `c`) is paused and holds frames: start its watchdog.
-    fn block(&mut self, port: usize, c: u8, now: Time, ctx: &mut Ctx<'_>) {
+    fn block(&mut self, port: usize, c: u8, now: Time, ctx: &mut impl Context) {
         let timeout = self.cfg.pfc.deadlock_timeout;
         if let Some(at) = self.watch[port].block(c, now, timeout) {
             ctx.set_timer(at, token(TIMER_WATCHDOG, port, c));
@@ -1162,7 +1162,7 @@ impl Switch {
     }
 
     /// Sends the PFC frame owed on `port`, if any; true when the port is now busy with it.
-    fn send_control(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+    fn send_control(&mut self, port: usize, ctx: &mut impl Context) -> bool {
         let pending = std::mem::take(&mut self.flags[port].pending);
         let Some(repr) = self.pfc[port].take_frame(pending, self.cfg.pfc.quanta) else {
             return false;
@@ -1215,7 +1215,7 @@ impl Switch {
 
     /// Sends what `port` has to send next if it is idle (a PFC frame owed, else the next
     /// frame of the highest unpaused priority), or asks for its completion if it is busy.
-    fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+    fn start_tx(&mut self, port: usize, ctx: &mut impl Context) {
         // Indexed once: the flags are read here and their non-empty bit cleared below.
         let Some(flags) = self.flags.get_mut(port) else {
             return;
@@ -1261,7 +1261,7 @@ impl Switch {
 
     /// [`Switch::start_tx`] on an idle port that owes a PFC frame or runs a custom scheduler.
     #[inline(never)]
-    fn start_tx_other(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+    fn start_tx_other(&mut self, port: usize, ctx: &mut impl Context) {
         if port >= self.lanes.len() {
             return;
         }
@@ -1356,7 +1356,7 @@ impl Switch {
         len: u32,
         prio: u8,
         ingress: usize,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let len = match len {
             LEN_NOT_KEPT => match ctx.frame(&frame) {
@@ -1453,7 +1453,14 @@ impl Switch {
     /// it arrived, plus the INT record a stamp appends). Out of line: most runs have neither,
     /// and inlined into `depart` it made every frame pay its stack frame and register saves.
     #[inline(never)]
-    fn mark(&mut self, port: usize, prio: u8, frame: &Frame, len: u32, ctx: &mut Ctx<'_>) -> u32 {
+    fn mark(
+        &mut self,
+        port: usize,
+        prio: u8,
+        frame: &Frame,
+        len: u32,
+        ctx: &mut impl Context,
+    ) -> u32 {
         let now = ctx.now();
         // Read before the frame is borrowed from the context (HPCC only).
         let bw = match self.int_tx {
@@ -1493,7 +1500,7 @@ impl Switch {
     /// were paid by every frame and completion (handle's other arms are tail calls).
     #[cold]
     #[inline(never)]
-    fn on_timer(&mut self, t: u64, ctx: &mut Ctx<'_>) {
+    fn on_timer(&mut self, t: u64, ctx: &mut impl Context) {
         let (kind, port, prio) = untoken(t);
         if kind == TIMER_REROUTE {
             if let Some((_, table)) = self.reroutes.get_mut(port) {
@@ -1565,11 +1572,11 @@ impl Switch {
     }
 }
 
-impl Actor for Switch {
+impl Switch {
     /// Learns each port's speed and cable: sets the PFC headroom (configured, or the formula
     /// of [`crate::pfc`]) and the ports' MAC addresses (02-style local addresses from the actor
     /// id and port).
-    fn start(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn on_start(&mut self, ctx: &mut impl Context) {
         for (i, (t, _)) in self.reroutes.iter().enumerate() {
             ctx.set_timer(*t, token(TIMER_REROUTE, i, 0));
         }
@@ -1602,6 +1609,25 @@ impl Actor for Switch {
         }
     }
 
+    /// Reacts to one event (the engine's, or a test's through any [`Context`]).
+    pub fn on_event(&mut self, event: Event, ctx: &mut impl Context) {
+        match event {
+            Event::Packet { port, packet } => {
+                let frame = ctx.hold(packet);
+                self.on_packet(port, frame, ctx);
+            }
+            Event::Frame { port, frame } => self.on_packet(port, frame, ctx),
+            Event::TxDone { port } => self.start_tx(port, ctx),
+            Event::Timer { token } => self.on_timer(token, ctx),
+        }
+    }
+}
+
+impl Actor for Switch {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        self.on_start(ctx);
+    }
+
     /// Frames arrive as held [`Frame`]s: a forwarded frame never leaves the engine's slab.
     fn holds_frames(&self) -> bool {
         true
@@ -1613,15 +1639,7 @@ impl Actor for Switch {
     }
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
-        match event {
-            Event::Packet { port, packet } => {
-                let frame = ctx.hold(packet);
-                self.on_packet(port, frame, ctx);
-            }
-            Event::Frame { port, frame } => self.on_packet(port, frame, ctx),
-            Event::TxDone { port } => self.start_tx(port, ctx),
-            Event::Timer { token } => self.on_timer(token, ctx),
-        }
+        self.on_event(event, ctx);
     }
 }
 

@@ -34,11 +34,13 @@ mod barrier;
 mod calendar;
 pub mod capture;
 pub mod codec;
+mod context;
 mod exchange;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod partition;
 mod queue;
+mod recorder;
 pub mod sample;
 mod stepper;
 mod worker;
@@ -51,7 +53,9 @@ use crate::packet::Packet;
 use crate::units::Time;
 
 pub use self::capture::{Capture, CaptureConfig, CaptureDirection, CapturedFrame};
+pub use self::context::Context;
 pub use self::queue::EventKey;
+pub use self::recorder::{Recorder, Sent};
 pub use self::sample::{ActorSamples, SampleConfig, Samples};
 pub use self::stepper::Stepper;
 use self::worker::{Partition, Sched};

@@ -17,6 +17,8 @@ mod app;
 pub mod cc;
 mod config;
 pub mod dcqcn;
+#[cfg(test)]
+mod lone_tests;
 pub mod pfc;
 pub(crate) mod qp;
 mod reaction;
@@ -34,7 +36,7 @@ use std::sync::{Arc, LazyLock};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::engine::{Actor, Ctx, Event, Frame, TransmitError};
+use crate::engine::{Actor, Context, Ctx, Event, Frame, TransmitError};
 use crate::packet::{Packet, PacketMeta, Payload};
 use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
@@ -388,7 +390,7 @@ impl Nic {
     /// The index of the QP toward `peer` in traffic class `class`, created on first use. The
     /// lookup inlined (every data frame received asks), the creation out of line.
     #[inline]
-    fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
+    fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &impl Context) -> Option<usize> {
         if let Some(&i) = self.lk.qp_index.get(&qp_key(peer, class)) {
             return Some(i as usize);
         }
@@ -398,7 +400,7 @@ impl Nic {
     /// [`Nic::qp_entry`] of a QP not created yet.
     #[cold]
     #[inline(never)]
-    fn qp_create(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
+    fn qp_create(&mut self, peer: u32, class: ClassId, ctx: &impl Context) -> Option<usize> {
         let key = qp_key(peer, class);
         let dscp = self.cfg.classes.get(class).dscp.unwrap_or(self.cfg.dscp);
         if class != 0 && peer.max(self.index) >= CLASS_QPN_HOSTS {
@@ -437,7 +439,7 @@ impl Nic {
         len: u64,
         data: Option<Bytes>,
         class: ClassId,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) -> bool {
         let mtu = self.cfg.mtu.bytes().max(1);
         let Some(i) = self.qp_entry(dst, class, ctx) else {
@@ -508,7 +510,7 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 /// Any other frame (or fields the common emit refuses) takes the general emit.
 #[inline(always)]
 fn build_held(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut impl Context,
     src: &Sender,
     f: &PacketFields,
     payload: Payload,
@@ -696,7 +698,52 @@ impl<A: Application> Host<A> {
         self.nic.qps.iter().all(Qp::idle)
     }
 
-    fn deliver_completions(&mut self, ctx: &mut Ctx<'_>) {
+    /// Arms the route changes and starts the application (the engine's start, or a test's
+    /// through any [`Context`]).
+    pub fn on_start(&mut self, ctx: &mut impl Context) {
+        for (i, (t, _)) in self.nic.reroutes.iter().enumerate() {
+            ctx.set_timer(*t, HostTimer::Reroute(i).token());
+        }
+        let mut api = AppApi {
+            nic: &mut self.nic,
+            ctx,
+        };
+        self.app.start(&mut api);
+        self.deliver_completions(ctx);
+    }
+
+    /// Reacts to one event (a test's through any [`Context`]; the engine's take
+    /// [`Actor::handle`], the same reaction).
+    pub fn on_event<C: Context>(&mut self, event: Event, ctx: &mut C) {
+        self.react(event, ctx, Nic::on_event::<C>);
+    }
+
+    /// An application timer goes to the application, any other event to the NIC (by
+    /// `nic_event`); then the application sees the completions the event brought.
+    #[inline(always)]
+    fn react<C: Context>(
+        &mut self,
+        event: Event,
+        ctx: &mut C,
+        nic_event: impl FnOnce(&mut Nic, Event, &mut C),
+    ) {
+        match event {
+            Event::Timer { token } => match HostTimer::of(token) {
+                HostTimer::App(t) => {
+                    let mut api = AppApi {
+                        nic: &mut self.nic,
+                        ctx,
+                    };
+                    self.app.on_timer(t, &mut api);
+                }
+                _ => nic_event(&mut self.nic, event, ctx),
+            },
+            _ => nic_event(&mut self.nic, event, ctx),
+        }
+        self.deliver_completions(ctx);
+    }
+
+    fn deliver_completions(&mut self, ctx: &mut impl Context) {
         while let Some(c) = self.nic.completions.pop_front() {
             let mut api = AppApi {
                 nic: &mut self.nic,
@@ -707,17 +754,44 @@ impl<A: Application> Host<A> {
     }
 }
 
+impl Nic {
+    /// [`Nic::on_event`] for the engine's context, made here: the NIC's code is compiled with
+    /// the rest of this crate, not in the crate that names the application.
+    fn on_engine_event(&mut self, event: Event, ctx: &mut Ctx<'_>) {
+        self.on_event(event, ctx);
+    }
+
+    /// Reacts to an event that is not the application's.
+    #[inline]
+    fn on_event<C: Context>(&mut self, event: Event, ctx: &mut C) {
+        match event {
+            // Hosts hold frames (`holds_frames`): a packet comes only from a caller that
+            // says otherwise (an actor wrapping a host).
+            Event::Packet { port, packet } => self.receive(port, packet, ctx),
+            Event::Frame { port, frame } => self.receive_frame(port, frame, ctx),
+            Event::TxDone { port } => self.pump(port, ctx),
+            Event::Timer { token } => match HostTimer::of(token) {
+                HostTimer::App(_) => {}
+                HostTimer::Pace(port) => {
+                    if let Some(p) = self.ports.get_mut(port) {
+                        p.pace_timer_at = None;
+                        self.pump(port, ctx);
+                    }
+                }
+                HostTimer::Rto(i) => self.on_rto(i, ctx),
+                HostTimer::Rate(i) => self.on_rate_timer(i, ctx),
+                HostTimer::Resume(port) if port < self.ports.len() => self.pump(port, ctx),
+                HostTimer::Resume(_) => {}
+                HostTimer::Drain => self.on_drain(ctx),
+                HostTimer::Reroute(i) => self.on_reroute(i, ctx),
+            },
+        }
+    }
+}
+
 impl<A: Application> Actor for Host<A> {
     fn start(&mut self, ctx: &mut Ctx<'_>) {
-        for (i, (t, _)) in self.nic.reroutes.iter().enumerate() {
-            ctx.set_timer(*t, nic_token(NIC_REROUTE, i as u64));
-        }
-        let mut api = AppApi {
-            nic: &mut self.nic,
-            ctx,
-        };
-        self.app.start(&mut api);
-        self.deliver_completions(ctx);
+        self.on_start(ctx);
     }
 
     /// True: a frame that arrives stays in the engine's slab, where the NIC reads it (an
@@ -727,46 +801,6 @@ impl<A: Application> Actor for Host<A> {
     }
 
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
-        match event {
-            // Hosts hold frames (`holds_frames`): a packet comes only from a caller that
-            // says otherwise (an actor wrapping a host).
-            Event::Packet { port, packet } => self.nic.receive(port, packet, ctx),
-            Event::Frame { port, frame } => self.nic.receive_frame(port, frame, ctx),
-            Event::TxDone { port } => self.nic.pump(port, ctx),
-            Event::Timer { token } => {
-                let arg = token >> TOKEN_KIND_BITS;
-                match token & ((1 << TOKEN_KIND_BITS) - 1) {
-                    TOKEN_APP => {
-                        let mut api = AppApi {
-                            nic: &mut self.nic,
-                            ctx,
-                        };
-                        self.app.on_timer(arg, &mut api);
-                    }
-                    TOKEN_PACE => {
-                        let port = arg as usize;
-                        if let Some(p) = self.nic.ports.get_mut(port) {
-                            p.pace_timer_at = None;
-                            self.nic.pump(port, ctx);
-                        }
-                    }
-                    TOKEN_RTO => self.nic.on_rto(arg as usize, ctx),
-                    _ => {
-                        let sub = arg & ((1 << NIC_SUB_BITS) - 1);
-                        let arg = arg >> NIC_SUB_BITS;
-                        match sub {
-                            NIC_RATE => self.nic.on_rate_timer(arg as usize, ctx),
-                            NIC_RESUME if (arg as usize) < self.nic.ports.len() => {
-                                self.nic.pump(arg as usize, ctx);
-                            }
-                            NIC_DRAIN => self.nic.on_drain(ctx),
-                            NIC_REROUTE => self.nic.on_reroute(arg as usize, ctx),
-                            _ => {}
-                        }
-                    }
-                }
-            }
-        }
-        self.deliver_completions(ctx);
+        self.react(event, ctx, Nic::on_engine_event);
     }
 }
