@@ -85,8 +85,7 @@ struct PortFlags {
     /// reading the FIFO's lines (the FIFO's [`crate::egress::Lanes`] keep no count of their own).
     nonempty: u8,
     /// Two counters in one word ([`PortFlags::max_queue`], [`PortFlags::count_cut`]), so
-    /// that the flags stay 8 bytes (12 cost every frame ~10 instructions on fabric64: the
-    /// stride and the copies). High 24 bits: the port's `max_queue_bytes` (saturated at
+    /// that the flags stay 8 bytes (a wider stride costs every frame). High 24 bits: the port's `max_queue_bytes` (saturated at
     /// 2^24 - 1): an arriving frame compares its queue with it here and writes the port's
     /// counters only when the queue is deeper. Low 8 bits: frames that left without waiting
     /// (cut through an idle, empty port) not yet in the port's queueing-delay histogram,
@@ -185,7 +184,7 @@ pub struct Switch {
     /// Per port, its FIFO's lanes (read by a frame that is queued, not by one that leaves at
     /// once: kept before the stretch every frame reads). Apart from the custom schedulers
     /// (`custom`), so that queueing and taking a frame index them without an enum's tag
-    /// test (an enum of both per port cost ~3 instructions each; the port's flags say which it runs).
+    /// test (the port's flags say which it runs).
     lanes: Vec<Lanes<Frame>>,
     /// Per port, its PFC state (lossless priorities only).
     pfc: Vec<PortPfc>,
@@ -330,8 +329,7 @@ impl Switch {
     ///
     /// `peak_ingress_bytes` is read from the MMU, which keeps each ingress (port, priority)'s
     /// peak beside its byte counts ([`crate::mmu::IngressUse::peak`]): copied into the
-    /// counters whenever it grew, it cost a write to a line of their own (0.1 misses per
-    /// packet-hop on fat_tree1024).
+    /// counters whenever it grew, it cost a write to a line of their own.
     ///
     /// The queueing-delay histogram gets the zero waits of frames that cut through still
     /// counted in the port's flags (see `PortFlags::queue_cut`).
@@ -423,6 +421,7 @@ impl Switch {
 
     /// Reads what the switch needs from an arriving frame's bytes and rewrites its TTL: the
     /// egress port, priority and length of a frame to forward, or why not (counted here).
+    #[inline(always)]
     fn classify(&mut self, in_port: usize, pkt: &mut Packet) -> Verdict {
         // Damaged on the wire: the MAC's FCS check discards it (see `fabemu_fabric::fault`).
         if pkt.is_corrupted() {
@@ -536,7 +535,7 @@ impl Switch {
                 return;
             }
         }
-        // The usual case of a loaded fabric (1.29M of fabric64's 1.43M visits): a FIFO port
+        // The usual case of a loaded fabric: a FIFO port
         // that is busy, with no class paused and no PFC frame owed. The frame joins its
         // queue and the frame on the wire sends it at its completion: what the general path
         // below does for it, with the port's flags read once.
@@ -550,7 +549,7 @@ impl Switch {
     /// [`Switch::on_packet`] for a frame that neither leaves at once nor joins a busy FIFO
     /// port's queue: a custom scheduler, a paused class or a PFC frame owed, or an idle port
     /// whose frame must wait. Out of line: its stack frame and register saves were paid by
-    /// every arrival (~0.05M of fabric64's 1.43M take it).
+    /// every arrival, and few take it.
     #[inline(never)]
     fn queue_general(
         &mut self,
@@ -630,9 +629,8 @@ impl Switch {
     /// busy port); with frames ahead, it was asked for already (see the end of `on_packet`),
     /// and `start_tx` runs only if the XOFF owed a PFC frame on `out` itself (a frame sent
     /// back by its ingress).
-    /// Out of line by the compiler's choice: forced inline, it pushed `Mmu::threshold` and
-    /// `note_queue` out of `on_packet` (+19 instructions per packet-hop on fabric64).
-    #[inline]
+    /// Out of line: inlined, it pushed `Mmu::threshold` and `note_queue` out of `on_packet`.
+    #[inline(never)]
     fn queue_behind(
         &mut self,
         in_port: usize,
@@ -908,8 +906,7 @@ impl Switch {
     /// per departure on large fabrics.
     ///
     /// One function for both (a flag, not a second copy of the departure): with two copies
-    /// the engine's `transmit_frame` was left out of line (+10 instructions per hop on
-    /// fabric64).
+    /// the engine's `transmit_frame` was left out of line.
     // Eight arguments: each is one the callers hold in registers; a struct of them would go
     // through memory.
     #[allow(clippy::too_many_arguments)]
@@ -975,7 +972,7 @@ impl Switch {
     /// Counts a queued frame's wait on `port`: into the log (`dequeued` is the histogram's
     /// count, derived in `port_stats`). The port is one of the switch's (the callers indexed
     /// its flags), so below 2^16 in a switch that logs at all (`wait_len` is [`NO_LOG`] in a
-    /// wider one): not tested here (2 instructions per queued frame).
+    /// wider one): not tested here.
     #[inline(always)]
     fn log_wait(&mut self, port: usize, waited: u64) {
         let n = usize::from(self.wait_len);
@@ -1117,7 +1114,9 @@ impl Switch {
         }
     }
 
-    /// Reacts to one event (the engine's, or a test's through any [`Context`]).
+    /// Reacts to one event (the engine's, or a test's through any [`Context`]). Always
+    /// inlined: out of line, the event would be copied to pass it.
+    #[inline(always)]
     pub fn on_event(&mut self, event: Event, ctx: &mut impl Context) {
         match event {
             Event::Packet { port, packet } => {

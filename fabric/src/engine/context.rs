@@ -80,31 +80,31 @@ pub trait Context {
 
 /// The engine's context: each method is [`Ctx`]'s own, inlined.
 impl Context for Ctx<'_> {
-    #[inline]
+    #[inline(always)]
     fn now(&self) -> Time {
         Ctx::now(self)
     }
-    #[inline]
+    #[inline(always)]
     fn id(&self) -> ActorId {
         Ctx::id(self)
     }
-    #[inline]
+    #[inline(always)]
     fn port_idle(&self, port: usize) -> bool {
         Ctx::port_idle(self, port)
     }
-    #[inline]
+    #[inline(always)]
     fn channel(&self, port: usize) -> Option<Channel> {
         Ctx::channel(self, port)
     }
-    #[inline]
+    #[inline(always)]
     fn wire_bytes(&self, frame_len: usize) -> u64 {
         Ctx::wire_bytes(self, frame_len)
     }
-    #[inline]
+    #[inline(always)]
     fn transmit(&mut self, port: usize, packet: Packet) -> Result<(), TransmitError> {
         Ctx::transmit(self, port, packet)
     }
-    #[inline]
+    #[inline(always)]
     fn transmit_then(
         &mut self,
         port: usize,
@@ -113,15 +113,15 @@ impl Context for Ctx<'_> {
     ) -> Result<(), TransmitError> {
         Ctx::transmit_then(self, port, packet, tx_done)
     }
-    #[inline]
+    #[inline(always)]
     fn frame(&self, frame: &Frame) -> Option<&Packet> {
         Ctx::frame(self, frame)
     }
-    #[inline]
+    #[inline(always)]
     fn frame_mut(&mut self, frame: &Frame) -> Option<&mut Packet> {
         Ctx::frame_mut(self, frame)
     }
-    #[inline]
+    #[inline(always)]
     fn hold(&mut self, packet: Packet) -> Frame {
         Ctx::hold(self, packet)
     }
@@ -129,7 +129,7 @@ impl Context for Ctx<'_> {
     fn hold_mut(&mut self, packet: Packet) -> Option<(Frame, &mut Packet)> {
         Ctx::hold_mut(self, packet)
     }
-    #[inline]
+    #[inline(always)]
     fn take_frame(&mut self, frame: Frame) -> Option<Packet> {
         Ctx::take_frame(self, frame)
     }
@@ -137,11 +137,11 @@ impl Context for Ctx<'_> {
     fn drop_frame(&mut self, frame: Frame) {
         Ctx::drop_frame(self, frame)
     }
-    #[inline]
+    #[inline(always)]
     fn held_frames(&self) -> usize {
         Ctx::held_frames(self)
     }
-    #[inline]
+    #[inline(always)]
     fn transmit_frame(
         &mut self,
         port: usize,
@@ -150,7 +150,7 @@ impl Context for Ctx<'_> {
     ) -> Result<(), TransmitError> {
         Ctx::transmit_frame(self, port, frame, tx_done)
     }
-    #[inline]
+    #[inline(always)]
     fn transmit_frame_len(
         &mut self,
         port: usize,
@@ -160,15 +160,15 @@ impl Context for Ctx<'_> {
     ) -> Result<(), TransmitError> {
         Ctx::transmit_frame_len(self, port, frame, frame_len, tx_done)
     }
-    #[inline]
+    #[inline(always)]
     fn want_tx_done(&mut self, port: usize) {
         Ctx::want_tx_done(self, port)
     }
-    #[inline]
+    #[inline(always)]
     fn halt(&mut self) {
         Ctx::halt(self)
     }
-    #[inline]
+    #[inline(always)]
     fn set_timer(&mut self, at: Time, token: u64) {
         Ctx::set_timer(self, at, token)
     }

@@ -158,7 +158,7 @@ impl super::Nic {
             return;
         };
         let now = ctx.now();
-        self.unquiet();
+        self.end_data_only();
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
@@ -193,7 +193,7 @@ impl super::Nic {
             return;
         }
         pkt.meta.created_at = ctx.now();
-        self.unquiet();
+        self.end_data_only();
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };

@@ -10,7 +10,7 @@ impl Nic {
         let Some(d) = self.cfg.cc.dcqcn() else {
             return;
         };
-        let Some(&i) = self.lk.qp_index.get(&qp_key(src, qpn_class(qpn))) else {
+        let Some(&i) = self.reception.qp_index.get(&qp_key(src, qpn_class(qpn))) else {
             return;
         };
         let i = i as usize;

@@ -178,7 +178,7 @@ impl Nic {
         };
         // The destination QP number names the class of the QP pair (`qp_number`).
         let class = qpn_class(rx.dest_qp);
-        let Some(&i) = self.lk.qp_index.get(&qp_key(src, class)) else {
+        let Some(&i) = self.reception.qp_index.get(&qp_key(src, class)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -202,14 +202,14 @@ impl Nic {
                 .on_nak(rx.psn, &mut done, u64::from(self.cfg.restart_window))
                 .is_some()
             {
-                let rto = qp.base_rto(self.lk.rto);
+                let rto = qp.base_rto(self.reception.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         } else {
             self.stats.acks_received += 1;
             if qp.on_ack(rx.psn, &mut done) {
                 rtt = qp.on_acked(now);
-                let rto = qp.base_rto(self.lk.rto);
+                let rto = qp.base_rto(self.reception.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         }
@@ -296,7 +296,7 @@ impl Nic {
         pkt: Arrived<'_>,
         ctx: &mut impl Context,
     ) {
-        let ack_every = self.lk.ack_every;
+        let ack_every = self.reception.ack_every;
         let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;

@@ -83,7 +83,7 @@ impl Nic {
         // way round a failure can start back the way a frame in flight came.
         match self.routes.select(dst, h) {
             Some(out) if out != in_port || self.ports.len() == 1 || self.failed_over => {
-                self.unquiet();
+                self.end_data_only();
                 let np = &mut self.ports[out];
                 let len = pkt.frame_len() as u64;
                 if np.transit_bytes + len > self.cfg.relay_buffer.bytes() {

@@ -15,8 +15,8 @@ impl Nic {
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
-        if np.quiet {
-            // No PFC frame, pause or relayed frame anywhere (see `NicPort::quiet`): what the
+        if np.data_only {
+            // No PFC frame, pause or relayed frame anywhere (see `NicPort::data_only`): what the
             // general path below does then, reading only the port's first line.
             if let Some(c) = np.control.pop_front() {
                 self.send_frame(port, c, ctx);
@@ -86,7 +86,7 @@ impl Nic {
         let now = ctx.now();
         // QPs of a paused priority keep their turn; the resume timer pumps the port again.
         // Copied only while a class is paused (rare): the copy read all of its line.
-        let any_paused = !self.ports[port].quiet && self.ports[port].pause.any_paused(now);
+        let any_paused = !self.ports[port].data_only && self.ports[port].pause.any_paused(now);
         let pause = if any_paused {
             self.ports[port].pause
         } else {
@@ -260,7 +260,7 @@ impl Nic {
             qp.on_first_send(seg.psn, now);
         }
         if !was_outstanding {
-            let rto = qp.base_rto(self.lk.rto);
+            let rto = qp.base_rto(self.reception.rto);
             qp.rto_deadline = now + qp.jittered(rto);
         }
         if !qp.rto_armed {
@@ -308,7 +308,7 @@ impl Nic {
         // response): synchronized go-back-N retransmissions would otherwise refill the same
         // overflowing buffer every `rto`.
         let backed_off = Time(
-            qp.base_rto(self.lk.rto)
+            qp.base_rto(self.reception.rto)
                 .ps()
                 .saturating_mul(1 << qp.retries.min(16)),
         );
@@ -346,7 +346,7 @@ impl Nic {
         };
         let (port, dest_qp) = (qp.port(), qp.remote_qpn);
         let dscp = self
-            .lk
+            .reception
             .classes
             .get(qpn_class(dest_qp))
             .dscp

@@ -140,8 +140,7 @@ pub struct SwitchStats {
 /// Adds logged waits (each `wait << 16 | port`) to their ports' counters: the delay sum and
 /// the histogram (`dequeued` is the histogram's count). The ports' histograms are rough:
 /// [`LatencyHistogram::record_often`] finds a wait's bucket with constants, not the four its
-/// histogram keeps, and writes the extremes only when they move (41 instructions per wait
-/// before, 37 after).
+/// histogram keeps, and writes the extremes only when they move.
 pub(super) fn fold_log(stats: &mut [SwitchPortStats], log: &[u64]) {
     for &w in log {
         if let Some(ps) = stats.get_mut((w & 0xFFFF) as usize) {

@@ -17,8 +17,7 @@ fn per_frame_switch_fields_span_four_lines() {
     assert!(last / 64 - first / 64 < 4, "{first}..={last}");
 }
 
-/// The flags every frame reads stay 8 bytes (eight ports a line; 12 cost fabric64 ~10
-/// instructions per hop), and the zero waits they count reach the histogram exactly:
+/// The flags every frame reads stay 8 bytes (eight ports a line), and the zero waits they count reach the histogram exactly:
 /// 256 at each wrap, the rest when the counters are read.
 #[test]
 fn port_flags_count_zero_waits_in_eight_bytes() {
