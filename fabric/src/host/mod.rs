@@ -802,6 +802,9 @@ impl<A: Application> Actor for Host<A> {
         true
     }
 
+    /// Out of line: inlined into the caller's dispatch, it made that too large to inline into
+    /// the engine's loop, and every event was then copied on its way.
+    #[inline(never)]
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         let nic = NicReactions {
             frame: Nic::frame_in_engine,
