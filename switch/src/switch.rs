@@ -1145,8 +1145,18 @@ impl Actor for Switch {
         out.extend((0..self.lanes.len()).map(|p| self.mmu.queue_bytes(p)));
     }
 
+    /// [`Switch::on_event`] for the engine's context, spelt out here: through the generic call,
+    /// the engine's loop copied each event before the call.
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
-        self.on_event(event, ctx);
+        match event {
+            Event::Packet { port, packet } => {
+                let frame = ctx.hold(packet);
+                self.on_packet(port, frame, ctx);
+            }
+            Event::Frame { port, frame } => self.on_packet(port, frame, ctx),
+            Event::TxDone { port } => self.start_tx(port, ctx),
+            Event::Timer { token } => self.on_timer(token, ctx),
+        }
     }
 }
 
