@@ -123,10 +123,6 @@ impl Bandwidth {
     pub const fn bps(self) -> u64 {
         self.0
     }
-    /// Gigabits per second, for reports only.
-    pub fn as_gbps_f64(self) -> f64 {
-        self.0 as f64 / 1e9
-    }
 
     /// Time to put `bytes` on a wire of this bandwidth.
     ///

@@ -95,8 +95,8 @@ pub trait EgressScheduler: Send {
 /// eight traffic classes has its own queue. With everything in one priority it is a plain FIFO.
 ///
 /// [`Fifo::push`] and [`Fifo::pop`] are the [`EgressScheduler`] trait without the indirection;
-/// as an [`EgressScheduler`], a `Fifo<Packet>` queues packets. A switch's own ports use its
-/// [`Lanes`] directly and keep the bitmask of non-empty priorities with their other per-port
+/// as an [`EgressScheduler`], a `Fifo<Packet>` queues packets. A switch's own ports use the
+/// same lanes directly and keep the bitmask of non-empty priorities with their other per-port
 /// flags.
 #[derive(Debug)]
 pub struct Fifo<T = Packet> {
@@ -125,7 +125,7 @@ impl<T> Default for Fifo<T> {
 /// slab, so a queued frame costs a 16-byte entry here instead of a 144-byte one).
 #[derive(Debug)]
 #[repr(C, align(64))]
-pub struct Lanes<T = Packet> {
+pub(crate) struct Lanes<T = Packet> {
     q: [VecDeque<Queued<T>>; PRIORITIES],
 }
 
@@ -153,7 +153,7 @@ const LEN_UNKNOWN: u16 = u16::MAX;
 
 /// [`Popped::len`] of a frame whose length was not kept: read it from the packet. (A plain
 /// sentinel, not an `Option`: the length passes through the departure in one register.) It
-/// is the lanes' own sentinel (`u16::MAX`) widened, so that [`Lanes::pop`] hands the kept
+/// is the lanes' own sentinel (`u16::MAX`) widened, so that a pop hands the kept
 /// `u16` on as it is, without a test for the sentinel; a frame of exactly 65,535 bytes,
 /// which the lanes cannot keep either, reads the same value from its packet.
 pub const LEN_NOT_KEPT: u32 = LEN_UNKNOWN as u32;
@@ -176,17 +176,17 @@ pub struct Popped<T> {
 
 /// The highest priority whose bit is set in `ready` (`ready` non-zero).
 #[inline]
-pub fn highest(ready: u8) -> u8 {
+pub(crate) fn highest(ready: u8) -> u8 {
     7u8.saturating_sub(ready.leading_zeros() as u8)
 }
 
 impl<T> Lanes<T> {
     /// Queues `item` at the tail of `priority` (0..=7; higher bits ignored), with its frame
-    /// length `len` when known (given back by [`Lanes::pop`]). `ingress` is a port number
-    /// (below 65,536: the engine numbers ports with `u16`). Always inlined: with the length
-    /// it was left out of line, +6.6 instructions per packet-hop on fabric64.
+    /// length `len` when known (given back by [`Lanes::pop_highest`]). `ingress` is a port number
+    /// (below 65,536: the engine numbers ports with `u16`). Always inlined: every queued
+    /// frame calls it.
     #[inline(always)]
-    pub fn push(&mut self, item: T, now: Time, priority: u8, ingress: usize, len: u32) {
+    pub(crate) fn push(&mut self, item: T, now: Time, priority: u8, ingress: usize, len: u32) {
         let p = priority & 7;
         self.q[usize::from(p)].push_back(Queued {
             item,
@@ -197,35 +197,36 @@ impl<T> Lanes<T> {
         });
     }
 
-    /// The head of `priority` (0..=7; higher bits ignored), and whether that priority is now
-    /// empty. Always inlined: the switch pops in two places, and out of line this cost ~20
-    /// instructions per packet-hop on fabric64 (the result goes through memory).
+    /// The head of the highest priority set in `nonempty` (the caller's bitmask of the
+    /// priorities that hold frames) and clear in `paused`, with its bit cleared from
+    /// `nonempty` when that priority empties: strict priority, the one pop of every FIFO (a
+    /// [`Fifo`]'s and a switch port's). Always inlined: out of line, the result went through
+    /// memory on every departure.
     #[inline(always)]
-    pub fn pop(&mut self, priority: u8) -> Option<(Popped<T>, bool)> {
-        let p = priority & 7;
+    pub(crate) fn pop_highest(&mut self, nonempty: &mut u8, paused: u8) -> Option<Popped<T>> {
+        let ready = *nonempty & !paused;
+        if ready == 0 {
+            return None;
+        }
+        let p = highest(ready);
         let q = &mut self.q[usize::from(p)];
         let e = q.pop_front()?;
-        Some((
-            Popped {
-                item: e.item,
-                enqueued_at: e.at,
-                priority: p,
-                ingress: usize::from(e.ingress),
-                // LEN_UNKNOWN is LEN_NOT_KEPT.
-                len: u32::from(e.len),
-            },
-            q.is_empty(),
-        ))
+        if q.is_empty() {
+            *nonempty &= !(1 << p);
+        }
+        Some(Popped {
+            item: e.item,
+            enqueued_at: e.at,
+            priority: p,
+            ingress: usize::from(e.ingress),
+            // LEN_UNKNOWN is LEN_NOT_KEPT.
+            len: u32::from(e.len),
+        })
     }
 
     /// Frames waiting (a sum over the priorities: for reports).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.q.iter().map(VecDeque::len).sum()
-    }
-
-    /// True when no frame waits.
-    pub fn is_empty(&self) -> bool {
-        self.q.iter().all(VecDeque::is_empty)
     }
 }
 
@@ -241,15 +242,7 @@ impl<T> Fifo<T> {
     /// The head of the highest non-empty priority whose bit is clear in `paused`.
     #[inline]
     pub fn pop(&mut self, paused: u8) -> Option<Popped<T>> {
-        let ready = self.nonempty & !paused;
-        if ready == 0 {
-            return None;
-        }
-        let p = highest(ready);
-        let (e, empty) = self.lanes.pop(p)?;
-        if empty {
-            self.nonempty &= !(1 << p);
-        }
+        let e = self.lanes.pop_highest(&mut self.nonempty, paused)?;
         self.len -= 1;
         Some(e)
     }

@@ -23,5 +23,8 @@ mod switch;
 pub mod tree_egress;
 pub mod watchdog;
 
+#[cfg(test)]
+mod lone_tests;
+
 pub use crate::switch::{PriorityStats, Switch, SwitchConfig, SwitchPortStats, SwitchStats};
 pub use crate::watchdog::StalledQueue;

@@ -14,7 +14,7 @@
 //! with the frame ([`crate::egress::Dequeued`]), so the MMU releases exactly what it charged
 //! without parsing the frame again.
 
-use fabemu_fabric::engine::{Actor, Ctx, Event, Frame};
+use fabemu_fabric::engine::{Actor, Context, Ctx, Event, Frame};
 use fabemu_fabric::histogram::LatencyHistogram;
 use fabemu_fabric::packet::{Packet, Payload};
 use fabemu_fabric::route::{flow_hash, RouteTable};
@@ -23,14 +23,22 @@ use fabemu_fabric::wire::{self, Ecn, ForwardPeek, FrameKind, PfcPauseRepr, PFC_F
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::BufferConfig;
-use crate::egress::{
-    highest, Arrival, ClassReport, Dequeued, EgressScheduler, Lanes, Popped, LEN_NOT_KEPT,
-};
+use crate::egress::{Arrival, ClassReport, Dequeued, EgressScheduler, Lanes, Popped, LEN_NOT_KEPT};
 use crate::mmu::Mmu;
 use crate::pfc::{headroom_formula, PortPfc};
 use crate::priority::{DscpMap, PRIORITIES};
 use crate::red::Red;
 use crate::watchdog::{PortWatch, StalledQueue};
+
+mod counters;
+mod pause;
+#[cfg(test)]
+mod tests;
+mod timers;
+
+use self::counters::fold_log;
+pub use self::counters::{PriorityStats, SwitchPortStats, SwitchStats};
+use self::timers::SwitchTimer;
 
 /// A switch's settings (the scenario's per-switch fields).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -41,243 +49,6 @@ pub struct SwitchConfig {
     pub buffer: BufferConfig,
 }
 
-/// Per (port, priority) counters. Ingress-side ones (what this switch did to the neighbour on
-/// this port) and egress-side ones (what happened to frames leaving by this port) are marked.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PriorityStats {
-    /// Ingress: XOFF frames sent for this priority (first pauses and refreshes).
-    pub pause_frames_sent: u64,
-    /// Ingress: XON frames (quanta 0) sent.
-    pub xon_frames_sent: u64,
-    /// Egress: pause frames received with a non-zero time for this priority.
-    pub pause_frames_received: u64,
-    /// Egress: XON frames received.
-    pub xon_frames_received: u64,
-    /// Egress: total time this priority was paused by the neighbour, in ps (pauses still on
-    /// when the run ended are not included).
-    pub paused_time_ps: u64,
-    /// Egress: frames marked CE.
-    pub ecn_marked: u64,
-    /// Egress: frames dropped on a lossy priority.
-    pub dropped_lossy: u64,
-    /// Egress: frames dropped on a lossless priority (a bug or a misconfiguration).
-    pub dropped_lossless: u64,
-    /// Ingress: most bytes this (port, priority) held in the buffer at once.
-    pub peak_ingress_bytes: u64,
-}
-
-/// Per port counters.
-///
-/// Laid out in declaration order from a cache line's start (`repr(C, align(64))`): all a
-/// departing frame writes, `queueing_delay_sum_ps` and the histogram (its zero count,
-/// extremes, counts' address and bucket constants), fill the first 64 bytes, so a departure
-/// touches one line of the port's counters besides the count it increments. An arriving
-/// frame writes none of them: `enqueued` and `dequeued` are derived when the counters are
-/// read ([`Switch::port_stats`]; `dequeued` is the histogram's count) and `max_queue_bytes` is
-/// written only when it grows (the port's flags, which every frame reads, keep a copy to
-/// compare with). The report lists the fields in its own order (see the `Serialize` impl).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[repr(C, align(64))]
-pub struct SwitchPortStats {
-    /// Total time frames waited in this queue, in ps; divide by `dequeued` for the mean.
-    pub queueing_delay_sum_ps: u64,
-    /// Distribution of the time frames waited in this queue (p50 .. max in the JSON; quantiles
-    /// within 6.25%, nothing finer than 1 ns; count, min and max exact).
-    pub queueing_delay: LatencyHistogram,
-    /// Frames admitted to this port's queue (those dequeued, still queued, or lost to an
-    /// internal error; a frame a custom scheduler drops after admission is not counted).
-    pub enqueued: u64,
-    /// Frames for this port dropped at admission (buffer full, over threshold, headroom
-    /// exhausted) or by its scheduler.
-    pub dropped_packets: u64,
-    /// Bytes of frames dropped at admission.
-    pub dropped_bytes: u64,
-    /// Deepest the queue got, in bytes.
-    pub max_queue_bytes: u64,
-    /// Frames that left the queue (0 as kept, [`Switch::port_counters`]: the histogram's
-    /// count, which [`Switch::port_stats`] copies here).
-    pub dequeued: u64,
-    /// Per priority 0..=7: PFC, ECN, drops, ingress use. Boxed: written only on rare events,
-    /// it would otherwise push the per-packet counters of neighbouring ports out of cache.
-    /// Omitted from the report when every counter of every priority is 0: eight blocks of
-    /// zeros per port made most of a large fabric's JSON (120 MB of a 146 MB report at 8192
-    /// hosts, where only PFC, ECN or drops ever write them).
-    pub priorities: Box<[PriorityStats; PRIORITIES]>,
-}
-
-impl Serialize for SwitchPortStats {
-    /// The fields in the report's order (counters, then the delays, then the priorities),
-    /// which is not the memory order the departure wants; `priorities` left out when quiet.
-    /// A field added to the struct must be added here too.
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let quiet = all_priorities_quiet(&self.priorities);
-        let mut st = s.serialize_struct("SwitchPortStats", 7 + usize::from(!quiet))?;
-        st.serialize_field("enqueued", &self.enqueued)?;
-        st.serialize_field("dropped_packets", &self.dropped_packets)?;
-        st.serialize_field("dropped_bytes", &self.dropped_bytes)?;
-        st.serialize_field("max_queue_bytes", &self.max_queue_bytes)?;
-        st.serialize_field("queueing_delay_sum_ps", &self.queueing_delay_sum_ps)?;
-        st.serialize_field("dequeued", &self.dequeued)?;
-        st.serialize_field("queueing_delay", &self.queueing_delay)?;
-        if quiet {
-            st.skip_field("priorities")?;
-        } else {
-            st.serialize_field("priorities", &self.priorities)?;
-        }
-        st.end()
-    }
-}
-
-/// Whole-switch counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct SwitchStats {
-    /// Frames received.
-    pub received: u64,
-    /// Frames dropped because no route matched the destination.
-    pub no_route: u64,
-    /// Frames dropped because their TTL ran out (a routing loop).
-    pub ttl_expired: u64,
-    /// Frames dropped because they could not be parsed.
-    pub malformed: u64,
-    /// PFC frames received (consumed, never forwarded).
-    pub pause_frames_received: u64,
-    /// PFC frames sent (XOFF, refresh and XON; one frame may carry several classes).
-    pub pause_frames_sent: u64,
-    /// Of those, XON frames: every class they name has quanta 0 (a frame that pauses any
-    /// class counts as XOFF).
-    pub xon_frames_sent: u64,
-    /// Frames dropped on lossless priorities; any is an error (the run should fail).
-    pub lossless_drops: u64,
-    /// Frames marked CE.
-    pub ecn_marked: u64,
-    /// When the deadlock watchdog first found a stalled queue.
-    pub deadlock_detected_at: Option<Time>,
-    /// Peak shared-buffer occupancy in bytes.
-    pub peak_buffer_bytes: u64,
-    /// Frames the engine refused to transmit (an internal error; always 0 in a sound run).
-    pub tx_refused: u64,
-    /// Frames dropped after a failover left no next hop toward their destination (a fault
-    /// cut it off; see [`Switch::schedule_routes`]).
-    pub blackholed: u64,
-    /// Frames discarded by the FCS check: damaged by bit errors on the way in (omitted when 0).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub fcs_dropped: u64,
-    /// Data frames this switch appended an in-band telemetry record to (HPCC; omitted when 0).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub int_stamped: u64,
-}
-
-#[cfg(test)]
-mod layout_tests {
-    use super::SwitchPortStats;
-
-    /// What every frame reads of a switch (the route table's last 32 bytes, `base` and
-    /// `affine`, then the fields up to the MMU's counters, which are its first 113 bytes)
-    /// spans four cache lines.
-    #[test]
-    fn per_frame_switch_fields_span_four_lines() {
-        use super::Switch;
-        use fabemu_fabric::route::RouteTable;
-        use std::mem::{align_of, offset_of, size_of};
-        assert_eq!(align_of::<Switch>(), 64);
-        let first = offset_of!(Switch, routes) + size_of::<RouteTable>() - 32;
-        let last = offset_of!(Switch, mmu) + 113 - 1;
-        assert!(offset_of!(Switch, routes) < offset_of!(Switch, mmu));
-        assert!(last / 64 - first / 64 < 4, "{first}..={last}");
-    }
-
-    /// The flags every frame reads stay 8 bytes (eight ports a line; 12 cost fabric64 ~10
-    /// instructions per hop), and the zero waits they count reach the histogram exactly:
-    /// 256 at each wrap, the rest when the counters are read.
-    #[test]
-    fn port_flags_count_zero_waits_in_eight_bytes() {
-        use super::{PortFlags, CUT_MASK};
-        assert_eq!(std::mem::size_of::<PortFlags>(), 8);
-        let mut fl = PortFlags::default();
-        fl.set_max_queue(5_000);
-        let mut flushed = 0u64;
-        for _ in 0..1_000 {
-            if fl.count_cut() {
-                flushed += u64::from(CUT_MASK) + 1;
-            }
-        }
-        assert_eq!(flushed + fl.cut(), 1_000);
-        assert_eq!(fl.max_queue(), 5_000);
-        fl.set_max_queue(u64::MAX);
-        assert_eq!(fl.max_queue(), (1 << 24) - 1);
-        assert_eq!(flushed + fl.cut(), 1_000);
-    }
-
-    /// Waits go through the log (folded when full, the rest added when read; one too large
-    /// for an entry counted at once) and reach the counters as if recorded one by one; so do
-    /// they in a switch too wide to log ([`super::NO_LOG`], set by hand here rather than by
-    /// building a switch of 2^16 + 1 ports), each counted at once.
-    #[test]
-    fn logged_waits_reach_the_counters_exactly() {
-        use super::{Switch, SwitchConfig, NO_LOG};
-        use fabemu_fabric::route::RouteTable;
-        for wide in [false, true] {
-            let mut sw = Switch::new(3, RouteTable::default(), &SwitchConfig::default(), 1);
-            if wide {
-                sw.wait_len = NO_LOG;
-            }
-            waits_reach_the_counters(&mut sw);
-            assert_eq!(sw.wait_len == NO_LOG, wide);
-        }
-    }
-
-    fn waits_reach_the_counters(sw: &mut super::Switch) {
-        use fabemu_fabric::histogram::LatencyHistogram;
-        let mut want = vec![LatencyHistogram::rough(); 3];
-        let mut sums = [0u64; 3];
-        for i in 0..1_000u64 {
-            let port = (i * 7 % 3) as usize;
-            let waited = match i {
-                500 => 1 << 50,
-                _ => i * i * 1_000 % 9_000_000,
-            };
-            sw.log_wait(port, waited);
-            want[port].record(waited);
-            sums[port] += waited;
-        }
-        let got = sw.port_stats();
-        for port in 0..3 {
-            assert_eq!(got[port].queueing_delay, want[port]);
-            assert_eq!(got[port].queueing_delay_sum_ps, sums[port]);
-            assert_eq!(got[port].dequeued, want[port].len());
-        }
-    }
-
-    /// The class-selector shortcut is taken exactly for the map that it computes.
-    #[test]
-    fn class_selector_shortcut_is_the_packed_map() {
-        use super::{PackedDscp, Switch, SwitchConfig};
-        use crate::priority::DscpMap;
-        use fabemu_fabric::route::RouteTable;
-        let sw = Switch::new(2, RouteTable::default(), &SwitchConfig::default(), 1);
-        assert!(sw.dscp_class_selector);
-        for d in 0..=255u8 {
-            assert_eq!((d & 0x3F) >> 3, sw.dscp.priority(d), "{d}");
-        }
-        let mut cfg = SwitchConfig::default();
-        cfg.buffer.dscp_priority = DscpMap::default().with(26, 5).unwrap();
-        let sw = Switch::new(2, RouteTable::default(), &cfg, 1);
-        assert!(!sw.dscp_class_selector);
-        assert_eq!(sw.dscp.priority(26), 5);
-        assert_eq!(PackedDscp::new(&DscpMap::default()).priority(26), 3);
-    }
-
-    #[test]
-    fn per_frame_port_counters_share_a_cache_line() {
-        use fabemu_fabric::histogram::LatencyHistogram;
-        assert_eq!(std::mem::align_of::<SwitchPortStats>(), 64);
-        // The sum, then the whole histogram: what a departure touches is the first line.
-        assert_eq!(std::mem::offset_of!(SwitchPortStats, queueing_delay), 8);
-        assert!(std::mem::size_of::<LatencyHistogram>() <= 56);
-    }
-}
-
 /// Entries of a switch's log of waits ([`Switch`]'s `waits`): 512 bytes, eight lines.
 const WAIT_LOG: usize = 64;
 
@@ -285,30 +56,6 @@ const WAIT_LOG: usize = 64;
 /// fit an entry of the log: beyond the log, so that every wait takes the slow path and is
 /// counted at once, and a departure need not test its port's width.
 const NO_LOG: u8 = u8::MAX;
-
-/// Adds logged waits (each `wait << 16 | port`) to their ports' counters: the delay sum and
-/// the histogram (`dequeued` is the histogram's count). The ports' histograms are rough:
-/// [`LatencyHistogram::record_often`] finds a wait's bucket with constants, not the four its
-/// histogram keeps, and writes the extremes only when they move (41 instructions per wait
-/// before, 37 after).
-fn fold_log(stats: &mut [SwitchPortStats], log: &[u64]) {
-    for &w in log {
-        if let Some(ps) = stats.get_mut((w & 0xFFFF) as usize) {
-            let waited = w >> 16;
-            ps.queueing_delay_sum_ps += waited;
-            ps.queueing_delay.record_often(waited);
-        }
-    }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// True when no counter of any priority moved (the report leaves the block out).
-fn all_priorities_quiet(p: &[PriorityStats; PRIORITIES]) -> bool {
-    p.iter().all(|s| *s == PriorityStats::default())
-}
 
 /// [`Switch::note_queue`] with egress `out`'s flags `fl` at hand: the port's counters (in
 /// `stats`) are written only when `queued` is its deepest queue yet.
@@ -320,22 +67,6 @@ fn note_queue_in(fl: &mut PortFlags, stats: &mut [SwitchPortStats], out: usize, 
         let ps = &mut stats[out];
         ps.max_queue_bytes = ps.max_queue_bytes.max(queued);
     }
-}
-
-/// Timer kinds, in a token's top byte (kind 0 is the shaping wake-up, token = port).
-const TIMER_WAKE: u64 = 0;
-const TIMER_RESUME: u64 = 1;
-const TIMER_REFRESH: u64 = 2;
-const TIMER_WATCHDOG: u64 = 3;
-/// A scheduled route change (failover); the token's port field is its index.
-const TIMER_REROUTE: u64 = 4;
-
-fn token(kind: u64, port: usize, priority: u8) -> u64 {
-    kind << 56 | u64::from(priority) << 48 | (port as u64 & 0xFFFF_FFFF)
-}
-
-fn untoken(t: u64) -> (u64, usize, u8) {
-    (t >> 56, (t & 0xFFFF_FFFF) as usize, (t >> 48) as u8 & 7)
 }
 
 /// What every frame reads of its egress port: the PFC bits ([`Switch`] keeps them apart from
@@ -354,8 +85,7 @@ struct PortFlags {
     /// reading the FIFO's lines (the FIFO's [`crate::egress::Lanes`] keep no count of their own).
     nonempty: u8,
     /// Two counters in one word ([`PortFlags::max_queue`], [`PortFlags::count_cut`]), so
-    /// that the flags stay 8 bytes (12 cost every frame ~10 instructions on fabric64: the
-    /// stride and the copies). High 24 bits: the port's `max_queue_bytes` (saturated at
+    /// that the flags stay 8 bytes (a wider stride costs every frame). High 24 bits: the port's `max_queue_bytes` (saturated at
     /// 2^24 - 1): an arriving frame compares its queue with it here and writes the port's
     /// counters only when the queue is deeper. Low 8 bits: frames that left without waiting
     /// (cut through an idle, empty port) not yet in the port's queueing-delay histogram,
@@ -454,7 +184,7 @@ pub struct Switch {
     /// Per port, its FIFO's lanes (read by a frame that is queued, not by one that leaves at
     /// once: kept before the stretch every frame reads). Apart from the custom schedulers
     /// (`custom`), so that queueing and taking a frame index them without an enum's tag
-    /// test (an enum of both per port cost ~3 instructions each; the port's flags say which it runs).
+    /// test (the port's flags say which it runs).
     lanes: Vec<Lanes<Frame>>,
     /// Per port, its PFC state (lossless priorities only).
     pfc: Vec<PortPfc>,
@@ -599,8 +329,7 @@ impl Switch {
     ///
     /// `peak_ingress_bytes` is read from the MMU, which keeps each ingress (port, priority)'s
     /// peak beside its byte counts ([`crate::mmu::IngressUse::peak`]): copied into the
-    /// counters whenever it grew, it cost a write to a line of their own (0.1 misses per
-    /// packet-hop on fat_tree1024).
+    /// counters whenever it grew, it cost a write to a line of their own.
     ///
     /// The queueing-delay histogram gets the zero waits of frames that cut through still
     /// counted in the port's flags (see `PortFlags::queue_cut`).
@@ -692,6 +421,7 @@ impl Switch {
 
     /// Reads what the switch needs from an arriving frame's bytes and rewrites its TTL: the
     /// egress port, priority and length of a frame to forward, or why not (counted here).
+    #[inline(always)]
     fn classify(&mut self, in_port: usize, pkt: &mut Packet) -> Verdict {
         // Damaged on the wire: the MAC's FCS check discards it (see `fabemu_fabric::fault`).
         if pkt.is_corrupted() {
@@ -760,7 +490,7 @@ impl Switch {
 
     /// A frame arrived on `in_port`: forward it (admission, queueing, departure) or consume
     /// it (a PFC frame) or drop it. It stays in the engine's slab throughout.
-    fn on_packet(&mut self, in_port: usize, frame: Frame, ctx: &mut Ctx<'_>) {
+    fn on_packet(&mut self, in_port: usize, frame: Frame, ctx: &mut impl Context) {
         self.received += 1;
         let verdict = match ctx.frame_mut(&frame) {
             Some(pkt) => self.classify(in_port, pkt),
@@ -805,7 +535,7 @@ impl Switch {
                 return;
             }
         }
-        // The usual case of a loaded fabric (1.29M of fabric64's 1.43M visits): a FIFO port
+        // The usual case of a loaded fabric: a FIFO port
         // that is busy, with no class paused and no PFC frame owed. The frame joins its
         // queue and the frame on the wire sends it at its completion: what the general path
         // below does for it, with the port's flags read once.
@@ -819,7 +549,7 @@ impl Switch {
     /// [`Switch::on_packet`] for a frame that neither leaves at once nor joins a busy FIFO
     /// port's queue: a custom scheduler, a paused class or a PFC frame owed, or an idle port
     /// whose frame must wait. Out of line: its stack frame and register saves were paid by
-    /// every arrival (~0.05M of fabric64's 1.43M take it).
+    /// every arrival, and few take it.
     #[inline(never)]
     fn queue_general(
         &mut self,
@@ -828,7 +558,7 @@ impl Switch {
         prio: u8,
         len: u64,
         frame: Frame,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let now = ctx.now();
         // The peak stays in the MMU's counter (`Switch::port_stats` reads it there).
@@ -899,9 +629,8 @@ impl Switch {
     /// busy port); with frames ahead, it was asked for already (see the end of `on_packet`),
     /// and `start_tx` runs only if the XOFF owed a PFC frame on `out` itself (a frame sent
     /// back by its ingress).
-    /// Out of line by the compiler's choice: forced inline, it pushed `Mmu::threshold` and
-    /// `note_queue` out of `on_packet` (+19 instructions per packet-hop on fabric64).
-    #[inline]
+    /// Out of line: inlined, it pushed `Mmu::threshold` and `note_queue` out of `on_packet`.
+    #[inline(never)]
     fn queue_behind(
         &mut self,
         in_port: usize,
@@ -909,7 +638,7 @@ impl Switch {
         prio: u8,
         len: u64,
         frame: Frame,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Ok((_, queued)) = self.mmu.admit_noting_peak(in_port, prio, out, len) else {
             self.refused(in_port, out, prio, len, frame, ctx);
@@ -952,7 +681,7 @@ impl Switch {
         now: Time,
         prio: u8,
         in_port: usize,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Some(Some(c)) = self.custom.get_mut(out) else {
             ctx.drop_frame(frame);
@@ -996,7 +725,7 @@ impl Switch {
         len: u64,
         frame: Frame,
         passed: Result<(u64, Option<u64>), crate::buffer::Refusal>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Ok((queued, _)) = passed else {
             self.refused(in_port, out, prio, len, frame, ctx);
@@ -1014,7 +743,7 @@ impl Switch {
         prio: u8,
         len: u64,
         frame: Frame,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         ctx.drop_frame(frame);
         self.count_drop(out, prio, len);
@@ -1040,159 +769,13 @@ impl Switch {
     }
 
     /// A custom scheduler refused or evicted `dropped` (queued for `out`): free and count it.
-    fn scheduler_drop(&mut self, out: usize, dropped: &Dequeued, ctx: &mut Ctx<'_>) {
+    fn scheduler_drop(&mut self, out: usize, dropped: &Dequeued, ctx: &mut impl Context) {
         let (prio, ingress) = (dropped.priority, dropped.ingress);
         let len = dropped.packet.frame_len() as u64;
         self.mmu.release(ingress, prio, out, len);
         // It leaves the queue without being dequeued: out of the derived `enqueued`.
         self.count_drop(out, prio, len);
         self.check_xon(ingress, prio, ctx);
-    }
-
-    /// Ingress (`port`, `prio`) went over XOFF: owe its neighbour a pause, keep it refreshed.
-    fn enter_xoff(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
-        let quanta = self.cfg.pfc.quanta.max(1);
-        let st = &mut self.pfc[port];
-        let bit = 1 << prio;
-        if st.xoff & bit != 0 {
-            return;
-        }
-        st.xoff |= bit;
-        self.xoff_seen = true;
-        self.flags[port].pending |= bit;
-        if st.refresh_at.is_none() {
-            let t = ctx.now().add(Time((st.pause_time(quanta).ps() / 2).max(1)));
-            st.refresh_at = Some(t);
-            ctx.set_timer(t, token(TIMER_REFRESH, port, 0));
-        }
-        self.start_tx(port, ctx);
-    }
-
-    /// After bytes of ingress (`port`, `prio`) left: resume the neighbour if below XON.
-    fn check_xon(&mut self, port: usize, prio: u8, ctx: &mut Ctx<'_>) {
-        let bit = 1 << prio;
-        if self.pfc[port].xoff & bit != 0 && self.mmu.should_xon(port, prio) {
-            self.pfc[port].xoff &= !bit;
-            self.flags[port].pending |= bit;
-            self.start_tx(port, ctx);
-        }
-    }
-
-    /// A PFC frame arrived on `port` (`None`: one that did not parse). Out of line and cold:
-    /// inlined, its loop and the pause frame's fields took registers and stack in
-    /// [`Switch::on_packet`], which every frame paid in spills.
-    #[cold]
-    #[inline(never)]
-    fn on_pause(&mut self, port: usize, repr: Option<PfcPauseRepr>, ctx: &mut Ctx<'_>) {
-        self.stats.pause_frames_received += 1;
-        let Some(repr) = repr else {
-            self.stats.malformed += 1;
-            return;
-        };
-        if port >= self.pfc.len() {
-            return;
-        }
-        let now = ctx.now();
-        let mut resumed = false;
-        for c in 0..PRIORITIES as u8 {
-            if repr.class_enable & (1 << c) == 0 {
-                continue;
-            }
-            let q = repr.quanta[usize::from(c)];
-            let pp = &mut self.port_stats[port].priorities[usize::from(c)];
-            if q == 0 {
-                pp.xon_frames_received += 1;
-            } else {
-                pp.pause_frames_received += 1;
-            }
-            if !self.mmu.is_lossless(c) {
-                continue;
-            }
-            if q == 0 {
-                resumed |= self.resume(port, c, now);
-            } else {
-                self.pause(port, c, q, ctx);
-            }
-        }
-        if resumed {
-            self.start_tx(port, ctx);
-        }
-    }
-
-    /// The neighbour paused (`port`, `c`) for `quanta` from now (a new pause reloads the timer).
-    fn pause(&mut self, port: usize, c: u8, quanta: u16, ctx: &mut Ctx<'_>) {
-        let now = ctx.now();
-        let st = &mut self.pfc[port];
-        let until = now.add(st.pause_time(quanta));
-        let bit = 1 << c;
-        let flags = &mut self.flags[port];
-        let was_paused = flags.paused & bit != 0;
-        flags.paused |= bit;
-        st.paused_until[usize::from(c)] = until;
-        ctx.set_timer(until, token(TIMER_RESUME, port, c));
-        if !was_paused {
-            st.paused_since[usize::from(c)] = now;
-            if self.mmu.egress_bytes(port, c) > 0 {
-                self.block(port, c, now, ctx);
-            }
-        }
-    }
-
-    /// Ends the pause of (`port`, `c`); true when it was paused.
-    fn resume(&mut self, port: usize, c: u8, now: Time) -> bool {
-        let bit = 1 << c;
-        let flags = &mut self.flags[port];
-        if flags.paused & bit == 0 {
-            return false;
-        }
-        flags.paused &= !bit;
-        let since = self.pfc[port].paused_since[usize::from(c)];
-        self.port_stats[port].priorities[usize::from(c)].paused_time_ps +=
-            now.saturating_sub(since).ps();
-        self.watch[port].unblock(c);
-        true
-    }
-
-    /// Egress (`port`, `c`) is paused and holds frames: start its watchdog.
-    fn block(&mut self, port: usize, c: u8, now: Time, ctx: &mut Ctx<'_>) {
-        let timeout = self.cfg.pfc.deadlock_timeout;
-        if let Some(at) = self.watch[port].block(c, now, timeout) {
-            ctx.set_timer(at, token(TIMER_WATCHDOG, port, c));
-        }
-    }
-
-    /// Sends the PFC frame owed on `port`, if any; true when the port is now busy with it.
-    fn send_control(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
-        let pending = std::mem::take(&mut self.flags[port].pending);
-        let Some(repr) = self.pfc[port].take_frame(pending, self.cfg.pfc.quanta) else {
-            return false;
-        };
-        let mut buf = [0u8; PFC_FRAME_LEN];
-        if repr.emit(&mut buf).is_err() {
-            return false;
-        }
-        let Ok(pkt) = Packet::new(&buf, Payload::Timing(0), &[]) else {
-            return false;
-        };
-        for c in 0..PRIORITIES {
-            if repr.class_enable & (1 << c) != 0 {
-                let pp = &mut self.port_stats[port].priorities[c];
-                if repr.quanta[c] == 0 {
-                    pp.xon_frames_sent += 1;
-                } else {
-                    pp.pause_frames_sent += 1;
-                }
-            }
-        }
-        self.stats.pause_frames_sent += 1;
-        if (0..PRIORITIES).all(|c| repr.class_enable & (1 << c) == 0 || repr.quanta[c] == 0) {
-            self.stats.xon_frames_sent += 1;
-        }
-        let more = self.has_more(port);
-        if ctx.transmit_then(port, pkt, more).is_err() {
-            self.stats.tx_refused += 1;
-        }
-        true
     }
 
     /// Whether `port` has more to send after the frame it is about to transmit (frames
@@ -1215,7 +798,7 @@ impl Switch {
 
     /// Sends what `port` has to send next if it is idle (a PFC frame owed, else the next
     /// frame of the highest unpaused priority), or asks for its completion if it is busy.
-    fn start_tx(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+    fn start_tx(&mut self, port: usize, ctx: &mut impl Context) {
         // Indexed once: the flags are read here and their non-empty bit cleared below.
         let Some(flags) = self.flags.get_mut(port) else {
             return;
@@ -1233,21 +816,21 @@ impl Switch {
         }
         // A FIFO port with no PFC frame owed: what `start_tx_other` does for it, without its
         // stack frame (the PFC frame's buffer, the custom scheduler's packet), which every
-        // completion paid (register saves and a 616-byte frame).
-        let ready = fl.nonempty & !fl.paused;
-        if ready == 0 {
+        // completion paid.
+        if fl.nonempty & !fl.paused == 0 {
             return;
         }
-        let p = highest(ready);
         let Some(f) = self.lanes.get_mut(port) else {
             return;
         };
-        let Some((d, empty)) = f.pop(p) else {
-            return;
-        };
-        if empty {
-            flags.nonempty &= !(1 << p);
+        if let Some(d) = f.pop_highest(&mut flags.nonempty, fl.paused) {
+            self.depart_queued(port, d, ctx);
         }
+    }
+
+    /// Sends `d`, taken from `port`'s queue (see [`Switch::depart`]).
+    #[inline(always)]
+    fn depart_queued(&mut self, port: usize, d: Popped<Frame>, ctx: &mut impl Context) {
         self.depart(
             port,
             d.item,
@@ -1261,7 +844,7 @@ impl Switch {
 
     /// [`Switch::start_tx`] on an idle port that owes a PFC frame or runs a custom scheduler.
     #[inline(never)]
-    fn start_tx_other(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+    fn start_tx_other(&mut self, port: usize, ctx: &mut impl Context) {
         if port >= self.lanes.len() {
             return;
         }
@@ -1284,19 +867,8 @@ impl Switch {
                 let Some(f) = self.lanes.get_mut(port) else {
                     return;
                 };
-                // Strict priority, skipping paused classes (what `Fifo::pop` does).
-                let ready = fl.nonempty & !paused;
-                if ready == 0 {
-                    return;
-                }
-                let p = highest(ready);
-                match f.pop(p) {
-                    Some((d, empty)) => {
-                        if empty {
-                            fl.nonempty &= !(1 << p);
-                        }
-                        d
-                    }
+                match f.pop_highest(&mut fl.nonempty, paused) {
+                    Some(d) => d,
                     None => return,
                 }
             }
@@ -1315,22 +887,14 @@ impl Switch {
                         let armed = &mut self.wake_at[port];
                         if armed.is_none_or(|a| a > t) {
                             *armed = Some(t);
-                            ctx.set_timer(t, token(TIMER_WAKE, port, 0));
+                            ctx.set_timer(t, SwitchTimer::Wake(port).token());
                         }
                     }
                     return;
                 }
             },
         };
-        self.depart(
-            port,
-            d.item,
-            Some(d.enqueued_at),
-            d.len,
-            d.priority,
-            d.ingress,
-            ctx,
-        );
+        self.depart_queued(port, d, ctx);
     }
 
     /// Sends `frame` (for egress (`port`, `prio`), charged to `ingress`) on the idle `port`:
@@ -1342,8 +906,7 @@ impl Switch {
     /// per departure on large fabrics.
     ///
     /// One function for both (a flag, not a second copy of the departure): with two copies
-    /// the engine's `transmit_frame` was left out of line (+10 instructions per hop on
-    /// fabric64).
+    /// the engine's `transmit_frame` was left out of line.
     // Eight arguments: each is one the callers hold in registers; a struct of them would go
     // through memory.
     #[allow(clippy::too_many_arguments)]
@@ -1356,7 +919,7 @@ impl Switch {
         len: u32,
         prio: u8,
         ingress: usize,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let len = match len {
             LEN_NOT_KEPT => match ctx.frame(&frame) {
@@ -1409,7 +972,7 @@ impl Switch {
     /// Counts a queued frame's wait on `port`: into the log (`dequeued` is the histogram's
     /// count, derived in `port_stats`). The port is one of the switch's (the callers indexed
     /// its flags), so below 2^16 in a switch that logs at all (`wait_len` is [`NO_LOG`] in a
-    /// wider one): not tested here (2 instructions per queued frame).
+    /// wider one): not tested here.
     #[inline(always)]
     fn log_wait(&mut self, port: usize, waited: u64) {
         let n = usize::from(self.wait_len);
@@ -1453,7 +1016,14 @@ impl Switch {
     /// it arrived, plus the INT record a stamp appends). Out of line: most runs have neither,
     /// and inlined into `depart` it made every frame pay its stack frame and register saves.
     #[inline(never)]
-    fn mark(&mut self, port: usize, prio: u8, frame: &Frame, len: u32, ctx: &mut Ctx<'_>) -> u32 {
+    fn mark(
+        &mut self,
+        port: usize,
+        prio: u8,
+        frame: &Frame,
+        len: u32,
+        ctx: &mut impl Context,
+    ) -> u32 {
         let now = ctx.now();
         // Read before the frame is borrowed from the context (HPCC only).
         let bw = match self.int_tx {
@@ -1489,64 +1059,6 @@ impl Switch {
         len
     }
 
-    /// Out of line and cold: inlined into [`Actor::handle`], its register saves and stack frame
-    /// were paid by every frame and completion (handle's other arms are tail calls).
-    #[cold]
-    #[inline(never)]
-    fn on_timer(&mut self, t: u64, ctx: &mut Ctx<'_>) {
-        let (kind, port, prio) = untoken(t);
-        if kind == TIMER_REROUTE {
-            if let Some((_, table)) = self.reroutes.get_mut(port) {
-                self.routes = std::mem::take(table);
-                self.failed_over = true;
-            }
-            return;
-        }
-        if port >= self.lanes.len() {
-            return;
-        }
-        let now = ctx.now();
-        match kind {
-            TIMER_WAKE => {
-                self.wake_at[port] = None;
-                self.start_tx(port, ctx);
-            }
-            // A stale timer of a pause since reloaded or ended: ignored.
-            TIMER_RESUME
-                if self.flags[port].paused & (1 << prio) != 0
-                    && self.pfc[port].paused_until[usize::from(prio)] == now
-                    && self.resume(port, prio, now) =>
-            {
-                self.start_tx(port, ctx);
-            }
-            TIMER_REFRESH => {
-                if self.pfc[port].refresh_at != Some(now) {
-                    return;
-                }
-                let quanta = self.cfg.pfc.quanta.max(1);
-                let st = &mut self.pfc[port];
-                st.refresh_at = None;
-                if st.xoff != 0 {
-                    self.flags[port].pending |= st.xoff;
-                    let t = now.add(Time((st.pause_time(quanta).ps() / 2).max(1)));
-                    st.refresh_at = Some(t);
-                    ctx.set_timer(t, token(TIMER_REFRESH, port, 0));
-                    self.start_tx(port, ctx);
-                }
-            }
-            TIMER_WATCHDOG => {
-                let timeout = self.cfg.pfc.deadlock_timeout;
-                if self.watch[port].check(prio, now, timeout) {
-                    self.stats.deadlock_detected_at.get_or_insert(now);
-                    // A deadlock never clears: stop the run (the root names the cycle of
-                    // paused ports from `stalled()` and the wiring, and exits 3).
-                    ctx.halt();
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// Per egress port, the scheduler's per-class counters (empty for FIFO ports).
     pub fn port_classes(&self) -> Vec<Vec<ClassReport>> {
         self.custom
@@ -1565,13 +1077,13 @@ impl Switch {
     }
 }
 
-impl Actor for Switch {
+impl Switch {
     /// Learns each port's speed and cable: sets the PFC headroom (configured, or the formula
     /// of [`crate::pfc`]) and the ports' MAC addresses (02-style local addresses from the actor
     /// id and port).
-    fn start(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn on_start(&mut self, ctx: &mut impl Context) {
         for (i, (t, _)) in self.reroutes.iter().enumerate() {
-            ctx.set_timer(*t, token(TIMER_REROUTE, i, 0));
+            ctx.set_timer(*t, SwitchTimer::Reroute(i).token());
         }
         let id = ctx.id();
         let pfc = self.cfg.pfc;
@@ -1602,6 +1114,27 @@ impl Actor for Switch {
         }
     }
 
+    /// Reacts to one event (the engine's, or a test's through any [`Context`]). Always
+    /// inlined: out of line, the event would be copied to pass it.
+    #[inline(always)]
+    pub fn on_event(&mut self, event: Event, ctx: &mut impl Context) {
+        match event {
+            Event::Packet { port, packet } => {
+                let frame = ctx.hold(packet);
+                self.on_packet(port, frame, ctx);
+            }
+            Event::Frame { port, frame } => self.on_packet(port, frame, ctx),
+            Event::TxDone { port } => self.start_tx(port, ctx),
+            Event::Timer { token } => self.on_timer(token, ctx),
+        }
+    }
+}
+
+impl Actor for Switch {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        self.on_start(ctx);
+    }
+
     /// Frames arrive as held [`Frame`]s: a forwarded frame never leaves the engine's slab.
     fn holds_frames(&self) -> bool {
         true
@@ -1612,6 +1145,8 @@ impl Actor for Switch {
         out.extend((0..self.lanes.len()).map(|p| self.mmu.queue_bytes(p)));
     }
 
+    /// [`Switch::on_event`] for the engine's context, spelt out here: through the generic call,
+    /// the engine's loop copied each event before the call.
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
         match event {
             Event::Packet { port, packet } => {

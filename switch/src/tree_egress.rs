@@ -115,12 +115,6 @@ pub fn packet_info(pkt: &Packet, now: Time) -> PacketInfo {
     packet_info_with(pkt, now, prio, &ClassTable::default())
 }
 
-/// [`packet_info`] with the priority taken from `map`.
-pub fn packet_info_mapped(pkt: &Packet, now: Time, map: &DscpMap) -> PacketInfo {
-    let dscp = wire::dscp(pkt.header()).unwrap_or(0);
-    packet_info_with(pkt, now, map.priority(dscp), &ClassTable::default())
-}
-
 /// [`packet_info`] with the priority the switch already knows and the run's classes.
 fn packet_info_with(pkt: &Packet, now: Time, priority: u8, classes: &ClassTable) -> PacketInfo {
     let h = pkt.header();

@@ -1,6 +1,6 @@
 //! How partitions that are not in the same process exchange frames and agree on the next window.
 //!
-//! The window loop ([`super::worker::run_parallel`]) runs the partitions of one process on its
+//! The window loop ([`super::parallel::run_parallel`]) runs the partitions of one process on its
 //! threads. Between two windows every partition has sent its frames for the others and
 //! published its earliest pending event and halt request; one thread then closes the window.
 //! What closing needs from the world outside the process is behind [`Exchange`]: which
@@ -60,7 +60,7 @@ impl Bound {
     /// The window after this bound (of all processes) in a run stopping at `until`, whose halt
     /// grace is `grace` (ps) and whose lookahead is `lookahead`: it starts at the earliest
     /// pending event and lasts one lookahead, but ends at `until` and at the earliest halt
-    /// request plus its grace (as [`super::worker::Sched::halt_end`]).
+    /// request plus its grace (as [`super::worker::PartitionState::halt_end`]).
     pub(crate) fn next_window(self, until: Time, grace: u64, lookahead: Time) -> NextWindow {
         let halt_end = match self.halt {
             u64::MAX => u64::MAX,

@@ -34,11 +34,14 @@ mod barrier;
 mod calendar;
 pub mod capture;
 pub mod codec;
+mod context;
 mod exchange;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+mod parallel;
 pub mod partition;
 mod queue;
+mod recorder;
 pub mod sample;
 mod stepper;
 mod worker;
@@ -51,10 +54,12 @@ use crate::packet::Packet;
 use crate::units::Time;
 
 pub use self::capture::{Capture, CaptureConfig, CaptureDirection, CapturedFrame};
+pub use self::context::Context;
 pub use self::queue::EventKey;
+pub use self::recorder::{Recorder, Sent};
 pub use self::sample::{ActorSamples, SampleConfig, Samples};
 pub use self::stepper::Stepper;
-use self::worker::{Partition, Sched};
+use self::worker::{Partition, PartitionState};
 
 /// Index of an actor in the world, 0-based, dense.
 pub type ActorId = u32;
@@ -355,7 +360,7 @@ pub struct Progress {
 pub struct Ctx<'a> {
     now: Time,
     me: u32,
-    sched: &'a mut Sched,
+    state: &'a mut PartitionState,
 }
 
 /// Why a transmit was refused (an actor bug: actors check [`Ctx::port_idle`] first). The frame
@@ -379,31 +384,31 @@ impl Ctx<'_> {
     }
     /// This actor's id.
     pub fn id(&self) -> ActorId {
-        self.sched.global_id(self.me)
+        self.state.global_id(self.me)
     }
     /// Number of ports this actor has.
     pub fn port_count(&self) -> usize {
-        self.sched.port_count(self.me)
+        self.state.port_count(self.me)
     }
     /// True when `port` can transmit now.
     #[inline]
     pub fn port_idle(&self, port: usize) -> bool {
-        self.sched.port_idle(self.me, port, self.now)
+        self.state.port_idle(self.me, port, self.now)
     }
     /// The channel `port` transmits on.
     pub fn channel(&self, port: usize) -> Option<Channel> {
-        self.sched.channel(self.me, port)
+        self.state.channel(self.me, port)
     }
     /// Bytes a frame of `frame_len` bytes occupies on the wire (with Ethernet's overhead).
     pub fn wire_bytes(&self, frame_len: usize) -> u64 {
-        self.sched.overhead().wire_bytes(frame_len)
+        self.state.overhead().wire_bytes(frame_len)
     }
     /// Puts `packet` on the wire of `port`. The port is busy for the frame's serialization time,
     /// then a [`Event::TxDone`] follows; the peer gets [`Event::Packet`] when the last bit
     /// arrives (serialization + latency later).
     #[inline]
     pub fn transmit(&mut self, port: usize, packet: Packet) -> Result<(), TransmitError> {
-        self.sched.transmit(self.me, port, packet, self.now, true)
+        self.state.transmit(self.me, port, packet, self.now, true)
     }
     /// Like [`Ctx::transmit`], but the [`Event::TxDone`] follows only with `tx_done`, or if
     /// [`Ctx::want_tx_done`] asks for it before the frame is on the wire. For an actor whose
@@ -417,18 +422,18 @@ impl Ctx<'_> {
         packet: Packet,
         tx_done: bool,
     ) -> Result<(), TransmitError> {
-        self.sched
+        self.state
             .transmit(self.me, port, packet, self.now, tx_done)
     }
     /// The packet of `frame` (`None` only for a frame of another actor or run).
     #[inline]
     pub fn frame(&self, frame: &Frame) -> Option<&Packet> {
-        self.sched.packet(frame.slot)
+        self.state.packet(frame.slot)
     }
     /// The packet of `frame`, writable (a switch rewrites TTL and ECN in place).
     #[inline]
     pub fn frame_mut(&mut self, frame: &Frame) -> Option<&mut Packet> {
-        self.sched.packet_mut(frame.slot)
+        self.state.packet_mut(frame.slot)
     }
     /// Puts `packet` in the engine's slab and returns it as a held [`Frame`] (an actor that
     /// holds frames and got a [`Packet`] some other way: from [`Event::Packet`], a scheduler,
@@ -436,7 +441,7 @@ impl Ctx<'_> {
     #[inline]
     pub fn hold(&mut self, packet: Packet) -> Frame {
         Frame {
-            slot: self.sched.hold(packet),
+            slot: self.state.hold(packet),
         }
     }
     /// Like [`Ctx::hold`], and gives the packet where it now lies in the slab, to finish
@@ -445,26 +450,26 @@ impl Ctx<'_> {
     /// way. `None` only if the slab could not grow (the packet is then dropped).
     #[inline(always)]
     pub fn hold_mut(&mut self, packet: Packet) -> Option<(Frame, &mut Packet)> {
-        let (slot, p) = self.sched.hold_mut(packet)?;
+        let (slot, p) = self.state.hold_mut(packet)?;
         Some((Frame { slot }, p))
     }
     /// Takes the packet of `frame` out of the slab (`None` only for a frame of another actor
     /// or run).
     #[inline]
     pub fn take_frame(&mut self, frame: Frame) -> Option<Packet> {
-        self.sched.take_held(frame.slot)
+        self.state.take_held(frame.slot)
     }
     /// Discards `frame` (dropped by a switch, or read in place by a NIC): its slot is free
     /// again.
     #[inline(always)]
     pub fn drop_frame(&mut self, frame: Frame) {
-        self.sched.drop_held(frame.slot);
+        self.state.drop_held(frame.slot);
     }
     /// Frames the actors of this partition hold right now (given by [`Event::Frame`] or
     /// [`Ctx::hold`] and not yet given back): for tests that check an actor gives every frame
     /// back.
     pub fn held_frames(&self) -> usize {
-        self.sched.held
+        self.state.held
     }
     /// Like [`Ctx::transmit_then`] for a held frame: the frame goes on the wire of `port` from
     /// the slot it waits in, without being copied. On an error the frame is dropped, as
@@ -476,7 +481,7 @@ impl Ctx<'_> {
         frame: Frame,
         tx_done: bool,
     ) -> Result<(), TransmitError> {
-        self.sched
+        self.state
             .transmit_frame(self.me, port, frame.slot, self.now, tx_done)
     }
     /// [`Ctx::transmit_frame`] for a frame whose length without FCS (`frame_len`, what
@@ -493,7 +498,7 @@ impl Ctx<'_> {
         frame_len: u32,
         tx_done: bool,
     ) -> Result<(), TransmitError> {
-        self.sched.transmit_held(
+        self.state.transmit_held(
             self.me,
             port,
             frame.slot,
@@ -507,20 +512,20 @@ impl Ctx<'_> {
     /// coming; calling it more than once is harmless.
     #[inline]
     pub fn want_tx_done(&mut self, port: usize) {
-        self.sched.want_tx_done(self.me, port, self.now);
+        self.state.want_tx_done(self.me, port, self.now);
     }
     /// Asks the run to stop: an actor found the run cannot go on meaningfully (e.g. a PFC
     /// deadlock). Events up to the earliest request plus the longest link latency still run,
     /// so the stop is the same for any thread count; [`EngineStats::halted_at`] reports it.
     pub fn halt(&mut self) {
-        self.sched.request_halt(self.now);
+        self.state.request_halt(self.now);
     }
     /// Arms a timer that fires at `at` (clamped to now) with `token`. Timers cannot be
     /// cancelled: actors ignore stale tokens.
     #[inline]
     pub fn set_timer(&mut self, at: Time, token: u64) {
         let at = at.max(self.now);
-        self.sched.timer(self.me, at, token);
+        self.state.timer(self.me, at, token);
     }
 }
 
@@ -550,7 +555,7 @@ pub fn run<A: Actor>(
         // Cores this process may use (affinity mask and cgroup quota on Linux): the barrier
         // spins less from the start when workers outnumber them.
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let end = worker::run_parallel(
+        let end = parallel::run_parallel(
             &mut parts,
             plan.lookahead,
             until,
@@ -613,13 +618,13 @@ fn assemble<A: Actor>(
     let capture = cfg.capture.as_ref().map(|cc| {
         let bufs = parts
             .iter_mut()
-            .filter_map(|p| p.sched.capture.take())
+            .filter_map(|p| p.state.capture.take())
             .collect();
         capture::merge(bufs, cc, until)
     });
     let mut faults = FaultOutput::empty(cfg.faults.entries);
     for p in &parts {
-        p.sched.fault_counts(&mut faults);
+        p.state.fault_counts(&mut faults);
     }
     faults.settle();
     let mut slots: Slots<A> = (0..n_actors).map(|_| None).collect();
@@ -667,32 +672,32 @@ fn merge_samples<A: Actor>(
 ) -> Samples {
     let reached: Vec<u64> = parts
         .iter()
-        .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.interval()))
+        .filter_map(|p| p.state.sampler.as_ref().map(|s| s.interval()))
         .collect();
     // The series end with the traffic (the last frame's arrival), not with the idle timers
     // that may keep the run going after it; a run stopped by `until` ends there.
     let traffic_end = parts
         .iter()
-        .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.traffic_end()))
+        .filter_map(|p| p.state.sampler.as_ref().map(|s| s.traffic_end()))
         .max()
         .unwrap_or(0);
     let end = Time(traffic_end.min(end.ps()));
     let interval = sample::final_interval(cfg, &reached, end);
     for p in parts.iter_mut() {
-        if let Some(s) = &mut p.sched.sampler {
+        if let Some(s) = &mut p.state.sampler {
             s.coarsen_to(interval);
         }
     }
     let buckets = parts
         .iter()
-        .filter_map(|p| p.sched.sampler.as_ref().map(|s| s.busy_len()))
+        .filter_map(|p| p.state.sampler.as_ref().map(|s| s.busy_len()))
         .max()
         .unwrap_or(0)
         .max(sample::buckets_for(end, interval));
     let (mut busy, mut values) = sample::empty(n_actors);
     for p in parts.iter_mut() {
         p.finish_samples(interval, buckets);
-        let Some(s) = p.sched.sampler.take() else {
+        let Some(s) = p.state.sampler.take() else {
             continue;
         };
         let (b, v) = s.finish(buckets);

@@ -34,7 +34,8 @@ use mpi::Count;
 
 use super::codec::{Reader, Writer};
 use super::exchange::{Bound, Exchange, NextWindow};
-use super::worker::{self, Partition, Remote};
+use super::parallel;
+use super::worker::{Partition, Remote};
 use super::{
     partition, Actor, EngineConfig, EngineError, EngineLayout, EngineStats, FaultOutput, PortStats,
     Progress, RunOutput, Wiring,
@@ -301,7 +302,7 @@ where
     let grace = mine
         .first()
         .or(theirs.first())
-        .map_or(1, |(_, p)| p.sched.halt_grace);
+        .map_or(1, |(_, p)| p.state.halt_grace);
     // Rank 0 keeps the others' actors as built, to restore their final state into.
     let built: Vec<Partition<A>> = if rank == 0 {
         theirs.into_iter().map(|(_, p)| p).collect()
@@ -350,8 +351,14 @@ where
             let parts = &mut mine;
             let counted = &frames_out;
             let runner = s.spawn(move || {
-                let r =
-                    worker::run_parallel(parts, plan.lookahead, cfg.until, cores, progress, &proxy);
+                let r = parallel::run_parallel(
+                    parts,
+                    plan.lookahead,
+                    cfg.until,
+                    cores,
+                    progress,
+                    &proxy,
+                );
                 counted.store(proxy.frames.load(Ordering::Relaxed), Ordering::Relaxed);
                 // Dropping the proxy ends the loop below.
                 drop(proxy);
@@ -378,7 +385,7 @@ where
     }
     let mut faults = FaultOutput::empty(cfg.faults.entries);
     for p in &mine {
-        p.sched.fault_counts(&mut faults);
+        p.state.fault_counts(&mut faults);
     }
     let mut w = Writer::default();
     put_stats(&mut w, &stats, ranks.frames_out);

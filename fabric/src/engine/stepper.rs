@@ -62,7 +62,7 @@ impl<A: Actor> Stepper<A> {
 
     /// The time of the earliest event still pending (`None` when nothing is).
     pub fn next_event(&mut self) -> Option<Time> {
-        let t = self.part.sched.next_time();
+        let t = self.part.state.next_time();
         (t != u64::MAX).then_some(Time(t))
     }
 
@@ -104,7 +104,7 @@ impl<A: Actor> Stepper<A> {
         }
         let at = at.max(self.reached);
         // One partition: an actor's local index is its id.
-        self.part.sched.timer(id, at, token);
+        self.part.state.timer(id, at, token);
         Some(at)
     }
 

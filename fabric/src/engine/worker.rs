@@ -1,15 +1,10 @@
-//! One partition's state and the worker loop that runs partitions in parallel windows.
+//! One partition: its actors, the state they share (event queue, ports, counters), the
+//! transmit path and the event loop of a window. [`super::parallel`] runs partitions in
+//! parallel windows.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::Ordering;
 
-use crossbeam::channel::{unbounded, Receiver, Sender};
-use crossbeam::utils::CachePadded;
-
-use super::barrier::Gate;
 use super::capture::{CaptureBuf, CaptureDirection};
-use super::exchange::{Bound, Exchange, NextWindow};
 use super::partition::Plan;
 use super::queue::{arrival_tag, tag_dst, EventKey, EventQueue, Kind};
 use super::sample::Sampler;
@@ -25,7 +20,7 @@ use crate::units::Time;
 /// A transmitting port and where its frames go.
 ///
 /// Laid out from a cache line's start (`repr(C, align(64))`): line 0 holds what
-/// [`Sched::port_idle`] and every transmit read (busy time, channel, peer), line 1 the fault
+/// [`PartitionState::port_idle`] and every transmit read (busy time, channel, peer), line 1 the fault
 /// rules and the counters a transmit updates. Rust's own layout (104 bytes, unaligned in the
 /// vector) spread a transmit over two or three lines.
 #[repr(C, align(64))]
@@ -61,7 +56,7 @@ const TAP_IN: u8 = 2;
 /// word of its next event and whether it holds frames. (As separate vectors these were three
 /// bounds checks and, on a large fabric, up to three cache lines per event.)
 #[derive(Clone, Copy)]
-struct Local {
+struct LocalActor {
     /// The tie word of the actor's next event ([`EventKey::new`]`(_, gid, seq)`'s): the origin
     /// bits set once, so drawing a key is a load and an increment.
     tie: u64,
@@ -81,19 +76,19 @@ pub(crate) struct Remote {
     pub(crate) packet: Packet,
 }
 
-/// Everything of a partition except its actors (so an actor and the scheduler can be borrowed
+/// Everything of a partition except its actors (so an actor and its partition can be borrowed
 /// at once).
-pub(crate) struct Sched {
+pub(crate) struct PartitionState {
     part: u32,
-    queue: EventQueue,
+    pub(crate) queue: EventQueue,
     ports: Vec<PortState>,
     /// `port_base[i]..port_base[i+1]` are local actor i's ports (also in `local`, which the
     /// hot path reads).
     port_base: Vec<u32>,
     /// Per local actor, what the engine reads of it per event.
-    local: Vec<Local>,
+    local: Vec<LocalActor>,
     gids: Vec<ActorId>,
-    outbox: Vec<Vec<Remote>>,
+    pub(crate) outbox: Vec<Vec<Remote>>,
     overhead: EthernetOverhead,
     /// Frames the actors hold ([`super::Ctx::held_frames`]).
     pub(crate) held: usize,
@@ -135,35 +130,20 @@ fn halt_grace(wiring: &Wiring) -> u64 {
         .max(1)
 }
 
-/// The port's side of putting `packet` on the wire at `now`: refuses a busy port, applies the
-/// port's faults (a frame lost or corrupted; the corruption is written into `packet`), marks
-/// the port busy and counts the frame. Returns when serialization ends, when the last bit
-/// arrives, and whether the frame arrives at all.
-// Always inlined (two callers): out of line, its register saves and the `Result` returned
-// through memory were a third of its instructions.
+/// The port's side of putting a frame of `frame` bytes (without FCS) on the wire at `now`:
+/// refuses a busy port, applies the port's faults (a frame lost or corrupted; the corruption
+/// is written into the packet), marks the port busy and counts the frame. Returns when
+/// serialization ends, when the last bit arrives, and whether the frame arrives at all. The
+/// packet (`packet`) is asked for only when a fault hits the frame, so that the frame's slab
+/// slot is not read as it leaves (the receiver reads it when the frame arrives).
 #[inline(always)]
-fn launch(
-    ps: &mut PortState,
-    overhead: &EthernetOverhead,
-    packet: &mut Packet,
-    now: Time,
-) -> Result<Launched, TransmitError> {
-    let frame = packet.frame_len() as u64;
-    launch_len(ps, overhead, frame, now, || Some(packet))
-}
-
-/// [`launch`] for a frame of `frame` bytes (without FCS) whose packet only `packet` gives:
-/// it is asked for only when a fault on the port hits the frame, so a held frame's slab slot
-/// is not read as it leaves (a cache miss per switch departure on large fabrics; the receiver
-/// reads the slot anyway when the frame arrives).
-#[inline(always)]
-fn launch_len<'p>(
+fn launch<'p>(
     ps: &mut PortState,
     overhead: &EthernetOverhead,
     frame: u64,
     now: Time,
     packet: impl FnOnce() -> Option<&'p mut Packet>,
-) -> Result<Launched, TransmitError> {
+) -> Result<Departure, TransmitError> {
     if ps.busy_until > now.ps() {
         return Err(TransmitError::Busy);
     }
@@ -192,7 +172,7 @@ fn launch_len<'p>(
     ps.stats.tx_frame_bytes += frame;
     ps.stats.tx_wire_bytes += wire;
     ps.stats.busy = ps.stats.busy + ser;
-    Ok(Launched {
+    Ok(Departure {
         done,
         arrive,
         deliver: fate == Fate::Deliver,
@@ -202,7 +182,7 @@ fn launch_len<'p>(
 
 /// A frame put on the wire by [`launch`].
 #[derive(Clone, Copy)]
-struct Launched {
+struct Departure {
     /// When its serialization ends (ps).
     done: u64,
     /// When its last bit arrives (ps).
@@ -219,13 +199,13 @@ struct Launched {
 /// number each: one read and one write of the tie word), and queues the completion (`notify`)
 /// or reserves its key. Returns the arrival's key.
 #[inline(always)]
-fn launched(
-    loc: &mut Local,
+fn draw_keys(
+    loc: &mut LocalActor,
     ps: &mut PortState,
     queue: &mut EventQueue,
     me: u32,
     port: usize,
-    l: &Launched,
+    l: &Departure,
     notify: bool,
 ) -> EventKey {
     let tie = loc.tie;
@@ -247,7 +227,7 @@ fn launched(
 /// that a normal build pays nothing for them, not even the disabled-callsite check.
 #[inline(always)]
 #[cfg_attr(not(feature = "packet-trace"), allow(unused_variables))]
-fn trace_transmit(gids: &[ActorId], me: u32, port: usize, now: Time, l: &Launched) {
+fn trace_transmit(gids: &[ActorId], me: u32, port: usize, now: Time, l: &Departure) {
     #[cfg(feature = "packet-trace")]
     tracing::trace!(
         target: "fabemu::packet",
@@ -260,7 +240,7 @@ fn trace_transmit(gids: &[ActorId], me: u32, port: usize, now: Time, l: &Launche
     );
 }
 
-impl Sched {
+impl PartitionState {
     /// First time not to run because of a halt request (`u64::MAX` without one).
     pub(crate) fn halt_end(&self) -> u64 {
         match self.halt {
@@ -349,70 +329,24 @@ impl Sched {
     }
 
     /// Puts `packet` on the wire of `port`. With `notify` the completion is queued now;
-    /// without, its key is only reserved and [`Sched::want_tx_done`] queues it later if needed.
+    /// without, its key is only reserved and [`PartitionState::want_tx_done`] queues it later if needed.
+    /// The packet goes into the slab and leaves from there as a held frame does: one
+    /// departure for both.
     #[inline]
     pub(crate) fn transmit(
         &mut self,
         me: u32,
         port: usize,
-        mut packet: Packet,
+        packet: Packet,
         now: Time,
         notify: bool,
     ) -> Result<(), TransmitError> {
-        // The actor's record and the port are looked up once and kept (fields of `self` apart
-        // from the queue's), not indexed again for the keys, the completion and the peer.
-        let Some(loc) = self.local.get_mut(me as usize) else {
-            return Err(TransmitError::NoSuchPort);
-        };
-        let (a, b) = (
-            loc.first as usize,
-            loc.first as usize + usize::from(loc.count),
-        );
-        let Some(ps) = self.ports.get_mut(a + port).filter(|_| a + port < b) else {
-            return Err(TransmitError::NoSuchPort);
-        };
-        let l = launch(ps, &self.overhead, &mut packet, now)?;
-        self.packet_hops += 1;
-        trace_transmit(&self.gids, me, port, now, &l);
-        let k_arrive = launched(loc, ps, &mut self.queue, me, port, &l, notify);
-        let (done, arrive) = (l.done, l.arrive);
-        let (peer_part, peer_tag, peer_port) = (ps.peer_part, ps.peer_tag, ps.peer_port);
-        if !l.deliver {
-            // Lost on the wire: the port was busy all the same, nothing arrives.
-            if let Some(s) = &mut self.sampler {
-                s.add_busy(a + port, now.ps(), done, done);
-            }
-            return Ok(());
-        }
-        // The packet is moved straight into the queue or outbox; the capture reads it back from
-        // there, so the hot path never needs it at a fixed address.
-        let slot = if peer_part == self.part {
-            self.queue
-                .push_packet(k_arrive, peer_tag, peer_port, packet)
-        } else {
-            self.outbox[peer_part as usize].push(Remote {
-                key: k_arrive,
-                dst: tag_dst(peer_tag),
-                port: peer_port,
-                packet,
-            });
-            u32::MAX
-        };
-        if self.observing {
-            self.observe_tx(
-                me,
-                port,
-                a + port,
-                [now.ps(), done, arrive],
-                k_arrive,
-                slot,
-                peer_part,
-            );
-        }
-        Ok(())
+        let frame = packet.frame_len() as u64;
+        let slot = self.hold(packet);
+        self.transmit_held(me, port, slot, frame, now, notify)
     }
 
-    /// [`Sched::transmit`] for the frame an actor holds in slab slot `slot`: its next arrival
+    /// [`PartitionState::transmit`] for the frame an actor holds in slab slot `slot`: its next arrival
     /// event points at the same slot (a frame for another partition moves to the outbox).
     /// On an error the slot is freed, as `transmit` drops its packet.
     #[inline]
@@ -435,12 +369,14 @@ impl Sched {
         self.transmit_held(me, port, slot, frame, now, notify)
     }
 
-    /// [`Sched::transmit_frame`] for a frame whose length (`frame` bytes, without FCS) the
+    /// [`PartitionState::transmit_frame`] for a frame whose length (`frame` bytes, without FCS) the
     /// caller knows: the slot is read only when something needs the frame's bytes (a fault
     /// that hits it, a peer in another partition, an observer). A slot outside the slab is
     /// [`TransmitError::NoSuchFrame`]; a `Frame` is the engine's own handle, so a slot inside
     /// it is a held frame (see [`super::Frame`]).
-    #[inline]
+    // Always inlined: each transmit is one call site of it, and out of line the departure's
+    // result and arguments went through memory.
+    #[inline(always)]
     pub(crate) fn transmit_held(
         &mut self,
         me: u32,
@@ -465,9 +401,9 @@ impl Sched {
             return self.refuse_held(true, slot);
         }
         let queue = &mut self.queue;
-        let launched_len = launch_len(ps, &self.overhead, frame, now, || queue.packet_mut(slot));
+        let launch_result = launch(ps, &self.overhead, frame, now, || queue.packet_mut(slot));
         self.held = self.held.saturating_sub(1);
-        let l = match launched_len {
+        let l = match launch_result {
             Ok(l) => l,
             Err(e) => {
                 self.queue.free_slot(slot);
@@ -476,7 +412,7 @@ impl Sched {
         };
         self.packet_hops += 1;
         trace_transmit(&self.gids, me, port, now, &l);
-        let k_arrive = launched(loc, ps, &mut self.queue, me, port, &l, notify);
+        let k_arrive = draw_keys(loc, ps, &mut self.queue, me, port, &l, notify);
         let (done, arrive) = (l.done, l.arrive);
         let (peer_part, peer_tag, peer_port) = (ps.peer_part, ps.peer_tag, ps.peer_port);
         if !l.deliver {
@@ -515,7 +451,7 @@ impl Sched {
         Ok(())
     }
 
-    /// A [`Sched::transmit_held`] refused before its port was looked at: with no such port
+    /// A [`PartitionState::transmit_held`] refused before its port was looked at: with no such port
     /// (`port_ok` false) the frame is dropped, as `transmit` drops its packet; with a slot
     /// outside the slab there is no frame to drop.
     #[cold]
@@ -548,7 +484,7 @@ impl Sched {
         self.queue.hold(packet)
     }
 
-    /// [`Sched::hold`] that also gives the packet in its slot, writable.
+    /// [`PartitionState::hold`] that also gives the packet in its slot, writable.
     #[inline(always)]
     pub(crate) fn hold_mut(&mut self, packet: Packet) -> Option<(u32, &mut Packet)> {
         let held = self.queue.hold_mut(packet)?;
@@ -573,7 +509,7 @@ impl Sched {
     }
 
     /// Queues the reserved completion of the frame `port` is sending (see
-    /// [`Sched::transmit`]); nothing when the port is idle or the completion is queued already.
+    /// [`PartitionState::transmit`]); nothing when the port is idle or the completion is queued already.
     #[inline]
     pub(crate) fn want_tx_done(&mut self, me: u32, port: usize, now: Time) {
         let (a, b) = self.port_range(me);
@@ -665,18 +601,10 @@ pub(crate) enum Window {
     Cancelled,
 }
 
-/// How a parallel run ended: the windows run, and whether it was cancelled.
-pub(crate) struct ParallelEnd {
-    /// Synchronization windows executed.
-    pub(crate) windows: u64,
-    /// True when [`Progress::cancel`] stopped the run (every partition at the same window).
-    pub(crate) cancelled: bool,
-}
-
-/// A partition: some actors and their scheduler.
+/// A partition: some actors and the state they share (queue, ports, counters).
 pub(crate) struct Partition<A> {
     actors: Vec<A>,
-    pub(crate) sched: Sched,
+    pub(crate) state: PartitionState,
 }
 
 impl<A: Actor> Partition<A> {
@@ -698,7 +626,7 @@ impl<A: Actor> Partition<A> {
         let mut parts: Vec<Partition<A>> = (0..n_parts)
             .map(|p| Partition {
                 actors: Vec::with_capacity(counts[p] as usize),
-                sched: Sched {
+                state: PartitionState {
                     part: p as u32,
                     queue: EventQueue::default(),
                     ports: Vec::new(),
@@ -737,12 +665,12 @@ impl<A: Actor> Partition<A> {
             let p = &mut parts[plan.assignment[gid] as usize];
             let holds = actor.holds_frames();
             p.actors.push(actor);
-            p.sched.gids.push(gid as ActorId);
-            let first = p.sched.ports.len() as u32;
+            p.state.gids.push(gid as ActorId);
+            let first = p.state.ports.len() as u32;
             for (port, w) in wiring.ports[gid].iter().enumerate() {
                 let peer = w.peer as usize;
                 let tap = if cfg.capture.is_some() {
-                    p.sched.peer_gid.push(w.peer);
+                    p.state.peer_gid.push(w.peer);
                     (if tapped(gid, port) { TAP_OUT } else { 0 })
                         | (if tapped(peer, w.peer_port) { TAP_IN } else { 0 })
                 } else {
@@ -751,7 +679,7 @@ impl<A: Actor> Partition<A> {
                 let fault = fault_rules.remove(&(gid as u32, port)).map(|rules| {
                     Box::new(PortFaults::new(rules, cfg.faults.seed, gid as u32, port))
                 });
-                p.sched.ports.push(PortState {
+                p.state.ports.push(PortState {
                     channel: w.channel,
                     peer_part: plan.assignment[peer],
                     peer_tag: arrival_tag(
@@ -766,9 +694,9 @@ impl<A: Actor> Partition<A> {
                     fault,
                 });
             }
-            let n = p.sched.ports.len() as u32;
-            p.sched.port_base.push(n);
-            p.sched.local.push(Local {
+            let n = p.state.ports.len() as u32;
+            p.state.port_base.push(n);
+            p.state.local.push(LocalActor {
                 tie: EventKey::new(0, gid as ActorId, 0).tie,
                 first,
                 count: (n - first) as u16,
@@ -777,9 +705,9 @@ impl<A: Actor> Partition<A> {
         }
         if let Some(sc) = &cfg.sample {
             for p in &mut parts {
-                let s = Sampler::new(sc, p.sched.ports.len(), p.actors.len());
-                p.sched.next_sample = s.next_at();
-                p.sched.sampler = Some(s);
+                let s = Sampler::new(sc, p.state.ports.len(), p.actors.len());
+                p.state.next_sample = s.next_at();
+                p.state.sampler = Some(s);
             }
         }
         parts
@@ -789,7 +717,7 @@ impl<A: Actor> Partition<A> {
     #[cold]
     #[inline(never)]
     fn take_samples(&mut self, t: u64) {
-        let Some(s) = &mut self.sched.sampler else {
+        let Some(s) = &mut self.state.sampler else {
             return;
         };
         // Held, not taken: whether these boundaries are inside the traffic is known only
@@ -804,13 +732,13 @@ impl<A: Actor> Partition<A> {
             })
             .collect();
         s.hold(t, values);
-        self.sched.next_sample = s.next_after(t);
+        self.state.next_sample = s.next_after(t);
     }
 
     /// Brings the sampler to `interval` and takes the snapshots still missing to cover
     /// `buckets` boundaries (the actors' final state: nothing happens after their last event).
     pub(crate) fn finish_samples(&mut self, interval: u64, buckets: usize) {
-        let Some(s) = &mut self.sched.sampler else {
+        let Some(s) = &mut self.state.sampler else {
             return;
         };
         s.coarsen_to(interval);
@@ -827,19 +755,19 @@ impl<A: Actor> Partition<A> {
 
     /// The actor with global id `gid`, if this partition has it.
     pub(crate) fn actor_mut(&mut self, gid: ActorId) -> Option<&mut A> {
-        let i = self.sched.gids.binary_search(&gid).ok()?;
+        let i = self.state.gids.binary_search(&gid).ok()?;
         self.actors.get_mut(i)
     }
 
     /// The actor with global id `gid`, if this partition has it.
     pub(crate) fn actor(&self, gid: ActorId) -> Option<&A> {
-        let i = self.sched.gids.binary_search(&gid).ok()?;
+        let i = self.state.gids.binary_search(&gid).ok()?;
         self.actors.get(i)
     }
 
-    /// Local actor ids and port ranges (to map local series to global actors).
+    /// LocalActor actor ids and port ranges (to map local series to global actors).
     pub(crate) fn layout(&self) -> (&[ActorId], &[u32]) {
-        (&self.sched.gids, &self.sched.port_base)
+        (&self.state.gids, &self.state.port_base)
     }
 
     /// Calls every actor's `start` at time zero.
@@ -848,7 +776,7 @@ impl<A: Actor> Partition<A> {
             let mut ctx = Ctx {
                 now: Time::ZERO,
                 me: i as u32,
-                sched: &mut self.sched,
+                state: &mut self.state,
             };
             actor.start(&mut ctx);
         }
@@ -857,10 +785,10 @@ impl<A: Actor> Partition<A> {
     /// Handles every local event with time < `end`, or fewer when the run is cancelled
     /// ([`Progress::cancel`], read every 65536 events; a cancelled window is the last one).
     ///
-    /// The inner loop runs up to one bound, [`Sched::stop`]: the window's end (lowered by a halt
-    /// request, see [`Sched::request_halt`]) or the next snapshot's time, whichever is first.
-    /// Snapshots are taken when it stops short of the window's end. (Checking the snapshot
-    /// time, the halt and the end per event was ~10 instructions of each event.)
+    /// The inner loop runs up to one bound, [`PartitionState::stop`]: the window's end (lowered by a halt
+    /// request, see [`PartitionState::request_halt`]) or the next snapshot's time, whichever is first.
+    /// Snapshots are taken when it stops short of the window's end: one bound read per event
+    /// instead of three checks.
     pub(crate) fn run_window(
         &mut self,
         end: u64,
@@ -869,18 +797,18 @@ impl<A: Actor> Partition<A> {
         // Events until the next progress report (and cancel check).
         const REPORT: u32 = 1 << 16;
         let mut budget = REPORT;
-        self.sched.window_end = end.min(self.sched.halt_end());
-        self.sched.stop = self.sched.window_end.min(self.sched.next_sample);
-        let mut now = self.sched.last_time;
+        self.state.window_end = end.min(self.state.halt_end());
+        self.state.stop = self.state.window_end.min(self.state.next_sample);
+        let mut now = self.state.last_time;
         loop {
-            while let Some(e) = self.sched.queue.pop_before(self.sched.stop) {
+            while let Some(e) = self.state.queue.pop_before(self.state.stop) {
                 now = Time(e.key.time);
                 let dst = e.dst();
                 let event = match e.kind() {
                     // An actor that holds frames gets the slot; the frame stays where it is.
-                    Kind::Frame => match self.sched.queue.arrival_port(e.data()) {
+                    Kind::Frame => match self.state.queue.arrival_port(e.data()) {
                         Some(port) => {
-                            self.sched.held += 1;
+                            self.state.held += 1;
                             Event::Frame {
                                 port: port as usize,
                                 frame: Frame { slot: e.data() },
@@ -893,7 +821,7 @@ impl<A: Actor> Partition<A> {
                             )))
                         }
                     },
-                    Kind::Packet => match self.sched.queue.take_packet(e.data()) {
+                    Kind::Packet => match self.state.queue.take_packet(e.data()) {
                         Some((port, packet)) => Event::Packet {
                             port: port as usize,
                             packet,
@@ -911,7 +839,7 @@ impl<A: Actor> Partition<A> {
                     Kind::Timer => Event::Timer {
                         token: u64::from(e.data()),
                     },
-                    Kind::LongTimer => match self.sched.queue.take_token(e.data()) {
+                    Kind::LongTimer => match self.state.queue.take_token(e.data()) {
                         Some(token) => Event::Timer { token },
                         None => {
                             return Err(EngineError::Failure(format!(
@@ -925,7 +853,7 @@ impl<A: Actor> Partition<A> {
                 let mut ctx = Ctx {
                     now,
                     me: dst,
-                    sched: &mut self.sched,
+                    state: &mut self.state,
                 };
                 actor.handle(event, &mut ctx);
                 budget -= 1;
@@ -933,29 +861,29 @@ impl<A: Actor> Partition<A> {
                     // Events are counted here and when the loop ends, from the budget, not one
                     // write per event.
                     budget = REPORT;
-                    self.sched.events += u64::from(REPORT);
+                    self.state.events += u64::from(REPORT);
                     progress
                         .events
                         .fetch_add(u64::from(REPORT), Ordering::Relaxed);
                     progress.sim_time_ps.fetch_max(now.ps(), Ordering::Relaxed);
                     if progress.cancel.load(Ordering::Relaxed) {
-                        self.sched.last_time = now;
+                        self.state.last_time = now;
                         return Ok(Window::Cancelled);
                     }
                 }
             }
             // Stopped at a snapshot's time (take it before the events at that time) or at the
             // window's end.
-            let t = self.sched.queue.next_time();
-            if t < self.sched.window_end && t >= self.sched.next_sample {
+            let t = self.state.queue.next_time();
+            if t < self.state.window_end && t >= self.state.next_sample {
                 self.take_samples(t);
-                self.sched.stop = self.sched.window_end.min(self.sched.next_sample);
+                self.state.stop = self.state.window_end.min(self.state.next_sample);
                 continue;
             }
             break;
         }
-        self.sched.last_time = now;
-        self.sched.events += u64::from(REPORT - budget);
+        self.state.last_time = now;
+        self.state.events += u64::from(REPORT - budget);
         progress
             .events
             .fetch_add(u64::from(REPORT - budget), Ordering::Relaxed);
@@ -963,14 +891,15 @@ impl<A: Actor> Partition<A> {
         Ok(Window::Done)
     }
 
-    fn ingest(&mut self, batch: Vec<Remote>) {
+    /// Queues frames other partitions sent to this one.
+    pub(crate) fn ingest(&mut self, batch: Vec<Remote>) {
         for r in batch {
             let holds = self
-                .sched
+                .state
                 .local
                 .get(r.dst as usize)
                 .is_some_and(|l| l.holds);
-            self.sched
+            self.state
                 .queue
                 .push_packet(r.key, arrival_tag(r.dst, holds), r.port, r.packet);
         }
@@ -978,7 +907,7 @@ impl<A: Actor> Partition<A> {
 
     /// What this partition counted.
     pub(crate) fn stats(&self) -> super::EngineStats {
-        let s = &self.sched;
+        let s = &self.state;
         super::EngineStats {
             events: s.events,
             packet_hops: s.packet_hops,
@@ -990,12 +919,12 @@ impl<A: Actor> Partition<A> {
 
     /// The actors with their global ids and port counters.
     pub(crate) fn into_actors(self) -> impl Iterator<Item = (ActorId, A, Vec<PortStats>)> {
-        let Sched {
+        let PartitionState {
             ports,
             port_base,
             gids,
             ..
-        } = self.sched;
+        } = self.state;
         let stats: Vec<Vec<PortStats>> = port_base
             .windows(2)
             .map(|w| {
@@ -1010,243 +939,6 @@ impl<A: Actor> Partition<A> {
             .zip(stats)
             .map(|((g, a), s)| (g, a, s))
     }
-}
-
-/// How far a parallel run got (shared by the workers; written by the one closing a generation).
-const RUNNING: u8 = 0;
-/// No event left before the limit.
-const FINISHED: u8 = 1;
-/// [`Progress::cancel`] was seen when a generation closed.
-const CANCELLED: u8 = 2;
-
-/// What the workers of a parallel run share.
-struct Shared<'a, A> {
-    /// The partitions; a worker locks one while it runs that partition's task.
-    slots: Vec<Mutex<&'a mut Partition<A>>>,
-    /// Per partition, the generation it can next be claimed in: claiming `i` in generation `g`
-    /// is the one compare-exchange `g -> g + 1` that succeeds.
-    claimed: Vec<CachePadded<AtomicU64>>,
-    /// Tasks finished in the current generation.
-    done: CachePadded<AtomicUsize>,
-    /// Per partition, after its last task: the earliest event it holds or has just sent.
-    nexts: Vec<CachePadded<AtomicU64>>,
-    /// Per partition, after its last task: its earliest halt request.
-    halts: Vec<CachePadded<AtomicU64>>,
-    /// Decided when a generation closes, read by every task of the next one: where the window
-    /// ends (exclusive), the earliest halt request, and whether to go on.
-    window_end: AtomicU64,
-    ghalt: AtomicU64,
-    outcome: AtomicU8,
-    windows: AtomicU64,
-    /// Frames for each partition, sent by the others.
-    txs: Vec<Sender<Vec<Remote>>>,
-    rxs: Vec<Receiver<Vec<Remote>>>,
-    /// The first failure of a task.
-    failure: Mutex<Option<EngineError>>,
-    gate: Gate,
-}
-
-/// Runs `parts` in windows on one worker thread per partition, `cores` of which can run at
-/// once. Results do not depend on which worker runs which partition. `parts` are the partitions
-/// of this process, in global order; `exchange` reaches the others' (see [`Exchange`]).
-///
-/// The run advances in generations. Generation 0 starts every partition; each later one runs
-/// one window of every partition. A generation's tasks (one per partition) are claimed by the
-/// workers, each trying its own partition first, then any other still unclaimed: a worker that
-/// is not running (its core is taken by another thread or process) holds nobody up, because
-/// the running ones take its partitions over, and no worker ever waits for a peer that has no
-/// task in hand. The worker that finishes a generation's last task closes it alone: it takes
-/// the global minimum of the partitions' next events (the next window is `[min, min +
-/// lookahead)`), the earliest halt request, and reads the cancel flag once, so every worker
-/// acts on the same decision and all partitions stop at the same window boundary.
-pub(crate) fn run_parallel<A: Actor, X: Exchange>(
-    parts: &mut [Partition<A>],
-    lookahead: Time,
-    until: Time,
-    cores: usize,
-    progress: &Progress,
-    exchange: &X,
-) -> Result<ParallelEnd, EngineError> {
-    let n = parts.len();
-    let grace = parts.first().map_or(1, |p| p.sched.halt_grace);
-    let padded = |v: u64| {
-        (0..n)
-            .map(|_| CachePadded::new(AtomicU64::new(v)))
-            .collect()
-    };
-    let (txs, rxs) = (0..n).map(|_| unbounded()).unzip();
-    let shared = Shared {
-        slots: parts.iter_mut().map(Mutex::new).collect(),
-        claimed: padded(0),
-        done: CachePadded::new(AtomicUsize::new(0)),
-        nexts: padded(u64::MAX),
-        halts: padded(u64::MAX),
-        window_end: AtomicU64::new(0),
-        ghalt: AtomicU64::new(u64::MAX),
-        outcome: AtomicU8::new(RUNNING),
-        windows: AtomicU64::new(0),
-        txs,
-        rxs,
-        failure: Mutex::new(None),
-        gate: Gate::new(n, cores),
-    };
-    let close = |sh: &Shared<'_, A>| -> Result<(), EngineError> {
-        sh.done.store(0, Ordering::Relaxed);
-        let min_of = |v: &[CachePadded<AtomicU64>]| {
-            v.iter()
-                .map(|x| x.load(Ordering::Relaxed))
-                .min()
-                .unwrap_or(u64::MAX)
-        };
-        let mine = Bound {
-            next: min_of(&sh.nexts),
-            halt: min_of(&sh.halts),
-            cancel: progress.cancel.load(Ordering::Relaxed),
-        };
-        let all = exchange.close(mine, &mut |i, frames| {
-            // The receiver lives as long as `sh`: a send cannot fail.
-            let _ = sh.txs[i].send(frames);
-        })?;
-        sh.ghalt.store(all.halt, Ordering::Relaxed);
-        match all.next_window(until, grace, lookahead) {
-            NextWindow::Cancelled => sh.outcome.store(CANCELLED, Ordering::Relaxed),
-            NextWindow::Finished => sh.outcome.store(FINISHED, Ordering::Relaxed),
-            NextWindow::Until(end) => {
-                sh.window_end.store(end, Ordering::Relaxed);
-                sh.windows.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        // Publishes all of the above (and every task's state) to the next generation.
-        sh.gate.open_next();
-        Ok(())
-    };
-    let fail = |sh: &Shared<'_, A>, e: EngineError| {
-        let mut f = sh.failure.lock().unwrap_or_else(PoisonError::into_inner);
-        if f.is_none() {
-            *f = Some(e);
-        }
-        drop(f);
-        sh.gate.abort();
-    };
-
-    std::thread::scope(|s| {
-        for me in 0..n {
-            let (shared, close, fail) = (&shared, &close, &fail);
-            s.spawn(move || {
-                let body = AssertUnwindSafe(|| worker(shared, me, progress, exchange, close));
-                let err = match catch_unwind(body) {
-                    Ok(Ok(())) | Ok(Err(EngineError::Aborted)) => return,
-                    Ok(Err(e)) => e,
-                    Err(panic) => {
-                        let msg = panic
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_else(|| "unknown panic".into());
-                        EngineError::Failure(format!("worker {me} panicked: {msg}"))
-                    }
-                };
-                // This worker's task will never finish: release the others.
-                fail(shared, err);
-            });
-        }
-    });
-    if let Some(e) = shared
-        .failure
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner)
-    {
-        return Err(e);
-    }
-    if shared.gate.is_aborted() {
-        return Err(EngineError::Aborted);
-    }
-    Ok(ParallelEnd {
-        windows: shared.windows.load(Ordering::Relaxed),
-        cancelled: shared.outcome.load(Ordering::Relaxed) == CANCELLED,
-    })
-}
-
-/// One worker: claims and runs tasks generation after generation until the run ends.
-fn worker<A: Actor, X: Exchange>(
-    sh: &Shared<'_, A>,
-    me: usize,
-    progress: &Progress,
-    exchange: &X,
-    close: &impl Fn(&Shared<'_, A>) -> Result<(), EngineError>,
-) -> Result<(), EngineError> {
-    let n = sh.slots.len();
-    let mut waiter = sh.gate.waiter();
-    loop {
-        let gen = sh.gate.generation();
-        if sh.outcome.load(Ordering::Relaxed) != RUNNING {
-            return Ok(());
-        }
-        if sh.gate.is_aborted() {
-            return Err(EngineError::Aborted);
-        }
-        // Own partition first (its state is in this core's cache), then any left unclaimed.
-        for k in 0..n {
-            let i = (me + k) % n;
-            let c = &sh.claimed[i];
-            if c.load(Ordering::Relaxed) != gen
-                || c.compare_exchange(gen, gen + 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-            {
-                continue;
-            }
-            task(sh, i, gen, progress, exchange)?;
-            // Release: this task's state and what it published, for whoever closes.
-            if sh.done.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                close(sh)?;
-                break;
-            }
-        }
-        if sh.gate.generation() == gen {
-            sh.gate.wait_past(&mut waiter, gen)?;
-        }
-    }
-}
-
-/// Partition `i`'s task in generation `gen`: start its actors (generation 0) or run one window;
-/// then send its frames for other partitions and publish its next event and halt request.
-fn task<A: Actor, X: Exchange>(
-    sh: &Shared<'_, A>,
-    i: usize,
-    gen: u64,
-    progress: &Progress,
-    exchange: &X,
-) -> Result<(), EngineError> {
-    let mut slot = sh.slots[i].lock().unwrap_or_else(PoisonError::into_inner);
-    let part: &mut Partition<A> = &mut slot;
-    if gen == 0 {
-        part.start_all();
-    } else {
-        // Every frame sent to it in the previous generation (maybe some of this one's: they
-        // lie at or after this window's end, so taking them early changes nothing).
-        while let Ok(batch) = sh.rxs[i].try_recv() {
-            part.ingest(batch);
-        }
-        part.sched.halt = part.sched.halt.min(sh.ghalt.load(Ordering::Relaxed));
-        // A window cut short by a cancel is the last: the closing worker sees the flag too.
-        part.run_window(sh.window_end.load(Ordering::Relaxed), progress)?;
-    }
-    let mut next = part.sched.queue.next_time();
-    for (dst, out) in part.sched.outbox.iter_mut().enumerate() {
-        if let Some(t) = out.iter().map(|r| r.key.time).min() {
-            next = next.min(t);
-            match exchange.local(dst) {
-                // The receiver lives as long as `sh`: a send cannot fail.
-                Some(l) => {
-                    let _ = sh.txs[l].send(std::mem::take(out));
-                }
-                None => exchange.post(dst, std::mem::take(out)),
-            }
-        }
-    }
-    sh.nexts[i].store(next, Ordering::Relaxed);
-    sh.halts[i].store(part.sched.halt, Ordering::Relaxed);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ mod app;
 pub mod cc;
 mod config;
 pub mod dcqcn;
+#[cfg(test)]
+mod lone_tests;
 pub mod pfc;
 pub(crate) mod qp;
 mod reaction;
@@ -34,7 +36,7 @@ use std::sync::{Arc, LazyLock};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::engine::{Actor, Ctx, Event, Frame, TransmitError};
+use crate::engine::{Actor, Context, Ctx, Event, Frame, TransmitError};
 use crate::packet::{Packet, PacketMeta, Payload};
 use crate::route::{flow_hash, qp_udp_src_port, RouteTable};
 use crate::units::{Bandwidth, Time};
@@ -103,11 +105,10 @@ fn qp_key(peer: u32, class: ClassId) -> u64 {
 /// round-robin list and the pacing timer, then what `Nic::pump` checks besides (the rest of the
 /// round-robin list, the PFC and relay queues, boxed since most NICs never use them, and the
 /// pause state's summary word); the pause state's per-class array, last, is read only while a
-/// class is paused. With the two rare queues inline the port took three lines, each a miss per
-/// frame on benches/fat_tree1024.yaml, whose 1024 NICs do not stay in cache. Until a port of
-/// the NIC uses the second line's state, `quiet` lets a frame's send read the first line
+/// class is paused (on a large fabric the NICs do not stay in cache). Until a port of
+/// the NIC uses the second line's state, `data_only` lets a frame's send read the first line
 /// alone, and so does a port with at most one QP to serve (the list's head is on the first
-/// line: a fat_tree1024 NIC sends to one peer, and the list's buffer was a miss per frame).
+/// line: a NIC that sends to one peer never reads the list's buffer).
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct NicPort {
@@ -123,11 +124,9 @@ struct NicPort {
     /// Whether relayed frames go next when local data also waits (the two alternate).
     transit_turn: bool,
     /// Set while no port of the NIC has used its second line's state (a PFC frame queued, a
-    /// pause applied, a frame relayed; see [`Nic::unquiet`]): [`Nic::pump`] then reads only
-    /// this line of the port, and nothing of the `Nic` beyond its first line to decide (on
-    /// fat_tree1024 the port's second line was a miss per frame sent, and a NIC-wide flag on
-    /// the `Nic`'s third line one per ACK sent).
-    quiet: bool,
+    /// pause applied, a frame relayed; see [`Nic::end_data_only`]): [`Nic::pump`] then reads only
+    /// this line of the port, and nothing of the `Nic` beyond its first line to decide.
+    data_only: bool,
     // Line 1.
     /// The round-robin list after its head.
     active_rest: QpRing,
@@ -154,8 +153,8 @@ struct ControlFrame {
 }
 
 /// A FIFO of QP indices (the round-robin list after its head): a ring of a power-of-two
-/// size, all inlined, where `VecDeque<u32>::push_back` was a call per data frame sent (~19
-/// instructions on benches/fabric64.yaml). 32 bytes, as the deque was.
+/// size, all inlined, where `VecDeque<u32>::push_back` was a call per data frame sent. 32
+/// bytes, as the deque was.
 #[derive(Debug, Default)]
 struct QpRing {
     /// The slots; the length is zero or a power of two.
@@ -266,18 +265,14 @@ impl NicPort {
 /// [`NicConfig`], the addresses, and the two counters it bumps: [`Nic::stats`] starts at
 /// offset 112); the counters of frames received follow on the third, and what only a frame
 /// received reads (the QP map, the RTO floor, the class table, `ack_every`) fills one line
-/// behind the counters (`Lookup`). The header bytes come from a template shared by all NICs
-/// (`TEMPLATE`; a template per NIC took a line and a half). Everything else comes after.
-/// With the whole `NicConfig` (240 bytes) in the hot part, a frame read its scattered
-/// scalars, `cc`, `pfc`, `classes` and `verify_icrc` from four lines and the counters and
-/// `qp_index` from three more (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB
-/// cache); with the template and the QP map on the same lines as the send's settings, a data
-/// frame sent read four.
+/// behind the counters (`Reception`). The header bytes come from a template shared by all NICs
+/// (`TEMPLATE`; a template per NIC took a line and a half). Everything else comes after:
+/// on a large fabric the NICs do not stay in cache, and each line a frame reads is a miss.
 #[repr(C, align(64))]
 pub struct Nic {
     // Line 0.
     ports: Box<[NicPort]>,
-    /// Queue pairs, created on first use; `lk.qp_index` maps a (peer host, class)
+    /// Queue pairs, created on first use; `reception.qp_index` maps a (peer host, class)
     /// ([`qp_key`]) to its QP.
     qps: Vec<Qp>,
     /// Congestion-control state per QP (same index as `qps`); empty when `cc` is none.
@@ -304,14 +299,14 @@ pub struct Nic {
     /// Whether `watch` is set: an ACK reads `watch` only then.
     watched: bool,
     /// True while no port has used its second line's state (a PFC frame queued, a pause
-    /// applied, a frame relayed), and so every port's `quiet` is set; false for good after
-    /// [`Nic::unquiet`].
-    quiet: bool,
+    /// applied, a frame relayed), and so every port's `data_only` is set; false for good after
+    /// [`Nic::end_data_only`].
+    data_only: bool,
     /// Counters (from offset 112: the two every data frame sent bumps end line 1, those of
     /// frames received are on line 2).
     pub stats: HostStats,
     /// What only frames received read, on a line of its own.
-    lk: Lookup,
+    reception: Reception,
     /// Fault measurements (messages delayed, loss recoveries); `None` without faults.
     watch: Option<Box<FaultWatch>>,
     completions: VecDeque<Completion>,
@@ -331,7 +326,7 @@ pub struct Nic {
 /// What of a NIC only frames received read (and a send only now and then), on one cache line
 /// of its own behind the counters: a data frame sent no longer reads them.
 #[repr(C, align(64))]
-struct Lookup {
+struct Reception {
     /// A (peer host, class) ([`qp_key`]) to its QP's index in `qps`.
     qp_index: FxHashMap<u64, u32>,
     /// `cfg.rto`.
@@ -375,11 +370,6 @@ impl Nic {
             .is_some_and(|p| p.pause.is_paused(class, now))
     }
 
-    /// Bytes waiting in the receive buffer toward the host (PFC generation).
-    pub fn rx_buffered(&self) -> u64 {
-        self.rx.bytes
-    }
-
     /// The NIC's settings.
     pub fn config(&self) -> &NicConfig {
         &self.cfg
@@ -388,8 +378,8 @@ impl Nic {
     /// The index of the QP toward `peer` in traffic class `class`, created on first use. The
     /// lookup inlined (every data frame received asks), the creation out of line.
     #[inline]
-    fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
-        if let Some(&i) = self.lk.qp_index.get(&qp_key(peer, class)) {
+    fn qp_entry(&mut self, peer: u32, class: ClassId, ctx: &impl Context) -> Option<usize> {
+        if let Some(&i) = self.reception.qp_index.get(&qp_key(peer, class)) {
             return Some(i as usize);
         }
         self.qp_create(peer, class, ctx)
@@ -398,7 +388,7 @@ impl Nic {
     /// [`Nic::qp_entry`] of a QP not created yet.
     #[cold]
     #[inline(never)]
-    fn qp_create(&mut self, peer: u32, class: ClassId, ctx: &Ctx<'_>) -> Option<usize> {
+    fn qp_create(&mut self, peer: u32, class: ClassId, ctx: &impl Context) -> Option<usize> {
         let key = qp_key(peer, class);
         let dscp = self.cfg.classes.get(class).dscp.unwrap_or(self.cfg.dscp);
         if class != 0 && peer.max(self.index) >= CLASS_QPN_HOSTS {
@@ -425,7 +415,9 @@ impl Nic {
             if let Some(cc) = self.cfg.cc.new_qp(self.cfg.mtu.bytes().max(1), line) {
                 self.qp_cc.push(cc);
             }
-            self.lk.qp_index.insert(key, (self.qps.len() - 1) as u32);
+            self.reception
+                .qp_index
+                .insert(key, (self.qps.len() - 1) as u32);
         }
         Some(self.qps.len() - 1)
     }
@@ -437,7 +429,7 @@ impl Nic {
         len: u64,
         data: Option<Bytes>,
         class: ClassId,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) -> bool {
         let mtu = self.cfg.mtu.bytes().max(1);
         let Some(i) = self.qp_entry(dst, class, ctx) else {
@@ -454,14 +446,14 @@ impl Nic {
         true
     }
 
-    /// Ends `quiet` mode on every port before a port's second line gets state:
+    /// Ends data-only mode on every port before a port's second line gets state:
     /// [`Nic::pump`] reads the whole port from then on.
-    pub(super) fn unquiet(&mut self) {
-        if !std::mem::take(&mut self.quiet) {
+    pub(super) fn end_data_only(&mut self) {
+        if !std::mem::take(&mut self.data_only) {
             return;
         }
         for np in self.ports.iter_mut() {
-            np.quiet = false;
+            np.data_only = false;
         }
     }
 
@@ -508,7 +500,7 @@ fn build(repr: &RoceRepr, payload: Payload, int: &[u8]) -> Option<Packet> {
 /// Any other frame (or fields the common emit refuses) takes the general emit.
 #[inline(always)]
 fn build_held(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut impl Context,
     src: &Sender,
     f: &PacketFields,
     payload: Payload,
@@ -608,8 +600,7 @@ fn sender_template(addr: HostAddr) -> Option<HeaderTemplate> {
 /// The header template every NIC's frames start from: [`sender_template`] with the source
 /// addresses zero, which each NIC writes as its own ([`HeaderTemplate::emit_common_from`]).
 /// One for all NICs, it stays cached, where a template per NIC was a cache line of each NIC
-/// that every frame built read (benches/fat_tree1024.yaml's 1024 NICs do not stay in a 1 MiB
-/// cache). `None` if it cannot be emitted, and then neither can a frame.
+/// that every frame built read. `None` if it cannot be emitted, and then neither can a frame.
 static TEMPLATE: LazyLock<Option<HeaderTemplate>> = LazyLock::new(|| {
     sender_template(HostAddr {
         ip: Ipv4Addr::UNSPECIFIED,
@@ -644,7 +635,7 @@ impl<A: Application> Host<A> {
                 addr,
                 dir,
                 routes,
-                lk: Lookup {
+                reception: Reception {
                     qp_index: FxHashMap::default(),
                     rto: cfg.rto,
                     classes: cfg.classes.clone(),
@@ -661,13 +652,13 @@ impl<A: Application> Host<A> {
                 dcqcn: cfg.cc.dcqcn().is_some(),
                 pfc: cfg.pfc.is_some(),
                 watched: false,
-                quiet: true,
+                data_only: true,
                 cfg,
                 seed,
                 qps: Vec::new(),
                 ports: (0..ports.max(1))
                     .map(|_| NicPort {
-                        quiet: true,
+                        data_only: true,
                         ..NicPort::default()
                     })
                     .collect(),
@@ -678,7 +669,7 @@ impl<A: Application> Host<A> {
                     ..RxBuffer::default()
                 },
                 // Coarse (1%, 1 ns): one per host, touched per packet; the 3-digit form's
-                // larger count array cost ~10% of the engine benchmark in cache misses.
+                // larger count array cost cache misses.
                 stats: HostStats {
                     latency: crate::histogram::LatencyHistogram::coarse(),
                     ..HostStats::default()
@@ -691,12 +682,57 @@ impl<A: Application> Host<A> {
         })
     }
 
-    /// True when every QP has nothing posted, in flight or unacknowledged.
-    pub fn quiescent(&self) -> bool {
-        self.nic.qps.iter().all(Qp::idle)
+    /// Arms the route changes and starts the application (the engine's start, or a test's
+    /// through any [`Context`]).
+    pub fn on_start(&mut self, ctx: &mut impl Context) {
+        for (i, (t, _)) in self.nic.reroutes.iter().enumerate() {
+            ctx.set_timer(*t, HostTimer::Reroute(i).token());
+        }
+        let mut api = AppApi {
+            nic: &mut self.nic,
+            ctx,
+        };
+        self.app.start(&mut api);
+        self.deliver_completions(ctx);
     }
 
-    fn deliver_completions(&mut self, ctx: &mut Ctx<'_>) {
+    /// Reacts to one event (a test's through any [`Context`]; the engine's take
+    /// [`Actor::handle`], the same reaction).
+    pub fn on_event<C: Context>(&mut self, event: Event, ctx: &mut C) {
+        let nic = NicReactions {
+            frame: Nic::receive_frame,
+            packet: Nic::receive,
+            tx_done: Nic::pump,
+            timer: Nic::on_timer,
+        };
+        self.react(event, ctx, nic);
+    }
+
+    /// An application timer goes to the application, any other event to the NIC (by `nic`);
+    /// then the application sees the completions the event brought.
+    #[inline(always)]
+    fn react<C: Context>(&mut self, event: Event, ctx: &mut C, nic: NicReactions<C>) {
+        match event {
+            Event::Frame { port, frame } => (nic.frame)(&mut self.nic, port, frame, ctx),
+            Event::TxDone { port } => (nic.tx_done)(&mut self.nic, port, ctx),
+            // Hosts hold frames (`holds_frames`): a packet comes only from a caller that
+            // says otherwise (an actor wrapping a host).
+            Event::Packet { port, packet } => (nic.packet)(&mut self.nic, port, packet, ctx),
+            Event::Timer { token } => match HostTimer::of(token) {
+                HostTimer::App(t) => {
+                    let mut api = AppApi {
+                        nic: &mut self.nic,
+                        ctx,
+                    };
+                    self.app.on_timer(t, &mut api);
+                }
+                timer => (nic.timer)(&mut self.nic, timer, ctx),
+            },
+        }
+        self.deliver_completions(ctx);
+    }
+
+    fn deliver_completions(&mut self, ctx: &mut impl Context) {
         while let Some(c) = self.nic.completions.pop_front() {
             let mut api = AppApi {
                 nic: &mut self.nic,
@@ -707,17 +743,57 @@ impl<A: Application> Host<A> {
     }
 }
 
+/// The NIC's reactions to the events a host passes it, for a context `C`: each event's
+/// fields go to its reaction as they are (an [`Event`] passed whole is copied).
+struct NicReactions<C> {
+    frame: fn(&mut Nic, usize, Frame, &mut C),
+    packet: fn(&mut Nic, usize, Packet, &mut C),
+    tx_done: fn(&mut Nic, usize, &mut C),
+    timer: fn(&mut Nic, HostTimer, &mut C),
+}
+
+/// The NIC's reactions for the engine's context, made here: the NIC's code is compiled with
+/// the rest of this crate, not in the crate that names the application.
+impl Nic {
+    fn frame_in_engine(&mut self, port: usize, frame: Frame, ctx: &mut Ctx<'_>) {
+        self.receive_frame(port, frame, ctx);
+    }
+
+    fn packet_in_engine(&mut self, port: usize, packet: Packet, ctx: &mut Ctx<'_>) {
+        self.receive(port, packet, ctx);
+    }
+
+    fn tx_done_in_engine(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+        self.pump(port, ctx);
+    }
+
+    fn timer_in_engine(&mut self, timer: HostTimer, ctx: &mut Ctx<'_>) {
+        self.on_timer(timer, ctx);
+    }
+
+    /// A timer of the NIC fired.
+    fn on_timer(&mut self, timer: HostTimer, ctx: &mut impl Context) {
+        match timer {
+            HostTimer::App(_) => {}
+            HostTimer::Pace(port) => {
+                if let Some(p) = self.ports.get_mut(port) {
+                    p.pace_timer_at = None;
+                    self.pump(port, ctx);
+                }
+            }
+            HostTimer::Rto(i) => self.on_rto(i, ctx),
+            HostTimer::Rate(i) => self.on_rate_timer(i, ctx),
+            HostTimer::Resume(port) if port < self.ports.len() => self.pump(port, ctx),
+            HostTimer::Resume(_) => {}
+            HostTimer::Drain => self.on_drain(ctx),
+            HostTimer::Reroute(i) => self.on_reroute(i, ctx),
+        }
+    }
+}
+
 impl<A: Application> Actor for Host<A> {
     fn start(&mut self, ctx: &mut Ctx<'_>) {
-        for (i, (t, _)) in self.nic.reroutes.iter().enumerate() {
-            ctx.set_timer(*t, nic_token(NIC_REROUTE, i as u64));
-        }
-        let mut api = AppApi {
-            nic: &mut self.nic,
-            ctx,
-        };
-        self.app.start(&mut api);
-        self.deliver_completions(ctx);
+        self.on_start(ctx);
     }
 
     /// True: a frame that arrives stays in the engine's slab, where the NIC reads it (an
@@ -726,47 +802,16 @@ impl<A: Application> Actor for Host<A> {
         true
     }
 
+    /// Out of line: inlined into the caller's dispatch, it made that too large to inline into
+    /// the engine's loop, and every event was then copied on its way.
+    #[inline(never)]
     fn handle(&mut self, event: Event, ctx: &mut Ctx<'_>) {
-        match event {
-            // Hosts hold frames (`holds_frames`): a packet comes only from a caller that
-            // says otherwise (an actor wrapping a host).
-            Event::Packet { port, packet } => self.nic.receive(port, packet, ctx),
-            Event::Frame { port, frame } => self.nic.receive_frame(port, frame, ctx),
-            Event::TxDone { port } => self.nic.pump(port, ctx),
-            Event::Timer { token } => {
-                let arg = token >> TOKEN_KIND_BITS;
-                match token & ((1 << TOKEN_KIND_BITS) - 1) {
-                    TOKEN_APP => {
-                        let mut api = AppApi {
-                            nic: &mut self.nic,
-                            ctx,
-                        };
-                        self.app.on_timer(arg, &mut api);
-                    }
-                    TOKEN_PACE => {
-                        let port = arg as usize;
-                        if let Some(p) = self.nic.ports.get_mut(port) {
-                            p.pace_timer_at = None;
-                            self.nic.pump(port, ctx);
-                        }
-                    }
-                    TOKEN_RTO => self.nic.on_rto(arg as usize, ctx),
-                    _ => {
-                        let sub = arg & ((1 << NIC_SUB_BITS) - 1);
-                        let arg = arg >> NIC_SUB_BITS;
-                        match sub {
-                            NIC_RATE => self.nic.on_rate_timer(arg as usize, ctx),
-                            NIC_RESUME if (arg as usize) < self.nic.ports.len() => {
-                                self.nic.pump(arg as usize, ctx);
-                            }
-                            NIC_DRAIN => self.nic.on_drain(ctx),
-                            NIC_REROUTE => self.nic.on_reroute(arg as usize, ctx),
-                            _ => {}
-                        }
-                    }
-                }
-            }
-        }
-        self.deliver_completions(ctx);
+        let nic = NicReactions {
+            frame: Nic::frame_in_engine,
+            packet: Nic::packet_in_engine,
+            tx_done: Nic::tx_done_in_engine,
+            timer: Nic::timer_in_engine,
+        };
+        self.react(event, ctx, nic);
     }
 }

@@ -149,7 +149,7 @@ pub(crate) struct RxBuffer {
 // The NIC side of PFC: honouring pause frames and generating them from the receive buffer.
 impl super::Nic {
     /// A PFC frame arrived on `port`: pause (or resume) the classes it enables.
-    pub(super) fn on_pause(&mut self, port: usize, pkt: &Packet, ctx: &mut Ctx<'_>) {
+    pub(super) fn on_pause(&mut self, port: usize, pkt: &Packet, ctx: &mut impl Context) {
         let Ok(repr) = PfcPauseRepr::parse(pkt.header()) else {
             self.stats.dropped_invalid += 1;
             return;
@@ -158,7 +158,7 @@ impl super::Nic {
             return;
         };
         let now = ctx.now();
-        self.unquiet();
+        self.end_data_only();
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
@@ -178,14 +178,14 @@ impl super::Nic {
             resume = resume.max(now + dur);
         }
         if resume > now && resume != Time::NEVER {
-            ctx.set_timer(resume, nic_token(NIC_RESUME, port as u64));
+            ctx.set_timer(resume, HostTimer::Resume(port).token());
         }
         // An XON (or a shortened pause) may let frames go at once.
         self.pump(port, ctx);
     }
 
     /// Queues a PFC frame of this NIC on `port`, ahead of everything else.
-    pub(super) fn send_pfc(&mut self, port: usize, repr: PfcPauseRepr, ctx: &mut Ctx<'_>) {
+    pub(super) fn send_pfc(&mut self, port: usize, repr: PfcPauseRepr, ctx: &mut impl Context) {
         let Ok(mut pkt) = Packet::with_header_len(wire::PFC_FRAME_LEN, Payload::Timing(0)) else {
             return;
         };
@@ -193,7 +193,7 @@ impl super::Nic {
             return;
         }
         pkt.meta.created_at = ctx.now();
-        self.unquiet();
+        self.end_data_only();
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
@@ -211,7 +211,7 @@ impl super::Nic {
         cfg: NicPfcConfig,
         port: usize,
         pkt: Packet,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let len = pkt.frame_len() as u64;
         if self.rx.bytes + len > cfg.rx_buffer.bytes() {
@@ -224,7 +224,7 @@ impl super::Nic {
         if !self.rx.draining {
             self.rx.draining = true;
             let at = ctx.now() + cfg.rx_rate.serialization_time(len);
-            ctx.set_timer(at, nic_token(NIC_DRAIN, 0));
+            ctx.set_timer(at, HostTimer::Drain.token());
         }
         if self.rx.bytes > cfg.xoff.bytes() {
             self.xoff(cfg, port, class, ctx);
@@ -232,7 +232,13 @@ impl super::Nic {
     }
 
     /// Sends an XOFF for `class` on `port` unless one is in force and not yet half over.
-    pub(super) fn xoff(&mut self, cfg: NicPfcConfig, port: usize, class: u8, ctx: &mut Ctx<'_>) {
+    pub(super) fn xoff(
+        &mut self,
+        cfg: NicPfcConfig,
+        port: usize,
+        class: u8,
+        ctx: &mut impl Context,
+    ) {
         let now = ctx.now();
         let bps = ctx.channel(port).map_or(0, |c| c.rate.bandwidth().bps());
         let half = Time(wire::pause_quanta_to_ps(cfg.pause_quanta, bps) / 2);
@@ -254,7 +260,7 @@ impl super::Nic {
 
     /// The receive buffer's head frame reached the host: hand it to the transport, start the
     /// next one, and send XON (or refresh XOFF) by the new fill level.
-    pub(super) fn on_drain(&mut self, ctx: &mut Ctx<'_>) {
+    pub(super) fn on_drain(&mut self, ctx: &mut impl Context) {
         let Some(cfg) = self.cfg.pfc else {
             return;
         };
@@ -268,7 +274,7 @@ impl super::Nic {
             let len = next.frame_len() as u64;
             ctx.set_timer(
                 ctx.now() + cfg.rx_rate.serialization_time(len),
-                nic_token(NIC_DRAIN, 0),
+                HostTimer::Drain.token(),
             );
         }
         let below_xon = self.rx.bytes < cfg.xon.bytes();

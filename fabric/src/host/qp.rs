@@ -351,6 +351,7 @@ impl Qp {
     }
 
     /// True when nothing is posted, in flight or unacknowledged.
+    #[cfg(test)]
     pub(crate) fn idle(&self) -> bool {
         self.msgs.is_empty()
     }

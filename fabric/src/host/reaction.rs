@@ -5,12 +5,12 @@ use super::*;
 
 impl Nic {
     /// Reaction point: a CNP from `src` for QP number `qpn` cuts the rate of that QP.
-    pub(super) fn on_cnp(&mut self, src: u32, qpn: u32, ctx: &mut Ctx<'_>) {
+    pub(super) fn on_cnp(&mut self, src: u32, qpn: u32, ctx: &mut impl Context) {
         self.stats.cnps_received += 1;
         let Some(d) = self.cfg.cc.dcqcn() else {
             return;
         };
-        let Some(&i) = self.lk.qp_index.get(&qp_key(src, qpn_class(qpn))) else {
+        let Some(&i) = self.reception.qp_index.get(&qp_key(src, qpn_class(qpn))) else {
             return;
         };
         let i = i as usize;
@@ -28,13 +28,13 @@ impl Nic {
         self.stats.rate_decreases += 1;
         if !rp.timer_armed {
             rp.timer_armed = true;
-            ctx.set_timer(rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+            ctx.set_timer(rp.timer_deadline, HostTimer::Rate(i).token());
         }
     }
 
     /// DCQCN's rate-increase timer of QP `i` fired (possibly stale: the deadline moves on
     /// every CNP, and one pending event per QP follows it).
-    pub(super) fn on_rate_timer(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+    pub(super) fn on_rate_timer(&mut self, i: usize, ctx: &mut impl Context) {
         let Some(d) = self.cfg.cc.dcqcn() else {
             return;
         };
@@ -59,6 +59,6 @@ impl Nic {
             }
         }
         rp.timer_armed = true;
-        ctx.set_timer(rp.timer_deadline, nic_token(NIC_RATE, i as u64));
+        ctx.set_timer(rp.timer_deadline, HostTimer::Rate(i).token());
     }
 }

@@ -9,7 +9,7 @@ impl Nic {
     /// An ACK or a data frame without extension headers (nearly every frame) is classified,
     /// addressed and parsed in one pass ([`RoceRx::common_intact`]); any other frame, or one that pass
     /// refuses, takes [`Nic::receive_general`], which decides as before field by field.
-    pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+    pub(super) fn receive(&mut self, port: usize, pkt: Packet, ctx: &mut impl Context) {
         if (pkt.is_corrupted() || self.verify_icrc) && self.damaged(&pkt) {
             self.stats.corrupted_discarded += 1;
             return;
@@ -40,7 +40,7 @@ impl Nic {
     /// ([`Arrived`]); moved out to the NIC, the 128-byte packet was copied on its way and
     /// dropped by an out-of-line call. Any other frame is taken out for [`Nic::receive`].
     #[inline(always)]
-    pub(super) fn receive_frame(&mut self, port: usize, frame: Frame, ctx: &mut Ctx<'_>) {
+    pub(super) fn receive_frame(&mut self, port: usize, frame: Frame, ctx: &mut impl Context) {
         if !self.verify_icrc && !self.pfc && !self.wants_int {
             if let Some(pkt) = ctx.frame(&frame) {
                 if let (false, &Payload::Timing(len)) = (pkt.is_corrupted(), pkt.payload()) {
@@ -69,7 +69,7 @@ impl Nic {
     /// [`Nic::receive`] of a frame of a rarer shape (PFC, a first or last packet with RETH or
     /// ImmDt, a CNP, anything malformed): classified, addressed and parsed in turn.
     #[inline(never)]
-    fn receive_general(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+    fn receive_general(&mut self, port: usize, pkt: Packet, ctx: &mut impl Context) {
         match wire::frame_kind(pkt.header()) {
             FrameKind::RoceV2 => {}
             FrameKind::PfcPause => {
@@ -100,7 +100,7 @@ impl Nic {
     /// A RoCEv2 frame addressed to this host, by opcode, taken by value: a data frame goes
     /// into the receive buffer when the NIC generates PFC ([`Nic::rx_enqueue`]), and to the
     /// transport now otherwise ([`Nic::on_roce_now`], which handles every other frame too).
-    fn on_roce(&mut self, port: usize, rx: &RoceRx, pkt: Packet, ctx: &mut Ctx<'_>) {
+    fn on_roce(&mut self, port: usize, rx: &RoceRx, pkt: Packet, ctx: &mut impl Context) {
         // The flag first: `cfg` is on a line a frame otherwise leaves alone.
         let pfc = if self.pfc { self.cfg.pfc } else { None };
         if let (Some(cfg), true) = (pfc, opcode::is_write(rx.opcode)) {
@@ -118,7 +118,7 @@ impl Nic {
     /// [`Nic::on_roce`] of a frame the NIC does not keep (any frame but a data frame into the
     /// receive buffer), by reference: the caller drops it.
     #[inline(always)]
-    fn on_roce_now(&mut self, rx: &RoceRx, pkt: Arrived<'_>, ctx: &mut Ctx<'_>) {
+    fn on_roce_now(&mut self, rx: &RoceRx, pkt: Arrived<'_>, ctx: &mut impl Context) {
         let Some(src) = self.dir.index_of(rx.src_ip) else {
             self.stats.dropped_invalid += 1;
             return;
@@ -170,7 +170,7 @@ impl Nic {
         src: u32,
         rx: &RoceRx,
         int: Option<&[u8]>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Some(aeth) = rx.aeth else {
             self.stats.dropped_invalid += 1;
@@ -178,7 +178,7 @@ impl Nic {
         };
         // The destination QP number names the class of the QP pair (`qp_number`).
         let class = qpn_class(rx.dest_qp);
-        let Some(&i) = self.lk.qp_index.get(&qp_key(src, class)) else {
+        let Some(&i) = self.reception.qp_index.get(&qp_key(src, class)) else {
             self.stats.dropped_invalid += 1;
             return;
         };
@@ -202,14 +202,14 @@ impl Nic {
                 .on_nak(rx.psn, &mut done, u64::from(self.cfg.restart_window))
                 .is_some()
             {
-                let rto = qp.base_rto(self.lk.rto);
+                let rto = qp.base_rto(self.reception.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         } else {
             self.stats.acks_received += 1;
             if qp.on_ack(rx.psn, &mut done) {
                 rtt = qp.on_acked(now);
-                let rto = qp.base_rto(self.lk.rto);
+                let rto = qp.base_rto(self.reception.rto);
                 qp.rto_deadline = now + qp.jittered(rto);
             }
         }
@@ -268,7 +268,7 @@ impl Nic {
     /// (DCQCN), before the transport takes the frame, now or after the receive buffer when the
     /// NIC generates PFC.
     #[inline(always)]
-    fn on_data_mark(&mut self, src: u32, rx: &RoceRx, ctx: &mut Ctx<'_>) {
+    fn on_data_mark(&mut self, src: u32, rx: &RoceRx, ctx: &mut impl Context) {
         let dcqcn = if self.dcqcn {
             self.cfg.cc.dcqcn()
         } else {
@@ -294,9 +294,9 @@ impl Nic {
         src: u32,
         rx: &RoceRx,
         pkt: Arrived<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
-        let ack_every = self.lk.ack_every;
+        let ack_every = self.reception.ack_every;
         let Some(i) = self.qp_entry(src, qpn_class(rx.dest_qp), ctx) else {
             self.stats.dropped_invalid += 1;
             return;

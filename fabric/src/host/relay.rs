@@ -25,7 +25,7 @@ impl Nic {
     }
 
     /// Takes the `i`-th scheduled table and re-picks every QP's port by it.
-    pub(super) fn on_reroute(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+    pub(super) fn on_reroute(&mut self, i: usize, ctx: &mut impl Context) {
         let Some((_, table)) = self.reroutes.get(i) else {
             return;
         };
@@ -67,7 +67,7 @@ impl Nic {
         in_port: usize,
         dst: Ipv4Addr,
         pkt: Packet,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         // Hosts relay at the link layer, as an NPU's built-in switch does, and leave the TTL
         // alone: rings and tori have paths far longer than 64 hops, and their routes are
@@ -83,7 +83,7 @@ impl Nic {
         // way round a failure can start back the way a frame in flight came.
         match self.routes.select(dst, h) {
             Some(out) if out != in_port || self.ports.len() == 1 || self.failed_over => {
-                self.unquiet();
+                self.end_data_only();
                 let np = &mut self.ports[out];
                 let len = pkt.frame_len() as u64;
                 if np.transit_bytes + len > self.cfg.relay_buffer.bytes() {

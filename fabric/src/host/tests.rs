@@ -572,15 +572,15 @@ fn bit_errors_arrive_as_flipped_bytes_and_the_icrc_check_rejects_them() {
 }
 
 #[test]
-fn quiet_flags_fit_in_the_nic_padding() {
-    // `quiet` sits in the padding before `stats`: the counters start at offset 112, the two a
+fn data_only_flags_fit_in_the_nic_padding() {
+    // `data_only` sits in the padding before `stats`: the counters start at offset 112, the two a
     // data frame sent bumps on line 1 with the settings it reads (see `Nic`'s layout notes).
     assert_eq!(std::mem::offset_of!(Nic, stats), 112);
     // `HostStats` in its declared order: the two counters a data frame sent bumps end line 1,
     // those of frames received are on line 2.
     assert_eq!(std::mem::offset_of!(HostStats, data_bytes_sent), 8);
     assert_eq!(std::mem::offset_of!(HostStats, data_packets_received), 72);
-    assert_eq!(std::mem::size_of::<Lookup>(), 64);
+    assert_eq!(std::mem::size_of::<Reception>(), 64);
 }
 
 #[test]
@@ -589,7 +589,7 @@ fn port_lines_hold_what_a_send_reads() {
     // Line 0: the control queue, the round-robin head and the pacing timer; line 1 starts with
     // the rest of the list and ends with the pause state's summary word.
     assert!(offset_of!(NicPort, transit_turn) < 64);
-    assert!(offset_of!(NicPort, quiet) < 64);
+    assert!(offset_of!(NicPort, data_only) < 64);
     assert_eq!(offset_of!(NicPort, active_rest), 64);
     assert_eq!(offset_of!(NicPort, pause), 120);
 }

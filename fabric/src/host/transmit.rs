@@ -7,7 +7,7 @@ use super::*;
 impl Nic {
     /// Sends the next frame on `port` if it is idle: PFC frames first, then control, then
     /// round-robin data; frames of a paused priority wait.
-    pub(super) fn pump(&mut self, port: usize, ctx: &mut Ctx<'_>) {
+    pub(super) fn pump(&mut self, port: usize, ctx: &mut impl Context) {
         if !ctx.port_idle(port) {
             return;
         }
@@ -15,8 +15,8 @@ impl Nic {
         let Some(np) = self.ports.get_mut(port) else {
             return;
         };
-        if np.quiet {
-            // No PFC frame, pause or relayed frame anywhere (see `NicPort::quiet`): what the
+        if np.data_only {
+            // No PFC frame, pause or relayed frame anywhere (see `NicPort::data_only`): what the
             // general path below does then, reading only the port's first line.
             if let Some(c) = np.control.pop_front() {
                 self.send_frame(port, c, ctx);
@@ -55,7 +55,7 @@ impl Nic {
     }
 
     /// Sends the oldest relayed frame on `port`, if any.
-    pub(super) fn send_transit(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+    pub(super) fn send_transit(&mut self, port: usize, ctx: &mut impl Context) -> bool {
         let now = ctx.now();
         let np = &mut self.ports[port];
         np.transit_turn = false;
@@ -82,11 +82,11 @@ impl Nic {
 
     /// Sends the next data packet of the port's QPs, round-robin; false when none may go now
     /// (a pacing timer is armed when a rate limiter holds them back).
-    pub(super) fn send_local(&mut self, port: usize, ctx: &mut Ctx<'_>) -> bool {
+    pub(super) fn send_local(&mut self, port: usize, ctx: &mut impl Context) -> bool {
         let now = ctx.now();
         // QPs of a paused priority keep their turn; the resume timer pumps the port again.
         // Copied only while a class is paused (rare): the copy read all of its line.
-        let any_paused = !self.ports[port].quiet && self.ports[port].pause.any_paused(now);
+        let any_paused = !self.ports[port].data_only && self.ports[port].pause.any_paused(now);
         let pause = if any_paused {
             self.ports[port].pause
         } else {
@@ -129,13 +129,13 @@ impl Nic {
             let np = &mut self.ports[port];
             if np.pace_timer_at.is_none_or(|t| t > earliest) {
                 np.pace_timer_at = Some(earliest);
-                ctx.set_timer(earliest, (port as u64) << TOKEN_KIND_BITS | TOKEN_PACE);
+                ctx.set_timer(earliest, HostTimer::Pace(port).token());
             }
         }
         false
     }
 
-    pub(super) fn send(&mut self, port: usize, pkt: Packet, ctx: &mut Ctx<'_>) {
+    pub(super) fn send(&mut self, port: usize, pkt: Packet, ctx: &mut impl Context) {
         match ctx.transmit(port, pkt) {
             Ok(()) => {}
             Err(TransmitError::Busy | TransmitError::NoSuchPort | TransmitError::NoSuchFrame) => {
@@ -145,7 +145,7 @@ impl Nic {
     }
 
     /// Sends a frame held in the engine's slab (built there, see [`build_held`]).
-    fn send_frame(&mut self, port: usize, c: ControlFrame, ctx: &mut Ctx<'_>) {
+    fn send_frame(&mut self, port: usize, c: ControlFrame, ctx: &mut impl Context) {
         match ctx.transmit_frame_len(port, c.frame, c.len, true) {
             Ok(()) => {}
             Err(TransmitError::Busy | TransmitError::NoSuchPort | TransmitError::NoSuchFrame) => {
@@ -154,7 +154,7 @@ impl Nic {
         }
     }
 
-    pub(super) fn send_data(&mut self, i: usize, port: usize, ctx: &mut Ctx<'_>) {
+    pub(super) fn send_data(&mut self, i: usize, port: usize, ctx: &mut impl Context) {
         let now = ctx.now();
         let mtu = u64::from(self.mtu);
         let line = ctx.channel(port).map(|c| c.rate.bandwidth());
@@ -260,12 +260,12 @@ impl Nic {
             qp.on_first_send(seg.psn, now);
         }
         if !was_outstanding {
-            let rto = qp.base_rto(self.lk.rto);
+            let rto = qp.base_rto(self.reception.rto);
             qp.rto_deadline = now + qp.jittered(rto);
         }
         if !qp.rto_armed {
             qp.rto_armed = true;
-            ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
+            ctx.set_timer(qp.rto_deadline, HostTimer::Rto(i).token());
         }
         self.send_frame(
             port,
@@ -277,7 +277,7 @@ impl Nic {
         );
     }
 
-    pub(super) fn on_rto(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+    pub(super) fn on_rto(&mut self, i: usize, ctx: &mut impl Context) {
         let now = ctx.now();
         let Some(qp) = self.qps.get_mut(i) else {
             return;
@@ -288,7 +288,7 @@ impl Nic {
         }
         if now < qp.rto_deadline {
             qp.rto_armed = true;
-            ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
+            ctx.set_timer(qp.rto_deadline, HostTimer::Rto(i).token());
             return;
         }
         qp.retries += 1;
@@ -308,13 +308,13 @@ impl Nic {
         // response): synchronized go-back-N retransmissions would otherwise refill the same
         // overflowing buffer every `rto`.
         let backed_off = Time(
-            qp.base_rto(self.lk.rto)
+            qp.base_rto(self.reception.rto)
                 .ps()
                 .saturating_mul(1 << qp.retries.min(16)),
         );
         qp.rto_deadline = now + qp.jittered(backed_off);
         qp.rto_armed = true;
-        ctx.set_timer(qp.rto_deadline, (i as u64) << TOKEN_KIND_BITS | TOKEN_RTO);
+        ctx.set_timer(qp.rto_deadline, HostTimer::Rto(i).token());
         let port = qp.port();
         self.activate(i);
         self.pump(port, ctx);
@@ -339,14 +339,14 @@ impl Nic {
         psn: u32,
         becn: bool,
         int: &[u8],
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
         let (port, dest_qp) = (qp.port(), qp.remote_qpn);
         let dscp = self
-            .lk
+            .reception
             .classes
             .get(qpn_class(dest_qp))
             .dscp
@@ -389,7 +389,7 @@ impl Nic {
         port: usize,
         repr: &RoceRepr,
         int: &[u8],
-        ctx: &mut Ctx<'_>,
+        ctx: &mut impl Context,
     ) {
         let Some(mut pkt) = build(repr, self.control_payload(), int) else {
             self.stats.dropped_invalid += 1;
@@ -414,7 +414,7 @@ impl Nic {
     /// Queues a control frame held in the slab on `port`'s control queue (4 + 4 bytes, where
     /// the packet itself was 128). Inlined into its two callers.
     #[inline(always)]
-    fn queue_control_frame(&mut self, port: usize, c: ControlFrame, ctx: &mut Ctx<'_>) {
+    fn queue_control_frame(&mut self, port: usize, c: ControlFrame, ctx: &mut impl Context) {
         let Some(np) = self.ports.get_mut(port) else {
             ctx.drop_frame(c.frame);
             self.stats.dropped_invalid += 1;
@@ -430,7 +430,7 @@ impl Nic {
     /// Notification point: a CNP to the peer's QP of QP `i`'s pair (the QP number ACKs carry),
     /// on the control priority whatever the QP's class (RoCE NICs send CNPs with their own
     /// DSCP), not ECN-capable.
-    pub(super) fn send_cnp(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+    pub(super) fn send_cnp(&mut self, i: usize, ctx: &mut impl Context) {
         let Some((paddr, qp)) = self.control_route(i) else {
             return;
         };
