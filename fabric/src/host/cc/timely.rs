@@ -290,7 +290,6 @@ mod tests {
             segment: ByteSize(16 * 1024),
             ..TimelyConfig::default()
         };
-        let line = 10e9;
         let mut t = Timely::new(&cfg, 4096);
         // PSNs 0..8 leave 1 us apart: 0 and 4 are timed (16 KiB = 4 packets).
         for psn in 0..8 {
