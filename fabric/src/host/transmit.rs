@@ -259,6 +259,9 @@ impl Nic {
         if !seg.retransmission {
             qp.on_first_send(seg.psn, now);
         }
+        if let Some(cc) = self.qp_cc.get_mut(i) {
+            cc.on_sent(seg.psn, seg.retransmission, now);
+        }
         if !was_outstanding {
             let rto = qp.base_rto(self.reception.rto);
             qp.rto_deadline = now + qp.jittered(rto);

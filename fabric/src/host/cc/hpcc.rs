@@ -15,6 +15,12 @@
 //!
 //! The window starts at the line rate's bandwidth-delay product `B T` (rate = line) and stays
 //! within `[min_window, B T]`.
+//!
+//! `W_AI` follows the paper's rule, `(1 - eta) B T / N` for `N` expected concurrent flows on a
+//! link (`flows`, 8 by default): `N` flows' additive steps then stay within the headroom
+//! `eta` leaves. The HPCC authors' ns-3 scripts use a smaller constant (`10 B / 25` Mb/s for
+//! `B` in Gb/s, 40 Mb/s at 100 Gb/s, an `N` of 125): where windows are a frame or two (8:1 at
+//! 4 KiB MTU) that step is too small to pull noisy shares back together.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,13 +40,14 @@ pub struct HpccConfig {
     /// `T`: the base round trip, which the window covers at line rate. The paper uses the
     /// fabric's unloaded RTT; 10 us (a few hops at 100 Gb/s) is assumed: set it for your fabric.
     pub base_rtt: Time,
-    /// Additive increase `W_AI` expressed as a rate (`W_AI = rate_ai x T`): the paper sets
-    /// `W_AI` so that N flows' increases stay below `(1 - eta)` of the link, `(1 - eta) B / N`;
-    /// 50 Mb/s (the HPCC authors' ns-3 setting for 100 Gb/s, N of about 100) is assumed. Too
-    /// small a step for the flows a link carries lets shares drift where windows are a frame
-    /// or two (the utilization estimate of a flow with one telemetry sample per `T` is noisy,
-    /// and every crossing of `eta` cuts and restarts the stages): size it for your N.
-    pub rate_ai: Bandwidth,
+    /// Additive increase `W_AI` expressed as a rate (`W_AI = rate_ai x T`). Unset (the
+    /// default): the paper's rule, `(1 - eta) B / flows` for a QP on a port of `B` bits per
+    /// second, so that `flows` QPs adding `W_AI` each per round trip stay within the
+    /// `1 - eta` of headroom.
+    pub rate_ai: Option<Bandwidth>,
+    /// The expected largest number of concurrent flows on a link, `N` in the paper's rule
+    /// for `W_AI` when `rate_ai` is unset.
+    pub flows: u32,
     /// Floor of the pacing rate (the window floor is `min_rate x T`). Not in the paper;
     /// 100 Mb/s as for DCQCN.
     pub min_rate: Bandwidth,
@@ -52,7 +59,8 @@ impl Default for HpccConfig {
             eta: 0.95,
             max_stage: 5,
             base_rtt: Time::from_us(10),
-            rate_ai: Bandwidth(50_000_000),
+            rate_ai: None,
+            flows: 8,
             min_rate: Bandwidth(100_000_000),
         }
     }
@@ -65,6 +73,7 @@ impl PartialEq for HpccConfig {
             && self.max_stage == o.max_stage
             && self.base_rtt == o.base_rtt
             && self.rate_ai == o.rate_ai
+            && self.flows == o.flows
             && self.min_rate == o.min_rate
     }
 }
@@ -75,6 +84,13 @@ impl HpccConfig {
     pub fn validate(&self) -> Result<(), CcConfigError> {
         check_range("hpcc", "eta", self.eta, 0.0, 1.0, true)?;
         check_positive("hpcc", "base_rtt", self.base_rtt)?;
+        if self.flows == 0 {
+            return Err(CcConfigError::new(
+                "hpcc",
+                "flows",
+                "must be at least 1".into(),
+            ));
+        }
         if self.min_rate.bps() == 0 {
             return Err(CcConfigError::new(
                 "hpcc",
@@ -83,6 +99,16 @@ impl HpccConfig {
             ));
         }
         Ok(())
+    }
+}
+
+impl HpccConfig {
+    /// `W_AI` as a rate in bits per second for a QP on a port of `line` bits per second.
+    pub(crate) fn w_ai_rate(&self, line: f64) -> f64 {
+        match self.rate_ai {
+            Some(r) => r.bps() as f64,
+            None => (1.0 - self.eta) * line / f64::from(self.flows.max(1)),
+        }
     }
 }
 
@@ -206,7 +232,7 @@ impl Hpcc {
     /// ComputeWind.
     fn compute_wind(&mut self, cfg: &HpccConfig, u: f64, update_wc: bool) -> f64 {
         let t = cfg.base_rtt.ps() as f64 / 1e12;
-        let w_ai = cfg.rate_ai.bps() as f64 / 8.0 * t;
+        let w_ai = cfg.w_ai_rate(self.line) / 8.0 * t;
         let max = self.line / 8.0 * t;
         let min = (cfg.min_rate.bps() as f64 / 8.0 * t).min(max);
         let w = if u >= cfg.eta || self.inc_stage >= cfg.max_stage {
@@ -264,7 +290,8 @@ mod tests {
         // u = 2.048, U = u (tau = T), W = Wc / (2.048 / 0.95) + W_AI.
         let b = IntHop::new(100_000_000_000, 128_000, 10_000_000, 128_000);
         assert!(h.on_ack(&cfg, line, &with(&sig, b), Time::from_us(10)));
-        let w_ai = 50e6 / 8.0 * 10e-6;
+        // The paper's rule for the defaults: (1 - 0.95) x 100 Gb/s / 8 flows = 625 Mb/s.
+        let w_ai = 625e6 / 8.0 * 10e-6;
         let expected = 125_000.0 / (2.048 / 0.95) + w_ai;
         // Float rounding only (a few ulps of 1e5).
         assert!((h.w - expected).abs() < 1e-6, "{} vs {expected}", h.w);
@@ -279,7 +306,8 @@ mod tests {
         let mut h = Hpcc::new(&cfg, line);
         h.w = 50_000.0;
         h.wc = 50_000.0;
-        let w_ai = 50e6 / 8.0 * 10e-6;
+        // The paper's rule for the defaults: (1 - 0.95) x 100 Gb/s / 8 flows = 625 Mb/s.
+        let w_ai = 625e6 / 8.0 * 10e-6;
         let mut ts = 0;
         let mut tx = 0;
         for k in 0..3u64 {

@@ -256,7 +256,7 @@ impl CongestionControl {
                 rp: Rp::new(d),
             },
             CongestionControl::Dctcp(c) => QpCc::Dctcp(dctcp::Dctcp::new(c, mtu, line)),
-            CongestionControl::Timely(c) => QpCc::Timely(timely::Timely::new(c)),
+            CongestionControl::Timely(c) => QpCc::Timely(timely::Timely::new(c, mtu)),
             CongestionControl::Swift(c) => QpCc::Swift(swift::Swift::new(c, mtu, line)),
             CongestionControl::Hpcc(c) => QpCc::Hpcc(hpcc::Hpcc::new(c, line)),
         })
@@ -321,6 +321,14 @@ impl QpCc {
             QpCc::Dctcp(d) => Some(d.window()),
             QpCc::Swift(s) => Some(s.window()),
             QpCc::Hpcc(h) => Some(h.window()),
+        }
+    }
+
+    /// A data packet `psn` left at `now` (TIMELY times one per segment).
+    #[inline]
+    pub(crate) fn on_sent(&mut self, psn: u64, retransmission: bool, now: Time) {
+        if let QpCc::Timely(t) = self {
+            t.on_sent(psn, retransmission, now);
         }
     }
 
