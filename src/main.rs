@@ -208,6 +208,14 @@ struct RunArgs {
     /// Capture at most this many bytes (the first frames), e.g. 256MiB.
     #[arg(long, value_name = "SIZE", default_value = "256MiB")]
     pcap_max_bytes: ByteSize,
+    /// Spread the run over the MPI ranks of the job (implied under `mpirun -np N`, N > 1, or
+    /// any N in a build with MPI support): `mpirun -np 4 fabemu run SCENARIO` gives the
+    /// report of `--threads 1` (plus an `mpi` section), each rank running whole groups of the
+    /// fabric (fat-tree pods, leaves with their hosts, slices of a torus's last dimension) on
+    /// `--threads` threads. Needs a build with `--features mpi`; no --out, --pcap or
+    /// --sample-interval. See docs/MPI.md.
+    #[arg(long)]
+    mpi: bool,
 }
 
 fn main() -> ExitCode {
@@ -285,6 +293,7 @@ fn real_main(cli: Cli) -> ExitCode {
             sample_interval: None,
             pcap_max_packets: 1_000_000,
             pcap_max_bytes: ByteSize(256 << 20),
+            mpi: false,
         },
     };
     if args.capture.is_some() && args.pcap.is_none() && args.out.is_none() {
@@ -336,11 +345,29 @@ fn real_main(cli: Cli) -> ExitCode {
     stop_on_ctrl_c(&progress);
     // The end is known only when the scenario sets `until` (not its 10 s default).
     let end = (src.scenario.until != scenario::default_until()).then_some(src.scenario.until);
-    let watcher = Watcher::start(progress.clone(), end, args.quiet);
-    let result = run_observed(&src, threads, &opts, Some(&progress));
+    let launched = fabemu::mpi_run::launched_rank();
+    let over_mpi = args.mpi || launched.is_some_and(|(_, size)| size > 1) || mpi_build(launched);
+    if over_mpi {
+        if let Some(why) =
+            fabemu::mpi_run::refused(&opts, src.scenario.fidelity == scenario::Fidelity::Flow)
+        {
+            eprintln!("error: {why}");
+            return ExitCode::from(2);
+        }
+    }
+    // Under mpirun only rank 0 shows progress (and writes the outputs).
+    let quiet = args.quiet || launched.is_some_and(|(rank, _)| rank > 0);
+    let watcher = Watcher::start(progress.clone(), end, quiet);
+    let result = if over_mpi {
+        run_over_ranks(&src, threads, &progress)
+    } else {
+        run_observed(&src, threads, &opts, Some(&progress)).map(Some)
+    };
     drop(watcher);
     let observed = match result {
-        Ok(r) => r,
+        Ok(Some(r)) => r,
+        // Another rank than 0: rank 0 writes everything.
+        Ok(None) => return ExitCode::SUCCESS,
         Err(RunError::Scenario(e)) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -432,6 +459,37 @@ fn real_main(cli: Cli) -> ExitCode {
         }
         ExitCode::from(3)
     }
+}
+
+/// True in a build with MPI support started by `mpirun` (even with one rank): the run then goes
+/// over MPI ranks.
+fn mpi_build(launched: Option<(usize, usize)>) -> bool {
+    cfg!(feature = "mpi") && launched.is_some()
+}
+
+/// The run over the MPI ranks of the job this process belongs to: rank 0 gets the observed
+/// run, the others `None`.
+#[cfg(feature = "mpi")]
+fn run_over_ranks(
+    src: &Source,
+    threads: usize,
+    progress: &Progress,
+) -> Result<Option<fabemu::observe::Observed>, RunError> {
+    fabemu::mpi_run::run(src, threads, Some(progress))
+}
+
+/// Without MPI support, a run under `mpirun` with more than one rank (or `--mpi`) is refused.
+#[cfg(not(feature = "mpi"))]
+fn run_over_ranks(
+    _: &Source,
+    _: usize,
+    _: &Progress,
+) -> Result<Option<fabemu::observe::Observed>, RunError> {
+    Err(RunError::Observe(ObserveError::BadOption(
+        "this fabemu was built without MPI support: build it with `cargo build --release \
+         --features mpi` (needs OpenMPI) to run over MPI ranks"
+            .into(),
+    )))
 }
 
 /// Makes Ctrl-C (SIGINT) stop the run cleanly: the first asks the engine to stop
