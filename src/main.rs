@@ -29,6 +29,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a scenario file and print a summary (and a JSON report with --json).
+    ///
+    /// Over MPI ranks (a build with `--features mpi`): `mpirun -np N fabemu run SCENARIO
+    /// --json report.json` spreads one run over N processes (each with --threads threads),
+    /// whole pods, leaves or torus slices per rank, and rank 0 writes the report of the same
+    /// run on one thread, plus an `mpi` section (placement, windows, frames crossing ranks).
     Run(RunArgs),
     /// Show the fabric a scenario (or an ASTRA-sim network file) builds: hosts, switches,
     /// links per dimension or tier, per-host bandwidth, diameter, bisection bandwidth.
@@ -342,10 +347,10 @@ fn real_main(cli: Cli) -> ExitCode {
         eprintln!("warning: {w}");
     }
     let progress = std::sync::Arc::new(Progress::default());
-    stop_on_ctrl_c(&progress);
+    let launched = fabemu::mpi_run::launched_rank();
+    stop_on_ctrl_c(&progress, launched.is_none_or(|(rank, _)| rank == 0));
     // The end is known only when the scenario sets `until` (not its 10 s default).
     let end = (src.scenario.until != scenario::default_until()).then_some(src.scenario.until);
-    let launched = fabemu::mpi_run::launched_rank();
     let over_mpi = args.mpi || launched.is_some_and(|(_, size)| size > 1) || mpi_build(launched);
     if over_mpi {
         if let Some(why) =
@@ -495,7 +500,10 @@ fn run_over_ranks(
 /// Makes Ctrl-C (SIGINT) stop the run cleanly: the first asks the engine to stop
 /// (all workers stop at the same window boundary, the partial report is written, exit 130); a
 /// second one removes the outputs being written and exits at once. Without a handler the process would die without writing anything.
-fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
+/// In a build with MPI support SIGTERM does the same (`mpirun` sends it to the ranks on
+/// Ctrl-C; a cancel on any rank stops all at the same window, and rank 0 writes the report);
+/// `tell` is false on the ranks other than 0, which say nothing.
+fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>, tell: bool) {
     let progress = progress.clone();
     let presses = std::sync::atomic::AtomicU32::new(0);
     let installed = ctrlc::set_handler(move || {
@@ -503,7 +511,9 @@ fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
             progress
                 .cancel
                 .store(true, std::sync::atomic::Ordering::Relaxed);
-            eprintln!("\nstopping: writing the partial report (Ctrl-C again to quit at once)");
+            if tell {
+                eprintln!("\nstopping: writing the partial report (Ctrl-C again to quit at once)");
+            }
         } else {
             // Nothing half written may stay behind looking finished.
             observe::remove_partial();
