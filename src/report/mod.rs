@@ -1,8 +1,9 @@
 //! What a run reports: the JSON report (every figure, units in field names), the readable
 //! summary, and the invariant checks that decide exit code 3.
 //!
-//! Everything outside the top-level `"host"` object is a function of the scenario and seed
-//! only; `"host"` holds what depends on the machine and the thread count.
+//! Everything outside the top-level `"host"` and `"mpi"` objects is a function of the scenario
+//! and seed only; `"host"` holds what depends on the machine and the thread count, `"mpi"` how
+//! a run over MPI ranks shared the work.
 //!
 //! The schema (the serde structs below) lives in this file; `build.rs` turns a finished run
 //! into a [`Report`] (and collects the invariant violations as it goes), `invariants.rs` holds
