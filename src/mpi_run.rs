@@ -2,12 +2,12 @@
 //! of the same run on one thread.
 //!
 //! Every rank loads the scenario and builds the whole world; the engine
-//! ([`fabemu_fabric::engine::mpi`]) places whole groups of the fabric on each rank
-//! ([`crate::placement`]) and exchanges the frames that cross ranks once per window. At the
-//! end each rank takes the facts of the actors it ran ([`crate::report::facts`]), encodes them
-//! ([`crate::report::wire`]) and sends them to rank 0, which builds the report from the facts
-//! of every actor with the same builder as a run on threads: the JSON is the same but for
-//! `host` and the `mpi` section, which says how the ranks shared the run.
+//! (`fabemu_fabric::engine::mpi`, with the `mpi` feature) places whole groups of the fabric on
+//! each rank ([`crate::placement`]) and exchanges the frames that cross ranks once per window.
+//! At the end each rank takes the facts of the actors it ran ([`crate::report::facts`]),
+//! encodes them ([`crate::report::wire`]) and sends them to rank 0, which builds the report
+//! from the facts of every actor with the same builder as a run on threads: the JSON is the
+//! same but for `host` and the `mpi` section, which says how the ranks shared the run.
 //!
 //! Capture, time series and the output directory read more of the actors than the facts carry
 //! and are refused (exit 2), as is flow fidelity (one process computes it).

@@ -349,7 +349,7 @@ pub fn write(w: &mut Writer, facts: &ActorFacts) {
     }
 }
 
-/// Reads back what [`write`] wrote for the actor `built` (the same actor as this process built
+/// Reads back what [`write()`] wrote for the actor `built` (the same actor as this process built
 /// it, for what is static).
 pub fn read(r: &mut Reader<'_>, built: &Node) -> Result<ActorFacts, EngineError> {
     match r.u8()? {
