@@ -12,6 +12,7 @@ pub mod emulate;
 pub mod faults;
 pub mod flow;
 pub mod frontend;
+pub mod mpi_run;
 pub mod observe;
 pub mod placement;
 pub mod report;

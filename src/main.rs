@@ -29,6 +29,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a scenario file and print a summary (and a JSON report with --json).
+    ///
+    /// Over MPI ranks (a build with `--features mpi`): `mpirun -np N fabemu run SCENARIO
+    /// --json report.json` spreads one run over N processes (each with --threads threads),
+    /// whole pods, leaves or torus slices per rank, and rank 0 writes the report of the same
+    /// run on one thread, plus an `mpi` section (placement, windows, frames crossing ranks).
     Run(RunArgs),
     /// Show the fabric a scenario (or an ASTRA-sim network file) builds: hosts, switches,
     /// links per dimension or tier, per-host bandwidth, diameter, bisection bandwidth.
@@ -212,6 +217,14 @@ struct RunArgs {
     /// Capture at most this many bytes (the first frames), e.g. 256MiB.
     #[arg(long, value_name = "SIZE", default_value = "256MiB")]
     pcap_max_bytes: ByteSize,
+    /// Spread the run over the MPI ranks of the job (implied under `mpirun -np N`, N > 1, or
+    /// any N in a build with MPI support): `mpirun -np 4 fabemu run SCENARIO` gives the
+    /// report of `--threads 1` (plus an `mpi` section), each rank running whole groups of the
+    /// fabric (fat-tree pods, leaves with their hosts, slices of a torus's last dimension) on
+    /// `--threads` threads. Needs a build with `--features mpi`; no --out, --pcap or
+    /// --sample-interval. See docs/MPI.md.
+    #[arg(long)]
+    mpi: bool,
 }
 
 fn main() -> ExitCode {
@@ -289,6 +302,7 @@ fn real_main(cli: Cli) -> ExitCode {
             sample_interval: None,
             pcap_max_packets: 1_000_000,
             pcap_max_bytes: ByteSize(256 << 20),
+            mpi: false,
         },
     };
     if args.capture.is_some() && args.pcap.is_none() && args.out.is_none() {
@@ -337,14 +351,32 @@ fn real_main(cli: Cli) -> ExitCode {
         eprintln!("warning: {w}");
     }
     let progress = std::sync::Arc::new(Progress::default());
-    stop_on_ctrl_c(&progress);
+    let launched = fabemu::mpi_run::launched_rank();
+    stop_on_ctrl_c(&progress, launched.is_none_or(|(rank, _)| rank == 0));
     // The end is known only when the scenario sets `until` (not its 10 s default).
     let end = (src.scenario.until != scenario::default_until()).then_some(src.scenario.until);
-    let watcher = Watcher::start(progress.clone(), end, args.quiet);
-    let result = run_observed(&src, threads, &opts, Some(&progress));
+    let over_mpi = args.mpi || launched.is_some_and(|(_, size)| size > 1) || mpi_build(launched);
+    if over_mpi {
+        if let Some(why) =
+            fabemu::mpi_run::refused(&opts, src.scenario.fidelity == scenario::Fidelity::Flow)
+        {
+            eprintln!("error: {why}");
+            return ExitCode::from(2);
+        }
+    }
+    // Under mpirun only rank 0 shows progress (and writes the outputs).
+    let quiet = args.quiet || launched.is_some_and(|(rank, _)| rank > 0);
+    let watcher = Watcher::start(progress.clone(), end, quiet);
+    let result = if over_mpi {
+        run_over_ranks(&src, threads, &progress)
+    } else {
+        run_observed(&src, threads, &opts, Some(&progress)).map(Some)
+    };
     drop(watcher);
     let observed = match result {
-        Ok(r) => r,
+        Ok(Some(r)) => r,
+        // Another rank than 0: rank 0 writes everything.
+        Ok(None) => return ExitCode::SUCCESS,
         Err(RunError::Scenario(e)) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -438,10 +470,44 @@ fn real_main(cli: Cli) -> ExitCode {
     }
 }
 
+/// True in a build with MPI support started by `mpirun` (even with one rank): the run then goes
+/// over MPI ranks.
+fn mpi_build(launched: Option<(usize, usize)>) -> bool {
+    cfg!(feature = "mpi") && launched.is_some()
+}
+
+/// The run over the MPI ranks of the job this process belongs to: rank 0 gets the observed
+/// run, the others `None`.
+#[cfg(feature = "mpi")]
+fn run_over_ranks(
+    src: &Source,
+    threads: usize,
+    progress: &Progress,
+) -> Result<Option<fabemu::observe::Observed>, RunError> {
+    fabemu::mpi_run::run(src, threads, Some(progress))
+}
+
+/// Without MPI support, a run under `mpirun` with more than one rank (or `--mpi`) is refused.
+#[cfg(not(feature = "mpi"))]
+fn run_over_ranks(
+    _: &Source,
+    _: usize,
+    _: &Progress,
+) -> Result<Option<fabemu::observe::Observed>, RunError> {
+    Err(RunError::Observe(ObserveError::BadOption(
+        "this fabemu was built without MPI support: build it with `cargo build --release \
+         --features mpi` (needs OpenMPI) to run over MPI ranks"
+            .into(),
+    )))
+}
+
 /// Makes Ctrl-C (SIGINT) stop the run cleanly: the first asks the engine to stop
 /// (all workers stop at the same window boundary, the partial report is written, exit 130); a
 /// second one removes the outputs being written and exits at once. Without a handler the process would die without writing anything.
-fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
+/// In a build with MPI support SIGTERM does the same (`mpirun` sends it to the ranks on
+/// Ctrl-C; a cancel on any rank stops all at the same window, and rank 0 writes the report);
+/// `tell` is false on the ranks other than 0, which say nothing.
+fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>, tell: bool) {
     let progress = progress.clone();
     let presses = std::sync::atomic::AtomicU32::new(0);
     let installed = ctrlc::set_handler(move || {
@@ -449,7 +515,9 @@ fn stop_on_ctrl_c(progress: &std::sync::Arc<Progress>) {
             progress
                 .cancel
                 .store(true, std::sync::atomic::Ordering::Relaxed);
-            eprintln!("\nstopping: writing the partial report (Ctrl-C again to quit at once)");
+            if tell {
+                eprintln!("\nstopping: writing the partial report (Ctrl-C again to quit at once)");
+            }
         } else {
             // Nothing half written may stay behind looking finished.
             observe::remove_partial();

@@ -101,6 +101,38 @@ fn examples() -> Option<&'static (PathBuf, PathBuf)> {
         .as_ref()
 }
 
+/// `fabemu` built with the `mpi` feature, copied aside (as `target/release/examples/fabemu-mpi`)
+/// and the default build put back in `target/release/fabemu` for the other tests; `None` as
+/// for [`examples`].
+fn fabemu_mpi() -> Option<&'static Path> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            examples()?;
+            let cargo = env!("CARGO");
+            let build = |features: &[&str]| {
+                let out = Command::new(cargo)
+                    .current_dir(ROOT)
+                    .args(["build", "--release", "--bin", "fabemu"])
+                    .args(features)
+                    .output()
+                    .expect("cargo runs");
+                assert!(
+                    out.status.success(),
+                    "building fabemu {features:?} failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            };
+            build(&["--features", "mpi"]);
+            let release = Path::new(ROOT).join("target/release");
+            let aside = release.join("examples/fabemu-mpi");
+            std::fs::copy(release.join("fabemu"), &aside).expect("copies fabemu");
+            build(&[]);
+            Some(aside)
+        })
+        .as_deref()
+}
+
 /// Runs `cmd` to its end, failing the test if that takes more than `limit` (a hang check). The
 /// output is read while the child runs (a full pipe would stop it).
 fn finish(mut cmd: Command, limit: Duration) -> (Output, Duration) {
@@ -245,13 +277,15 @@ fn pfc_incast_is_the_same_over_ranks() {
     scenario_same_over_ranks("lossless.yaml", &yaml);
 }
 
-#[test]
-fn faulted_leaf_spine_in_data_mode_is_the_same_over_ranks() {
-    let yaml = "mode: data\nseed: 3\nnic: {rto: 50us}\n\
+/// A leaf-spine in data mode with a link down for 40 us and two lossy links.
+const FAULTED: &str = "mode: data\nseed: 3\nnic: {rto: 50us}\n\
         topology:\n  leaf_spine: {leaves: 4, spines: 2, hosts_per_leaf: 4, host_bandwidth: 100Gbps, host_latency: 500ns, fabric_bandwidth: 100Gbps, fabric_latency: 1us}\n\
         workload:\n  all_to_all: {size: 64KiB}\n\
         faults:\n  - {link: [leaf0, spine0], down: true, from: 20us, until: 60us}\n  - {link: [leaf1, spine1], loss: 0.01}\n  - {link: [h5, leaf1], loss: 0.01}\n";
-    scenario_same_over_ranks("faulted.yaml", yaml);
+
+#[test]
+fn faulted_leaf_spine_in_data_mode_is_the_same_over_ranks() {
+    scenario_same_over_ranks("faulted.yaml", FAULTED);
 }
 
 #[test]
@@ -318,4 +352,110 @@ fn a_killed_rank_ends_every_rank_with_its_name() {
     assert!(!out.status.success());
     assert!(err.contains("rank 1"), "{err}");
     assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+/// The JSON report of `fabemu run ARGS --json -` (its exit code too), with `host` and, when
+/// `mpi` is set, the `mpi` section taken out (checked to name `ranks` ranks).
+fn report_over(cmd: Command, ranks: Option<u64>) -> (serde_json::Value, Option<i32>) {
+    let (out, _) = finish(cmd, Duration::from_secs(600));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let o = v.as_object_mut().expect("an object");
+    assert!(o.remove("host").is_some());
+    let mpi = o.remove("mpi");
+    match ranks {
+        None => assert!(mpi.is_none(), "an mpi section on threads"),
+        Some(n) => {
+            let m = mpi.expect("an mpi section");
+            assert_eq!(m["ranks"], n);
+            let windows = m["windows"].as_u64().expect("windows");
+            let crossing = m["frames_crossing_ranks"]
+                .as_u64()
+                .expect("frames crossing");
+            assert!(windows > 0, "{m}");
+            // One rank sends nothing to another; more ranks on these fabrics always do.
+            assert_eq!(crossing == 0, n == 1, "{m}");
+        }
+    }
+    (v, out.status.code())
+}
+
+/// `fabemu run SCENARIO --threads 1` against `mpirun -np N fabemu run SCENARIO` for N = 1,
+/// 2, 4 (and 2 ranks of 2 threads): the same JSON report but for `host` and `mpi`, the same
+/// exit code.
+fn run_same_over_ranks(scenario: &Path) {
+    let Some(fabemu) = fabemu_mpi() else { return };
+    let s = scenario.to_string_lossy();
+    let mut one = Command::new(fabemu);
+    one.args(["run", &s, "--threads", "1", "--quiet", "--json", "-"]);
+    let (one, code) = report_over(one, None);
+    for (np, threads) in [(1, "1"), (2, "1"), (4, "1"), (2, "2")] {
+        let cmd = mpirun(
+            np,
+            fabemu,
+            &["run", &s, "--threads", threads, "--quiet", "--json", "-"],
+        );
+        let (over, c) = report_over(cmd, Some(np as u64));
+        assert_eq!(c, code, "np {np} x {threads} threads: exit code");
+        if over != one {
+            let a = serde_json::to_string_pretty(&one).expect("json");
+            let b = serde_json::to_string_pretty(&over).expect("json");
+            let diff = a
+                .lines()
+                .zip(b.lines())
+                .find(|(x, y)| x != y)
+                .map_or_else(|| "(line count)".to_string(), |(x, y)| format!("{x}\n{y}"));
+            panic!("np {np} x {threads} threads: the report differs, first at:\n{diff}");
+        }
+    }
+}
+
+#[test]
+fn fabemu_run_over_ranks_reports_fabric64_as_one_thread() {
+    run_same_over_ranks(&Path::new(ROOT).join("benches/fabric64.yaml"));
+}
+
+#[test]
+fn fabemu_run_over_ranks_reports_a_pfc_incast_as_one_thread() {
+    run_same_over_ranks(&Path::new(ROOT).join("examples/lossless.yaml"));
+}
+
+#[test]
+fn fabemu_run_over_ranks_reports_a_faulted_leaf_spine_as_one_thread() {
+    let dir = temp_dir("mpi-run");
+    run_same_over_ranks(&dir.write_beside("faulted.yaml", FAULTED));
+}
+
+#[test]
+fn fabemu_run_over_ranks_reports_a_training_iteration_as_one_thread() {
+    run_same_over_ranks(&Path::new(ROOT).join("examples/training.yaml"));
+}
+
+/// What the facts of the report cannot carry is refused over ranks, naming the option.
+#[test]
+fn fabemu_run_over_ranks_refuses_what_it_cannot_report() {
+    let Some(fabemu) = fabemu_mpi() else { return };
+    let s = Path::new(ROOT).join("examples/lossless.yaml");
+    let s = s.to_string_lossy();
+    let dir = temp_dir("mpi-refused");
+    let out_dir = dir.dir().join("out");
+    let o = out_dir.to_string_lossy();
+    for (args, named) in [
+        (vec!["--out", &o], "--out"),
+        (vec!["--sample-interval", "1us"], "--sample-interval"),
+        (vec!["--fidelity", "flow"], "flow fidelity"),
+    ] {
+        let mut a = vec!["run", &s, "--quiet"];
+        a.extend(args);
+        let (out, _) = finish(mpirun(2, fabemu, &a), Duration::from_secs(120));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(named), "{err}");
+    }
+    assert!(!out_dir.exists());
 }

@@ -12,6 +12,9 @@
 //! records a non-zero value allocates nothing. It serializes as its [`Percentiles`].
 
 use hdrhistogram::Histogram;
+
+use crate::engine::codec::{Reader, Writer};
+use crate::engine::EngineError;
 use serde::{Serialize, Serializer};
 
 /// Significant digits kept: quantiles within 0.1%.
@@ -415,6 +418,41 @@ impl LatencyHistogram {
             p999_ps: q(0.999),
             max_ps: self.max,
         })
+    }
+}
+
+impl LatencyHistogram {
+    /// Appends everything this histogram holds (shape, zeros, extremes, counts) to `w`, for
+    /// another process to read back with [`LatencyHistogram::read_from`].
+    pub fn write_to(&self, w: &mut Writer) {
+        w.u8(self.digits);
+        w.u32(self.low);
+        w.u64(self.zeros);
+        w.u64(self.min_nonzero);
+        w.u64(self.max);
+        w.usize(self.counts.len());
+        for &c in self.counts.iter() {
+            w.u64(c);
+        }
+    }
+
+    /// Reads back what [`LatencyHistogram::write_to`] wrote: the same histogram.
+    pub fn read_from(r: &mut Reader<'_>) -> Result<LatencyHistogram, EngineError> {
+        let digits = r.u8()?;
+        let low = r.u32()?;
+        let mut h = LatencyHistogram::with_shape(digits, low);
+        h.zeros = r.u64()?;
+        h.min_nonzero = r.u64()?;
+        h.max = r.u64()?;
+        let n = r.usize()?;
+        // Counts beyond the largest index of any u64 would mean the two sides disagree.
+        if n > h.index(u64::MAX) + 1 {
+            return Err(EngineError::Failure(format!(
+                "a histogram of {n} buckets read from another process"
+            )));
+        }
+        h.counts = (0..n).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        Ok(h)
     }
 }
 

@@ -8,11 +8,10 @@ use std::fmt::Write as _;
 
 use fabemu_fabric::histogram::{LatencyHistogram, Percentiles};
 use fabemu_fabric::units::Time;
-use fabemu_switch::Switch;
 use serde::Serialize;
 
+use crate::report::facts::ActorFacts;
 use crate::report::MessageResult;
-use crate::world::{Finished, Node};
 
 /// The run's latency distributions (`null` when nothing was measured).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -25,30 +24,20 @@ pub struct Latencies {
     pub switch_queueing_delay: Option<Percentiles>,
 }
 
-/// A switch's queueing delay histogram, all its ports together (each port's own is in the
-/// JSON report under `switches[].ports[].queueing_delay`).
-fn switch_queueing(s: &Switch) -> Option<LatencyHistogram> {
-    let mut h = LatencyHistogram::coarse();
-    // `port_stats`: the kept counters lack the zero waits of frames that cut through.
-    for p in &s.port_stats() {
-        h.add(&p.queueing_delay);
-    }
-    (!h.is_empty()).then_some(h)
-}
-
-/// Gathers the distributions of a finished run; `messages` are the report's message rows.
-pub fn latencies(fin: &Finished, messages: &[MessageResult]) -> Latencies {
+/// Gathers the distributions of a finished run from its actors' facts; `messages` are the
+/// report's message rows.
+pub fn latencies(facts: &[ActorFacts], messages: &[MessageResult]) -> Latencies {
     let mut completion = LatencyHistogram::new();
     for ct in messages.iter().filter_map(|m| m.completion_time_ps) {
         completion.record(ct);
     }
     let mut packets = LatencyHistogram::new();
     let mut queueing = LatencyHistogram::new();
-    for a in &fin.output.actors {
+    for a in facts {
         match a {
-            Node::Host(h) => packets.add(&h.nic.stats.latency),
-            Node::Switch(s) => {
-                if let Some(q) = switch_queueing(s) {
+            ActorFacts::Host(h) => packets.add(&h.stats.latency),
+            ActorFacts::Switch(s) => {
+                if let Some(q) = s.queueing() {
                     queueing.add(&q);
                 }
             }

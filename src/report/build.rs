@@ -1,142 +1,159 @@
-//! Building the [`Report`] of a finished run: one pass over the messages, NICs, switches and
-//! links of the run's output, collecting the figures and the invariant violations.
+//! Building the [`Report`] of a finished run from the facts of its actors
+//! ([`super::facts`]) and the engine's counters, in named steps: the NICs and switches, the
+//! messages, the collectives, the training iteration, the run's invariants, the links, the
+//! faults. The violations are collected as the steps go, in the report's order.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use fabemu_collectives::JobRecord;
 use fabemu_fabric::units::{ByteSize, Time};
+use fabemu_topologies::Graph;
 
+use super::facts::{self, ActorFacts};
 use super::invariants::deadlock_cycle;
 use super::*;
 use crate::collective;
 use crate::scenario::Source;
-use crate::world::{Finished, Node};
+use crate::training::Schedule;
+use crate::world::Finished;
 
-/// Builds the report of a finished run.
+/// Builds the report of a finished run (the facts taken from its actors).
 pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Report {
-    let g = &fin.graph;
-    let out = &fin.output;
-    let host_name = |rank: u32| {
-        g.host_at(rank as usize)
-            .map(|id| g.node(id).name.clone())
-            .unwrap_or_else(|| format!("host{rank}"))
-    };
-    // (receiver, sender, imm) -> (delivered, data_ok)
-    let mut deliveries: HashMap<(u32, u32, u32), (Time, Option<bool>)> = HashMap::new();
-    let mut acks: HashMap<u64, Time> = HashMap::new();
-    let mut totals = Totals::default();
-    let mut nics = Vec::new();
-    let mut switches = Vec::new();
-    let mut latency_sum = 0u128;
-    let mut invalid = 0u64;
-    let mut qps_failed = 0u64;
-    let mut length_mismatches = 0u64;
-    for (id, actor) in out.actors.iter().enumerate() {
+    let facts = facts::of_all(&fin.output.actors);
+    build_from(src, fin, &facts, threads, wall)
+}
+
+/// Figures summed over the NICs and switches, before they become the report's.
+#[derive(Default)]
+struct Devices {
+    /// (receiver, sender, imm) -> (delivered, data_ok)
+    deliveries: HashMap<(u32, u32, u32), (Time, Option<bool>)>,
+    acks: HashMap<u64, Time>,
+    totals: Totals,
+    nics: Vec<NicReport>,
+    switches: Vec<SwitchReport>,
+    latency_sum: u128,
+    invalid: u64,
+    qps_failed: u64,
+    length_mismatches: u64,
+}
+
+/// A host's name by rank.
+fn host_name(g: &Graph, rank: u32) -> String {
+    g.host_at(rank as usize)
+        .map(|id| g.node(id).name.clone())
+        .unwrap_or_else(|| format!("host{rank}"))
+}
+
+/// Step 1: every NIC's and switch's counters, summed into the totals.
+fn devices(g: &Graph, facts: &[ActorFacts]) -> Devices {
+    let mut d = Devices::default();
+    for (id, actor) in facts.iter().enumerate() {
         let name = g.node(id).name.clone();
         match actor {
-            Node::Host(h) => {
+            ActorFacts::Host(h) => {
                 let rank = g.host_index(id).unwrap_or(0) as u32;
-                for r in &h.app.messages.received {
-                    deliveries.insert((rank, r.src, r.imm), (r.delivered_at, r.data_ok));
+                for r in &h.received {
+                    d.deliveries
+                        .insert((rank, r.src, r.imm), (r.delivered_at, r.data_ok));
                 }
-                for s in &h.app.messages.sends {
-                    if let Some(t) = s.acked_at {
-                        acks.insert(s.spec.tag, t);
-                    }
-                }
-                let st = &h.nic.stats;
-                totals.data_packets_sent += st.data_packets_sent;
-                totals.control_packets_sent += st.acks_sent + st.naks_sent;
-                totals.retransmitted_packets += st.retransmitted_packets;
-                totals.retransmitted_bytes += st.retransmitted_bytes;
-                totals.timeouts += st.timeouts;
-                totals.drops += st.relay_dropped + st.rx_buffer_dropped + st.blackholed;
-                totals.xoff_frames_sent += st.pause_frames_sent - st.xon_frames_sent;
-                totals.xon_frames_sent += st.xon_frames_sent;
-                totals.cnps_sent += st.cnps_sent;
-                totals.paused_time_ps += st.paused_time_ps;
-                latency_sum += st.latency_sum_ps as u128;
-                invalid += st.dropped_invalid;
-                qps_failed += st.qps_failed;
-                length_mismatches += st.length_mismatches;
+                d.acks.extend(h.acked.iter().copied());
+                let st = &h.stats;
+                let t = &mut d.totals;
+                t.data_packets_sent += st.data_packets_sent;
+                t.control_packets_sent += st.acks_sent + st.naks_sent;
+                t.retransmitted_packets += st.retransmitted_packets;
+                t.retransmitted_bytes += st.retransmitted_bytes;
+                t.timeouts += st.timeouts;
+                t.drops += st.relay_dropped + st.rx_buffer_dropped + st.blackholed;
+                t.xoff_frames_sent += st.pause_frames_sent - st.xon_frames_sent;
+                t.xon_frames_sent += st.xon_frames_sent;
+                t.cnps_sent += st.cnps_sent;
+                t.paused_time_ps += st.paused_time_ps;
+                d.latency_sum += st.latency_sum_ps as u128;
+                d.invalid += st.dropped_invalid;
+                d.qps_failed += st.qps_failed;
+                d.length_mismatches += st.length_mismatches;
                 let qp_rates = h
-                    .nic
-                    .qp_rates()
-                    .filter(|q| !q.history.samples.is_empty())
-                    .map(|q| {
-                        let h = q.history;
-                        let mut samples: Vec<[u64; 2]> =
-                            h.samples.iter().map(|(t, b)| [t.ps(), b.0]).collect();
-                        if let Some((t, b)) = h.last.filter(|l| h.samples.last() != Some(l)) {
-                            samples.push([t.ps(), b.0]);
-                        }
-                        QpRate {
-                            peer: host_name(q.peer),
-                            final_rate_bps: q.rate.map(|b| b.0),
-                            rate_changes: h.changes,
-                            cuts: h.cuts,
-                            min_rate_bps: h.min.map(|b| b.0),
-                            mean_rate_bps: h.mean_bps().map(|m| m as u64),
-                            history_samples: h.samples.len(),
-                            history_resolution_ps: h.resolution.ps(),
-                            samples,
-                        }
+                    .qp_rates
+                    .iter()
+                    .map(|q| QpRate {
+                        peer: host_name(g, q.peer),
+                        final_rate_bps: q.final_rate_bps,
+                        rate_changes: q.rate_changes,
+                        cuts: q.cuts,
+                        min_rate_bps: q.min_rate_bps,
+                        mean_rate_bps: q.mean_rate_bps,
+                        history_samples: q.history_samples,
+                        history_resolution_ps: q.history_resolution_ps,
+                        samples: q.samples.clone(),
                     })
                     .collect();
-                nics.push(NicReport {
+                d.nics.push(NicReport {
                     name,
                     stats: st.clone(),
                     qp_rates,
                 });
             }
-            Node::Switch(s) => {
-                let stats = s.stats();
-                totals.drops += s.dropped_packets()
+            ActorFacts::Switch(s) => {
+                let stats = &s.stats;
+                let t = &mut d.totals;
+                t.drops += s.dropped_packets
                     + stats.no_route
                     + stats.blackholed
                     + stats.ttl_expired
                     + stats.malformed;
-                invalid += stats.tx_refused;
-                totals.lossless_drops += stats.lossless_drops;
-                totals.xoff_frames_sent += stats.pause_frames_sent - stats.xon_frames_sent;
-                totals.xon_frames_sent += stats.xon_frames_sent;
-                totals.ecn_marked += stats.ecn_marked;
-                totals.paused_time_ps += s
-                    .port_counters()
-                    .iter()
-                    .flat_map(|p| p.priorities.iter())
-                    .map(|p| p.paused_time_ps)
-                    .sum::<u64>();
-                switches.push(SwitchReport {
+                d.invalid += stats.tx_refused;
+                t.lossless_drops += stats.lossless_drops;
+                t.xoff_frames_sent += stats.pause_frames_sent - stats.xon_frames_sent;
+                t.xon_frames_sent += stats.xon_frames_sent;
+                t.ecn_marked += stats.ecn_marked;
+                t.paused_time_ps += s.paused_time_ps;
+                d.switches.push(SwitchReport {
                     name,
-                    stats,
-                    stranded_packets: s.queued_packets(),
-                    priority_inversions: s.priority_inversions(),
+                    stats: stats.clone(),
+                    stranded_packets: s.queued_packets,
+                    priority_inversions: s.priority_inversions,
                     ports: s
-                        .port_stats()
-                        .into_iter()
-                        .zip(s.port_classes())
+                        .ports
+                        .iter()
+                        .cloned()
+                        .zip(s.classes.iter().cloned())
                         .map(|(stats, classes)| PortReport { stats, classes })
                         .collect(),
                 });
             }
         }
     }
-    let received_packets: u64 = nics.iter().map(|n| n.stats.data_packets_received).sum();
-    totals.mean_packet_latency_ps = (latency_sum / received_packets.max(1) as u128) as u64;
+    let received_packets: u64 = d.nics.iter().map(|n| n.stats.data_packets_received).sum();
+    d.totals.mean_packet_latency_ps = (d.latency_sum / received_packets.max(1) as u128) as u64;
+    d
+}
 
-    let mut violations = Vec::new();
-    let mut messages = Vec::with_capacity(fin.messages.len());
-    let mut undelivered = 0usize;
-    let mut corrupted = 0usize;
+/// Messages that did not finish and that arrived with other data.
+struct MessageCounts {
+    undelivered: usize,
+    corrupted: usize,
+}
+
+/// Step 2: every point-to-point message's result.
+fn messages(fin: &Finished, d: &mut Devices) -> (Vec<MessageResult>, MessageCounts) {
+    let g = &fin.graph;
+    let mut results = Vec::with_capacity(fin.messages.len());
+    let mut counts = MessageCounts {
+        undelivered: 0,
+        corrupted: 0,
+    };
+    let totals = &mut d.totals;
     for m in &fin.messages {
-        let d = deliveries.get(&(m.dst, m.src, m.tag as u32)).copied();
-        let acked = acks.get(&m.tag).copied();
-        let delivered = d.map(|x| x.0);
+        let got = d.deliveries.get(&(m.dst, m.src, m.tag as u32)).copied();
+        let acked = d.acks.get(&m.tag).copied();
+        let delivered = got.map(|x| x.0);
         let ct = delivered.map(|t| t.saturating_sub(m.start));
-        let data_ok = d.and_then(|x| x.1);
+        let data_ok = got.and_then(|x| x.1);
         if delivered.is_none() || acked.is_none() {
-            undelivered += 1;
+            counts.undelivered += 1;
         } else {
             let last = delivered.max(acked).map_or(0, Time::ps);
             totals.completion_time_ps = totals.completion_time_ps.max(last);
@@ -144,12 +161,12 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             totals.bytes_delivered += m.len;
         }
         if data_ok == Some(false) {
-            corrupted += 1;
+            counts.corrupted += 1;
         }
-        messages.push(MessageResult {
+        results.push(MessageResult {
             tag: m.tag,
-            src: host_name(m.src),
-            dst: host_name(m.dst),
+            src: host_name(g, m.src),
+            dst: host_name(g, m.dst),
             size_bytes: m.len,
             start_ps: m.start.ps(),
             delivered_ps: delivered.map(Time::ps),
@@ -161,21 +178,21 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             data_ok,
         });
     }
-    // Collectives: the ranks' records, by rank.
-    let mut exec_errors = Vec::new();
-    let records: Vec<Vec<&fabemu_collectives::JobRecord>> = out
-        .actors
-        .iter()
-        .filter_map(|a| match a {
-            Node::Host(h) => {
-                exec_errors.extend(h.app.collectives.errors.iter().map(|e| e.to_string()));
-                Some(h.app.collectives.records().collect())
-            }
-            Node::Switch(_) => None,
-        })
-        .collect();
-    let collectives = collective::results(&fin.collectives, &records);
-    for (j, c) in collectives.iter().enumerate() {
+    (results, counts)
+}
+
+/// Step 3: the collectives' results from the ranks' records (`records[host]`), with the
+/// violations of those that did not finish or produced wrong data.
+fn collectives(
+    src: &Source,
+    fin: &Finished,
+    records: &[Vec<&JobRecord>],
+    totals: &mut Totals,
+    violations: &mut Vec<String>,
+) -> Vec<CollectiveResult> {
+    let g = &fin.graph;
+    let results = collective::results(&fin.collectives, records);
+    for (j, c) in results.iter().enumerate() {
         let what = format!(
             "collective {j} ({} {}, {})",
             c.op,
@@ -185,7 +202,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         match c.end_ps {
             Some(end) => totals.completion_time_ps = totals.completion_time_ps.max(end),
             None => {
-                let why = if out.stats.stopped_at_limit {
+                let why = if fin.output.stats.stopped_at_limit {
                     reached_until(src)
                 } else {
                     String::new()
@@ -204,7 +221,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
                         .filter(|(_, t)| t.is_none())
                         .map(|(r, _)| match c.hosts.as_ref().and_then(|h| h.get(r)) {
                             Some(h) => format!("rank {r} ({h})"),
-                            None => format!("rank {r} ({})", host_name(r as u32)),
+                            None => format!("rank {r} ({})", host_name(g, r as u32)),
                         })
                         .collect();
                     violations.push(format!("{what}: waiting: {}", waiting.join(", ")));
@@ -215,109 +232,124 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             violations.push(format!("{what} produced {w} wrong elements"));
         }
     }
-    let training = fin.training.as_ref().map(|info| {
-        // The trace's jobs follow the scenario's collectives, numbered per host.
-        let results = collective::results_with(&info.collectives, |k, h| {
-            let j = info.job_base + info.slots.get(k).copied()?;
-            records.get(h)?.get(j).copied()
-        });
-        let scheds: Vec<Option<&fabemu_workload::RankScheduler>> = out
-            .actors
-            .iter()
-            .filter_map(|a| match a {
-                Node::Host(h) => Some(h.app.training.as_deref()),
-                Node::Switch(_) => None,
-            })
-            .collect();
-        for s in scheds.iter().flatten() {
-            exec_errors.extend(s.errors.iter().cloned());
-        }
-        crate::training::report(info, &scheds, results)
-    });
-    if let Some(t) = &training {
-        if let Some(it) = t.iteration_time_ps {
-            totals.completion_time_ps = totals.completion_time_ps.max(it);
-        }
-        for (j, c) in t.collectives.iter().enumerate() {
-            if let Some(w) = c.wrong.filter(|&w| w > 0) {
-                violations.push(format!(
-                    "training collective {j} ({} {}) produced {w} wrong elements",
-                    c.op,
-                    ByteSize(c.size_bytes)
-                ));
-            }
-        }
-        if !t.waiting.is_empty() {
-            let why = if out.stats.stopped_at_limit {
-                format!(
-                    " (the run reached `until` = {} with work pending)",
-                    src.scenario.until
-                )
-            } else {
-                " (deadlock)".to_string()
-            };
-            violations.push(format!("the training iteration did not finish{why}"));
-            violations.extend(t.waiting.iter().take(10).cloned());
-            if t.waiting.len() > 10 {
-                violations.push(format!("... and {} more", t.waiting.len() - 10));
-            }
-        }
-    }
-    let shown = exec_errors.len().min(5);
-    for e in &exec_errors[..shown] {
-        violations.push(e.clone());
-    }
-    if exec_errors.len() > shown {
-        violations.push(format!(
-            "... and {} more collective errors",
-            exec_errors.len() - shown
-        ));
-    }
-    totals.messages = fin.messages.len();
-    totals.packet_hops = out.stats.packet_hops;
-    totals.events = out.stats.events;
-    totals.simulated_time_ps = out.stats.end_time.ps();
+    results
+}
 
-    if undelivered > 0 {
-        let why = if qps_failed > 0 {
+/// Step 4: the training iteration, with its violations; the schedulers' errors join
+/// `errors`.
+fn training(
+    src: &Source,
+    fin: &Finished,
+    facts: &[ActorFacts],
+    records: &[Vec<&JobRecord>],
+    totals: &mut Totals,
+    violations: &mut Vec<String>,
+    errors: &mut Vec<String>,
+) -> Option<crate::training::TrainingReport> {
+    let info = fin.training.as_ref()?;
+    // The trace's jobs follow the scenario's collectives, numbered per host.
+    let results = collective::results_with(&info.collectives, |k, h| {
+        let j = info.job_base + info.slots.get(k).copied()?;
+        records.get(h)?.get(j).copied()
+    });
+    let scheds: Vec<Option<Schedule<'_>>> = facts
+        .iter()
+        .filter_map(ActorFacts::host)
+        .map(|h| {
+            h.training.as_ref().map(|t| Schedule {
+                nodes: &t.nodes,
+                records: &t.records,
+                unmatched: &t.unmatched,
+            })
+        })
+        .collect();
+    for h in facts.iter().filter_map(ActorFacts::host) {
+        errors.extend(h.training.iter().flat_map(|t| t.errors.iter().cloned()));
+    }
+    let t = crate::training::report(info, &scheds, results);
+    if let Some(it) = t.iteration_time_ps {
+        totals.completion_time_ps = totals.completion_time_ps.max(it);
+    }
+    for (j, c) in t.collectives.iter().enumerate() {
+        if let Some(w) = c.wrong.filter(|&w| w > 0) {
+            violations.push(format!(
+                "training collective {j} ({} {}) produced {w} wrong elements",
+                c.op,
+                ByteSize(c.size_bytes)
+            ));
+        }
+    }
+    if !t.waiting.is_empty() {
+        let why = if fin.output.stats.stopped_at_limit {
             format!(
-                " ({qps_failed} queue pairs gave up after {} retransmission timeouts in a row)",
-                src.scenario.nic.retry_limit
+                " (the run reached `until` = {} with work pending)",
+                src.scenario.until
             )
-        } else if out.stats.halted_at.is_some() {
+        } else {
+            " (deadlock)".to_string()
+        };
+        violations.push(format!("the training iteration did not finish{why}"));
+        violations.extend(t.waiting.iter().take(10).cloned());
+        if t.waiting.len() > 10 {
+            violations.push(format!("... and {} more", t.waiting.len() - 10));
+        }
+    }
+    Some(t)
+}
+
+/// Step 5: the run's own invariants, after those of the collectives and the training.
+fn run_violations(
+    src: &Source,
+    fin: &Finished,
+    facts: &[ActorFacts],
+    d: &Devices,
+    counts: &MessageCounts,
+    violations: &mut Vec<String>,
+) {
+    let stats = &fin.output.stats;
+    if counts.undelivered > 0 {
+        let why = if d.qps_failed > 0 {
+            format!(
+                " ({} queue pairs gave up after {} retransmission timeouts in a row)",
+                d.qps_failed, src.scenario.nic.retry_limit
+            )
+        } else if stats.halted_at.is_some() {
             " (the run was stopped by a PFC deadlock)".to_string()
-        } else if out.stats.stopped_at_limit {
+        } else if stats.stopped_at_limit {
             reached_until(src)
         } else {
             String::new()
         };
         violations.push(format!(
-            "{undelivered} of {} messages never finished{why}",
+            "{} of {} messages never finished{why}",
+            counts.undelivered,
             fin.messages.len()
         ));
     }
     if !violations.is_empty() {
-        violations.extend(crate::faults::failed_hosts(src, g));
+        violations.extend(crate::faults::failed_hosts(src, &fin.graph));
     }
-    if corrupted > 0 {
+    if counts.corrupted > 0 {
         violations.push(format!(
-            "{corrupted} messages arrived with data different from what was sent"
+            "{} messages arrived with data different from what was sent",
+            counts.corrupted
         ));
     }
-    if length_mismatches > 0 {
+    if d.length_mismatches > 0 {
         violations.push(format!(
-            "{length_mismatches} messages arrived with a length different from the one announced"
+            "{} messages arrived with a length different from the one announced",
+            d.length_mismatches
         ));
     }
-    if totals.lossless_drops > 0 {
+    if d.totals.lossless_drops > 0 {
         violations.push(format!(
             "{} frames were dropped on lossless priorities (PFC headroom too small, or a \
              neighbour that does not honour pause frames)",
-            totals.lossless_drops
+            d.totals.lossless_drops
         ));
     }
-    if let Some(at) = out.stats.halted_at {
-        violations.push(match deadlock_cycle(fin) {
+    if let Some(at) = stats.halted_at {
+        violations.push(match deadlock_cycle(&fin.graph, facts) {
             Some(cycle) => format!("PFC deadlock detected at {at}: {cycle}"),
             None => format!(
                 "the run was stopped at {at}: a switch found egress queues paused with frames \
@@ -325,24 +357,25 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             ),
         });
     }
-    if src.scenario.lossless && totals.drops > 0 {
+    if src.scenario.lossless && d.totals.drops > 0 {
         violations.push(format!(
             "the scenario is lossless but {} frames were dropped",
-            totals.drops
+            d.totals.drops
         ));
     }
-    if invalid > 0 {
+    if d.invalid > 0 {
         violations.push(format!(
-            "{invalid} frames were lost inside fabemu (unroutable at a host, malformed, or refused by a port)"
+            "{} frames were lost inside fabemu (unroutable at a host, malformed, or refused by a port)",
+            d.invalid
         ));
     }
+}
 
-    let end = if totals.completion_time_ps > 0 {
-        totals.completion_time_ps
-    } else {
-        out.stats.end_time.ps()
-    }
-    .max(1) as f64;
+/// Step 6: every link's two directions, and the links by class; `end` is the time
+/// utilization is measured over (ps).
+fn links(fin: &Finished, end: f64) -> (Vec<LinkReport>, Vec<ClassUsage>) {
+    let g = &fin.graph;
+    let out = &fin.output;
     let links = g
         .links()
         .iter()
@@ -403,42 +436,109 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             utilization: bytes as f64 * 8.0 / (cap.max(1) as f64 * end / 1e12),
         });
     }
+    (links, link_classes)
+}
 
-    let secs = wall.as_secs_f64().max(1e-9);
-    let latency = crate::observe::histograms::latencies(fin, &messages);
-    let blackholed: Vec<(String, u64)> = switches
+/// Step 7: the faults section, with what the NICs measured of them: messages in flight and
+/// delayed per entry (summed), and every loss recovery with the host that made it.
+fn faults(
+    src: &Source,
+    fin: &Finished,
+    facts: &[ActorFacts],
+    d: &Devices,
+) -> Option<crate::faults::FaultsReport> {
+    let g = &fin.graph;
+    let blackholed: Vec<(String, u64)> = d
+        .switches
         .iter()
         .map(|s| (s.name.clone(), s.stats.blackholed))
-        .chain(nics.iter().map(|n| (n.name.clone(), n.stats.blackholed)))
+        .chain(d.nics.iter().map(|n| (n.name.clone(), n.stats.blackholed)))
         .collect();
-    // What the NICs measured of the faults: messages in flight and delayed per entry (summed),
-    // and every loss recovery with the host that made it.
     let mut watched: Vec<(u64, u64)> = Vec::new();
     let mut recoveries = Vec::new();
-    for (id, actor) in out.actors.iter().enumerate() {
-        if let (Node::Host(h), Some(rank)) = (actor, g.host_index(id)) {
-            if let Some(w) = h.nic.fault_watch() {
-                for (k, (a, b)) in w.message_counts().into_iter().enumerate() {
-                    if watched.len() <= k {
-                        watched.resize(k + 1, (0, 0));
-                    }
-                    watched[k].0 += a;
-                    watched[k].1 += b;
+    for (id, actor) in facts.iter().enumerate() {
+        let (Some(h), Some(rank)) = (actor.host(), g.host_index(id)) else {
+            continue;
+        };
+        if let Some(w) = &h.watch {
+            for (k, &(a, b)) in w.messages.iter().enumerate() {
+                if watched.len() <= k {
+                    watched.resize(k + 1, (0, 0));
                 }
-                recoveries.extend(w.recoveries().into_iter().map(|r| (rank as u32, r)));
+                watched[k].0 += a;
+                watched[k].1 += b;
             }
+            recoveries.extend(w.recoveries.iter().map(|&r| (rank as u32, r)));
         }
     }
-    let faults = crate::faults::FaultsReport::build(
+    crate::faults::FaultsReport::build(
         src,
         g,
-        &out.faults,
+        &fin.output.faults,
         &crate::faults::Measured {
             messages: &watched,
             recoveries: &recoveries,
         },
         &blackholed,
+    )
+}
+
+/// Builds the report of a finished run from the facts of its actors (`facts[actor id]`), the
+/// same whichever process ran each actor.
+pub fn build_from(
+    src: &Source,
+    fin: &Finished,
+    facts: &[ActorFacts],
+    threads: usize,
+    wall: Duration,
+) -> Report {
+    let g = &fin.graph;
+    let out = &fin.output;
+    let mut d = devices(g, facts);
+    let (messages, counts) = messages(fin, &mut d);
+    // Collectives: the ranks' records, by rank; their errors first among the executors'.
+    let hosts: Vec<_> = facts.iter().filter_map(ActorFacts::host).collect();
+    let records: Vec<Vec<&JobRecord>> = hosts.iter().map(|h| h.jobs.iter().collect()).collect();
+    let mut exec_errors: Vec<String> = hosts
+        .iter()
+        .flat_map(|h| h.collective_errors.iter().cloned())
+        .collect();
+    let mut violations = Vec::new();
+    let collectives = collectives(src, fin, &records, &mut d.totals, &mut violations);
+    let training = training(
+        src,
+        fin,
+        facts,
+        &records,
+        &mut d.totals,
+        &mut violations,
+        &mut exec_errors,
     );
+    let shown = exec_errors.len().min(5);
+    violations.extend(exec_errors[..shown].iter().cloned());
+    if exec_errors.len() > shown {
+        violations.push(format!(
+            "... and {} more collective errors",
+            exec_errors.len() - shown
+        ));
+    }
+    let totals = &mut d.totals;
+    totals.messages = fin.messages.len();
+    totals.packet_hops = out.stats.packet_hops;
+    totals.events = out.stats.events;
+    totals.simulated_time_ps = out.stats.end_time.ps();
+    run_violations(src, fin, facts, &d, &counts, &mut violations);
+
+    let end = if d.totals.completion_time_ps > 0 {
+        d.totals.completion_time_ps
+    } else {
+        out.stats.end_time.ps()
+    }
+    .max(1) as f64;
+    let (links, link_classes) = links(fin, end);
+    let latency = crate::observe::histograms::latencies(facts, &messages);
+    let faults = faults(src, fin, facts, &d);
+    let secs = wall.as_secs_f64().max(1e-9);
     Report {
         interrupted: out.cancelled,
         fabemu_version: env!("CARGO_PKG_VERSION"),
@@ -456,10 +556,10 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
         messages,
         collectives,
         link_classes,
-        totals,
+        totals: d.totals,
         links,
-        nics,
-        switches,
+        nics: d.nics,
+        switches: d.switches,
         training,
         faults,
         flow_limits: fin.flow_limits.clone(),
@@ -478,6 +578,7 @@ pub fn build(src: &Source, fin: &Finished, threads: usize, wall: Duration) -> Re
             events_per_second: out.stats.events as f64 / secs,
             packet_hops_per_second: out.stats.packet_hops as f64 / secs,
         },
+        mpi: None,
     }
 }
 

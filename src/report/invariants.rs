@@ -1,31 +1,24 @@
 //! Invariant checks that need more than a counter: finding the cycle of paused ports behind a
 //! PFC deadlock, so that the violation names it.
 
-use crate::world::{Finished, Node};
+use fabemu_topologies::Graph;
+
+use super::facts::ActorFacts;
 
 /// The cycle of paused ports when a PFC deadlock stopped the run: switch A points at switch B
 /// when one of A's egress ports toward B is paused and holds frames. Returns the first cycle
 /// found (in node order) as `A port p -> B port q -> ... -> A (priority 3)`.
-pub(super) fn deadlock_cycle(fin: &Finished) -> Option<String> {
-    let g = &fin.graph;
-    let n = fin.output.actors.len();
+pub(super) fn deadlock_cycle(g: &Graph, facts: &[ActorFacts]) -> Option<String> {
+    let n = facts.len();
     // blocked[a] = (port, peer, priorities) of a's egress ports paused with frames queued.
     let mut blocked: Vec<Vec<(usize, usize, u8)>> = vec![Vec::new(); n];
-    for (a, actor) in fin.output.actors.iter().enumerate() {
-        let Node::Switch(sw) = actor else { continue };
-        let stalled = sw.stalled();
-        for (port, info) in g.ports(a).iter().enumerate() {
-            let mut prios = 0u8;
-            for p in 0..8u8 {
-                if sw.paused(port) & (1 << p) != 0 && sw.mmu().egress_bytes(port, p) > 0 {
-                    prios |= 1 << p;
-                }
-            }
-            for q in stalled.iter().filter(|q| q.port == port) {
-                prios |= 1 << q.priority;
-            }
-            if prios != 0 {
-                blocked[a].push((port, info.peer, prios));
+    for (a, actor) in facts.iter().enumerate() {
+        let ActorFacts::Switch(sw) = actor else {
+            continue;
+        };
+        for b in &sw.blocked {
+            if let Some(info) = g.ports(a).get(b.port) {
+                blocked[a].push((b.port, info.peer, b.priorities));
             }
         }
     }

@@ -1,13 +1,16 @@
 //! What a run reports: the JSON report (every figure, units in field names), the readable
 //! summary, and the invariant checks that decide exit code 3.
 //!
-//! Everything outside the top-level `"host"` object is a function of the scenario and seed
-//! only; `"host"` holds what depends on the machine and the thread count.
+//! Everything outside the top-level `"host"` and `"mpi"` objects is a function of the scenario
+//! and seed only; `"host"` holds what depends on the machine and the thread count, `"mpi"` how
+//! a run over MPI ranks shared the work.
 //!
 //! The schema (the serde structs below) lives in this file; `build.rs` turns a finished run
 //! into a [`Report`] (and collects the invariant violations as it goes), `invariants.rs` holds
 //! the checks that need more than a counter (the PFC deadlock cycle), and `summary.rs` renders
-//! the text summary.
+//! the text summary. The builder reads no actor: it reads the facts `facts.rs` takes of each
+//! actor at the end of the run, which `wire.rs` carries between the processes of a run over
+//! MPI ranks.
 
 use fabemu_fabric::host::HostStats;
 use fabemu_switch::egress::ClassReport;
@@ -18,10 +21,12 @@ use crate::collective::CollectiveResult;
 use crate::scenario::{Fidelity, Mode};
 
 mod build;
+pub mod facts;
 mod invariants;
 mod summary;
+pub mod wire;
 
-pub use self::build::build;
+pub use self::build::{build, build_from};
 pub use self::summary::{rate, summary};
 
 /// The whole report.
@@ -69,6 +74,34 @@ pub struct Report {
     pub latency: crate::observe::histograms::Latencies,
     /// Machine- and thread-dependent figures (excluded from determinism comparisons).
     pub host: HostInfo,
+    /// How a run over MPI ranks shared the work (absent on threads; with `host`, the only
+    /// part of the report that differs between the two).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<MpiInfo>,
+}
+
+/// How a run over MPI ranks shared the work.
+#[derive(Debug, Serialize)]
+pub struct MpiInfo {
+    /// Ranks.
+    pub ranks: usize,
+    /// Threads per rank.
+    pub threads_per_rank: usize,
+    /// `groups`: whole groups of the fabric (pods, leaves with their hosts, slices of the
+    /// last dimension) per rank; `engine`: the engine's partitions cut into blocks.
+    pub placement: &'static str,
+    /// Partitions, all ranks together.
+    pub partitions: usize,
+    /// Window length (the lookahead, ps).
+    pub lookahead_ps: u64,
+    /// Windows run.
+    pub windows: u64,
+    /// Frames sent from one rank to another, in all.
+    pub frames_crossing_ranks: u64,
+    /// The same per window.
+    pub frames_crossing_ranks_per_window: f64,
+    /// Events per window, all ranks together.
+    pub events_per_window: f64,
 }
 
 /// The scenario's identity.

@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fabemu_workload::scheduler::{Action, RankScheduler, Stream};
+use fabemu_workload::scheduler::{Action, Stream};
+
+use super::Schedule;
 use serde::Serialize;
 
 use super::TrainingInfo;
@@ -86,7 +88,7 @@ fn generic_name(name: &str) -> String {
 /// Follows the critical path back from the last node of `host` (see [`CriticalPath`]).
 pub(super) fn critical_path(
     info: &TrainingInfo,
-    scheds: &[Option<&RankScheduler>],
+    scheds: &[Option<Schedule<'_>>],
     host: usize,
     sender_of: &BTreeMap<(usize, usize), (usize, usize)>,
 ) -> Option<CriticalPath> {
@@ -265,7 +267,7 @@ fn by_name(steps: &[PathStep]) -> Vec<PathGroup> {
 /// Per (host, job), the node that runs it; per (host, job), the collective's member hosts.
 fn jobs_and_members<'a>(
     info: &'a TrainingInfo,
-    scheds: &[Option<&RankScheduler>],
+    scheds: &[Option<Schedule<'_>>],
 ) -> (JobNodes, JobMembers<'a>) {
     // Per host, the node of each job; per (host, job), the collective's member hosts.
     let mut job_node: BTreeMap<(usize, usize), usize> = BTreeMap::new();

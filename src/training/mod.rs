@@ -41,7 +41,7 @@ pub use critical_path::{CriticalPath, PathGroup, PathStep};
 pub use perfetto::perfetto_trace;
 pub use report::{
     report, Breakdown, CommKinds, GroupStats, KindExposed, KindStats, ModelMetrics, RankBreakdown,
-    TrainingReport, KIND_ORDER,
+    Schedule, TrainingReport, KIND_ORDER,
 };
 pub use summary::summary;
 

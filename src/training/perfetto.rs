@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use fabemu_workload::scheduler::{Action, RankScheduler, Stream};
+use fabemu_workload::scheduler::{Action, Stream};
+
+use super::Schedule;
 
 /// The iteration as a Chrome / Perfetto trace (`trace.json`, opens in ui.perfetto.dev): a
 /// process per rank with a `compute` track and as many `comm` tracks as communication
@@ -16,12 +18,17 @@ use fabemu_workload::scheduler::{Action, RankScheduler, Stream};
 /// and hidden communication, and a pipeline bubble shows as a gap in compute and a `wait`.
 pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
     let info = fin.training.as_ref()?;
-    let scheds: Vec<Option<&RankScheduler>> = fin
+    let scheds: Vec<Option<Schedule<'_>>> = fin
         .output
         .actors
         .iter()
         .filter_map(|a| match a {
-            crate::world::Node::Host(h) => Some(h.app.training.as_deref()),
+            crate::world::Node::Host(h) => Some(h.app.training.as_deref().map(|s| Schedule {
+                nodes: s.nodes(),
+                records: s.records(),
+                // The trace does not show messages no receive took.
+                unmatched: &[],
+            })),
             crate::world::Node::Switch(_) => None,
         })
         .collect();
@@ -90,7 +97,7 @@ pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
                 "args": {"name": "cpu"}
             }));
         }
-        let recv_posts = super::report::receive_posts(ri.host, s, &posted);
+        let recv_posts = super::report::receive_posts(ri.host, &s, &posted);
         for (i, (n, rec)) in s.nodes().iter().zip(s.records()).enumerate() {
             let (Some(mut a), Some(b)) = (rec.start.map(|t| t.ps()), rec.end.map(|t| t.ps()))
             else {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use fabemu_fabric::units::Time;
-use fabemu_workload::scheduler::{Action, RankScheduler, TAG_MASK};
+use fabemu_workload::scheduler::{self, Action, NodeRecord, SchedNode, TAG_MASK};
 use serde::Serialize;
 
 use super::critical_path::{critical_path, CriticalPath};
@@ -252,11 +252,51 @@ fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
     total
 }
 
+/// A training rank's schedule and when each of its nodes ran: what the report reads of a
+/// finished scheduler, whether taken from the scheduler itself or from facts gathered from
+/// another process.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule<'a> {
+    /// The nodes, as built.
+    pub nodes: &'a [SchedNode],
+    /// Per node, when it became ready, started and ended.
+    pub records: &'a [NodeRecord],
+    /// Messages that arrived and no receive took: `(src host, tag bits, bytes)`.
+    pub unmatched: &'a [(u32, u64, u64)],
+}
+
+impl<'a> Schedule<'a> {
+    /// The nodes.
+    pub fn nodes(&self) -> &'a [SchedNode] {
+        self.nodes
+    }
+    /// Per node, when it ran.
+    pub fn records(&self) -> &'a [NodeRecord] {
+        self.records
+    }
+    /// Messages that arrived and no receive took.
+    pub fn unmatched_messages(&self) -> &'a [(u32, u64, u64)] {
+        self.unmatched
+    }
+    /// Nodes that never finished.
+    fn unfinished(&self) -> usize {
+        self.records.iter().filter(|r| r.end.is_none()).count()
+    }
+    /// Nodes that never finished, with what each waits for.
+    fn waiting(&self) -> Vec<(u64, String)> {
+        scheduler::waiting(self.nodes, self.records)
+    }
+    /// Ids of the send nodes to `dst` with `tag`, in the order posted.
+    fn sends_to(&self, dst: u32, tag: u64) -> Vec<u64> {
+        scheduler::sends_to(self.nodes, self.records, dst, tag)
+    }
+}
+
 /// The training section from the finished schedulers (`scheds[host]`) and the collective
 /// results of the trace's jobs.
 pub fn report(
     info: &TrainingInfo,
-    scheds: &[Option<&RankScheduler>],
+    scheds: &[Option<Schedule<'_>>],
     collectives: Vec<collective::CollectiveResult>,
 ) -> TrainingReport {
     let (finishes, complete, waiting) = finishes_and_waits(info, scheds);
@@ -276,7 +316,7 @@ pub fn report(
         let Some(s) = scheds.get(ri.host).copied().flatten() else {
             continue;
         };
-        let (b, exposed) = rank_breakdown(ri.host, s, &posted, horizon, &mut sender_of, &kinds);
+        let (b, exposed) = rank_breakdown(ri.host, &s, &posted, horizon, &mut sender_of, &kinds);
         for k in &exposed {
             *by_kind.entry(k.kind).or_default() += k.exposed_ps;
         }
@@ -352,7 +392,7 @@ pub fn report(
 /// what the ranks that did not were waiting for.
 fn finishes_and_waits(
     info: &TrainingInfo,
-    scheds: &[Option<&RankScheduler>],
+    scheds: &[Option<Schedule<'_>>],
 ) -> (Vec<Time>, bool, Vec<String>) {
     let mut finishes = Vec::new();
     let mut complete = true;
@@ -387,7 +427,7 @@ fn finishes_and_waits(
                 }
             ));
         }
-        for (src, tag, len) in s.unmatched_messages() {
+        for &(src, tag, len) in s.unmatched_messages() {
             let sender = info.ranks.iter().position(|x| x.host == src as usize);
             let sends = sender
                 .and_then(|p| scheds.get(info.ranks[p].host).copied().flatten())
@@ -417,7 +457,7 @@ fn finishes_and_waits(
 /// When each message was posted, per (src, dst, tag): a receive communicates from then on;
 /// before, its rank only waits for the peer (a pipeline bubble), which is idle time. With
 /// each post, the send node (for the critical path's waits across ranks).
-pub(super) fn sends_posted(scheds: &[Option<&RankScheduler>]) -> Posted {
+pub(super) fn sends_posted(scheds: &[Option<Schedule<'_>>]) -> Posted {
     let mut posted = Posted::new();
     for (h, s) in scheds.iter().enumerate() {
         let Some(s) = s else { continue };
@@ -446,7 +486,7 @@ pub(super) type Posted = BTreeMap<(u32, u32, u64), Vec<(u64, usize)>>;
 /// only waits.
 pub(super) fn receive_posts(
     host: usize,
-    s: &RankScheduler,
+    s: &Schedule<'_>,
     posted: &Posted,
 ) -> BTreeMap<usize, (u64, usize, usize)> {
     let mut out = BTreeMap::new();
@@ -475,7 +515,7 @@ pub(super) fn receive_posts(
 /// receives took in `sender_of`.
 fn rank_breakdown(
     host: usize,
-    s: &RankScheduler,
+    s: &Schedule<'_>,
     posted: &Posted,
     horizon: u64,
     sender_of: &mut BTreeMap<(usize, usize), (usize, usize)>,
@@ -605,7 +645,7 @@ fn collective_stats(
 /// or the one iteration time.
 fn iteration_times(
     info: &TrainingInfo,
-    scheds: &[Option<&RankScheduler>],
+    scheds: &[Option<Schedule<'_>>],
     iteration: Option<Time>,
 ) -> Vec<u64> {
     match iteration {

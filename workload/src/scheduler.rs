@@ -181,19 +181,7 @@ impl RankScheduler {
 
     /// Ids of the send nodes to `dst` with `tag` (modulo 2^30), in the order posted.
     pub fn sends_to(&self, dst: u32, tag: u64) -> Vec<u64> {
-        let mut v: Vec<(Time, u64)> = self
-            .nodes
-            .iter()
-            .zip(&self.records)
-            .filter_map(|(n, r)| match n.action {
-                Action::Send { dst: d, tag: t, .. } if d == dst && t & TAG_MASK == tag => {
-                    r.start.map(|s| (s, n.id))
-                }
-                _ => None,
-            })
-            .collect();
-        v.sort();
-        v.into_iter().map(|(_, id)| id).collect()
+        sends_to(&self.nodes, &self.records, dst, tag)
     }
 
     /// Starts the nodes without parents.
@@ -381,31 +369,54 @@ impl RankScheduler {
 
     /// Nodes that never finished, with what each waits for.
     pub fn waiting(&self) -> Vec<(u64, String)> {
-        let mut out = Vec::new();
-        for (n, r) in self.nodes.iter().zip(&self.records) {
-            if r.end.is_some() {
-                continue;
-            }
-            let why = match (&n.action, r.ready, r.start) {
-                // Only the frontier: a node whose parents never finished is blocked by them.
-                (_, None, _) => continue,
-                (Action::Recv { src, tag, .. }, _, _) => {
-                    format!("receive from host {src} tag {tag}: no message came")
-                }
-                (Action::Send { dst, tag, .. }, _, _) => {
-                    format!("send to host {dst} tag {tag}: not acknowledged")
-                }
-                (Action::Collective(_), _, _) => "collective not finished".to_string(),
-                (Action::Compute(..), _, None) => "compute waiting for the stream".to_string(),
-                (Action::Compute(..) | Action::Delay(_), _, _) => "running".to_string(),
-            };
-            out.push((n.id, why));
-        }
-        out
+        waiting(&self.nodes, &self.records)
     }
 
     /// Nodes that never finished (blocked ones included).
     pub fn unfinished(&self) -> usize {
         self.records.iter().filter(|r| r.end.is_none()).count()
     }
+}
+
+/// Of a rank's `nodes` and their `records`: ids of the send nodes to `dst` with `tag` (modulo
+/// 2^30), in the order posted.
+pub fn sends_to(nodes: &[SchedNode], records: &[NodeRecord], dst: u32, tag: u64) -> Vec<u64> {
+    let mut v: Vec<(Time, u64)> = nodes
+        .iter()
+        .zip(records)
+        .filter_map(|(n, r)| match n.action {
+            Action::Send { dst: d, tag: t, .. } if d == dst && t & TAG_MASK == tag => {
+                r.start.map(|s| (s, n.id))
+            }
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Of a rank's `nodes` and their `records`: nodes that never finished, with what each waits
+/// for.
+pub fn waiting(nodes: &[SchedNode], records: &[NodeRecord]) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    for (n, r) in nodes.iter().zip(records) {
+        if r.end.is_some() {
+            continue;
+        }
+        let why = match (&n.action, r.ready, r.start) {
+            // Only the frontier: a node whose parents never finished is blocked by them.
+            (_, None, _) => continue,
+            (Action::Recv { src, tag, .. }, _, _) => {
+                format!("receive from host {src} tag {tag}: no message came")
+            }
+            (Action::Send { dst, tag, .. }, _, _) => {
+                format!("send to host {dst} tag {tag}: not acknowledged")
+            }
+            (Action::Collective(_), _, _) => "collective not finished".to_string(),
+            (Action::Compute(..), _, None) => "compute waiting for the stream".to_string(),
+            (Action::Compute(..) | Action::Delay(_), _, _) => "running".to_string(),
+        };
+        out.push((n.id, why));
+    }
+    out
 }

@@ -47,6 +47,23 @@ impl Writer {
     pub fn bool(&mut self, v: bool) {
         self.u8(u8::from(v));
     }
+    /// Appends a time (ps).
+    pub fn time(&mut self, v: Time) {
+        self.u64(v.ps());
+    }
+    /// Appends an optional `u64` (a presence flag, then the value).
+    pub fn opt_u64(&mut self, v: Option<u64>) {
+        self.bool(v.is_some());
+        self.u64(v.unwrap_or(0));
+    }
+    /// Appends an optional time.
+    pub fn opt_time(&mut self, v: Option<Time>) {
+        self.opt_u64(v.map(Time::ps));
+    }
+    /// Appends a string (its UTF-8 bytes, length-prefixed).
+    pub fn str(&mut self, v: &str) {
+        self.bytes(v.as_bytes());
+    }
     /// Appends the length of `v`, then `v`.
     pub fn bytes(&mut self, v: &[u8]) {
         self.usize(v.len());
@@ -99,6 +116,10 @@ impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
         Reader { rest: buf }
     }
+    /// Bytes left to read.
+    pub fn remaining(&self) -> usize {
+        self.rest.len()
+    }
     /// True when everything was read.
     pub fn is_empty(&self) -> bool {
         self.rest.is_empty()
@@ -139,6 +160,24 @@ impl<'a> Reader<'a> {
     /// Reads a `bool`.
     pub fn bool(&mut self) -> Result<bool, EngineError> {
         Ok(self.u8()? != 0)
+    }
+    /// Reads a time written by [`Writer::time`].
+    pub fn time(&mut self) -> Result<Time, EngineError> {
+        Ok(Time(self.u64()?))
+    }
+    /// Reads an optional `u64` written by [`Writer::opt_u64`].
+    pub fn opt_u64(&mut self) -> Result<Option<u64>, EngineError> {
+        let some = self.bool()?;
+        let v = self.u64()?;
+        Ok(some.then_some(v))
+    }
+    /// Reads an optional time written by [`Writer::opt_time`].
+    pub fn opt_time(&mut self) -> Result<Option<Time>, EngineError> {
+        Ok(self.opt_u64()?.map(Time))
+    }
+    /// Reads a string written by [`Writer::str`].
+    pub fn string(&mut self) -> Result<String, EngineError> {
+        String::from_utf8(self.bytes()?.to_vec()).map_err(|_| short())
     }
     /// Reads a length-prefixed byte string.
     pub fn bytes(&mut self) -> Result<&'a [u8], EngineError> {
