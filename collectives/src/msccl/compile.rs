@@ -2,7 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{err, Buffer, Gpu, Loc, Msccl, MscclError, StepType, MAX_CHECK_CHUNKS};
+use super::{
+    err, Buffer, Gpu, Loc, MStep, Msccl, MscclError, StepType, ThreadBlock, MAX_CHECK_CHUNKS,
+};
 use crate::chunk::ChunkRange;
 use crate::data::input_value;
 use crate::interpret::{run_local, RunError};
@@ -119,41 +121,9 @@ impl Msccl {
                 Collective::ReduceScatter => (c, 0, block, r * block),
                 _ => (c, 0, c, 0),
             };
-            if gpu.i_chunks != i_chunks {
-                return Err(err(
-                    &gpu.at,
-                    format!(
-                        "i_chunks is {}; {} with nchunksperloop {c} on {n} ranks has {i_chunks} \
-                         input chunks",
-                        gpu.i_chunks,
-                        op.key()
-                    ),
-                ));
-            }
+            self.check_buffer_sizes(gpu, op, i_chunks, o_chunks)?;
             // In place (or no output buffer declared), `o` is the input's global view.
             let separate_o = !self.inplace && gpu.o_chunks != 0;
-            if gpu.o_chunks != 0 && gpu.o_chunks != o_chunks {
-                return Err(err(
-                    &gpu.at,
-                    format!(
-                        "o_chunks is {}; {} with nchunksperloop {c} on {n} ranks has \
-                         {o_chunks} output chunks",
-                        gpu.o_chunks,
-                        op.key()
-                    ),
-                ));
-            }
-            if gpu.o_chunks == 0 && !self.inplace {
-                // Not in place and no output buffer: only an algorithm that never touches `o`
-                // could mean that; treat `o` as the input's view, as in place.
-                let uses_o = gpu.tbs.iter().flat_map(|t| &t.steps).any(|s| {
-                    (s.kind.reads_src() && s.src.0 == Buffer::Output)
-                        || (s.kind.writes_dst() && s.dst.0 == Buffer::Output)
-                });
-                if uses_o {
-                    return Err(err(&gpu.at, "steps use buffer `o` but o_chunks is 0"));
-                }
-            }
             // Layout (elements): global [0, count), own output region, scratch, temporaries.
             // All-To-All's output is [count, 2 count) by the IR's convention, so its output
             // region always exists.
@@ -217,103 +187,7 @@ impl Msccl {
                 }
                 let src = view(st.src, st.cnt);
                 let dst = view(st.dst, st.cnt);
-                let (sp, rp, ch) = (t.send.unwrap_or(0), t.recv.unwrap_or(0), t.chan);
-                let mut seq: Vec<StepKind> = Vec::new();
-                let copy_into_dst = |seq: &mut Vec<StepKind>| -> Result<(), MscclError> {
-                    if src != dst {
-                        if src.overlaps(dst) {
-                            return Err(err(&st.at, "src and dst chunks overlap"));
-                        }
-                        seq.push(StepKind::Copy {
-                            src,
-                            dst,
-                            reduce: false,
-                        });
-                    }
-                    Ok(())
-                };
-                match st.kind {
-                    StepType::Nop => {}
-                    StepType::Send => seq.push(StepKind::Send {
-                        peer: sp,
-                        chunk: src,
-                        channel: ch,
-                    }),
-                    StepType::Recv => seq.push(StepKind::Recv {
-                        peer: rp,
-                        chunk: dst,
-                        reduce: false,
-                        channel: ch,
-                    }),
-                    StepType::RecvReduceCopy => {
-                        copy_into_dst(&mut seq)?;
-                        seq.push(StepKind::Recv {
-                            peer: rp,
-                            chunk: dst,
-                            reduce: true,
-                            channel: ch,
-                        });
-                    }
-                    StepType::RecvCopySend => {
-                        seq.push(StepKind::Recv {
-                            peer: rp,
-                            chunk: dst,
-                            reduce: false,
-                            channel: ch,
-                        });
-                        seq.push(StepKind::Send {
-                            peer: sp,
-                            chunk: dst,
-                            channel: ch,
-                        });
-                    }
-                    StepType::RecvReduceCopySend => {
-                        copy_into_dst(&mut seq)?;
-                        seq.push(StepKind::Recv {
-                            peer: rp,
-                            chunk: dst,
-                            reduce: true,
-                            channel: ch,
-                        });
-                        seq.push(StepKind::Send {
-                            peer: sp,
-                            chunk: dst,
-                            channel: ch,
-                        });
-                    }
-                    StepType::RecvReduceSend => {
-                        let temp = ChunkRange::new(next_temp, st.cnt * len);
-                        next_temp += st.cnt * len;
-                        seq.push(StepKind::Copy {
-                            src,
-                            dst: temp,
-                            reduce: false,
-                        });
-                        seq.push(StepKind::Recv {
-                            peer: rp,
-                            chunk: temp,
-                            reduce: true,
-                            channel: ch,
-                        });
-                        seq.push(StepKind::Send {
-                            peer: sp,
-                            chunk: temp,
-                            channel: ch,
-                        });
-                    }
-                    StepType::Copy => copy_into_dst(&mut seq)?,
-                    // dst = dst (op) src, on this rank.
-                    StepType::Reduce => {
-                        if src.overlaps(dst) {
-                            return Err(err(&st.at, "src and dst chunks overlap"));
-                        }
-                        seq.push(StepKind::Copy {
-                            src,
-                            dst,
-                            reduce: true,
-                        });
-                    }
-                }
+                let seq = ir_kinds(st, t, src, dst, len, &mut next_temp)?;
                 if seq.is_empty() {
                     // Nothing to run (a nop, a copy onto itself): later steps wait for what
                     // this one waited for.
@@ -342,6 +216,53 @@ impl Msccl {
             out.push((b.finish(), origin));
         }
         Ok(out)
+    }
+
+    /// `gpu`'s declared input and output sizes against what `op` has: `i_chunks` input and
+    /// `o_chunks` output chunks; no steps on `o` where it has none.
+    fn check_buffer_sizes(
+        &self,
+        gpu: &Gpu,
+        op: Collective,
+        i_chunks: usize,
+        o_chunks: usize,
+    ) -> Result<(), MscclError> {
+        let n = self.gpus.len();
+        let c = self.nchunksperloop;
+        if gpu.i_chunks != i_chunks {
+            return Err(err(
+                &gpu.at,
+                format!(
+                    "i_chunks is {}; {} with nchunksperloop {c} on {n} ranks has {i_chunks} \
+                     input chunks",
+                    gpu.i_chunks,
+                    op.key()
+                ),
+            ));
+        }
+        if gpu.o_chunks != 0 && gpu.o_chunks != o_chunks {
+            return Err(err(
+                &gpu.at,
+                format!(
+                    "o_chunks is {}; {} with nchunksperloop {c} on {n} ranks has \
+                     {o_chunks} output chunks",
+                    gpu.o_chunks,
+                    op.key()
+                ),
+            ));
+        }
+        if gpu.o_chunks == 0 && !self.inplace {
+            // Not in place and no output buffer: only an algorithm that never touches `o`
+            // could mean that; treat `o` as the input's view, as in place.
+            let uses_o = gpu.tbs.iter().flat_map(|t| &t.steps).any(|s| {
+                (s.kind.reads_src() && s.src.0 == Buffer::Output)
+                    || (s.kind.writes_dst() && s.dst.0 == Buffer::Output)
+            });
+            if uses_o {
+                return Err(err(&gpu.at, "steps use buffer `o` but o_chunks is 0"));
+            }
+        }
+        Ok(())
     }
 
     /// Runs `programs` in memory and checks every output element.
@@ -472,4 +393,114 @@ fn topological(gpu: &Gpu) -> Result<Vec<(usize, usize)>, MscclError> {
         return Err(err(&gpu.at, "dependency cycle among this gpu's steps"));
     }
     Ok(order)
+}
+
+/// The IR steps that run MSCCL step `st` of block `t`, whose chunks are `src` and `dst`
+/// (`len` elements a chunk); an `rrs` takes its temporary at `next_temp` and moves it on.
+fn ir_kinds(
+    st: &MStep,
+    t: &ThreadBlock,
+    src: ChunkRange,
+    dst: ChunkRange,
+    len: usize,
+    next_temp: &mut usize,
+) -> Result<Vec<StepKind>, MscclError> {
+    let (sp, rp, ch) = (t.send.unwrap_or(0), t.recv.unwrap_or(0), t.chan);
+    let mut seq: Vec<StepKind> = Vec::new();
+    let copy_into_dst = |seq: &mut Vec<StepKind>| -> Result<(), MscclError> {
+        if src != dst {
+            if src.overlaps(dst) {
+                return Err(err(&st.at, "src and dst chunks overlap"));
+            }
+            seq.push(StepKind::Copy {
+                src,
+                dst,
+                reduce: false,
+            });
+        }
+        Ok(())
+    };
+    match st.kind {
+        StepType::Nop => {}
+        StepType::Send => seq.push(StepKind::Send {
+            peer: sp,
+            chunk: src,
+            channel: ch,
+        }),
+        StepType::Recv => seq.push(StepKind::Recv {
+            peer: rp,
+            chunk: dst,
+            reduce: false,
+            channel: ch,
+        }),
+        StepType::RecvReduceCopy => {
+            copy_into_dst(&mut seq)?;
+            seq.push(StepKind::Recv {
+                peer: rp,
+                chunk: dst,
+                reduce: true,
+                channel: ch,
+            });
+        }
+        StepType::RecvCopySend => {
+            seq.push(StepKind::Recv {
+                peer: rp,
+                chunk: dst,
+                reduce: false,
+                channel: ch,
+            });
+            seq.push(StepKind::Send {
+                peer: sp,
+                chunk: dst,
+                channel: ch,
+            });
+        }
+        StepType::RecvReduceCopySend => {
+            copy_into_dst(&mut seq)?;
+            seq.push(StepKind::Recv {
+                peer: rp,
+                chunk: dst,
+                reduce: true,
+                channel: ch,
+            });
+            seq.push(StepKind::Send {
+                peer: sp,
+                chunk: dst,
+                channel: ch,
+            });
+        }
+        StepType::RecvReduceSend => {
+            let temp = ChunkRange::new(*next_temp, st.cnt * len);
+            *next_temp += st.cnt * len;
+            seq.push(StepKind::Copy {
+                src,
+                dst: temp,
+                reduce: false,
+            });
+            seq.push(StepKind::Recv {
+                peer: rp,
+                chunk: temp,
+                reduce: true,
+                channel: ch,
+            });
+            seq.push(StepKind::Send {
+                peer: sp,
+                chunk: temp,
+                channel: ch,
+            });
+        }
+        StepType::Copy => copy_into_dst(&mut seq)?,
+        // dst = dst (op) src, on this rank.
+        StepType::Reduce => {
+            if src.overlaps(dst) {
+                return Err(err(&st.at, "src and dst chunks overlap"));
+            }
+            seq.push(StepKind::Copy {
+                src,
+                dst,
+                reduce: true,
+            });
+        }
+    }
+    Ok(seq)
 }

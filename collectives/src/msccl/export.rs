@@ -10,6 +10,9 @@ use crate::chunk::ChunkRange;
 use crate::op::Collective;
 use crate::program::{Program, StepKind};
 
+/// What a thread block drives: (send peer, receive peer, channel), -1 for none.
+type BlockKey = (i64, i64, u32);
+
 /// One exported step, before it is written.
 struct Out {
     ty: &'static str,
@@ -43,7 +46,6 @@ pub fn export(
     programs: &[Program],
     name: &str,
 ) -> Result<String, MscclError> {
-    let fail = |message: String| MscclError { at: None, message };
     let coll = match op {
         Collective::AllReduce => "allreduce",
         Collective::AllGather => "allgather",
@@ -58,65 +60,7 @@ pub fn export(
     };
     let a2a = op == Collective::AllToAll;
     let n = programs.len();
-    // All-To-All's output half `[count, 2 count)` is MSCCL's `o`; everything else is the
-    // collective's `count` elements.
-    let expected_len = if a2a { count.saturating_mul(2) } else { count };
-    let mut g = count;
-    for p in programs {
-        if p.buffer_len != expected_len {
-            return Err(fail(format!(
-                "rank {} uses {} buffer elements for a collective of {count}: its staging \
-                 areas have no MSCCL equivalent",
-                p.rank, p.buffer_len
-            )));
-        }
-        let mut ranges = vec![p.input, p.output];
-        for st in &p.steps {
-            ranges.extend(st.kind.reads());
-            ranges.extend(st.kind.writes());
-        }
-        for r in ranges {
-            let local = if a2a && r.offset >= count {
-                r.offset - count
-            } else {
-                r.offset
-            };
-            g = gcd(gcd(g, local), r.len);
-        }
-    }
-    if g == 0 || n == 0 {
-        return Err(fail("nothing to export (no elements or no ranks)".into()));
-    }
-    let nchunks = count / g;
-    let block = nchunks / n;
-    if a2a {
-        for p in programs {
-            if (p.input, p.output) != (ChunkRange::new(0, count), ChunkRange::new(count, count)) {
-                return Err(fail(format!(
-                    "rank {}'s input and output are not the two halves of its buffer",
-                    p.rank
-                )));
-            }
-        }
-    } else if op != Collective::AllReduce {
-        for (r, p) in programs.iter().enumerate() {
-            let own = if op == Collective::AllGather {
-                p.input
-            } else {
-                p.output
-            };
-            if nchunks % n != 0 || own != ChunkRange::new(r * block * g, block * g) {
-                return Err(fail(format!(
-                    "rank {r}'s {} is not block {r} of the {n} equal blocks MSCCL assumes",
-                    if op == Collective::AllGather {
-                        "input"
-                    } else {
-                        "output"
-                    }
-                )));
-            }
-        }
-    }
+    let (g, nchunks, block) = chunking(op, count, programs)?;
     // A range as (buffer, offset in chunks); ranges never straddle All-To-All's halves (the
     // even split keeps every step in one block).
     let place = |r: ChunkRange| -> Result<(&'static str, usize), MscclError> {
@@ -154,67 +98,7 @@ pub fn export(
     );
     w.write_event(Event::Start(algo.borrow())).map_err(io)?;
     for (r, p) in programs.iter().enumerate() {
-        let mut keys: Vec<(i64, i64, u32)> = Vec::new();
-        let mut blocks: Vec<Vec<Out>> = Vec::new();
-        // Where each program step went: (block, step number).
-        let mut placed: Vec<(usize, usize)> = Vec::with_capacity(p.steps.len());
-        for st in &p.steps {
-            let (key, ty, src, dst) = match st.kind {
-                StepKind::Send {
-                    peer,
-                    chunk,
-                    channel,
-                } => ((peer as i64, -1, channel), "s", chunk, chunk),
-                StepKind::Recv {
-                    peer,
-                    chunk,
-                    reduce,
-                    channel,
-                } => (
-                    (-1, peer as i64, channel),
-                    if reduce { "rrc" } else { "r" },
-                    chunk,
-                    chunk,
-                ),
-                StepKind::Copy { src, dst, reduce } => {
-                    ((-1, -1, 0), if reduce { "re" } else { "cpy" }, src, dst)
-                }
-            };
-            let b = match keys.iter().position(|k| *k == key) {
-                Some(b) => b,
-                None => {
-                    keys.push(key);
-                    blocks.push(Vec::new());
-                    keys.len() - 1
-                }
-            };
-            let mut cross: Vec<(usize, usize)> = st
-                .deps
-                .iter()
-                .filter_map(|d| placed.get(d.0).copied())
-                .filter(|&(db, _)| db != b)
-                .collect();
-            cross.sort_unstable();
-            cross.dedup();
-            let last = cross.pop();
-            for d in cross {
-                blocks[b].push(Out {
-                    ty: "nop",
-                    src: ("i", 0),
-                    dst: ("i", 0),
-                    cnt: 0,
-                    dep: Some(d),
-                });
-            }
-            blocks[b].push(Out {
-                ty,
-                src: place(src)?,
-                dst: place(dst)?,
-                cnt: src.len / g,
-                dep: last,
-            });
-            placed.push((b, blocks[b].len() - 1));
-        }
+        let (keys, blocks) = thread_blocks(p, g, &place)?;
         let waited: BTreeSet<(usize, usize)> =
             blocks.iter().flatten().filter_map(|o| o.dep).collect();
         let gpu = element(
@@ -284,4 +168,153 @@ fn gcd(a: usize, b: usize) -> usize {
     } else {
         gcd(b, a % b)
     }
+}
+
+/// The chunk size `g` in elements (the largest every range of `programs` is a whole number
+/// of), the chunks per loop and the chunks in a rank's block; refuses programs MSCCL cannot
+/// describe (staging areas, inputs or outputs that are not a rank's block).
+fn chunking(
+    op: Collective,
+    count: usize,
+    programs: &[Program],
+) -> Result<(usize, usize, usize), MscclError> {
+    let a2a = op == Collective::AllToAll;
+    let n = programs.len();
+    // All-To-All's output half `[count, 2 count)` is MSCCL's `o`; everything else is the
+    // collective's `count` elements.
+    let expected_len = if a2a { count.saturating_mul(2) } else { count };
+    let mut g = count;
+    for p in programs {
+        if p.buffer_len != expected_len {
+            return Err(fail(format!(
+                "rank {} uses {} buffer elements for a collective of {count}: its staging \
+                 areas have no MSCCL equivalent",
+                p.rank, p.buffer_len
+            )));
+        }
+        let mut ranges = vec![p.input, p.output];
+        for st in &p.steps {
+            ranges.extend(st.kind.reads());
+            ranges.extend(st.kind.writes());
+        }
+        for r in ranges {
+            let local = if a2a && r.offset >= count {
+                r.offset - count
+            } else {
+                r.offset
+            };
+            g = gcd(gcd(g, local), r.len);
+        }
+    }
+    if g == 0 || n == 0 {
+        return Err(fail("nothing to export (no elements or no ranks)".into()));
+    }
+    let nchunks = count / g;
+    let block = nchunks / n;
+    if a2a {
+        for p in programs {
+            if (p.input, p.output) != (ChunkRange::new(0, count), ChunkRange::new(count, count)) {
+                return Err(fail(format!(
+                    "rank {}'s input and output are not the two halves of its buffer",
+                    p.rank
+                )));
+            }
+        }
+    } else if op != Collective::AllReduce {
+        for (r, p) in programs.iter().enumerate() {
+            let own = if op == Collective::AllGather {
+                p.input
+            } else {
+                p.output
+            };
+            if nchunks % n != 0 || own != ChunkRange::new(r * block * g, block * g) {
+                return Err(fail(format!(
+                    "rank {r}'s {} is not block {r} of the {n} equal blocks MSCCL assumes",
+                    if op == Collective::AllGather {
+                        "input"
+                    } else {
+                        "output"
+                    }
+                )));
+            }
+        }
+    }
+    Ok((g, nchunks, block))
+}
+
+/// Thread block key (send peer, receive peer, channel), and steps, of each block of program
+/// `p`, in order of first use; `g` elements a chunk, `place` maps a range to its buffer and
+/// chunk offset.
+fn thread_blocks(
+    p: &Program,
+    g: usize,
+    place: &impl Fn(ChunkRange) -> Result<(&'static str, usize), MscclError>,
+) -> Result<(Vec<BlockKey>, Vec<Vec<Out>>), MscclError> {
+    let mut keys: Vec<BlockKey> = Vec::new();
+    let mut blocks: Vec<Vec<Out>> = Vec::new();
+    // Where each program step went: (block, step number).
+    let mut placed: Vec<(usize, usize)> = Vec::with_capacity(p.steps.len());
+    for st in &p.steps {
+        let (key, ty, src, dst) = match st.kind {
+            StepKind::Send {
+                peer,
+                chunk,
+                channel,
+            } => ((peer as i64, -1, channel), "s", chunk, chunk),
+            StepKind::Recv {
+                peer,
+                chunk,
+                reduce,
+                channel,
+            } => (
+                (-1, peer as i64, channel),
+                if reduce { "rrc" } else { "r" },
+                chunk,
+                chunk,
+            ),
+            StepKind::Copy { src, dst, reduce } => {
+                ((-1, -1, 0), if reduce { "re" } else { "cpy" }, src, dst)
+            }
+        };
+        let b = match keys.iter().position(|k| *k == key) {
+            Some(b) => b,
+            None => {
+                keys.push(key);
+                blocks.push(Vec::new());
+                keys.len() - 1
+            }
+        };
+        let mut cross: Vec<(usize, usize)> = st
+            .deps
+            .iter()
+            .filter_map(|d| placed.get(d.0).copied())
+            .filter(|&(db, _)| db != b)
+            .collect();
+        cross.sort_unstable();
+        cross.dedup();
+        let last = cross.pop();
+        for d in cross {
+            blocks[b].push(Out {
+                ty: "nop",
+                src: ("i", 0),
+                dst: ("i", 0),
+                cnt: 0,
+                dep: Some(d),
+            });
+        }
+        blocks[b].push(Out {
+            ty,
+            src: place(src)?,
+            dst: place(dst)?,
+            cnt: src.len / g,
+            dep: last,
+        });
+        placed.push((b, blocks[b].len() - 1));
+    }
+    Ok((keys, blocks))
+}
+
+/// An error of the export, which has no place in a file.
+fn fail(message: String) -> MscclError {
+    MscclError { at: None, message }
 }

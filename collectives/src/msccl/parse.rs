@@ -188,203 +188,10 @@ impl Msccl {
             };
             let mut tbs: Vec<ThreadBlock> = Vec::new();
             for t in elements(g) {
-                let tid_text = t.attribute("id").unwrap_or("?");
-                let tat = pos.loc(t, format!("{}/tb[id={tid_text}]", gat.element));
-                expect_name(t, &tat, "tb")?;
-                let tid = count(t, &tat, "id")?;
-                let send = peer(t, &tat, "send")?;
-                let recv = peer(t, &tat, "recv")?;
-                for (what, p) in [("send", send), ("recv", recv)] {
-                    match p {
-                        Some(p) if p >= ngpus => {
-                            return Err(err(
-                                &tat,
-                                format!("`{what}` is {p}, not a rank (ngpus is {ngpus})"),
-                            ))
-                        }
-                        Some(p) if p == id => {
-                            return Err(err(&tat, format!("`{what}` is the gpu itself ({id})")))
-                        }
-                        _ => {}
-                    }
-                }
-                let chan = u32::try_from(int(t, &tat, "chan")?)
-                    .map_err(|_| err(&tat, "`chan` must be a non-negative integer"))?;
-                let mut steps = Vec::new();
-                for (index, st) in elements(t).enumerate() {
-                    let s_text = st.attribute("s").unwrap_or("?");
-                    let sat = pos.loc(st, format!("{}/step[s={s_text}]", tat.element));
-                    expect_name(st, &sat, "step")?;
-                    let s = count(st, &sat, "s")?;
-                    if s != index {
-                        return Err(err(
-                            &sat,
-                            format!(
-                                "step number {s} out of order: this is step {index} of its block"
-                            ),
-                        ));
-                    }
-                    let ty = attr(st, &sat, "type")?;
-                    let kind = StepType::parse(ty).ok_or_else(|| {
-                        err(
-                            &sat,
-                            format!(
-                                "unknown step type `{ty}`; MSCCL's are s, r, rrc, rrs, rcs, \
-                                 rrcs, cpy, re, nop"
-                            ),
-                        )
-                    })?;
-                    let depid = int(st, &sat, "depid")?;
-                    let deps = int(st, &sat, "deps")?;
-                    let dep = match (usize::try_from(depid), usize::try_from(deps)) {
-                        (Ok(b), Ok(s)) => Some((b, s)),
-                        _ if depid < 0 => None,
-                        _ => {
-                            return Err(err(
-                                &sat,
-                                format!("`deps` is {deps}: a dependency needs a step number"),
-                            ))
-                        }
-                    };
-                    let hasdep = match st.attribute("hasdep").map(str::trim) {
-                        None | Some("0") => false,
-                        Some("1") => true,
-                        Some(v) => {
-                            return Err(err(&sat, format!("`hasdep` is `{v}`; it must be 0 or 1")))
-                        }
-                    };
-                    let cnt = if kind == StepType::Nop {
-                        optional_count(st, &sat, "cnt")?
-                    } else {
-                        count(st, &sat, "cnt")?
-                    };
-                    if cnt == 0 && kind != StepType::Nop {
-                        return Err(err(&sat, "`cnt` must be at least 1 chunk"));
-                    }
-                    let src = (
-                        buffer(st, &sat, "srcbuf", kind)?,
-                        optional_count(st, &sat, "srcoff")?,
-                    );
-                    let dst = (
-                        buffer(st, &sat, "dstbuf", kind)?,
-                        optional_count(st, &sat, "dstoff")?,
-                    );
-                    if kind.sends() && send.is_none() {
-                        return Err(err(&sat, "a sending step in a block without a `send` peer"));
-                    }
-                    if kind.receives() && recv.is_none() {
-                        return Err(err(
-                            &sat,
-                            "a receiving step in a block without a `recv` peer",
-                        ));
-                    }
-                    steps.push(MStep {
-                        kind,
-                        src,
-                        dst,
-                        cnt,
-                        dep,
-                        hasdep,
-                        at: sat,
-                    });
-                }
-                tbs.push(ThreadBlock {
-                    id: tid,
-                    send,
-                    recv,
-                    chan,
-                    steps,
-                    at: tat,
-                });
+                tbs.push(block(t, &mut pos, &gat, id, ngpus)?);
             }
-            // Blocks by id, 0.. without gaps, as MSCCL requires.
-            tbs.sort_by_key(|t| t.id);
-            for (k, t) in tbs.iter().enumerate() {
-                if t.id != k {
-                    return Err(err(
-                        &t.at,
-                        format!(
-                            "thread block ids must be 0, 1, .. without gaps or repeats; \
-                             expected {k} here"
-                        ),
-                    ));
-                }
-            }
-            // One block per (peer, channel) and direction: MSCCL has one connection each.
-            let mut sends = BTreeSet::new();
-            let mut recvs = BTreeSet::new();
-            for t in &tbs {
-                if let Some(p) = t.send {
-                    if !sends.insert((p, t.chan)) {
-                        return Err(err(
-                            &t.at,
-                            format!(
-                                "a second block sending to {p} on channel {}: MSCCL has one \
-                                 connection per peer and channel",
-                                t.chan
-                            ),
-                        ));
-                    }
-                }
-                if let Some(p) = t.recv {
-                    if !recvs.insert((p, t.chan)) {
-                        return Err(err(
-                            &t.at,
-                            format!(
-                                "a second block receiving from {p} on channel {}: MSCCL has \
-                                 one connection per peer and channel",
-                                t.chan
-                            ),
-                        ));
-                    }
-                }
-            }
-            for t in &tbs {
-                for st in &t.steps {
-                    if let Some((b, s)) = st.dep {
-                        let Some(target) = tbs.get(b) else {
-                            return Err(err(
-                                &st.at,
-                                format!(
-                                    "dependency on thread block {b}, which gpu {id} does not have"
-                                ),
-                            ));
-                        };
-                        if s >= target.steps.len() {
-                            return Err(err(
-                                &st.at,
-                                format!(
-                                    "dependency on step {s} of thread block {b}, which has {} \
-                                     steps",
-                                    target.steps.len()
-                                ),
-                            ));
-                        }
-                    }
-                    for (which, (buf, off), used) in [
-                        ("src", st.src, st.kind.reads_src()),
-                        ("dst", st.dst, st.kind.writes_dst()),
-                    ] {
-                        let size = match buf {
-                            Buffer::Input => gpu.i_chunks,
-                            Buffer::Output if inplace && gpu.o_chunks == 0 => gpu.i_chunks,
-                            Buffer::Output => gpu.o_chunks,
-                            Buffer::Scratch => gpu.s_chunks,
-                        };
-                        if used && off.saturating_add(st.cnt) > size {
-                            return Err(err(
-                                &st.at,
-                                format!(
-                                    "{which} chunks {off}..{} are outside buffer `{}` of {size} \
-                                     chunks",
-                                    off + st.cnt,
-                                    buf.key()
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
+            check_blocks(&mut tbs)?;
+            check_steps(&tbs, &gpu, id, inplace)?;
             gpu.tbs = tbs;
             gpus[id] = Some(gpu);
         }
@@ -404,4 +211,227 @@ impl Msccl {
             at,
         })
     }
+}
+
+/// One `<tb>` of gpu `id` (at `gat`) with its steps, each checked against the block's peers.
+fn block(
+    t: roxmltree::Node<'_, '_>,
+    pos: &mut Positions<'_>,
+    gat: &Loc,
+    id: usize,
+    ngpus: usize,
+) -> Result<ThreadBlock, MscclError> {
+    let tid_text = t.attribute("id").unwrap_or("?");
+    let tat = pos.loc(t, format!("{}/tb[id={tid_text}]", gat.element));
+    expect_name(t, &tat, "tb")?;
+    let tid = count(t, &tat, "id")?;
+    let send = peer(t, &tat, "send")?;
+    let recv = peer(t, &tat, "recv")?;
+    for (what, p) in [("send", send), ("recv", recv)] {
+        match p {
+            Some(p) if p >= ngpus => {
+                return Err(err(
+                    &tat,
+                    format!("`{what}` is {p}, not a rank (ngpus is {ngpus})"),
+                ))
+            }
+            Some(p) if p == id => {
+                return Err(err(&tat, format!("`{what}` is the gpu itself ({id})")))
+            }
+            _ => {}
+        }
+    }
+    let chan = u32::try_from(int(t, &tat, "chan")?)
+        .map_err(|_| err(&tat, "`chan` must be a non-negative integer"))?;
+    let mut steps = Vec::new();
+    for (index, st) in elements(t).enumerate() {
+        steps.push(step(st, pos, &tat, index, send, recv)?);
+    }
+    Ok(ThreadBlock {
+        id: tid,
+        send,
+        recv,
+        chan,
+        steps,
+        at: tat,
+    })
+}
+
+/// Step number `index` of the block at `tat`, whose peers are `send` and `recv`.
+fn step(
+    st: roxmltree::Node<'_, '_>,
+    pos: &mut Positions<'_>,
+    tat: &Loc,
+    index: usize,
+    send: Option<usize>,
+    recv: Option<usize>,
+) -> Result<MStep, MscclError> {
+    let s_text = st.attribute("s").unwrap_or("?");
+    let sat = pos.loc(st, format!("{}/step[s={s_text}]", tat.element));
+    expect_name(st, &sat, "step")?;
+    let s = count(st, &sat, "s")?;
+    if s != index {
+        return Err(err(
+            &sat,
+            format!("step number {s} out of order: this is step {index} of its block"),
+        ));
+    }
+    let ty = attr(st, &sat, "type")?;
+    let kind = StepType::parse(ty).ok_or_else(|| {
+        err(
+            &sat,
+            format!(
+                "unknown step type `{ty}`; MSCCL's are s, r, rrc, rrs, rcs, \
+                 rrcs, cpy, re, nop"
+            ),
+        )
+    })?;
+    let depid = int(st, &sat, "depid")?;
+    let deps = int(st, &sat, "deps")?;
+    let dep = match (usize::try_from(depid), usize::try_from(deps)) {
+        (Ok(b), Ok(s)) => Some((b, s)),
+        _ if depid < 0 => None,
+        _ => {
+            return Err(err(
+                &sat,
+                format!("`deps` is {deps}: a dependency needs a step number"),
+            ))
+        }
+    };
+    let hasdep = match st.attribute("hasdep").map(str::trim) {
+        None | Some("0") => false,
+        Some("1") => true,
+        Some(v) => return Err(err(&sat, format!("`hasdep` is `{v}`; it must be 0 or 1"))),
+    };
+    let cnt = if kind == StepType::Nop {
+        optional_count(st, &sat, "cnt")?
+    } else {
+        count(st, &sat, "cnt")?
+    };
+    if cnt == 0 && kind != StepType::Nop {
+        return Err(err(&sat, "`cnt` must be at least 1 chunk"));
+    }
+    let src = (
+        buffer(st, &sat, "srcbuf", kind)?,
+        optional_count(st, &sat, "srcoff")?,
+    );
+    let dst = (
+        buffer(st, &sat, "dstbuf", kind)?,
+        optional_count(st, &sat, "dstoff")?,
+    );
+    if kind.sends() && send.is_none() {
+        return Err(err(&sat, "a sending step in a block without a `send` peer"));
+    }
+    if kind.receives() && recv.is_none() {
+        return Err(err(
+            &sat,
+            "a receiving step in a block without a `recv` peer",
+        ));
+    }
+    Ok(MStep {
+        kind,
+        src,
+        dst,
+        cnt,
+        dep,
+        hasdep,
+        at: sat,
+    })
+}
+
+/// A gpu's blocks sorted by id, their ids 0, 1, .. and one block per (peer, channel) and
+/// direction.
+fn check_blocks(tbs: &mut [ThreadBlock]) -> Result<(), MscclError> {
+    // Blocks by id, 0.. without gaps, as MSCCL requires.
+    tbs.sort_by_key(|t| t.id);
+    for (k, t) in tbs.iter().enumerate() {
+        if t.id != k {
+            return Err(err(
+                &t.at,
+                format!(
+                    "thread block ids must be 0, 1, .. without gaps or repeats; \
+                     expected {k} here"
+                ),
+            ));
+        }
+    }
+    // One block per (peer, channel) and direction: MSCCL has one connection each.
+    let mut sends = BTreeSet::new();
+    let mut recvs = BTreeSet::new();
+    for t in tbs.iter() {
+        if let Some(p) = t.send {
+            if !sends.insert((p, t.chan)) {
+                return Err(err(
+                    &t.at,
+                    format!(
+                        "a second block sending to {p} on channel {}: MSCCL has one \
+                         connection per peer and channel",
+                        t.chan
+                    ),
+                ));
+            }
+        }
+        if let Some(p) = t.recv {
+            if !recvs.insert((p, t.chan)) {
+                return Err(err(
+                    &t.at,
+                    format!(
+                        "a second block receiving from {p} on channel {}: MSCCL has \
+                         one connection per peer and channel",
+                        t.chan
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every step's dependency exists and its chunks lie inside their buffer of gpu `id`.
+fn check_steps(tbs: &[ThreadBlock], gpu: &Gpu, id: usize, inplace: bool) -> Result<(), MscclError> {
+    for t in tbs {
+        for st in &t.steps {
+            if let Some((b, s)) = st.dep {
+                let Some(target) = tbs.get(b) else {
+                    return Err(err(
+                        &st.at,
+                        format!("dependency on thread block {b}, which gpu {id} does not have"),
+                    ));
+                };
+                if s >= target.steps.len() {
+                    return Err(err(
+                        &st.at,
+                        format!(
+                            "dependency on step {s} of thread block {b}, which has {} \
+                             steps",
+                            target.steps.len()
+                        ),
+                    ));
+                }
+            }
+            for (which, (buf, off), used) in [
+                ("src", st.src, st.kind.reads_src()),
+                ("dst", st.dst, st.kind.writes_dst()),
+            ] {
+                let size = match buf {
+                    Buffer::Input => gpu.i_chunks,
+                    Buffer::Output if inplace && gpu.o_chunks == 0 => gpu.i_chunks,
+                    Buffer::Output => gpu.o_chunks,
+                    Buffer::Scratch => gpu.s_chunks,
+                };
+                if used && off.saturating_add(st.cnt) > size {
+                    return Err(err(
+                        &st.at,
+                        format!(
+                            "{which} chunks {off}..{} are outside buffer `{}` of {size} \
+                             chunks",
+                            off + st.cnt,
+                            buf.key()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
