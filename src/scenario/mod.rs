@@ -1,6 +1,7 @@
 //! Scenario files: what a user writes to describe a fabric and a workload.
 //!
-//! A scenario is YAML, read with serde_yaml with unknown fields rejected; every quantity
+//! A scenario is YAML, read with serde_norway (serde_yaml's maintained fork, named `serde_yaml`
+//! in this workspace's Cargo.toml) with unknown fields rejected; every quantity
 //! carries its unit (`100Gbps`, `1.5us`, `4KiB`). Errors — syntax, types, units, unknown
 //! fields, and problems found later such as a link to an unknown node — name the file, the
 //! line and column, and the field ([`ScenarioError`]).
