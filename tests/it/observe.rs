@@ -6,7 +6,7 @@
 //! missing); without it they print why and pass, except under CI (`CI=true`), where they fail.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

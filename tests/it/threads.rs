@@ -9,7 +9,7 @@
 //! limits, far above what a run takes on a loaded machine.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
