@@ -99,7 +99,12 @@ fn two_and_four_workers_on_one_core_match_one_thread() {
     let mut child = match Command::new("taskset")
         .args(["-c", "0"])
         .arg(exe)
-        .args(["pinned_child", "--exact", "--ignored", "--nocapture"])
+        .args([
+            "threads::pinned_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
         .spawn()
     {
         Ok(c) => c,
