@@ -1,6 +1,6 @@
 """Shared set-up: the repository's folders and the command line to compare with.
 
-FABEMU_BIN names the `fabemu` binary (tests/python.rs sets it); without it, the release build
+FABEMU_BIN names the `fabemu` binary (tests/it/python.rs sets it); without it, the release build
 in the workspace's target folder is used when it exists.
 """
 

@@ -129,13 +129,56 @@ pub(super) fn apply(src: &mut Source, rel: &str) -> Result<(), ScenarioError> {
             "an ASTRA-sim system file is a JSON object of settings".into(),
         ));
     };
+    let (settings, warnings) = settings_of(&map, &text, &file)?;
+    // Every setting goes into `workload.collective_algorithms`, through serde (so its own
+    // checks apply); one the scenario gives itself too is refused rather than overridden.
+    let mut current = serde_yaml::to_value(&src.scenario.workload.collective_algorithms)
+        .map_err(|e| src.error_at(&here, e.to_string()))?;
+    if let serde_yaml::Value::Mapping(m) = &mut current {
+        for (k, v) in settings {
+            let given = m.get(&k).is_some_and(|x| !x.is_null());
+            if given {
+                return Err(src.error_at(
+                    &FieldPath::root()
+                        .key("workload")
+                        .key("collective_algorithms")
+                        .key(k.as_str().unwrap_or_default()),
+                    format!("set by the ASTRA-sim system file {file} too; give it in one place"),
+                ));
+            }
+            m.insert(k, v);
+        }
+    }
+    src.scenario.workload.collective_algorithms = serde_yaml::from_value(current).map_err(|e| {
+        at_file(
+            &file,
+            None,
+            "",
+            format!("cannot apply the system file: {e}"),
+        )
+    })?;
+    src.system = Some(AstraSystem {
+        path: file,
+        warnings,
+    });
+    Ok(())
+}
+
+/// The scenario settings (`workload.collective_algorithms` keys) that the system file's
+/// `map` makes, and warnings for its keys fabemu does not model; `text` and `file` locate
+/// errors.
+fn settings_of(
+    map: &serde_json::Map<String, Value>,
+    text: &str,
+    file: &str,
+) -> Result<(serde_yaml::Mapping, Vec<String>), ScenarioError> {
     let key_err = |key: &str, message: String| {
-        let loc = locate(&text, &FieldPath::root().key(key));
-        at_file(&file, loc, key, message)
+        let loc = locate(text, &FieldPath::root().key(key));
+        at_file(file, loc, key, message)
     };
     let mut settings = serde_yaml::Mapping::new();
     let mut warnings = Vec::new();
-    for (key, value) in &map {
+    for (key, value) in map {
         let k = key.as_str();
         let text_of = || {
             value
@@ -238,38 +281,7 @@ pub(super) fn apply(src: &mut Source, rel: &str) -> Result<(), ScenarioError> {
             }
         }
     }
-    // Every setting goes into `workload.collective_algorithms`, through serde (so its own
-    // checks apply); one the scenario gives itself too is refused rather than overridden.
-    let mut current = serde_yaml::to_value(&src.scenario.workload.collective_algorithms)
-        .map_err(|e| src.error_at(&here, e.to_string()))?;
-    if let serde_yaml::Value::Mapping(m) = &mut current {
-        for (k, v) in settings {
-            let given = m.get(&k).is_some_and(|x| !x.is_null());
-            if given {
-                return Err(src.error_at(
-                    &FieldPath::root()
-                        .key("workload")
-                        .key("collective_algorithms")
-                        .key(k.as_str().unwrap_or_default()),
-                    format!("set by the ASTRA-sim system file {file} too; give it in one place"),
-                ));
-            }
-            m.insert(k, v);
-        }
-    }
-    src.scenario.workload.collective_algorithms = serde_yaml::from_value(current).map_err(|e| {
-        at_file(
-            &file,
-            None,
-            "",
-            format!("cannot apply the system file: {e}"),
-        )
-    })?;
-    src.system = Some(AstraSystem {
-        path: file,
-        warnings,
-    });
-    Ok(())
+    Ok((settings, warnings))
 }
 
 /// `rel` resolved against the folder of the scenario file `file`, as a user reading the file

@@ -1,7 +1,7 @@
 //! Checks of a parsed scenario that do not need the fabric graph: ranges, mutually exclusive
 //! sections, sizes. References between nodes are checked when the world is built.
 
-use super::{DimKindYaml, Fidelity, FieldPath, Routing, ScenarioError, Source};
+use super::{DimKindYaml, Fidelity, FieldPath, Routing, ScenarioError, Source, TopologySpec};
 use fabemu_fabric::units::Time;
 use fabemu_topologies::DimKind;
 
@@ -103,11 +103,26 @@ fn fabric_size(src: &Source) -> Option<(u64, u64, u64)> {
     }
 }
 
+/// Checks what can be checked without the fabric graph, section by section in the order a
+/// reader meets them; the first problem found is the error.
 pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
+    check_run_and_nic(src)?;
+    check_buffers_and_schedulers(src)?;
+    match &src.scenario.topology {
+        Some(t) => check_topology(src, t)?,
+        None => check_explicit_fabric(src)?,
+    }
+    check_sizes(src)?;
+    check_routing(src)?;
+    check_message_sizes(src)
+}
+
+/// The run's length and the NICs' transport settings (MTU, ACKs, Ethernet overhead, RTO,
+/// DSCP, rates), and faults against the fidelity.
+fn check_run_and_nic(src: &Source) -> Result<(), ScenarioError> {
     let s = &src.scenario;
     let root = FieldPath::root();
     let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
-
     if s.until == Time::ZERO {
         return err(root.key("until"), "must be greater than zero".into());
     }
@@ -175,72 +190,18 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             );
         }
     }
+    Ok(())
+}
+
+/// Switch buffers, the NIC relay buffer, the NIC's congestion control and PFC, and the
+/// egress scheduler trees.
+fn check_buffers_and_schedulers(src: &Source) -> Result<(), ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
     // One frame must fit any buffer, or nothing could ever be forwarded.
-    let frame = mtu + 100;
-    let check_buffer = |p: FieldPath, b: &fabemu_switch::buffer::BufferConfig| {
-        if b.total.bytes() < frame {
-            return Err(src.error_at(
-                &p.key("total"),
-                format!("{} cannot hold one {}-byte frame", b.total, frame),
-            ));
-        }
-        if let Some(q) = b.per_queue {
-            if q.bytes() < frame {
-                return Err(src.error_at(
-                    &p.key("per_queue"),
-                    format!("{q} cannot hold one {frame}-byte frame"),
-                ));
-            }
-        }
-        for (f, v) in [("alpha", b.alpha), ("lossy_alpha", b.lossy_alpha)] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(src.error_at(&p.key(f), format!("{v} must be a positive number")));
-            }
-        }
-        if let Some(e) = &b.ecn {
-            let ep = p.key("ecn");
-            if !(e.pmax.is_finite() && (0.0..=1.0).contains(&e.pmax)) {
-                return Err(src.error_at(
-                    &ep.key("pmax"),
-                    format!("{} is not a probability in [0, 1]", e.pmax),
-                ));
-            }
-            if e.kmin > e.kmax {
-                return Err(src.error_at(
-                    &ep.key("kmin"),
-                    format!("kmin {} is above kmax {}", e.kmin, e.kmax),
-                ));
-            }
-        }
-        let pfc = &b.pfc;
-        if pfc.enabled {
-            let pp = p.key("pfc");
-            if pfc.quanta == 0 {
-                return Err(src.error_at(
-                    &pp.key("quanta"),
-                    "a pause of 0 quanta is an XON; give 1..65535".to_string(),
-                ));
-            }
-            if pfc.deadlock_timeout == Time::ZERO {
-                return Err(src.error_at(
-                    &pp.key("deadlock_timeout"),
-                    "must be greater than zero".to_string(),
-                ));
-            }
-            if pfc.max_frame.bytes() < frame.saturating_sub(100) {
-                return Err(src.error_at(
-                    &pp.key("max_frame"),
-                    format!(
-                        "{} is smaller than one {}-byte MTU packet; headroom would be too small",
-                        pfc.max_frame,
-                        frame - 100
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    };
-    check_buffer(root.key("switch_buffer"), &s.switch_buffer)?;
+    let frame = s.nic.mtu.bytes() + 100;
+    check_buffer(src, root.key("switch_buffer"), &s.switch_buffer, frame)?;
     if s.nic.relay_buffer.bytes() < frame {
         return err(
             root.key("nic").key("relay_buffer"),
@@ -280,159 +241,251 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
     }
     for (i, sw) in s.switches.iter().enumerate() {
         if let Some(b) = &sw.buffer {
-            check_buffer(root.key("switches").index(i).key("buffer"), b)?;
+            check_buffer(src, root.key("switches").index(i).key("buffer"), b, frame)?;
         }
     }
+    Ok(())
+}
 
-    if let Some(t) = &s.topology {
-        let tp = root.key("topology");
-        let kinds = t.kinds();
-        if kinds.len() != 1 {
-            return err(
-                tp,
+/// A switch buffer's sizes, thresholds and PFC settings; `frame` is the largest frame on the
+/// wire, which every buffer must hold.
+fn check_buffer(
+    src: &Source,
+    p: FieldPath,
+    b: &fabemu_switch::buffer::BufferConfig,
+    frame: u64,
+) -> Result<(), ScenarioError> {
+    if b.total.bytes() < frame {
+        return Err(src.error_at(
+            &p.key("total"),
+            format!("{} cannot hold one {}-byte frame", b.total, frame),
+        ));
+    }
+    if let Some(q) = b.per_queue {
+        if q.bytes() < frame {
+            return Err(src.error_at(
+                &p.key("per_queue"),
+                format!("{q} cannot hold one {frame}-byte frame"),
+            ));
+        }
+    }
+    for (f, v) in [("alpha", b.alpha), ("lossy_alpha", b.lossy_alpha)] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(src.error_at(&p.key(f), format!("{v} must be a positive number")));
+        }
+    }
+    if let Some(e) = &b.ecn {
+        let ep = p.key("ecn");
+        if !(e.pmax.is_finite() && (0.0..=1.0).contains(&e.pmax)) {
+            return Err(src.error_at(
+                &ep.key("pmax"),
+                format!("{} is not a probability in [0, 1]", e.pmax),
+            ));
+        }
+        if e.kmin > e.kmax {
+            return Err(src.error_at(
+                &ep.key("kmin"),
+                format!("kmin {} is above kmax {}", e.kmin, e.kmax),
+            ));
+        }
+    }
+    let pfc = &b.pfc;
+    if pfc.enabled {
+        let pp = p.key("pfc");
+        if pfc.quanta == 0 {
+            return Err(src.error_at(
+                &pp.key("quanta"),
+                "a pause of 0 quanta is an XON; give 1..65535".to_string(),
+            ));
+        }
+        if pfc.deadlock_timeout == Time::ZERO {
+            return Err(src.error_at(
+                &pp.key("deadlock_timeout"),
+                "must be greater than zero".to_string(),
+            ));
+        }
+        if pfc.max_frame.bytes() < frame.saturating_sub(100) {
+            return Err(src.error_at(
+                &pp.key("max_frame"),
                 format!(
-                    "give exactly one of `star`, `ring`, `leaf_spine`, `fat_tree`, `torus`, `multi_dim`, `astra_sim` (found {}{})",
-                    kinds.len(),
-                    if kinds.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", kinds.join(", "))
-                    }
+                    "{} is smaller than one {}-byte MTU packet; headroom would be too small",
+                    pfc.max_frame,
+                    frame - 100
                 ),
-            );
+            ));
         }
-        if let Some(f) = &t.fat_tree {
-            let fp = tp.key("fat_tree");
-            if f.k < 2 || f.k % 2 == 1 {
-                return err(
-                    fp.key("k"),
-                    format!("k = {} must be even and at least 2", f.k),
-                );
-            }
-            if f.oversubscription == 0 {
-                return err(fp.key("oversubscription"), "must be at least 1".into());
-            }
-            for (field, bw) in [
-                ("host_bandwidth", Some(f.host_bandwidth)),
-                ("fabric_bandwidth", Some(f.fabric_bandwidth)),
-                ("core_bandwidth", f.core_bandwidth),
-            ] {
-                if bw.is_some_and(|b| b.bps() == 0) {
-                    return err(fp.key(field), "must be greater than zero".into());
+    }
+    Ok(())
+}
+
+/// A generated fabric: exactly one builder, its parameters in range, and no explicit lists
+/// beside it.
+fn check_topology(src: &Source, t: &TopologySpec) -> Result<(), ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
+    let tp = root.key("topology");
+    let kinds = t.kinds();
+    if kinds.len() != 1 {
+        return err(
+            tp,
+            format!(
+                "give exactly one of `star`, `ring`, `leaf_spine`, `fat_tree`, `torus`, `multi_dim`, `astra_sim` (found {}{})",
+                kinds.len(),
+                if kinds.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", kinds.join(", "))
                 }
-            }
-        }
-        if let Some(tor) = &t.torus {
-            let p = tp.key("torus");
-            if tor.dims.is_empty() {
-                return err(p.key("dims"), "list at least one dimension".into());
-            }
-            for (i, &d) in tor.dims.iter().enumerate() {
-                if d < 2 {
-                    return err(
-                        p.key("dims").index(i),
-                        format!("a dimension of size {d}; each needs at least 2 hosts"),
-                    );
-                }
-            }
-            if tor.bandwidth.bps() == 0 {
-                return err(p.key("bandwidth"), "must be greater than zero".into());
-            }
-        }
-        if let Some(m) = &t.multi_dim {
-            let p = tp.key("multi_dim").key("dimensions");
-            if m.dimensions.is_empty() {
-                return err(p, "list at least one dimension".into());
-            }
-            for (i, d) in m.dimensions.iter().enumerate() {
-                if d.size < 2 {
-                    return err(
-                        p.index(i).key("size"),
-                        format!(
-                            "a dimension of size {}; each needs at least 2 hosts",
-                            d.size
-                        ),
-                    );
-                }
-                if d.bandwidth.bps() == 0 {
-                    return err(
-                        p.index(i).key("bandwidth"),
-                        "must be greater than zero".into(),
-                    );
-                }
-            }
-        }
-        for (f, given) in [
-            ("hosts", !s.hosts.is_empty()),
-            ("switches", !s.switches.is_empty()),
-            ("links", !s.links.is_empty()),
-        ] {
-            if given {
-                return err(
-                    root.key(f),
-                    format!("`{f}` cannot be combined with `topology`; use one or the other"),
-                );
-            }
-        }
-        let uniform = |p: FieldPath, u: &super::UniformSpec, min: usize| {
-            if u.hosts < min {
-                return Err(src.error_at(
-                    &p.key("hosts"),
-                    format!(
-                        "{} host{}; at least {min} needed",
-                        u.hosts,
-                        if u.hosts == 1 { "" } else { "s" }
-                    ),
-                ));
-            }
-            if u.bandwidth.bps() == 0 {
-                return Err(src.error_at(&p.key("bandwidth"), "must be greater than zero"));
-            }
-            Ok(())
-        };
-        if let Some(u) = &t.star {
-            uniform(tp.key("star"), u, 1)?;
-        }
-        if let Some(u) = &t.ring {
-            uniform(tp.key("ring"), u, 2)?;
-        }
-        if let Some(l) = &t.leaf_spine {
-            let lp = tp.key("leaf_spine");
-            for (f, v) in [
-                ("leaves", l.leaves),
-                ("spines", l.spines),
-                ("hosts_per_leaf", l.hosts_per_leaf),
-            ] {
-                if v == 0 {
-                    return err(lp.key(f), "must be at least 1".into());
-                }
-            }
-            for (f, v) in [
-                ("host_bandwidth", l.host_bandwidth),
-                ("fabric_bandwidth", l.fabric_bandwidth),
-            ] {
-                if v.bps() == 0 {
-                    return err(lp.key(f), "must be greater than zero".into());
-                }
-            }
-        }
-    } else {
-        if s.hosts.is_empty() {
+            ),
+        );
+    }
+    if let Some(f) = &t.fat_tree {
+        let fp = tp.key("fat_tree");
+        if f.k < 2 || f.k % 2 == 1 {
             return err(
-                root.key("hosts"),
-                "no hosts: list `hosts` (with `switches` and `links`) or give a `topology`".into(),
+                fp.key("k"),
+                format!("k = {} must be even and at least 2", f.k),
             );
         }
-        for (i, l) in s.links.iter().enumerate() {
-            if l.bandwidth.bps() == 0 {
+        if f.oversubscription == 0 {
+            return err(fp.key("oversubscription"), "must be at least 1".into());
+        }
+        for (field, bw) in [
+            ("host_bandwidth", Some(f.host_bandwidth)),
+            ("fabric_bandwidth", Some(f.fabric_bandwidth)),
+            ("core_bandwidth", f.core_bandwidth),
+        ] {
+            if bw.is_some_and(|b| b.bps() == 0) {
+                return err(fp.key(field), "must be greater than zero".into());
+            }
+        }
+    }
+    if let Some(tor) = &t.torus {
+        let p = tp.key("torus");
+        if tor.dims.is_empty() {
+            return err(p.key("dims"), "list at least one dimension".into());
+        }
+        for (i, &d) in tor.dims.iter().enumerate() {
+            if d < 2 {
                 return err(
-                    root.key("links").index(i).key("bandwidth"),
+                    p.key("dims").index(i),
+                    format!("a dimension of size {d}; each needs at least 2 hosts"),
+                );
+            }
+        }
+        if tor.bandwidth.bps() == 0 {
+            return err(p.key("bandwidth"), "must be greater than zero".into());
+        }
+    }
+    if let Some(m) = &t.multi_dim {
+        let p = tp.key("multi_dim").key("dimensions");
+        if m.dimensions.is_empty() {
+            return err(p, "list at least one dimension".into());
+        }
+        for (i, d) in m.dimensions.iter().enumerate() {
+            if d.size < 2 {
+                return err(
+                    p.index(i).key("size"),
+                    format!(
+                        "a dimension of size {}; each needs at least 2 hosts",
+                        d.size
+                    ),
+                );
+            }
+            if d.bandwidth.bps() == 0 {
+                return err(
+                    p.index(i).key("bandwidth"),
                     "must be greater than zero".into(),
                 );
             }
         }
     }
+    for (f, given) in [
+        ("hosts", !s.hosts.is_empty()),
+        ("switches", !s.switches.is_empty()),
+        ("links", !s.links.is_empty()),
+    ] {
+        if given {
+            return err(
+                root.key(f),
+                format!("`{f}` cannot be combined with `topology`; use one or the other"),
+            );
+        }
+    }
+    let uniform = |p: FieldPath, u: &super::UniformSpec, min: usize| {
+        if u.hosts < min {
+            return Err(src.error_at(
+                &p.key("hosts"),
+                format!(
+                    "{} host{}; at least {min} needed",
+                    u.hosts,
+                    if u.hosts == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        if u.bandwidth.bps() == 0 {
+            return Err(src.error_at(&p.key("bandwidth"), "must be greater than zero"));
+        }
+        Ok(())
+    };
+    if let Some(u) = &t.star {
+        uniform(tp.key("star"), u, 1)?;
+    }
+    if let Some(u) = &t.ring {
+        uniform(tp.key("ring"), u, 2)?;
+    }
+    if let Some(l) = &t.leaf_spine {
+        let lp = tp.key("leaf_spine");
+        for (f, v) in [
+            ("leaves", l.leaves),
+            ("spines", l.spines),
+            ("hosts_per_leaf", l.hosts_per_leaf),
+        ] {
+            if v == 0 {
+                return err(lp.key(f), "must be at least 1".into());
+            }
+        }
+        for (f, v) in [
+            ("host_bandwidth", l.host_bandwidth),
+            ("fabric_bandwidth", l.fabric_bandwidth),
+        ] {
+            if v.bps() == 0 {
+                return err(lp.key(f), "must be greater than zero".into());
+            }
+        }
+    }
+    Ok(())
+}
 
+/// An explicit fabric: hosts, and links with a bandwidth.
+fn check_explicit_fabric(src: &Source) -> Result<(), ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
+    if s.hosts.is_empty() {
+        return err(
+            root.key("hosts"),
+            "no hosts: list `hosts` (with `switches` and `links`) or give a `topology`".into(),
+        );
+    }
+    for (i, l) in s.links.iter().enumerate() {
+        if l.bandwidth.bps() == 0 {
+            return err(
+                root.key("links").index(i).key("bandwidth"),
+                "must be greater than zero".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is built, a fabric or workload that would not fit in memory or
+/// time.
+fn check_sizes(src: &Source) -> Result<(), ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
     // Sizes: refuse before building what would not fit in memory or time.
     let fabric_path = match &s.topology {
         Some(t) if t.star.is_some() => root.key("topology").key("star"),
@@ -503,7 +556,14 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
             }
         }
     }
+    Ok(())
+}
 
+/// The failover delay given once, and routes only with `routing: explicit`.
+fn check_routing(src: &Source) -> Result<(), ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
     if s.failover.is_some() && s.routing.failover.is_some() {
         return err(
             root.key("failover"),
@@ -534,7 +594,14 @@ pub(super) fn check(src: &Source) -> Result<(), ScenarioError> {
         }
         _ => {}
     }
+    Ok(())
+}
 
+/// Every message within what one RDMA WRITE carries.
+fn check_message_sizes(src: &Source) -> Result<(), ScenarioError> {
+    let s = &src.scenario;
+    let root = FieldPath::root();
+    let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
     let wp = root.key("workload");
     for (i, m) in s.workload.messages.iter().enumerate() {
         if m.size.bytes() > MAX_MESSAGE {

@@ -17,7 +17,7 @@
 //! fault flips them, and that sets the frame's corruption flag (its FCS check), on which the
 //! NIC discards it before reading it. Recomputing the sum on every frame (~36 instructions of
 //! a frame received on benches/fabric64.yaml) could never refuse one; captures keep the real
-//! checksums (tshark checks them in tests/observe.rs).
+//! checksums (tshark checks them in tests/it/observe.rs).
 
 use std::net::Ipv4Addr;
 

@@ -68,7 +68,7 @@
 //!   price is bounded: a link may offer its flows less than it has by the ACK load of flows
 //!   that finished in the last 100 us and have no successor (at most ~2.5% of the link at one
 //!   ACK per 4 KiB packet, for at most 100 us each). Measured: the permutation of
-//!   `tests/flow.rs` moved by 1.7e-4 at most (makespan 1.7532 → 1.7541 ms, packet level 1.7519),
+//!   `tests/it/flow.rs` moved by 1.7e-4 at most (makespan 1.7532 → 1.7541 ms, packet level 1.7519),
 //!   the 16 MiB ring on 1024 hosts (16 KiB messages, shorter than a step's latency, so its
 //!   links always hold some reservation) 8334.44 → 8339.97 us (packet level 8332.98), the 1 GiB
 //!   ring on 1024 hosts 184 218.955 → 184 217.402 us. [`FlowNetwork::set_release_hold`] with 0

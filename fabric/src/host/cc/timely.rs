@@ -399,7 +399,7 @@ mod tests {
     }
 
     /// Why a completion event is a packet here, not a segment or a round trip: on the 2:1
-    /// incast of `tests/cc.rs` (100 Gb/s, 4 KiB frames) two samples a round trip (or a 16 KiB
+    /// incast of `tests/it/cc.rs` (100 Gb/s, 4 KiB frames) two samples a round trip (or a 16 KiB
     /// segment) apart differ by a frame's serialization (0.334 us) whenever the other flow's
     /// frame happens to be ahead of one and not the other: noise of 0.067 in the gradient over
     /// a 5 us `min_rtt`. With the paper's EWMA weight 0.875 the gradient follows it: a positive

@@ -3,7 +3,7 @@
 //! ECMP, queueing and losses (so retransmission timing is covered too).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 
@@ -49,7 +49,7 @@ fn report_without_host(threads: &str, path: &str) -> String {
         .and_then(|h| h.get("partitions"))
         .and_then(|p| p.as_u64());
     // The parallel path must really be exercised, on as many partitions as the binary may
-    // use: it runs at most the CPUs it has (tests/threads.rs runs more workers than CPUs).
+    // use: it runs at most the CPUs it has (tests/it/threads.rs runs more workers than CPUs).
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let want = threads.parse::<u64>().unwrap_or(1).min(4).min(cpus);
     assert_eq!(partitions, Some(want), "threads {threads}");

@@ -7,7 +7,7 @@
 //! on the state machines in `fabric/src/host/cc/`; these tests check the loops they close.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::{fabemu, has_tshark, run_yaml, temp_dir, temp_scenario};
 use fabemu::observe::ObserveOptions;

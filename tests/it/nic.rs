@@ -2,7 +2,7 @@
 //! zero-latency links (which must never be cut between threads).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -3,7 +3,7 @@
 //! evenly (100 Gb/s: 80 ps per byte) the emulator must match to the picosecond.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 

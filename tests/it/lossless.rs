@@ -2,7 +2,7 @@
 //! pathologies (incast, head-of-line blocking, deadlock), through scenarios as users write them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::{fabemu, run_yaml, temp_scenario};
 use fabemu::Report;

@@ -2,7 +2,7 @@
 //! retransmits, every message completes and — in data mode — arrives byte for byte.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 

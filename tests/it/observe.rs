@@ -6,7 +6,7 @@
 //! missing); without it they print why and pass, except under CI (`CI=true`), where they fail.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -744,7 +744,7 @@ fn run_without_tshark(test: &str, ci: &str) -> std::process::Output {
 
 #[test]
 fn without_tshark_capture_tests_skip_outside_ci_and_fail_under_ci() {
-    let test = "tshark_decodes_ecn_marks_cnps_and_pfc_pauses";
+    let test = "observe::tshark_decodes_ecn_marks_cnps_and_pfc_pauses";
     let out = run_without_tshark(test, "");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "outside CI: {err}");

@@ -5,7 +5,7 @@
 //! screening is checked against every strategy run in full.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! run, `--set` overrides, how times and rates print, warnings.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 

@@ -6,7 +6,7 @@
 //! time, nothing else on the path.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 use fabemu::{load_str, run_source, world};

@@ -2,7 +2,7 @@
 //! faults — link and node failures, random loss, bit errors, degradation — with failover.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -12,7 +12,7 @@
 //! so what remains is scheduling slack (one packet per step, < 1% here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::{message_wire_bytes, run_yaml, ETH_OVERHEAD, PS_PER_BYTE_100G};
 use fabemu::Report;

@@ -9,7 +9,7 @@
 //! whichever direction it goes, so compute before it only shifts it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
@@ -683,7 +683,7 @@ fn the_same_trace_runs_at_flow_fidelity() {
         .iteration_time_ps
         .expect("packet finished") as f64;
     let f = training(&flow).iteration_time_ps.expect("flow finished") as f64;
-    // tests/flow.rs holds collectives and incasts on a switch to 1% of the packet level
+    // tests/it/flow.rs holds collectives and incasts on a switch to 1% of the packet level
     // (measured 0.05% at 8 MiB, up to 1% at 256 KiB); compute adds the same time at both
     // fidelities.
     assert!((p - f).abs() / p < 0.01, "packet {p} ps, flow {f} ps");

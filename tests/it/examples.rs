@@ -3,7 +3,7 @@
 //! bounds here are loose enough for any change that keeps the behaviour described.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::{fabemu, temp_path};
 
@@ -88,7 +88,7 @@ fn every_example_is_checked() {
         "dcqcn.yaml",
         "explicit.yaml",
         "fat_tree.yaml",
-        "gpt_training.yaml", // tests/transformer.rs
+        "gpt_training.yaml", // tests/it/transformer.rs
         "hierarchical.yaml",
         "leaf_spine.yaml",
         "lossless.yaml",
@@ -411,7 +411,7 @@ fn training_runs_one_iteration_on_16_ranks_and_writes_a_trace() {
 
 #[test]
 fn cc_compare_examples_run_as_their_headers_say_under_pfc_alone() {
-    // The files ship with `cc: none` (the table's first row; tests/cc.rs runs the schemes).
+    // The files ship with `cc: none` (the table's first row; tests/it/cc.rs runs the schemes).
     // Incast: "PFC alone pauses the shared link and the victim crawls at 13 Gb/s".
     let r = report("cc_compare_incast.yaml");
     assert!(totals(&r, "xoff_frames_sent") > 100);

@@ -8,7 +8,7 @@
 //! ACKs, store-and-forward) without letting a regression to ring-like behaviour pass.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::run_yaml;
 use fabemu::Report;

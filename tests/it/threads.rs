@@ -9,7 +9,7 @@
 //! limits, far above what a run takes on a loaded machine.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -99,7 +99,12 @@ fn two_and_four_workers_on_one_core_match_one_thread() {
     let mut child = match Command::new("taskset")
         .args(["-c", "0"])
         .arg(exe)
-        .args(["pinned_child", "--exact", "--ignored", "--nocapture"])
+        .args([
+            "threads::pinned_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
         .spawn()
     {
         Ok(c) => c,

@@ -15,7 +15,7 @@
 //! per-message bar there.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::{fabemu, run_yaml, temp_scenario};
 use fabemu::Report;

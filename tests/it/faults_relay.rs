@@ -3,7 +3,7 @@
 //! round a ring, another direction or dimension of a torus.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -8,7 +8,7 @@
 //! a message naming the XML file, the line and the element.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@
 //! count.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 use fabemu::Report;
@@ -55,7 +55,7 @@ fn collective_ps(r: &Report) -> u64 {
 
 #[test]
 fn a_high_priority_collective_ignores_a_low_priority_incast() {
-    // Closed form of the collective alone (tests/collectives.rs): 2(n-1) = 6 ring steps of
+    // Closed form of the collective alone (tests/it/collectives.rs): 2(n-1) = 6 ring steps of
     // 1 MiB, each its wire bytes plus the ACKs of the step's incoming 1 MiB on the same uplink,
     // one store-and-forward packet and two hops of latency, at 100 Gb/s.
     let m = 1u64 << 20;

@@ -4,7 +4,7 @@
 //! bubbles, and errors located at the field.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::{fabemu, run_yaml, temp_scenario};
 use fabemu::Report;

@@ -2,7 +2,7 @@
 //! that two or more senders saturate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
-mod common;
+use crate::common;
 
 use common::*;
 
