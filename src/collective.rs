@@ -1051,10 +1051,16 @@ pub(crate) fn host_ranks(
     Ok(v)
 }
 
+/// One collective of a training workload as compiled: its description, one program per rank
+/// and, where its steps are generated on demand, one generator per rank (the programs are then
+/// headers without steps).
+pub(crate) type Compiled = (CollectiveInfo, Vec<Program>, Option<Vec<StepGen>>);
+
 /// Compiles one collective of a training workload with the same algorithm library and layout
 /// rules as `workload.collectives` (`c` gives the operation, algorithm and options): `count`
-/// elements of `elem_bytes` over the hosts `members` (rank r on `members[r]`). Returns its
-/// description and one program per rank.
+/// elements of `elem_bytes` over the hosts `members` (rank r on `members[r]`). A plan whose
+/// steps can be generated (a flat ring All-Reduce, see `plan::stream`) is not compiled: a
+/// training run holds hundreds of thousands of them, billions of steps as lists.
 pub(crate) fn compile_one(
     g: &Graph,
     c: &crate::scenario::CollectiveYaml,
@@ -1062,7 +1068,7 @@ pub(crate) fn compile_one(
     elem_bytes: u64,
     members: &[usize],
     data: bool,
-) -> Result<(CollectiveInfo, Vec<Program>), String> {
+) -> Result<Compiled, String> {
     let (layout, label) = layout_of(c, g).map_err(|(_, m)| m)?;
     let p = Plan {
         op: c.op,
@@ -1073,7 +1079,11 @@ pub(crate) fn compile_one(
         chunks: c.chunks,
         chunks_in_flight: c.chunks_in_flight,
     };
-    let programs = plan::compile(&p).map_err(|e| e.to_string())?;
+    let streams = plan::stream(&p);
+    let programs = match &streams {
+        Some(gens) => gens.iter().map(StepGen::header).collect(),
+        None => plan::compile(&p).map_err(|e| e.to_string())?,
+    };
     let layouts = programs.iter().map(layout_only).collect();
     let info = CollectiveInfo {
         entry: 0,
@@ -1091,7 +1101,7 @@ pub(crate) fn compile_one(
         hosts: members.to_vec(),
         host_names: None,
     };
-    Ok((info, programs))
+    Ok((info, programs, streams))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fabemu_collectives::executor::{DataSpec, Job, JobStart, MAX_JOBS};
-use fabemu_collectives::{ChunkRange, Collective, DataType, Program, ReduceOp};
+use fabemu_collectives::{ChunkRange, Collective, DataType, Program, ReduceOp, StepGen};
 use fabemu_fabric::units::Time;
 use fabemu_topologies::Graph;
 use fabemu_workload::model;
@@ -15,7 +15,7 @@ use fabemu_workload::trace::{load_traces, CollKind, Op, RankTrace};
 use fabemu_workload::transformer::{self, Device};
 
 use super::{ModelFigures, RankInfo, TrainingInfo};
-use crate::collective::{self, CollectiveInfo};
+use crate::collective::{self, CollectiveInfo, Compiled};
 use crate::scenario::{
     AlgorithmYaml, CollectiveStreams, CollectiveYaml, FieldPath, Mode, ScenarioError, Source,
 };
@@ -33,7 +33,8 @@ fn relative_to_scenario(src: &Source, rel: &str) -> PathBuf {
 
 /// Largest point-to-point message (RoCE's DMA length is 32 bits).
 const MAX_MESSAGE: u64 = (1 << 32) - 1;
-/// Program steps over all the trace's collectives and ranks (about 64 bytes each).
+/// Listed program steps over all the trace's collectives and ranks (about 64 bytes each);
+/// generated ones (flat ring All-Reduces) take no memory per step and are not counted.
 const MAX_STEPS: u64 = 1 << 26;
 /// Payload bytes a data-mode training run may hold.
 const MAX_DATA_BYTES: u64 = 4 << 30;
@@ -567,7 +568,7 @@ fn rank_actions(
 }
 
 /// Compiled collectives by (operation, elements, element bytes, ranks).
-type CompiledPrograms = BTreeMap<(&'static str, usize, u64, usize), (CollectiveInfo, Vec<Program>)>;
+type CompiledPrograms = BTreeMap<(&'static str, usize, u64, usize), Compiled>;
 
 /// Matches collectives across the members of their groups and compiles a job per match.
 struct Matcher<'a> {
@@ -588,7 +589,7 @@ struct Matcher<'a> {
     /// names ranks, not hosts, so groups of one size share them (a 1024-rank model has
     /// thousands of equal tensor-parallel All-Reduces).
     compiled: CompiledPrograms,
-    /// Program steps in all.
+    /// Listed program steps in all.
     steps_total: u64,
     /// Memory a data-mode run holds for the workload's payloads.
     data_bytes: u64,
@@ -758,7 +759,7 @@ impl Matcher<'_> {
             )));
         };
         let key = (kind.key(), count, es, member_hosts.len());
-        let (mut info, programs) = match self.compiled.get(&key) {
+        let (mut info, programs, streams) = match self.compiled.get(&key) {
             Some(done) => done.clone(),
             None => {
                 let spec = collective_spec(s, op, alg)
@@ -790,7 +791,14 @@ impl Matcher<'_> {
                  {MAX_DATA_BYTES} B (use `mode: timing`)"
             )));
         }
-        install_job(jobs, j, member_hosts, programs, es, self.data_mode);
+        install_job(
+            jobs,
+            j,
+            member_hosts,
+            (programs, streams),
+            es,
+            self.data_mode,
+        );
         self.slots.push(slot);
         self.infos.push(info);
         self.group_names.push(label.to_string());
@@ -798,19 +806,29 @@ impl Matcher<'_> {
     }
 }
 
-/// Puts job `j` (one program per member host, in `member_hosts` order) on each member's list,
-/// padding numbers a host does not use with empty jobs.
+/// Puts job `j` (one program, and generator when its steps are generated, per member host, in
+/// `member_hosts` order) on each member's list, padding numbers a host does not use with empty
+/// jobs.
 fn install_job(
     jobs: &mut [Vec<Job>],
     j: usize,
     member_hosts: &[usize],
-    programs: Vec<Program>,
+    (programs, streams): (Vec<Program>, Option<Vec<StepGen>>),
     es: u64,
     data_mode: bool,
 ) {
     let shared: Arc<[u32]> = member_hosts.iter().map(|&h| h as u32).collect();
-    let program_of: BTreeMap<usize, Program> = member_hosts.iter().copied().zip(programs).collect();
-    for (h, program) in program_of {
+    let mut gens = streams.map(Vec::into_iter);
+    let program_of: BTreeMap<usize, (Program, Option<StepGen>)> = member_hosts
+        .iter()
+        .copied()
+        .zip(
+            programs
+                .into_iter()
+                .map(|p| (p, gens.as_mut().and_then(Iterator::next))),
+        )
+        .collect();
+    for (h, (program, stream)) in program_of {
         let Some(list) = jobs.get_mut(h) else {
             continue;
         };
@@ -844,7 +862,7 @@ fn install_job(
             class: 0,
             reduce_rate: None,
             hosts: Some(shared.clone()),
-            stream: None,
+            stream,
         };
     }
 }

@@ -1379,6 +1379,30 @@ fn more_collectives_than_one_host_may_hold_run_when_their_groups_are_disjoint() 
     assert!(t.collectives.iter().all(|c| c.end_ps.is_some()));
 }
 
+#[test]
+fn ring_all_reduces_of_more_than_2_pow_26_steps_in_all_build() {
+    // dp 1024 on a star of 1024 hosts, 17 layers of 4 KiB gradients in 4 KiB buckets: 17 ring
+    // All-Reduces over 1024 ranks of 4 x 1024 x 1023 steps each, 71 M in all, over the 2^26
+    // steps a run may hold as lists (about 4.5 GB). A flat ring's steps are generated as it
+    // runs, so the workload builds with none listed.
+    let hosts = 1024;
+    let yaml = format!(
+        "{}workload:\n  training: {{dp: {hosts}, layers: 17, forward: 1us, parameter_bytes: 4KiB, bucket: 4KiB}}\n",
+        star(hosts)
+    );
+    let src = fabemu::load_str(&yaml, "<many steps>").unwrap();
+    let world = fabemu::world::build(&src).unwrap();
+    let t = world.training.expect("a training workload");
+    assert_eq!(t.collectives.len(), 17);
+    assert!(t.collectives.iter().all(|c| c.ranks == hosts));
+    let steps: u64 = t
+        .collectives
+        .iter()
+        .map(|c| 4 * c.ranks as u64 * (c.ranks as u64 - 1))
+        .sum();
+    assert!(steps > 1 << 26, "{steps} steps");
+}
+
 /// A star of `hosts` hosts on zero-latency 100 Gb/s links: a message of a few bytes takes
 /// tens of nanoseconds, so a schedule's time is its compute to well within 0.1%.
 fn fast_star(hosts: usize) -> String {
