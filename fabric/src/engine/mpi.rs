@@ -442,7 +442,7 @@ fn exchange_until_finished<C: CommunicatorCollectives>(
 /// Runs this rank's partitions on worker threads while this thread closes the windows over MPI:
 /// the windows run and whether the run was cancelled.
 fn run_local_partitions<A: Actor, C: CommunicatorCollectives>(
-    mine: &mut Vec<Partition<A>>,
+    mine: &mut [Partition<A>],
     ranks: &mut Ranks<'_, C>,
     place: &Placement,
     cfg: &EngineConfig,
