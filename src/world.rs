@@ -45,7 +45,7 @@ use fabemu_workload::scheduler::RankScheduler;
 /// collective message asks whether there is one, and with thousands of hosts interleaved that
 /// question was a cache miss of its own at the end of the struct; now it shares a line with
 /// the start of the collective runner, which the message reads anyway. Aligned to a cache
-/// line (`align(64)`) so that the pointer and a ring job's counters (`RingHot`, 48 bytes)
+/// line (`align(64)`) so that the pointer and a ring job's counters (`RingProgress`, 48 bytes)
 /// share the first line of every host's application instead of straddling two.
 #[repr(C, align(64))]
 pub struct HostApp {
