@@ -89,7 +89,40 @@ fn resolve_one(
     i: usize,
     f: &FaultSpec,
 ) -> Result<Resolved, ScenarioError> {
-    // The window.
+    let window = fault_window(src, i, f)?;
+    let (kind, effect) = fault_effect(src, i, f)?;
+    let target = match (&f.link, &f.node) {
+        (Some(_), Some(_)) => Err(err(src, i, "node", "give `link` or `node`, not both")),
+        (None, None) => Err(err(
+            src,
+            i,
+            "",
+            "no target: give `link: [a, b]` or `node: NAME`",
+        )),
+        (None, Some(name)) => node_target(src, g, i, f, name, kind),
+        (Some(ends), None) => link_target(src, g, i, f, ends, kind),
+    }?;
+    Ok(Resolved {
+        target: target.name,
+        effect,
+        window,
+        kind,
+        directions: target.directions,
+        down_links: target.down_links,
+        down_node: target.down_node,
+    })
+}
+
+/// What a fault entry acts on, resolved against the fabric.
+struct Target {
+    name: String,
+    directions: Vec<(usize, usize)>,
+    down_links: Vec<usize>,
+    down_node: Option<usize>,
+}
+
+/// Checks entry `i`'s `from`/`at`, `until` and `period` and gives its window.
+fn fault_window(src: &Source, i: usize, f: &FaultSpec) -> Result<FaultWindow, ScenarioError> {
     if f.from.is_some() && f.at.is_some() {
         return Err(err(src, i, "at", "give `from` or `at`, not both"));
     }
@@ -124,12 +157,19 @@ fn resolve_one(
             ));
         }
     }
-    let window = FaultWindow {
+    Ok(FaultWindow {
         from,
         until,
         period: f.period,
-    };
-    // The effect.
+    })
+}
+
+/// Checks that entry `i` gives exactly one valid effect and gives it with its report name.
+fn fault_effect(
+    src: &Source,
+    i: usize,
+    f: &FaultSpec,
+) -> Result<(FaultKind, String), ScenarioError> {
     let mut effects = Vec::new();
     if let Some(d) = f.down {
         if !d {
@@ -179,146 +219,153 @@ fn resolve_one(
             format!("bandwidth {bw}"),
         ));
     }
-    let (kind, effect) = match effects.as_slice() {
-        [(_, k, e)] => (*k, e.clone()),
-        [] => {
-            return Err(err(
-                src,
-                i,
-                "",
-                "no effect: give one of `down: true`, `loss`, `ber`, `bandwidth`",
-            ))
-        }
-        [_, (second, ..), ..] => {
-            return Err(err(
-                src,
-                i,
-                second,
-                "one effect per entry; write a second entry for another",
-            ))
-        }
-    };
-    // The target.
-    let find = |field: &str, name: &str| {
-        g.find(name).ok_or_else(|| {
-            err(
-                src,
-                i,
-                field,
-                format!("unknown node `{name}` (`fabemu topo --links` lists the fabric)"),
-            )
-        })
-    };
-    match (&f.link, &f.node) {
-        (Some(_), Some(_)) => Err(err(src, i, "node", "give `link` or `node`, not both")),
-        (None, None) => Err(err(
+    match effects.as_slice() {
+        [(_, k, e)] => Ok((*k, e.clone())),
+        [] => Err(err(
             src,
             i,
             "",
-            "no target: give `link: [a, b]` or `node: NAME`",
+            "no effect: give one of `down: true`, `loss`, `ber`, `bandwidth`",
         )),
-        (None, Some(name)) => {
-            if f.direction.is_some() {
-                return Err(err(src, i, "direction", "a direction belongs to a link"));
-            }
-            let n = find("node", name)?;
-            if !matches!(kind, FaultKind::Down) {
-                return Err(err(
-                    src,
-                    i,
-                    "node",
-                    "a node can only be `down`; loss, ber and bandwidth apply to links",
-                ));
-            }
-            let mut directions = Vec::new();
-            let mut down_links = Vec::new();
-            for (p, port) in g.ports(n).iter().enumerate() {
-                directions.push((n, p));
-                directions.push((port.peer, port.peer_port));
-                down_links.push(port.link);
-            }
-            Ok(Resolved {
-                target: format!("node {name}"),
-                effect,
-                window,
-                kind,
-                directions,
-                down_links,
-                down_node: Some(n),
-            })
-        }
-        (Some(ends), None) => {
-            let [a, b] = ends.as_slice() else {
-                return Err(err(
-                    src,
-                    i,
-                    "link",
-                    format!("a link is its two ends, `[a, b]`; got {} names", ends.len()),
-                ));
-            };
-            let na = find("link", a)?;
-            let nb = find("link", b)?;
-            let ports: Vec<(usize, usize)> = g
-                .ports(na)
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.peer == nb)
-                .map(|(k, _)| (na, k))
-                .collect();
-            if ports.is_empty() {
-                return Err(err(
-                    src,
-                    i,
-                    "link",
-                    format!("no link joins `{a}` and `{b}` (`fabemu topo --links` lists them)"),
-                ));
-            }
-            let (forward, backward) = match &f.direction {
-                None => (true, true),
-                Some(d) => match d.split_once("->").map(|(x, y)| (x.trim(), y.trim())) {
-                    Some((x, y)) if x == a && y == b => (true, false),
-                    Some((x, y)) if x == b && y == a => (false, true),
-                    _ => {
-                        return Err(err(
-                            src,
-                            i,
-                            "direction",
-                            format!("`{d}` is not `{a}->{b}` or `{b}->{a}`"),
-                        ))
-                    }
-                },
-            };
-            let mut directions = Vec::new();
-            let mut down_links = Vec::new();
-            for &(n, p) in &ports {
-                let info = &g.ports(n)[p];
-                if forward {
-                    directions.push((n, p));
-                }
-                if backward {
-                    directions.push((info.peer, info.peer_port));
-                }
-                down_links.push(info.link);
-            }
-            let target = match (forward, backward) {
-                (true, true) => format!("link {a}-{b}"),
-                (true, false) => format!("link {a}->{b}"),
-                _ => format!("link {b}->{a}"),
-            };
-            if !matches!(kind, FaultKind::Down) {
-                down_links.clear();
-            }
-            Ok(Resolved {
-                target,
-                effect,
-                window,
-                kind,
-                directions,
-                down_links,
-                down_node: None,
-            })
-        }
+        [_, (second, ..), ..] => Err(err(
+            src,
+            i,
+            second,
+            "one effect per entry; write a second entry for another",
+        )),
     }
+}
+
+/// The node named `name` in entry `i`'s `field`.
+fn find_node(
+    src: &Source,
+    g: &Graph,
+    i: usize,
+    field: &str,
+    name: &str,
+) -> Result<usize, ScenarioError> {
+    g.find(name).ok_or_else(|| {
+        err(
+            src,
+            i,
+            field,
+            format!("unknown node `{name}` (`fabemu topo --links` lists the fabric)"),
+        )
+    })
+}
+
+/// Entry `i`'s `node: NAME`: every direction into and out of the node, and its links.
+fn node_target(
+    src: &Source,
+    g: &Graph,
+    i: usize,
+    f: &FaultSpec,
+    name: &str,
+    kind: FaultKind,
+) -> Result<Target, ScenarioError> {
+    if f.direction.is_some() {
+        return Err(err(src, i, "direction", "a direction belongs to a link"));
+    }
+    let n = find_node(src, g, i, "node", name)?;
+    if !matches!(kind, FaultKind::Down) {
+        return Err(err(
+            src,
+            i,
+            "node",
+            "a node can only be `down`; loss, ber and bandwidth apply to links",
+        ));
+    }
+    let mut directions = Vec::new();
+    let mut down_links = Vec::new();
+    for (p, port) in g.ports(n).iter().enumerate() {
+        directions.push((n, p));
+        directions.push((port.peer, port.peer_port));
+        down_links.push(port.link);
+    }
+    Ok(Target {
+        name: format!("node {name}"),
+        directions,
+        down_links,
+        down_node: Some(n),
+    })
+}
+
+/// Entry `i`'s `link: [a, b]` (with its `direction`): the directions of every link joining
+/// the two ends, and the links when it is a failure.
+fn link_target(
+    src: &Source,
+    g: &Graph,
+    i: usize,
+    f: &FaultSpec,
+    ends: &[String],
+    kind: FaultKind,
+) -> Result<Target, ScenarioError> {
+    let [a, b] = ends else {
+        return Err(err(
+            src,
+            i,
+            "link",
+            format!("a link is its two ends, `[a, b]`; got {} names", ends.len()),
+        ));
+    };
+    let na = find_node(src, g, i, "link", a)?;
+    let nb = find_node(src, g, i, "link", b)?;
+    let ports: Vec<(usize, usize)> = g
+        .ports(na)
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.peer == nb)
+        .map(|(k, _)| (na, k))
+        .collect();
+    if ports.is_empty() {
+        return Err(err(
+            src,
+            i,
+            "link",
+            format!("no link joins `{a}` and `{b}` (`fabemu topo --links` lists them)"),
+        ));
+    }
+    let (forward, backward) = match &f.direction {
+        None => (true, true),
+        Some(d) => match d.split_once("->").map(|(x, y)| (x.trim(), y.trim())) {
+            Some((x, y)) if x == a && y == b => (true, false),
+            Some((x, y)) if x == b && y == a => (false, true),
+            _ => {
+                return Err(err(
+                    src,
+                    i,
+                    "direction",
+                    format!("`{d}` is not `{a}->{b}` or `{b}->{a}`"),
+                ))
+            }
+        },
+    };
+    let mut directions = Vec::new();
+    let mut down_links = Vec::new();
+    for &(n, p) in &ports {
+        let info = &g.ports(n)[p];
+        if forward {
+            directions.push((n, p));
+        }
+        if backward {
+            directions.push((info.peer, info.peer_port));
+        }
+        down_links.push(info.link);
+    }
+    let name = match (forward, backward) {
+        (true, true) => format!("link {a}-{b}"),
+        (true, false) => format!("link {a}->{b}"),
+        _ => format!("link {b}->{a}"),
+    };
+    if !matches!(kind, FaultKind::Down) {
+        down_links.clear();
+    }
+    Ok(Target {
+        name,
+        directions,
+        down_links,
+        down_node: None,
+    })
 }
 
 /// How many times `w` changes up to `horizon` (an upper bound of `w.changes(horizon).len()`),

@@ -305,13 +305,34 @@ fn real_main(cli: Cli) -> ExitCode {
             mpi: false,
         },
     };
+    run(&args).unwrap_or_else(|code| code)
+}
+
+/// `fabemu run`: the exit code, `Err` when a step ended it early.
+fn run(args: &RunArgs) -> Result<ExitCode, ExitCode> {
+    let opts = observe_options(args)?;
+    let src = load_scenario(args)?;
+    let Some(observed) = run_scenario(args, &src, &opts)? else {
+        // Another rank than 0: rank 0 writes everything.
+        return Ok(ExitCode::SUCCESS);
+    };
+    warn_about_run(args, &observed);
+    if write_all_outputs(args, &opts, &observed)? {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(run_exit_code(&observed))
+}
+
+/// The outputs `run` was asked for, checked before the run, which can take long: a typo in an
+/// output path must not cost its results.
+fn observe_options(args: &RunArgs) -> Result<ObserveOptions, ExitCode> {
     if args.capture.is_some() && args.pcap.is_none() && args.out.is_none() {
         eprintln!("error: --capture needs --pcap PATH or --out DIR to write the capture to");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
     if args.sample_interval.is_some_and(|t| t == Time::ZERO) {
         eprintln!("error: --sample-interval must be longer than 0");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
     let opts = ObserveOptions {
         out_dir: args.out.clone(),
@@ -321,11 +342,15 @@ fn real_main(cli: Cli) -> ExitCode {
         pcap_max_packets: args.pcap_max_packets,
         pcap_max_bytes: args.pcap_max_bytes.bytes(),
     };
-    // Before the run, which can take long: a typo in an output path must not cost its results.
     if let Err(e) = observe::check_output_paths(&opts, args.json.as_deref()) {
         eprintln!("error: {e}");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
+    Ok(opts)
+}
+
+/// The scenario `run` was given, with its overrides, seed and fidelity; its warnings printed.
+fn load_scenario(args: &RunArgs) -> Result<Source, ExitCode> {
     let input = if args.scenario.as_os_str() == frontend::QUICKSTART_NAME {
         Input::Quickstart
     } else {
@@ -339,13 +364,23 @@ fn real_main(cli: Cli) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     warn_astra(src.astra.as_ref());
     for w in src.system.iter().flat_map(|s| &s.warnings) {
         eprintln!("warning: {w}");
     }
+    Ok(src)
+}
+
+/// Runs the scenario, in this process or over MPI ranks, with progress shown and Ctrl-C
+/// caught: the observed run (`None` on ranks other than 0).
+fn run_scenario(
+    args: &RunArgs,
+    src: &Source,
+    opts: &ObserveOptions,
+) -> Result<Option<fabemu::observe::Observed>, ExitCode> {
     let (threads, warning) = frontend::usable_threads(args.threads as usize);
     if let Some(w) = warning {
         eprintln!("warning: {w}");
@@ -358,38 +393,40 @@ fn real_main(cli: Cli) -> ExitCode {
     let over_mpi = args.mpi || launched.is_some_and(|(_, size)| size > 1) || mpi_build(launched);
     if over_mpi {
         if let Some(why) =
-            fabemu::mpi_run::refused(&opts, src.scenario.fidelity == scenario::Fidelity::Flow)
+            fabemu::mpi_run::refused(opts, src.scenario.fidelity == scenario::Fidelity::Flow)
         {
             eprintln!("error: {why}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     }
     // Under mpirun only rank 0 shows progress (and writes the outputs).
     let quiet = args.quiet || launched.is_some_and(|(rank, _)| rank > 0);
     let watcher = Watcher::start(progress.clone(), end, quiet);
     let result = if over_mpi {
-        run_over_ranks(&src, threads, &progress)
+        run_over_ranks(src, threads, &progress)
     } else {
-        run_observed(&src, threads, &opts, Some(&progress)).map(Some)
+        run_observed(src, threads, opts, Some(&progress)).map(Some)
     };
     drop(watcher);
-    let observed = match result {
-        Ok(Some(r)) => r,
-        // Another rank than 0: rank 0 writes everything.
-        Ok(None) => return ExitCode::SUCCESS,
+    match result {
+        Ok(r) => Ok(r),
         Err(RunError::Scenario(e)) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
         Err(RunError::Observe(e @ ObserveError::BadOption(_))) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(1);
+            Err(ExitCode::from(1))
         }
-    };
+    }
+}
+
+/// Warns of a coarser sampling than asked and of the flow model's limits.
+fn warn_about_run(args: &RunArgs, observed: &fabemu::observe::Observed) {
     if let (Some(asked), Some(s)) = (args.sample_interval, &observed.samples) {
         if s.interval != asked {
             eprintln!(
@@ -402,17 +439,24 @@ fn real_main(cli: Cli) -> ExitCode {
             );
         }
     }
-    let report = &observed.report;
-    for l in &report.flow_limits {
+    for l in &observed.report.flow_limits {
         eprintln!("warning: {l}");
     }
-    // A run stopped by Ctrl-C still writes everything it can: the partial results are often
-    // what the user wanted to look at.
-    let interrupted = report.interrupted;
+}
+
+/// Writes the summary, the files asked for and the JSON report: true when one failed. A run
+/// stopped by Ctrl-C still writes everything it can: the partial results are often what the
+/// user wanted to look at.
+fn write_all_outputs(
+    args: &RunArgs,
+    opts: &ObserveOptions,
+    observed: &fabemu::observe::Observed,
+) -> Result<bool, ExitCode> {
+    let report = &observed.report;
     let summary = fabemu::report::summary(report);
     // Every output is tried: one that fails is named, the others are still written.
     let mut failed = false;
-    for e in observe::write_outputs(&observed, &opts, &summary) {
+    for e in observe::write_outputs(observed, opts, &summary) {
         eprintln!("error: {e}");
         failed = true;
     }
@@ -432,7 +476,7 @@ fn real_main(cli: Cli) -> ExitCode {
             Ok(j) => j,
             Err(e) => {
                 eprintln!("error: cannot encode the report: {e}");
-                return ExitCode::from(1);
+                return Err(ExitCode::from(1));
             }
         };
         let written = if path.as_os_str() == "-" {
@@ -451,10 +495,14 @@ fn real_main(cli: Cli) -> ExitCode {
             failed = true;
         }
     }
-    if failed {
-        return ExitCode::from(1);
-    }
-    if interrupted {
+    Ok(failed)
+}
+
+/// The exit code of a run whose outputs were written: 130 when Ctrl-C stopped it, 3 when an
+/// invariant was violated (each named), else success.
+fn run_exit_code(observed: &fabemu::observe::Observed) -> ExitCode {
+    let report = &observed.report;
+    if report.interrupted {
         eprintln!(
             "interrupted at simulated time {}: the report covers the run up to there",
             observed.finished.output.stats.end_time

@@ -17,7 +17,7 @@ use fabemu_fabric::host::{
 };
 use fabemu_fabric::link::{Channel, Rate};
 use fabemu_fabric::route::RouteTable;
-use fabemu_fabric::transport::AppId;
+use fabemu_fabric::transport::{AppId, ClassTable};
 use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_switch::tree_egress::TreeEgress;
 use fabemu_switch::{Switch, SwitchConfig};
@@ -45,7 +45,7 @@ use fabemu_workload::scheduler::RankScheduler;
 /// collective message asks whether there is one, and with thousands of hosts interleaved that
 /// question was a cache miss of its own at the end of the struct; now it shares a line with
 /// the start of the collective runner, which the message reads anyway. Aligned to a cache
-/// line (`align(64)`) so that the pointer and a ring job's counters (`RingHot`, 48 bytes)
+/// line (`align(64)`) so that the pointer and a ring job's counters (`RingProgress`, 48 bytes)
 /// share the first line of every host's application instead of straddling two.
 #[repr(C, align(64))]
 pub struct HostApp {
@@ -540,7 +540,6 @@ pub fn fabric(src: &Source) -> Result<(Graph, Routes), ScenarioError> {
 
 /// Builds the world for a checked scenario.
 pub fn build(src: &Source) -> Result<World, ScenarioError> {
-    let s = &src.scenario;
     let (g, routes) = fabric(src)?;
     let Apps {
         apps,
@@ -560,6 +559,12 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         .iter()
         .map(|r| (r.window.from, r.window.until))
         .collect();
+    let parts = NodeParts {
+        src,
+        directory: &directory,
+        classes: &classes,
+        fault_windows: &fault_windows,
+    };
     let mut actors = Vec::with_capacity(g.nodes().len());
     let mut wiring = Wiring::default();
     // A host with one port sends everything out of it: every such host whose routes lead to
@@ -568,130 +573,20 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
     // address is in the shared table too, harmlessly: a host never forwards frames for itself.
     let mut single_port_table: Option<Arc<RouteTable>> = None;
     for (id, node) in g.nodes().iter().enumerate() {
-        let ports = g.ports(id);
-        let shared = node.kind == NodeKind::Host
-            && ports.len() == 1
-            && g.hosts()
-                .all(|dst| dst == id || routes.next_hops(id, dst) == [0]);
-        let (shared_table, table) = if shared {
-            let t = Arc::clone(single_port_table.get_or_insert_with(|| {
-                let mut t = RouteTable::new();
-                for rank in 0..g.host_count() {
-                    if let Some(addr) = directory.get(rank as u32) {
-                        t.insert(addr.ip, &[0]);
-                    }
-                }
-                Arc::new(t)
-            }));
-            (Some(t), RouteTable::new())
-        } else {
-            let mut table = RouteTable::new();
-            for dst in g.hosts() {
-                let hops = routes.next_hops(id, dst);
-                if !hops.is_empty() {
-                    let rank = g.host_index(dst).unwrap_or(0) as u32;
-                    if let Some(addr) = directory.get(rank) {
-                        table.insert(addr.ip, hops);
-                    }
-                }
-            }
-            (None, table)
-        };
-        wiring.ports.push(
-            ports
-                .iter()
-                .map(|p| {
-                    let l = g.link(p.link);
-                    PortWiring {
-                        peer: p.peer as u32,
-                        peer_port: p.peer_port,
-                        channel: Channel {
-                            rate: Rate::new(Bandwidth(l.bandwidth_bps)),
-                            latency: Time(l.latency_ps),
-                        },
-                    }
-                })
-                .collect(),
-        );
+        let (shared_table, table) =
+            node_route_table(&g, &routes, &directory, id, &mut single_port_table);
+        wiring.ports.push(port_wiring(&g, id));
+        let reroute = reroutes.get_mut(id);
         let actor = match node.kind {
             NodeKind::Host => {
-                let rank = g.host_index(id).unwrap_or(0);
                 // Hosts come in rank order in the graph's node order.
                 let app = apps
                     .next()
                     .ok_or_else(|| src.error_at(&FieldPath::root(), "host count changed"))?;
-                let mut host = Host::new(
-                    rank as u32,
-                    directory.clone(),
-                    shared_table.unwrap_or_else(|| Arc::new(table)),
-                    ports.len(),
-                    NicConfig {
-                        data_mode: s.mode == Mode::Data,
-                        classes: classes.clone(),
-                        verify_icrc: s.mode == Mode::Data
-                            && s.faults.iter().any(|f| f.ber.is_some()),
-                        ..s.nic.clone()
-                    },
-                    s.seed,
-                    app,
-                )
-                .ok_or_else(|| {
-                    src.error_at(
-                        &FieldPath::root(),
-                        format!("host `{}` has no address", node.name),
-                    )
-                })?;
-                if !s.faults.is_empty() {
-                    host.nic.watch_faults(fault_windows.clone());
-                }
-                // A multi-port NIC routes around failures too (relaying, and its QPs' ports).
-                if let Some(r) = reroutes.get_mut(id).filter(|r| !r.is_empty()) {
-                    host.nic.schedule_routes(std::mem::take(r));
-                }
-                Node::Host(Box::new(host))
+                let table = shared_table.unwrap_or_else(|| Arc::new(table));
+                parts.host(&g, id, table, app, reroute)?
             }
-            NodeKind::Switch => {
-                let buffer = s
-                    .switches
-                    .iter()
-                    .find(|sw| sw.name == node.name)
-                    .and_then(|sw| sw.buffer)
-                    .unwrap_or(s.switch_buffer);
-                let mut sw = Switch::new(
-                    ports.len(),
-                    table,
-                    &SwitchConfig { buffer },
-                    fabemu_fabric::route::switch_salt(s.seed, id),
-                );
-                if let Some(r) = reroutes.get_mut(id) {
-                    sw.schedule_routes(std::mem::take(r));
-                }
-                if s.nic.cc.wants_int() {
-                    sw.enable_int();
-                }
-                let own = s.switches.iter().position(|x| x.name == node.name);
-                let tree = own
-                    .and_then(|i| s.switches[i].scheduler.as_ref())
-                    .or(s.switch_scheduler.as_ref());
-                if let Some(t) = tree {
-                    for port in 0..ports.len() {
-                        let built = t
-                            .build_for::<fabemu_switch::tree_egress::TreeItem>(s.ethernet)
-                            .map_err(|e| {
-                                let at = match own {
-                                    Some(i) if s.switches[i].scheduler.is_some() => {
-                                        FieldPath::root().key("switches").index(i).key("scheduler")
-                                    }
-                                    _ => FieldPath::root().key("switch_scheduler"),
-                                };
-                                src.error_at(&at, e.to_string())
-                            })?;
-                        let egress = TreeEgress::new(built).with_classes(classes.clone());
-                        sw.set_scheduler(port, Box::new(egress));
-                    }
-                }
-                Node::Switch(Box::new(sw))
-            }
+            NodeKind::Switch => parts.switch(&g, id, table, reroute)?,
         };
         actors.push(actor);
     }
@@ -705,6 +600,170 @@ pub fn build(src: &Source) -> Result<World, ScenarioError> {
         directory,
         training,
     })
+}
+
+/// Node `id`'s route table: the one shared by single-port hosts whose routes all leave by port
+/// 0 (then with an empty own table), or its own.
+fn node_route_table(
+    g: &Graph,
+    routes: &Routes,
+    directory: &HostDirectory,
+    id: usize,
+    single_port_table: &mut Option<Arc<RouteTable>>,
+) -> (Option<Arc<RouteTable>>, RouteTable) {
+    let ports = g.ports(id);
+    let shared = g.node(id).kind == NodeKind::Host
+        && ports.len() == 1
+        && g.hosts()
+            .all(|dst| dst == id || routes.next_hops(id, dst) == [0]);
+    if shared {
+        let t = Arc::clone(single_port_table.get_or_insert_with(|| {
+            let mut t = RouteTable::new();
+            for rank in 0..g.host_count() {
+                if let Some(addr) = directory.get(rank as u32) {
+                    t.insert(addr.ip, &[0]);
+                }
+            }
+            Arc::new(t)
+        }));
+        (Some(t), RouteTable::new())
+    } else {
+        let mut table = RouteTable::new();
+        for dst in g.hosts() {
+            let hops = routes.next_hops(id, dst);
+            if !hops.is_empty() {
+                let rank = g.host_index(dst).unwrap_or(0) as u32;
+                if let Some(addr) = directory.get(rank) {
+                    table.insert(addr.ip, hops);
+                }
+            }
+        }
+        (None, table)
+    }
+}
+
+/// Node `id`'s ports: the peer each leads to and its link's channel.
+fn port_wiring(g: &Graph, id: usize) -> Vec<PortWiring> {
+    g.ports(id)
+        .iter()
+        .map(|p| {
+            let l = g.link(p.link);
+            PortWiring {
+                peer: p.peer as u32,
+                peer_port: p.peer_port,
+                channel: Channel {
+                    rate: Rate::new(Bandwidth(l.bandwidth_bps)),
+                    latency: Time(l.latency_ps),
+                },
+            }
+        })
+        .collect()
+}
+
+/// What every host and switch is built from besides its own node.
+struct NodeParts<'a> {
+    src: &'a Source,
+    directory: &'a Arc<HostDirectory>,
+    classes: &'a ClassTable,
+    /// Each fault entry's first window.
+    fault_windows: &'a [(Time, Time)],
+}
+
+impl NodeParts<'_> {
+    /// Host `id`, running `app`, with its NIC's configuration, fault watch and route changes.
+    fn host(
+        &self,
+        g: &Graph,
+        id: usize,
+        table: Arc<RouteTable>,
+        app: HostApp,
+        reroute: Option<&mut Vec<(Time, RouteTable)>>,
+    ) -> Result<Node, ScenarioError> {
+        let s = &self.src.scenario;
+        let node = g.node(id);
+        let rank = g.host_index(id).unwrap_or(0);
+        let mut host = Host::new(
+            rank as u32,
+            self.directory.clone(),
+            table,
+            g.ports(id).len(),
+            NicConfig {
+                data_mode: s.mode == Mode::Data,
+                classes: self.classes.clone(),
+                verify_icrc: s.mode == Mode::Data && s.faults.iter().any(|f| f.ber.is_some()),
+                ..s.nic.clone()
+            },
+            s.seed,
+            app,
+        )
+        .ok_or_else(|| {
+            self.src.error_at(
+                &FieldPath::root(),
+                format!("host `{}` has no address", node.name),
+            )
+        })?;
+        if !s.faults.is_empty() {
+            host.nic.watch_faults(self.fault_windows.to_vec());
+        }
+        // A multi-port NIC routes around failures too (relaying, and its QPs' ports).
+        if let Some(r) = reroute.filter(|r| !r.is_empty()) {
+            host.nic.schedule_routes(std::mem::take(r));
+        }
+        Ok(Node::Host(Box::new(host)))
+    }
+
+    /// Switch `id` with its buffer, route changes, INT and egress schedulers.
+    fn switch(
+        &self,
+        g: &Graph,
+        id: usize,
+        table: RouteTable,
+        reroute: Option<&mut Vec<(Time, RouteTable)>>,
+    ) -> Result<Node, ScenarioError> {
+        let s = &self.src.scenario;
+        let node = g.node(id);
+        let ports = g.ports(id).len();
+        let buffer = s
+            .switches
+            .iter()
+            .find(|sw| sw.name == node.name)
+            .and_then(|sw| sw.buffer)
+            .unwrap_or(s.switch_buffer);
+        let mut sw = Switch::new(
+            ports,
+            table,
+            &SwitchConfig { buffer },
+            fabemu_fabric::route::switch_salt(s.seed, id),
+        );
+        if let Some(r) = reroute {
+            sw.schedule_routes(std::mem::take(r));
+        }
+        if s.nic.cc.wants_int() {
+            sw.enable_int();
+        }
+        let own = s.switches.iter().position(|x| x.name == node.name);
+        let tree = own
+            .and_then(|i| s.switches[i].scheduler.as_ref())
+            .or(s.switch_scheduler.as_ref());
+        if let Some(t) = tree {
+            for port in 0..ports {
+                let built = t
+                    .build_for::<fabemu_switch::tree_egress::TreeItem>(s.ethernet)
+                    .map_err(|e| {
+                        let at = match own {
+                            Some(i) if s.switches[i].scheduler.is_some() => {
+                                FieldPath::root().key("switches").index(i).key("scheduler")
+                            }
+                            _ => FieldPath::root().key("switch_scheduler"),
+                        };
+                        self.src.error_at(&at, e.to_string())
+                    })?;
+                let egress = TreeEgress::new(built).with_classes(self.classes.clone());
+                sw.set_scheduler(port, Box::new(egress));
+            }
+        }
+        Ok(Node::Switch(Box::new(sw)))
+    }
 }
 
 /// A finished run: the world's static parts and the engine's output.

@@ -269,7 +269,7 @@ impl RouteTable {
 
     /// [`RouteTable::select`] with the flow's hash computed only when `dst` has more than one
     /// next hop: a switch's down ports (one per destination) need none, and the hash (two
-    /// rounds of [`mix`], ~35 instructions) was half of a switch's route look-up.
+    /// rounds of [`mix`]) would be half of a switch's route look-up.
     #[inline]
     pub fn select_by(&self, dst: Ipv4Addr, flow_hash: impl FnOnce() -> u64) -> Option<usize> {
         if let Some(a) = &self.affine {

@@ -143,8 +143,8 @@ pub(crate) fn normalize_usage(
 
 /// `w > 0.0 && w.is_finite()` in one subtraction and one compare: the positive finite
 /// doubles are exactly those whose bits lie in `1..=f64::MAX.to_bits()` (zero, negatives, the
-/// infinities and NaNs all fall outside). Written out, the float tests compiled to some thirty
-/// instructions of classification per weight, the most of a ring message's `normalize_usage`.
+/// infinities and NaNs all fall outside). Written out, the float tests were the most of a ring
+/// message's `normalize_usage`.
 fn positive_finite(w: f64) -> bool {
     w.to_bits().wrapping_sub(1) < f64::MAX.to_bits()
 }

@@ -12,12 +12,14 @@ use fabemu_fabric::engine::{CaptureConfig, SampleConfig};
 
 use super::launch::{self, OutputSink, RankEnv, RankExit};
 use super::netns::{self, HostNet, Namespaces, NetError};
-use super::pace::{self, Clock, Deliver, Inbound, Trace};
+use super::pace::{self, Clock, Deliver, Inbound, Lateness, Trace};
 use super::tap::{self, Tap};
 use super::{prepare, CpuUse, Prepared};
 use crate::observe::Observed;
 use crate::scenario::Source;
 use crate::RunError;
+use fabemu_fabric::engine::EngineError;
+use fabemu_fabric::units::Time;
 use nix::sys::resource::UsageWho;
 
 /// What `fabemu emulate` was asked to do.
@@ -166,153 +168,29 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
     // came in between would end the process with its namespaces left behind.
     let stop = Arc::new(AtomicBool::new(false));
     let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let _enter = runtime.enter();
-        let mut int = signal(SignalKind::interrupt())
-            .map_err(|e| EmulateError::Other(format!("cannot catch Ctrl-C: {e}")))?;
-        let mut term = signal(SignalKind::terminate())
-            .map_err(|e| EmulateError::Other(format!("cannot catch SIGTERM: {e}")))?;
-        let stop = Arc::clone(&stop);
-        let interrupted = Arc::clone(&interrupted);
-        runtime.spawn(async move {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            interrupted.store(true, Ordering::Relaxed);
-            stop.store(true, Ordering::Relaxed);
-            eprintln!("\nstopping: ending the programs and writing the report");
-        });
-    }
-    let hosts: Vec<HostNet> = prepared
-        .addrs
-        .iter()
-        .enumerate()
-        .map(|(rank, a)| HostNet {
-            rank,
-            ip: a.ip,
-            prefix_len: 8,
-            mac: a.mac,
-            mtu: prepared.mtu,
-        })
-        .collect();
+    catch_signals(&runtime, &stop, &interrupted)?;
+    let hosts = host_nets(&prepared);
     let (ns, taps) = Namespaces::create(&hosts)?;
     // From here on `ns` removes the namespaces when dropped, whatever happens.
-    for (k, v) in &opts.sysctls {
-        for rank in 0..hosts.len() {
-            ns.set_sysctl(rank, k, v)?;
-        }
-    }
-    if let Some(dir) = &opts.mpi_dir {
-        let ips: Vec<Ipv4Addr> = hosts.iter().map(|h| h.ip).collect();
-        let files = launch::write_mpi_files(dir, &ns, &ips, &prepared.names)
-            .map_err(|e| EmulateError::Other(format!("cannot write the MPI files: {e}")))?;
-        eprintln!(
-            "mpirun: --hostfile {} --mca plm_rsh_agent {}",
-            files.hostfile.display(),
-            files.agent.display()
-        );
-    }
+    configure_namespaces(&ns, &hosts, &prepared.names, opts)?;
     let taps: Vec<Arc<Tap>> = taps.into_iter().map(Arc::new).collect();
-    // The engine on a thread of its own, paced behind the wall clock.
-    let until = src.scenario.until;
-    let scale = opts.time_scale;
     let trace_path = std::env::var_os(TRACE_ENV).map(PathBuf::from);
-    let want_trace = trace_path.is_some();
     let cpu_before = CpuUse::seconds(UsageWho::RUSAGE_SELF);
-    let pacer = {
-        let stop = Arc::clone(&stop);
-        let taps = taps.clone();
-        let mut prepared: Prepared = prepared;
-        std::thread::Builder::new()
-            .name("fabemu-pace".into())
-            .spawn(move || {
-                let hosts = prepared.hosts.clone();
-                let buf = vec![0u8; taps.iter().map(|t| t.max_frame_len()).max().unwrap_or(0)];
-                let mut frames = TapFrames {
-                    taps: taps.clone(),
-                    buf,
-                };
-                let mut out = TapDeliver { taps, failed: 0 };
-                let mut trace = want_trace.then(Trace::new);
-                let cpu0 = CpuUse::seconds(UsageWho::RUSAGE_THREAD);
-                let clock = Clock::start(scale);
-                let r = pace::run(
-                    &mut prepared.stepper,
-                    &hosts,
-                    clock,
-                    until,
-                    &mut frames,
-                    &mut out,
-                    &stop,
-                    trace.as_mut(),
-                );
-                let cpu = CpuUse::seconds(UsageWho::RUSAGE_THREAD)
-                    .zip(cpu0)
-                    .map(|(b, a)| b - a);
-                // The loop ends when asked or at `until`: let everyone else know.
-                stop.store(true, Ordering::Relaxed);
-                (prepared, r, out.failed, trace, cpu)
-            })
-            .map_err(|e| EmulateError::Other(format!("cannot start the pacing thread: {e}")))?
-    };
+    let pacer = spawn_pacer(
+        prepared,
+        taps.clone(),
+        Arc::clone(&stop),
+        src.scenario.until,
+        opts.time_scale,
+        trace_path.is_some(),
+    )?;
     let started = Instant::now();
     // The programs, or a wait for Ctrl-C.
     let exits = if opts.command.is_empty() {
-        eprintln!("emulated hosts are up; enter one with:");
-        for (rank, name) in prepared_names(&ns, hosts.len()).iter().enumerate() {
-            eprintln!(
-                "  ip netns exec {name} bash    # {} {}",
-                hosts[rank].ip,
-                host_name(src, rank)
-            );
-        }
-        eprintln!("Ctrl-C ends the emulation and removes them.");
-        runtime.block_on(async {
-            while !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        });
+        wait_for_ctrl_c(src, &runtime, &ns, &hosts, &stop);
         Vec::new()
     } else {
-        let master_addr = hosts.first().map_or(Ipv4Addr::UNSPECIFIED, |h| h.ip);
-        let envs: Vec<RankEnv> = (0..hosts.len())
-            .map(|rank| RankEnv {
-                rank,
-                world_size: hosts.len(),
-                master_addr,
-                master_port: opts.master_port,
-                host_name: host_name(src, rank),
-            })
-            .collect();
-        let (program, args) = match opts.command.split_first() {
-            Some((p, a)) => (p.clone(), a.to_vec()),
-            None => (String::new(), Vec::new()),
-        };
-        let _enter = runtime.enter();
-        let mut ranks = launch::launch(&ns, &envs, &program, &args, OutputSink::Terminal)?;
-        runtime.block_on(async {
-            loop {
-                tokio::select! {
-                    e = ranks.next_exit() => {
-                        if e.is_none() {
-                            break;
-                        }
-                    }
-                    _ = tokio::time::sleep(Duration::from_millis(20)) => {
-                        if stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                    }
-                }
-            }
-            if ranks.all_ended() {
-                ranks.wait_all(Duration::from_secs(2)).await
-            } else {
-                ranks.terminate(Duration::from_secs(2)).await
-            }
-        })
+        run_programs(src, opts, &runtime, &ns, &hosts, &stop)?
     };
     stop.store(true, Ordering::Relaxed);
     let (prepared, paced, failed_writes, trace, pacer_cpu) = pacer
@@ -333,7 +211,211 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
     if failed_writes > 0 {
         eprintln!("warning: {failed_writes} frames could not be written into their namespaces");
     }
-    let mut observed = prepared.finish(src, started.elapsed(), scale, lateness)?;
+    let mut observed = prepared.finish(src, started.elapsed(), opts.time_scale, lateness)?;
+    record_cpu_use(&mut observed, pacer_cpu, process_cpu);
+    Ok(Outcome {
+        observed,
+        exits,
+        interrupted: interrupted.load(Ordering::Relaxed),
+        removed_stale,
+    })
+}
+
+/// Sets `stop` and `interrupted` on Ctrl-C or SIGTERM.
+fn catch_signals(
+    runtime: &tokio::runtime::Runtime,
+    stop: &Arc<AtomicBool>,
+    interrupted: &Arc<AtomicBool>,
+) -> Result<(), EmulateError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let _enter = runtime.enter();
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(|e| EmulateError::Other(format!("cannot catch Ctrl-C: {e}")))?;
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| EmulateError::Other(format!("cannot catch SIGTERM: {e}")))?;
+    let stop = Arc::clone(stop);
+    let interrupted = Arc::clone(interrupted);
+    runtime.spawn(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        interrupted.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+        eprintln!("\nstopping: ending the programs and writing the report");
+    });
+    Ok(())
+}
+
+/// Every host's interface, by rank.
+fn host_nets(prepared: &Prepared) -> Vec<HostNet> {
+    prepared
+        .addrs
+        .iter()
+        .enumerate()
+        .map(|(rank, a)| HostNet {
+            rank,
+            ip: a.ip,
+            prefix_len: 8,
+            mac: a.mac,
+            mtu: prepared.mtu,
+        })
+        .collect()
+}
+
+/// Sets the asked sysctls in every namespace and writes the MPI files when asked.
+fn configure_namespaces(
+    ns: &Namespaces,
+    hosts: &[HostNet],
+    names: &[String],
+    opts: &EmulateOptions,
+) -> Result<(), EmulateError> {
+    for (k, v) in &opts.sysctls {
+        for rank in 0..hosts.len() {
+            ns.set_sysctl(rank, k, v)?;
+        }
+    }
+    if let Some(dir) = &opts.mpi_dir {
+        let ips: Vec<Ipv4Addr> = hosts.iter().map(|h| h.ip).collect();
+        let files = launch::write_mpi_files(dir, ns, &ips, names)
+            .map_err(|e| EmulateError::Other(format!("cannot write the MPI files: {e}")))?;
+        eprintln!(
+            "mpirun: --hostfile {} --mca plm_rsh_agent {}",
+            files.hostfile.display(),
+            files.agent.display()
+        );
+    }
+    Ok(())
+}
+
+/// What the pacing thread hands back: the world, how late it ran, the frames that could not be
+/// written, the trace and the thread's CPU seconds.
+type PacerEnd = (
+    Prepared,
+    Result<Lateness, EngineError>,
+    u64,
+    Option<Trace>,
+    Option<f64>,
+);
+
+/// Starts the engine on a thread of its own, paced behind the wall clock; it sets `stop` when
+/// it ends.
+fn spawn_pacer(
+    mut prepared: Prepared,
+    taps: Vec<Arc<Tap>>,
+    stop: Arc<AtomicBool>,
+    until: Time,
+    scale: f64,
+    want_trace: bool,
+) -> Result<std::thread::JoinHandle<PacerEnd>, EmulateError> {
+    std::thread::Builder::new()
+        .name("fabemu-pace".into())
+        .spawn(move || {
+            let hosts = prepared.hosts.clone();
+            let buf = vec![0u8; taps.iter().map(|t| t.max_frame_len()).max().unwrap_or(0)];
+            let mut frames = TapFrames {
+                taps: taps.clone(),
+                buf,
+            };
+            let mut out = TapDeliver { taps, failed: 0 };
+            let mut trace = want_trace.then(Trace::new);
+            let cpu0 = CpuUse::seconds(UsageWho::RUSAGE_THREAD);
+            let clock = Clock::start(scale);
+            let r = pace::run(
+                &mut prepared.stepper,
+                &hosts,
+                clock,
+                until,
+                &mut frames,
+                &mut out,
+                &stop,
+                trace.as_mut(),
+            );
+            let cpu = CpuUse::seconds(UsageWho::RUSAGE_THREAD)
+                .zip(cpu0)
+                .map(|(b, a)| b - a);
+            // The loop ends when asked or at `until`: let everyone else know.
+            stop.store(true, Ordering::Relaxed);
+            (prepared, r, out.failed, trace, cpu)
+        })
+        .map_err(|e| EmulateError::Other(format!("cannot start the pacing thread: {e}")))
+}
+
+/// Without a command: tells how to enter the hosts and waits for Ctrl-C.
+fn wait_for_ctrl_c(
+    src: &Source,
+    runtime: &tokio::runtime::Runtime,
+    ns: &Namespaces,
+    hosts: &[HostNet],
+    stop: &AtomicBool,
+) {
+    eprintln!("emulated hosts are up; enter one with:");
+    for (rank, name) in prepared_names(ns, hosts.len()).iter().enumerate() {
+        eprintln!(
+            "  ip netns exec {name} bash    # {} {}",
+            hosts[rank].ip,
+            host_name(src, rank)
+        );
+    }
+    eprintln!("Ctrl-C ends the emulation and removes them.");
+    runtime.block_on(async {
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+/// Starts the command once per host and waits for every rank to end (ending them when `stop`
+/// is set first).
+fn run_programs(
+    src: &Source,
+    opts: &EmulateOptions,
+    runtime: &tokio::runtime::Runtime,
+    ns: &Namespaces,
+    hosts: &[HostNet],
+    stop: &AtomicBool,
+) -> Result<Vec<RankExit>, EmulateError> {
+    let master_addr = hosts.first().map_or(Ipv4Addr::UNSPECIFIED, |h| h.ip);
+    let envs: Vec<RankEnv> = (0..hosts.len())
+        .map(|rank| RankEnv {
+            rank,
+            world_size: hosts.len(),
+            master_addr,
+            master_port: opts.master_port,
+            host_name: host_name(src, rank),
+        })
+        .collect();
+    let (program, args) = match opts.command.split_first() {
+        Some((p, a)) => (p.clone(), a.to_vec()),
+        None => (String::new(), Vec::new()),
+    };
+    let _enter = runtime.enter();
+    let mut ranks = launch::launch(ns, &envs, &program, &args, OutputSink::Terminal)?;
+    Ok(runtime.block_on(async {
+        loop {
+            tokio::select! {
+                e = ranks.next_exit() => {
+                    if e.is_none() {
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+            }
+        }
+        if ranks.all_ended() {
+            ranks.wait_all(Duration::from_secs(2)).await
+        } else {
+            ranks.terminate(Duration::from_secs(2)).await
+        }
+    }))
+}
+
+/// Adds the CPU the emulation used, in all and per frame, to the report's `emulation` section.
+fn record_cpu_use(observed: &mut Observed, pacer_cpu: Option<f64>, process_cpu: Option<f64>) {
     if let (Some(emu), Some(pacer_s), Some(process_s)) =
         (observed.report.emulation.as_mut(), pacer_cpu, process_cpu)
     {
@@ -351,12 +433,6 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
             pacer_per_frame_us: per(pacer_s),
         });
     }
-    Ok(Outcome {
-        observed,
-        exits,
-        interrupted: interrupted.load(Ordering::Relaxed),
-        removed_stale,
-    })
 }
 
 /// The namespaces' names by rank.

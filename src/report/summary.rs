@@ -10,10 +10,36 @@ use crate::collective;
 /// The readable summary.
 pub fn summary(r: &Report) -> String {
     let mut s = String::new();
+    scenario_header(&mut s, r);
+    let _ = writeln!(s);
+    if !r.collectives.is_empty() {
+        collectives_section(&mut s, r);
+    }
+    if !r.messages.is_empty() {
+        messages_table(&mut s, r);
+    }
+    if let Some(t) = &r.training {
+        s.push_str(&crate::training::summary(t));
+        let _ = writeln!(s);
+    }
+    totals_lines(&mut s, r);
+    if let Some(f) = &r.faults {
+        fault_lines(&mut s, f);
+    }
+    s.push_str(&crate::observe::histograms::summary_lines(&r.latency));
+    run_line(&mut s, r);
+    if !r.invariants.ok {
+        violation_lines(&mut s, r);
+    }
+    s
+}
+
+/// The scenario's name and size, mode, seed, fidelity and overrides.
+fn scenario_header(s: &mut String, r: &Report) {
     let sc = &r.scenario;
     let flow = sc.fidelity == Fidelity::Flow;
     let _ = writeln!(
-        s,
+        *s,
         "fabemu {} — {}: {} hosts, {} switches, {} links; {} mode, seed {}{}",
         r.fabemu_version,
         sc.name.as_deref().unwrap_or("scenario"),
@@ -28,40 +54,40 @@ pub fn summary(r: &Report) -> String {
         if flow { ", flow fidelity" } else { "" }
     );
     if !sc.overrides.is_empty() {
-        let _ = writeln!(s, "overrides: --set {}", sc.overrides.join(" --set "));
+        let _ = writeln!(*s, "overrides: --set {}", sc.overrides.join(" --set "));
+    }
+}
+
+/// The collectives' table and the use of each class of links.
+fn collectives_section(s: &mut String, r: &Report) {
+    s.push_str(&collective::table(&r.collectives));
+    let dims: Vec<&ClassUsage> = r
+        .link_classes
+        .iter()
+        .filter(|c| c.class.starts_with("dim") || r.link_classes.len() > 1)
+        .collect();
+    if !dims.is_empty() {
+        let _ = writeln!(
+            s,
+            "# link use: {}",
+            dims.iter()
+                .map(|c| format!(
+                    "{} {:.1} MB ({:.1}% of capacity)",
+                    c.class,
+                    c.tx_wire_bytes as f64 / 1e6,
+                    c.utilization * 100.0
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     let _ = writeln!(s);
-    if !r.collectives.is_empty() {
-        s.push_str(&collective::table(&r.collectives));
-        let dims: Vec<&ClassUsage> = r
-            .link_classes
-            .iter()
-            .filter(|c| c.class.starts_with("dim") || r.link_classes.len() > 1)
-            .collect();
-        if !dims.is_empty() {
-            let _ = writeln!(
-                s,
-                "# link use: {}",
-                dims.iter()
-                    .map(|c| format!(
-                        "{} {:.1} MB ({:.1}% of capacity)",
-                        c.class,
-                        c.tx_wire_bytes as f64 / 1e6,
-                        c.utilization * 100.0
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        let _ = writeln!(s);
-    }
-    if !r.messages.is_empty() {
-        messages_table(&mut s, r);
-    }
-    if let Some(t) = &r.training {
-        s.push_str(&crate::training::summary(t));
-        let _ = writeln!(s);
-    }
+}
+
+/// The run's totals: messages, packets, drops, events and flow control.
+fn totals_lines(s: &mut String, r: &Report) {
+    let sc = &r.scenario;
+    let flow = sc.fidelity == Fidelity::Flow;
     let t = &r.totals;
     let verified = if sc.mode == Mode::Data {
         " (data verified)"
@@ -115,47 +141,53 @@ pub fn summary(r: &Report) -> String {
             t.lossless_drops
         );
     }
-    if let Some(f) = &r.faults {
-        for e in &f.entries {
-            let window = match (e.until_ps, e.period_ps) {
-                (Some(u), Some(p)) => format!("{}..{} every {}", Time(e.from_ps), Time(u), Time(p)),
-                (Some(u), None) => format!("{}..{}", Time(e.from_ps), Time(u)),
-                _ => format!("from {}", Time(e.from_ps)),
-            };
-            let _ = writeln!(
-                s,
-                "Fault:  {} {} ({window}): {} frames lost, {} corrupted; {} of {} messages in flight delayed{}{}",
-                e.target,
-                e.effect,
-                e.frames_lost,
-                e.frames_corrupted,
-                e.messages_delayed,
-                e.messages_in_flight,
-                e.rerouted_at_ps
-                    .map(|t| format!("; routed around at {}", Time(t)))
-                    .unwrap_or_default(),
-                match (e.time_to_recover_ps, e.qps_unrecovered) {
-                    (_, n) if n > 0 => format!("; {n} of {} QPs hit never recovered", e.qps_hit),
-                    (Some(t), _) => format!("; {} QPs hit, recovered in {}", e.qps_hit, Time(t)),
-                    _ => String::new(),
-                }
-            );
-        }
-        if f.blackholed_frames > 0 {
-            let at: Vec<String> = f
-                .blackholed_at
-                .iter()
-                .map(|b| format!("{} {}", b.switch, b.frames))
-                .collect();
-            let _ = writeln!(
-                s,
-                "        {} frames blackholed (no route left): {}",
-                f.blackholed_frames,
-                at.join(", ")
-            );
-        }
+}
+
+/// One line per fault entry, and the frames blackholed.
+fn fault_lines(s: &mut String, f: &crate::faults::FaultsReport) {
+    for e in &f.entries {
+        let window = match (e.until_ps, e.period_ps) {
+            (Some(u), Some(p)) => format!("{}..{} every {}", Time(e.from_ps), Time(u), Time(p)),
+            (Some(u), None) => format!("{}..{}", Time(e.from_ps), Time(u)),
+            _ => format!("from {}", Time(e.from_ps)),
+        };
+        let _ = writeln!(
+            s,
+            "Fault:  {} {} ({window}): {} frames lost, {} corrupted; {} of {} messages in flight delayed{}{}",
+            e.target,
+            e.effect,
+            e.frames_lost,
+            e.frames_corrupted,
+            e.messages_delayed,
+            e.messages_in_flight,
+            e.rerouted_at_ps
+                .map(|t| format!("; routed around at {}", Time(t)))
+                .unwrap_or_default(),
+            match (e.time_to_recover_ps, e.qps_unrecovered) {
+                (_, n) if n > 0 => format!("; {n} of {} QPs hit never recovered", e.qps_hit),
+                (Some(t), _) => format!("; {} QPs hit, recovered in {}", e.qps_hit, Time(t)),
+                _ => String::new(),
+            }
+        );
     }
-    s.push_str(&crate::observe::histograms::summary_lines(&r.latency));
+    if f.blackholed_frames > 0 {
+        let at: Vec<String> = f
+            .blackholed_at
+            .iter()
+            .map(|b| format!("{} {}", b.switch, b.frames))
+            .collect();
+        let _ = writeln!(
+            s,
+            "        {} frames blackholed (no route left): {}",
+            f.blackholed_frames,
+            at.join(", ")
+        );
+    }
+}
+
+/// The host's wall time and speed.
+fn run_line(s: &mut String, r: &Report) {
+    let flow = r.scenario.fidelity == Fidelity::Flow;
     let h = &r.host;
     if flow {
         let _ = writeln!(
@@ -175,13 +207,14 @@ pub fn summary(r: &Report) -> String {
         h.packet_hops_per_second / 1e6
     );
     }
-    if !r.invariants.ok {
-        let _ = writeln!(s);
-        for v in &r.invariants.violations {
-            let _ = writeln!(s, "INVARIANT VIOLATED: {v}");
-        }
+}
+
+/// Every invariant violated.
+fn violation_lines(s: &mut String, r: &Report) {
+    let _ = writeln!(s);
+    for v in &r.invariants.violations {
+        let _ = writeln!(s, "INVARIANT VIOLATED: {v}");
     }
-    s
 }
 
 fn messages_table(s: &mut String, r: &Report) {

@@ -105,9 +105,9 @@ pub struct Mmu {
 fn dynamic_threshold(free: u64, alpha: f64, exp: Option<i32>) -> u64 {
     match exp {
         // The float product below, exactly, by a shift (the defaults, 1/8 and 8, are
-        // powers of two; the cast's saturation and rounding made the float path ~25
-        // instructions per frame): `free` below 2^53 is exact as an f64, multiplying it by
-        // 2^k is exact, and the cast truncates, as `>>` does.
+        // powers of two, and the cast's saturation and rounding are costly per frame): `free`
+        // below 2^53 is exact as an f64, multiplying it by 2^k is exact, and the cast
+        // truncates, as `>>` does.
         Some(k) if free < 1 << 53 => {
             if k < 0 {
                 free >> k.unsigned_abs()
@@ -125,8 +125,7 @@ fn dynamic_threshold(free: u64, alpha: f64, exp: Option<i32>) -> u64 {
 /// A dynamic threshold `alpha x free` as `free << left >> right`, exact (`exact`) when alpha
 /// is 2^k and no free byte count up to the shared pool's size takes [`dynamic_threshold`]'s
 /// other branches (a pool below 2^53 bytes that `<< k` does not overflow): the threshold of
-/// every frame is then two shifts, without that function's tests (~18 instructions an
-/// admission).
+/// every frame is then two shifts, without that function's tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Shift {
     exact: bool,
@@ -177,7 +176,7 @@ fn shifted_threshold(free: u64, s: Shift, alpha: f64, exp: Option<i32>) -> u64 {
 fn free_ingress(u: &mut IngressUse, shared_used: u64, len: u64) -> u64 {
     if u.headroom == 0 && u.shared >= len {
         // The usual case (no headroom held, the shared bytes cover the frame): what the
-        // general steps below do then, without their minimums (~15 instructions).
+        // general steps below do then, without their minimums.
         u.shared -= len;
         return shared_used.saturating_sub(len);
     }
@@ -312,8 +311,8 @@ impl Mmu {
 
     /// [`Mmu::admit`], also returning the bytes queued for `egress` with the frame (what the
     /// switch's deepest-queue counter wants: read here, from the line admission reads anyway).
-    /// Always inlined: the switch admits in two places, and out of line its result went
-    /// through memory (+27 instructions per packet-hop on fabric64). An `egress` beyond the
+    /// Always inlined: the switch admits in two places, and out of line its result goes
+    /// through memory. An `egress` beyond the
     /// ports is refused as [`Refusal::QueueFull`].
     #[inline(always)]
     pub fn admit_queued(

@@ -243,20 +243,7 @@ impl RankTrace {
         nodes: Vec<chakra::Node>,
         file: &str,
     ) -> Result<RankTrace, ChakraError> {
-        let bad = |node: u64, what: String| ChakraError::BadNode {
-            file: file.to_string(),
-            node,
-            what,
-        };
-        let mut index = BTreeMap::new();
-        for (i, n) in nodes.iter().enumerate() {
-            if index.insert(n.id, i as u32).is_some() {
-                return Err(ChakraError::DuplicateId {
-                    file: file.to_string(),
-                    node: n.id,
-                });
-            }
-        }
+        let index = index_by_id(&nodes, file)?;
         let mut out = Vec::with_capacity(nodes.len());
         // The node (by position) that last listed each parent: repeated parents are dropped in
         // one pass, whatever their number.
@@ -267,143 +254,8 @@ impl RankTrace {
                 node: n.id,
                 value: n.r#type,
             })?;
-            let int = |name: &str| -> Result<Option<u64>, ChakraError> {
-                match n.attr(name) {
-                    None => Ok(None),
-                    Some(a) => match a.as_i128().map(u64::try_from) {
-                        Some(Ok(v)) => Ok(Some(v)),
-                        _ => Err(bad(
-                            n.id,
-                            format!("attribute `{name}` must be a non-negative integer"),
-                        )),
-                    },
-                }
-            };
-            let need = |name: &str| -> Result<u64, ChakraError> {
-                int(name)?
-                    .ok_or_else(|| bad(n.id, format!("a {ty:?} node needs the `{name}` attribute")))
-            };
-            let rank = |name: &str| -> Result<u32, ChakraError> {
-                u32::try_from(need(name)?).map_err(|_| bad(n.id, format!("`{name}` is not a rank")))
-            };
-            let op = match ty {
-                NodeType::InvalidNode => {
-                    return Err(ChakraError::UnknownNodeType {
-                        file: file.to_string(),
-                        node: n.id,
-                        value: n.r#type,
-                    })
-                }
-                NodeType::CompNode => Op::Compute {
-                    cpu: n
-                        .attr("is_cpu_op")
-                        .and_then(chakra::AttributeProto::as_i128)
-                        .is_some_and(|v| v != 0),
-                    duration: micros(n.duration_micros),
-                    num_ops: int("num_ops")?,
-                    tensor_bytes: int("tensor_size")?,
-                },
-                NodeType::MemLoadNode | NodeType::MemStoreNode => Op::Memory {
-                    store: ty == NodeType::MemStoreNode,
-                    duration: micros(n.duration_micros),
-                    bytes: int("tensor_size")?,
-                },
-                NodeType::CommCollNode => {
-                    let t = need("comm_type")?;
-                    let kind = i32::try_from(t)
-                        .ok()
-                        .and_then(|t| CollectiveCommType::try_from(t).ok())
-                        .ok_or_else(|| bad(n.id, format!("unknown comm_type {t}")))?;
-                    let kind = match kind {
-                        CollectiveCommType::AllReduce => CollKind::AllReduce,
-                        CollectiveCommType::Reduce => CollKind::Reduce,
-                        CollectiveCommType::AllGather => CollKind::AllGather,
-                        CollectiveCommType::Broadcast => CollKind::Broadcast,
-                        CollectiveCommType::AllToAll => CollKind::AllToAll,
-                        CollectiveCommType::ReduceScatter
-                        | CollectiveCommType::ReduceScatterBlock => CollKind::ReduceScatter,
-                        CollectiveCommType::Barrier => CollKind::Barrier,
-                        CollectiveCommType::Gather | CollectiveCommType::Scatter => {
-                            return Err(bad(
-                                n.id,
-                                format!(
-                                    "collective {kind:?} is not supported (fabemu runs \
-                                     All-Reduce, Reduce, All-Gather, Reduce-Scatter, \
-                                     All-To-All, Broadcast and Barrier)"
-                                ),
-                            ))
-                        }
-                    };
-                    let bytes = if kind == CollKind::Barrier {
-                        int("comm_size")?.unwrap_or(0)
-                    } else {
-                        need("comm_size")?
-                    };
-                    if bytes > MAX_COLLECTIVE_BYTES {
-                        return Err(bad(
-                            n.id,
-                            format!(
-                                "comm_size {bytes} B: a collective is at most \
-                                 {MAX_COLLECTIVE_BYTES} B (1 TiB) in fabemu"
-                            ),
-                        ));
-                    }
-                    // As a scenario's own collectives: a positive whole number of floats (a
-                    // collective of nothing would neither run nor be reported).
-                    if kind != CollKind::Barrier
-                        && (bytes == 0 || bytes % COLLECTIVE_ELEMENT_BYTES != 0)
-                    {
-                        return Err(bad(
-                            n.id,
-                            format!(
-                                "comm_size {bytes} B is not a positive multiple of the float \
-                                 element size ({COLLECTIVE_ELEMENT_BYTES}B): fabemu runs a \
-                                 trace's collectives in floats, as it runs a scenario's \
-                                 (`workload.collectives`)"
-                            ),
-                        ));
-                    }
-                    Op::Collective {
-                        kind,
-                        bytes,
-                        group: n
-                            .attr("pg_name")
-                            .and_then(|a| a.as_str())
-                            .filter(|s| !s.is_empty())
-                            .map(str::to_string),
-                    }
-                }
-                NodeType::CommSendNode => Op::Send {
-                    peer: rank("comm_dst")?,
-                    bytes: need("comm_size")?,
-                    tag: int("comm_tag")?.unwrap_or(0),
-                },
-                NodeType::CommRecvNode => Op::Recv {
-                    peer: rank("comm_src")?,
-                    bytes: need("comm_size")?,
-                    tag: int("comm_tag")?.unwrap_or(0),
-                },
-                NodeType::MetadataNode
-                | NodeType::StorageNode
-                | NodeType::BatchNode
-                | NodeType::CheckpointNode => Op::Marker {
-                    duration: micros(n.duration_micros),
-                },
-            };
-            let mut deps = Vec::with_capacity(n.ctrl_deps.len() + n.data_deps.len());
-            for &d in n.ctrl_deps.iter().chain(&n.data_deps) {
-                let &i = index
-                    .get(&d)
-                    .ok_or_else(|| ChakraError::MissingDependency {
-                        file: file.to_string(),
-                        node: n.id,
-                        dep: d,
-                    })?;
-                if listed_by[i as usize] != at {
-                    listed_by[i as usize] = at;
-                    deps.push(i);
-                }
-            }
+            let op = node_op(&Attrs { node: n, ty, file })?;
+            let deps = node_deps(n, at, &index, &mut listed_by, file)?;
             out.push(TraceNode {
                 id: n.id,
                 name: n.name.clone(),
@@ -418,6 +270,189 @@ impl RankTrace {
             nodes: out,
         })
     }
+}
+
+/// The position of every node by its id; an id used twice is an error.
+fn index_by_id(nodes: &[chakra::Node], file: &str) -> Result<BTreeMap<u64, u32>, ChakraError> {
+    let mut index = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if index.insert(n.id, i as u32).is_some() {
+            return Err(ChakraError::DuplicateId {
+                file: file.to_string(),
+                node: n.id,
+            });
+        }
+    }
+    Ok(index)
+}
+
+/// One node of a type, read attribute by attribute with errors that name it.
+struct Attrs<'a> {
+    node: &'a chakra::Node,
+    ty: NodeType,
+    file: &'a str,
+}
+
+impl Attrs<'_> {
+    fn bad(&self, what: String) -> ChakraError {
+        ChakraError::BadNode {
+            file: self.file.to_string(),
+            node: self.node.id,
+            what,
+        }
+    }
+
+    /// Attribute `name` as a non-negative integer, if the node has it.
+    fn int(&self, name: &str) -> Result<Option<u64>, ChakraError> {
+        match self.node.attr(name) {
+            None => Ok(None),
+            Some(a) => match a.as_i128().map(u64::try_from) {
+                Some(Ok(v)) => Ok(Some(v)),
+                _ => Err(self.bad(format!("attribute `{name}` must be a non-negative integer"))),
+            },
+        }
+    }
+
+    /// Attribute `name`, which the node's type needs.
+    fn need(&self, name: &str) -> Result<u64, ChakraError> {
+        let ty = self.ty;
+        self.int(name)?
+            .ok_or_else(|| self.bad(format!("a {ty:?} node needs the `{name}` attribute")))
+    }
+
+    /// Attribute `name` as a rank.
+    fn rank(&self, name: &str) -> Result<u32, ChakraError> {
+        u32::try_from(self.need(name)?).map_err(|_| self.bad(format!("`{name}` is not a rank")))
+    }
+}
+
+/// What a node does, by its type and attributes.
+fn node_op(a: &Attrs<'_>) -> Result<Op, ChakraError> {
+    let n = a.node;
+    Ok(match a.ty {
+        NodeType::InvalidNode => {
+            return Err(ChakraError::UnknownNodeType {
+                file: a.file.to_string(),
+                node: n.id,
+                value: n.r#type,
+            })
+        }
+        NodeType::CompNode => Op::Compute {
+            cpu: n
+                .attr("is_cpu_op")
+                .and_then(chakra::AttributeProto::as_i128)
+                .is_some_and(|v| v != 0),
+            duration: micros(n.duration_micros),
+            num_ops: a.int("num_ops")?,
+            tensor_bytes: a.int("tensor_size")?,
+        },
+        NodeType::MemLoadNode | NodeType::MemStoreNode => Op::Memory {
+            store: a.ty == NodeType::MemStoreNode,
+            duration: micros(n.duration_micros),
+            bytes: a.int("tensor_size")?,
+        },
+        NodeType::CommCollNode => collective_op(a)?,
+        NodeType::CommSendNode => Op::Send {
+            peer: a.rank("comm_dst")?,
+            bytes: a.need("comm_size")?,
+            tag: a.int("comm_tag")?.unwrap_or(0),
+        },
+        NodeType::CommRecvNode => Op::Recv {
+            peer: a.rank("comm_src")?,
+            bytes: a.need("comm_size")?,
+            tag: a.int("comm_tag")?.unwrap_or(0),
+        },
+        NodeType::MetadataNode
+        | NodeType::StorageNode
+        | NodeType::BatchNode
+        | NodeType::CheckpointNode => Op::Marker {
+            duration: micros(n.duration_micros),
+        },
+    })
+}
+
+/// A collective node: its kind, its size (checked as a scenario's collectives are) and group.
+fn collective_op(a: &Attrs<'_>) -> Result<Op, ChakraError> {
+    let t = a.need("comm_type")?;
+    let kind = i32::try_from(t)
+        .ok()
+        .and_then(|t| CollectiveCommType::try_from(t).ok())
+        .ok_or_else(|| a.bad(format!("unknown comm_type {t}")))?;
+    let kind = match kind {
+        CollectiveCommType::AllReduce => CollKind::AllReduce,
+        CollectiveCommType::Reduce => CollKind::Reduce,
+        CollectiveCommType::AllGather => CollKind::AllGather,
+        CollectiveCommType::Broadcast => CollKind::Broadcast,
+        CollectiveCommType::AllToAll => CollKind::AllToAll,
+        CollectiveCommType::ReduceScatter | CollectiveCommType::ReduceScatterBlock => {
+            CollKind::ReduceScatter
+        }
+        CollectiveCommType::Barrier => CollKind::Barrier,
+        CollectiveCommType::Gather | CollectiveCommType::Scatter => {
+            return Err(a.bad(format!(
+                "collective {kind:?} is not supported (fabemu runs \
+                 All-Reduce, Reduce, All-Gather, Reduce-Scatter, \
+                 All-To-All, Broadcast and Barrier)"
+            )))
+        }
+    };
+    let bytes = if kind == CollKind::Barrier {
+        a.int("comm_size")?.unwrap_or(0)
+    } else {
+        a.need("comm_size")?
+    };
+    if bytes > MAX_COLLECTIVE_BYTES {
+        return Err(a.bad(format!(
+            "comm_size {bytes} B: a collective is at most \
+             {MAX_COLLECTIVE_BYTES} B (1 TiB) in fabemu"
+        )));
+    }
+    // As a scenario's own collectives: a positive whole number of floats (a
+    // collective of nothing would neither run nor be reported).
+    if kind != CollKind::Barrier && (bytes == 0 || bytes % COLLECTIVE_ELEMENT_BYTES != 0) {
+        return Err(a.bad(format!(
+            "comm_size {bytes} B is not a positive multiple of the float \
+             element size ({COLLECTIVE_ELEMENT_BYTES}B): fabemu runs a \
+             trace's collectives in floats, as it runs a scenario's \
+             (`workload.collectives`)"
+        )));
+    }
+    Ok(Op::Collective {
+        kind,
+        bytes,
+        group: a
+            .node
+            .attr("pg_name")
+            .and_then(|a| a.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+    })
+}
+
+/// The positions of the nodes node `at` (`n`) waits for, control and data dependencies, each
+/// once.
+fn node_deps(
+    n: &chakra::Node,
+    at: usize,
+    index: &BTreeMap<u64, u32>,
+    listed_by: &mut [usize],
+    file: &str,
+) -> Result<Vec<u32>, ChakraError> {
+    let mut deps = Vec::with_capacity(n.ctrl_deps.len() + n.data_deps.len());
+    for &d in n.ctrl_deps.iter().chain(&n.data_deps) {
+        let &i = index
+            .get(&d)
+            .ok_or_else(|| ChakraError::MissingDependency {
+                file: file.to_string(),
+                node: n.id,
+                dep: d,
+            })?;
+        if listed_by[i as usize] != at {
+            listed_by[i as usize] = at;
+            deps.push(i);
+        }
+    }
+    Ok(deps)
 }
 
 /// Kahn's algorithm; on a cycle, walks parents among the unfinished nodes until one repeats.

@@ -8,7 +8,7 @@ use fabemu_fabric::transport::{ClassId, Transport};
 use fabemu_fabric::units::{Bandwidth, Time};
 
 use super::ids::{imm_for, Timer};
-use super::ring::{RingCold, RingHot};
+use super::ring::{RingBlocks, RingProgress};
 use super::window::{channels_of, listed_steps, ChanIndex, Chans, Window};
 use super::{DataSpec, ExecError, Job, JobRecord, JobStart, MAX_STEP_TIMES, MAX_WRITE};
 use crate::chunk::ChunkRange;
@@ -23,8 +23,8 @@ pub(super) enum Steps {
         dep_start: Vec<u32>,
         dependents: Vec<u32>,
     },
-    /// A generated ring All-Reduce, run from a few counters (see [`RingHot`]).
-    Ring(RingCold),
+    /// A generated ring All-Reduce, run from a few counters (see [`RingProgress`]).
+    Ring(RingBlocks),
 }
 
 /// Fields are laid out in the order written (`repr(C)`), those every message reads first:
@@ -35,7 +35,7 @@ pub(super) enum Steps {
 /// application's first words), nothing else.
 #[repr(C)]
 pub(super) struct JobState {
-    pub(super) ring: RingHot,
+    pub(super) ring: RingProgress,
     pub(super) record: JobRecord,
     pub(super) steps: Steps,
     pub(super) lo: usize,
@@ -131,7 +131,7 @@ impl Jobs {
         }
     }
 
-    /// Job `j` if it is a ring (see [`RingHot`]): the first job is checked without reading
+    /// Job `j` if it is a ring (see [`RingProgress`]): the first job is checked without reading
     /// anything but itself.
     #[inline]
     pub(super) fn ring_mut(&mut self, j: usize) -> Option<&mut JobState> {
@@ -184,16 +184,16 @@ impl JobState {
         let (ring, steps, total, window, channels, keep_times) = match job.stream {
             Some(g) => {
                 let StepGen::RingAllReduce(r) = g;
-                let (hot, cold) = RingHot::start(&job, r, g.len());
-                let keep = hot.has(RingHot::KEEP_TIMES);
+                let (progress, blocks) = RingProgress::start(&job, r, g.len());
+                let keep = progress.has(RingProgress::KEEP_TIMES);
                 // No window and no channels: the counters are the whole state.
-                (hot, Steps::Ring(cold), g.len(), 0, Vec::new(), keep)
+                (progress, Steps::Ring(blocks), g.len(), 0, Vec::new(), keep)
             }
             None => {
                 let (listed, channels) = listed_steps(&job.program);
                 let n = job.program.steps.len();
-                let hot = RingHot::default();
-                (hot, listed, n, usize::MAX, channels, true)
+                let progress = RingProgress::default();
+                (progress, listed, n, usize::MAX, channels, true)
             }
         };
         let (chans, chan_index) = channels_of(&job, &channels);
@@ -281,7 +281,7 @@ impl JobState {
         self.record.steps_done += 1;
         // The ring's copy of `keep_times`: it is on the line a ring's message reads.
         let keep = if self.ring.len > 0 {
-            self.ring.has(RingHot::KEEP_TIMES)
+            self.ring.has(RingProgress::KEEP_TIMES)
         } else {
             self.keep_times
         };

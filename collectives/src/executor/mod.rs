@@ -32,7 +32,7 @@
 //!
 //! A generated ring holds no step records at all: its structure makes what may run next a
 //! comparison of a few counters (the next send, the next receive, the Reduce-Scatter receives
-//! completed, the messages waiting; see `RingHot`), which is all a message reads, in one or
+//! completed, the messages waiting; see `RingProgress`), which is all a message reads, in one or
 //! two cache lines of the runner. Its memory is O(1) per rank, not O(steps); the unit tests
 //! run listed and generated rings side by side over a network that lets ranks drift apart
 //! (data, uneven blocks, messages cut into several writes, reduction rates), with identical
@@ -65,7 +65,7 @@ use crate::data::{self, DataType, ReduceOp};
 use crate::program::{Program, StepGen, StepKind};
 use ids::Timer;
 use job::{Jobs, RankCtx};
-use ring::RingHot;
+use ring::RingProgress;
 
 /// Largest RDMA WRITE the executor posts: a step's message beyond it goes as several writes on
 /// the same queue pair (RoCE's DMA length is 32 bits; real stacks cut far smaller), which the
@@ -329,8 +329,8 @@ impl CollectiveRunner {
         if let Some(d) = js.job.data {
             js.buffer = Some(data::initial_buffer(d.dtype, rank, &js.job.program));
         }
-        js.ring.set(RingHot::STARTED, true);
-        js.ring.set(RingHot::DATA, js.buffer.is_some());
+        js.ring.set(RingProgress::STARTED, true);
+        js.ring.set(RingProgress::DATA, js.buffer.is_some());
         self.work.clear();
         let lo = js.lo;
         self.work.extend(
@@ -354,7 +354,7 @@ impl CollectiveRunner {
             ..
         } = self;
         if let Some(js) = jobs.ring_mut(j) {
-            // A ring has no work list: its counters say what runs (see `RingHot`).
+            // A ring has no work list: its counters say what runs (see `RingProgress`).
             let mut cx = RankCtx {
                 errors,
                 reduce_busy_until,
@@ -444,7 +444,7 @@ impl CollectiveRunner {
         let (j, channel) = ids::job_and_channel(imm);
         if let Some(js) = self.jobs.ring_mut(j) {
             match js.ring_arrival(src, channel, len, payload) {
-                Some(true) if js.ring.has(RingHot::STARTED) => self.advance(j, api),
+                Some(true) if js.ring.has(RingProgress::STARTED) => self.advance(j, api),
                 Some(_) => {}
                 None => self.errors.push(ExecError::Unexpected {
                     rank: self.rank,

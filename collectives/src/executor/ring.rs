@@ -22,14 +22,13 @@ use crate::program::RingAllReduce;
 /// case, so posts and completions happen at the same instants (the unit tests run both side
 /// by side).
 ///
-/// What a message reads is here, in 40 bytes at the start of the job (`repr(C)`), so that
-/// with the host application's first word and the record's two counters (`bytes_sent`,
-/// `steps_done`) it is one cache line; the rest ([`RingCold`]) is read only for data, uneven
-/// or huge blocks, messages cut into several writes and errors. A job that is not a ring has
-/// `len` 0.
+/// This is the job's progress, all a usual message reads: 40 bytes at the start of the job
+/// (`repr(C)`), to share a cache line with the host application's first word and the job's
+/// two counters. Block lengths of uneven or huge blocks, messages arriving in pieces and
+/// unusual arrivals are in [`RingBlocks`]. A job that is not a ring has `len` 0.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
-pub(super) struct RingHot {
+pub(super) struct RingProgress {
     /// The next send to post (even; `len` when all are posted).
     pub(super) next_send: u32,
     /// The next receive to apply (odd; past `len` when all are applied).
@@ -46,27 +45,27 @@ pub(super) struct RingHot {
     /// The channel of every message.
     pub(super) channel: u32,
     /// Bytes of a block when they fit 32 bits and all blocks are alike; otherwise the
-    /// [`UNEVEN`](RingHot::UNEVEN) flag sends every length to [`RingCold::bytes`].
+    /// [`UNEVEN`](RingProgress::UNEVEN) flag sends every length to [`RingBlocks::bytes`].
     pub(super) block_bytes: u32,
     /// The job's traffic class.
     pub(super) class: ClassId,
-    /// The `RingHot::*` flags (bits, not `bool`s: eight bytes fewer, so that the record's
+    /// The `RingProgress::*` flags (bits, not `bool`s: eight bytes fewer, so that the record's
     /// counters fit on the line).
     pub(super) flags: u8,
 }
 
-impl RingHot {
+impl RingProgress {
     /// Mirrors of the job's state: started, steps' times kept, reductions take time, data mode.
     pub(super) const STARTED: u8 = 1;
     pub(super) const KEEP_TIMES: u8 = 1 << 1;
     pub(super) const TIMED_REDUCE: u8 = 1 << 2;
     pub(super) const DATA: u8 = 1 << 3;
     /// Blocks differ in length (`count` is not a multiple of the ranks), or a block has 4 GiB
-    /// or more: lengths come from [`RingCold::bytes`].
+    /// or more: lengths come from [`RingBlocks::bytes`].
     pub(super) const UNEVEN: u8 = 1 << 4;
-    /// A message is arriving in several writes (`RingCold::partial_len`).
+    /// A message is arriving in several writes (`RingBlocks::partial_len`).
     pub(super) const ASSEMBLING: u8 = 1 << 5;
-    /// `RingCold::odd` holds arrivals (payloads, lengths other than expected).
+    /// `RingBlocks::odd` holds arrivals (payloads, lengths other than expected).
     pub(super) const ODD: u8 = 1 << 6;
 
     /// Whether flag `f` is set.
@@ -85,23 +84,23 @@ impl RingHot {
         }
     }
 
-    /// The block length of a regular ring (see [`UNEVEN`](RingHot::UNEVEN)).
+    /// The block length of a regular ring (see [`UNEVEN`](RingProgress::UNEVEN)).
     #[inline]
     pub(super) fn block(&self) -> u64 {
         u64::from(self.block_bytes)
     }
 }
 
-impl RingHot {
-    /// A ring job's counters and cold state before it starts (`len` steps).
-    pub(super) fn start(job: &Job, r: RingAllReduce, len: usize) -> (RingHot, RingCold) {
+impl RingProgress {
+    /// A ring job's progress and blocks before it starts (`len` steps).
+    pub(super) fn start(job: &Job, r: RingAllReduce, len: usize) -> (RingProgress, RingBlocks) {
         let (rank, n) = (r.rank, r.ranks);
         let keep = rank < STREAMED_TIMED_RANKS || rank + STREAMED_TIMED_RANKS >= n;
         let (next, prev) = r.neighbours();
         let ranks = r.ranks.max(1);
         let (base, extra) = ((r.count / ranks) as u64, (r.count % ranks) as u64);
         let block_bytes = base * job.elem_bytes;
-        let mut hot = RingHot {
+        let mut progress = RingProgress {
             next_send: 0,
             next_apply: 1,
             len: len as u32,
@@ -110,15 +109,15 @@ impl RingHot {
             channel: r.channel,
             block_bytes: u32::try_from(block_bytes).unwrap_or(0),
             class: job.class,
-            ..RingHot::default()
+            ..RingProgress::default()
         };
-        hot.set(RingHot::KEEP_TIMES, keep);
-        hot.set(RingHot::TIMED_REDUCE, job.reduce_rate.is_some());
-        hot.set(
-            RingHot::UNEVEN,
+        progress.set(RingProgress::KEEP_TIMES, keep);
+        progress.set(RingProgress::TIMED_REDUCE, job.reduce_rate.is_some());
+        progress.set(
+            RingProgress::UNEVEN,
             extra > 0 || u32::try_from(block_bytes).is_err(),
         );
-        let cold = RingCold {
+        let blocks = RingBlocks {
             gen: r,
             block_bytes,
             elem_bytes: job.elem_bytes,
@@ -127,7 +126,7 @@ impl RingHot {
             partial: Vec::new(),
             odd: VecDeque::new(),
         };
-        (hot, cold)
+        (progress, blocks)
     }
 
     /// The first All-Gather step.
@@ -169,8 +168,9 @@ impl RingHot {
     }
 }
 
-/// What a ring job reads only now and then (see [`RingHot`]).
-pub(super) struct RingCold {
+/// A ring job's blocks: their generator and lengths, a message arriving in several writes,
+/// and arrivals other than the expected length without payload (see [`RingProgress`]).
+pub(super) struct RingBlocks {
     /// The generator (kinds for data and errors, block indices of uneven blocks).
     pub(super) gen: RingAllReduce,
     /// Bytes of a block (the first `extra` blocks have one element more).
@@ -187,12 +187,12 @@ pub(super) struct RingCold {
     pub(super) odd: VecDeque<(u32, u64, Option<Bytes>)>,
 }
 
-impl RingCold {
+impl RingBlocks {
     /// Bytes step `i` moves.
     #[inline]
-    pub(super) fn bytes(&self, hot: &RingHot, i: u32) -> u64 {
-        if !hot.has(RingHot::UNEVEN) {
-            return hot.block();
+    pub(super) fn bytes(&self, progress: &RingProgress, i: u32) -> u64 {
+        if !progress.has(RingProgress::UNEVEN) {
+            return progress.block();
         }
         let (_, _, k) = self.gen.at(i as usize);
         self.block_bytes
@@ -227,7 +227,7 @@ impl JobState {
         }
         // The receive this write belongs to: the next one, past those already waiting.
         let k = u64::from(h.next_apply) + 2 * u64::from(h.waiting);
-        let usual = !h.has(RingHot::UNEVEN | RingHot::ASSEMBLING)
+        let usual = !h.has(RingProgress::UNEVEN | RingProgress::ASSEMBLING)
             && payload.is_none()
             && k < u64::from(h.len);
         if usual && len == h.block() {
@@ -255,16 +255,16 @@ impl JobState {
             c.partial.push(p);
         }
         if expected.is_some_and(|e| c.partial_len < e) {
-            h.set(RingHot::ASSEMBLING, true);
+            h.set(RingProgress::ASSEMBLING, true);
             return Some(false);
         }
-        h.set(RingHot::ASSEMBLING, false);
+        h.set(RingProgress::ASSEMBLING, false);
         let total = std::mem::take(&mut c.partial_len);
         let data = join_pieces(&mut c.partial, total);
         if data.is_some() || expected != Some(total) {
             c.odd
                 .push_back((k.min(u64::from(u32::MAX)) as u32, total, data));
-            h.set(RingHot::ODD, true);
+            h.set(RingProgress::ODD, true);
         }
         h.waiting += 1;
         Some(true)
@@ -285,7 +285,7 @@ impl JobState {
                 // A Reduce-Scatter receive reduces, an All-Gather one overwrites.
                 let reduce = s < h.half();
                 let (mut message, mut expected) = ((h.block(), None), h.block());
-                if h.has(RingHot::ODD | RingHot::UNEVEN) {
+                if h.has(RingProgress::ODD | RingProgress::UNEVEN) {
                     let Steps::Ring(c) = &mut self.steps else {
                         return;
                     };
@@ -295,14 +295,14 @@ impl JobState {
                         if let Some((_, l, p)) = c.odd.pop_front() {
                             message = (l, p);
                         }
-                        h.set(RingHot::ODD, !c.odd.is_empty());
+                        h.set(RingProgress::ODD, !c.odd.is_empty());
                     }
                 }
                 // `TIMED_REDUCE`: `reduce_rate` is on a line a message does not read.
                 let expect = Expect {
                     len: expected,
                     reduce,
-                    timed: h.has(RingHot::TIMED_REDUCE),
+                    timed: h.has(RingProgress::TIMED_REDUCE),
                 };
                 if self.receive(j, s, message, expect, api, cx) {
                     // Reduce-Scatter receives complete in list order: counting them is enough.
@@ -319,7 +319,7 @@ impl JobState {
                 moved = true;
                 let to = (h.next_host, h.channel, h.class);
                 let mut message = (h.block(), None);
-                if h.has(RingHot::UNEVEN | RingHot::DATA) {
+                if h.has(RingProgress::UNEVEN | RingProgress::DATA) {
                     let Steps::Ring(c) = &self.steps else {
                         return;
                     };

@@ -186,7 +186,7 @@ fn ring_jobs(
 
 /// Blocks longer than [`MAX_WRITE`] go as several writes and are put back together before
 /// the receive applies them: a streamed ring (timing mode, uneven blocks, and even blocks
-/// of 4 GiB, too long for [`RingHot`]'s 32 bits; with and without a reduction rate) still
+/// of 4 GiB, too long for [`RingProgress`]'s 32 bits; with and without a reduction rate) still
 /// runs exactly like the listed one.
 #[test]
 fn a_streamed_ring_of_several_writes_per_message_runs_like_the_listed_one() {

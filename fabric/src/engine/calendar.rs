@@ -8,24 +8,15 @@
 //! counting pass by sub-bucket, then a comparison sort of each; see [`sort_bucket`]); a push is
 //! an append.
 //!
-//! The sizes were first tuned on the 64-host benchmark (benches/fabric64.yaml) by wall time: 4 ns
-//! buckets over a 16.8 µs ring were ~15% slower than 65 ns buckets; widths from 33 ns to 262 ns
-//! measured alike. Counted since (cachegrind, `--LL=1048576,16,64`): a 65 ns bucket holds ~85
-//! events on fabric64 and ~1800 on benches/fat_tree1024.yaml, and sorting them was 10% of all
-//! instructions. 16 ns buckets (1024 of them, the same 16.8 µs ring) run 3.5% fewer
-//! instructions on fabric64 and 4.4% fewer on fat_tree1024 (100 µs), with 1% and 9% fewer L1
-//! data misses; misses of a 1 MiB cache +3.8% and −0.4%. 4 ns buckets cut instructions 7.5% and
-//! 9.5% but added 13% of those costlier misses on fabric64 (4096 sparsely filled vectors).
-//! Since buckets take buffers from the spares below, 8 ns buckets (2048) cost nothing while
-//! empty: −1.9% instructions on fabric64 against 16 ns (fewer sorted inserts into the bucket
-//! being drained), misses of a 1 MiB cache +1%; 4 ns (4096) −1.6% more, but those misses +5%.
+//! The bucket width trades sorting (wider buckets sort more entries) against cache misses
+//! (narrower ones spread the near future over more buffers); 8 ns measured best on
+//! benches/fabric64.yaml and benches/fat_tree1024.yaml.
 //!
 //! Buckets do not own their buffers for good: a drained bucket's buffer goes on a stack of
 //! spares and the next bucket to get an event takes the top one. A bucket's own buffer, last
-//! written a whole ring (16.8 µs) earlier, had left a 1 MiB cache by then, so every line of it
-//! that a push touched was a write miss (half of all on fabric64); a spare drained a moment ago
-//! is still cached. Only as many buffers exist as buckets are filled at once (~80 per 1 µs
-//! link), not one per bucket (fat_tree1024 `until=300us` peak RSS 162 → 139 MB).
+//! written a whole ring (16.8 µs) earlier, has left a 1 MiB cache by then, so every line of it
+//! that a push touches is a write miss; a spare drained a moment ago is still cached. Only as
+//! many buffers exist as buckets are filled at once, not one per bucket.
 //!
 //! Popping is in exact key order — (time, origin, sequence) — the same order a binary heap
 //! would give, so the choice of queue never changes results.
@@ -61,7 +52,7 @@ pub(crate) struct Calendar {
     /// at `head`); its events pushed since are inserted there.
     sorted: bool,
     /// The bucket being drained, taken out of the ring: a pop reads `drain[head]` without
-    /// checking `sorted` or indexing the ring (5 of its ~24 instructions).
+    /// checking `sorted` or indexing the ring.
     drain: Vec<Entry>,
     /// Index of the next event in `drain` (the ones before it have popped; its buffer goes to
     /// the spares when the last one pops). Ascending order with a cursor
@@ -113,15 +104,13 @@ fn take_spare(v: &mut Vec<Entry>, spare: &mut Vec<Vec<Entry>>) {
 /// Sorts bucket `v`, whose entries lie in bucket `b` (or before it: a push never goes behind
 /// the bucket being drained), ascending by key.
 ///
-/// A comparison sort of a 16 ns bucket cost ~90 instructions per event (~40 events per bucket
-/// on benches/fabric64.yaml, ~450 on fat_tree1024), 8% of all instructions. Larger buckets are
-/// first split by a counting sort on the time's next `SUB_BITS` bits (one pass to count, one to
+/// A comparison sort of a whole bucket was a large share of a run. Larger buckets are first
+/// split by a counting sort on the time's next `SUB_BITS` bits (one pass to count, one to
 /// scatter into `scratch`), so the comparison sort only orders each sub-bucket's few entries.
 /// The sub-bucket is a non-decreasing function of the time, so the result is the same order.
 /// Buckets of `HALVE_MAX + 1` to `COUNT_SORT_MIN - 1` entries are halved by time in place
-/// instead (see [`halve_sort`]): std's unstable sort takes them through its quicksort and
-/// small-sort network (~1800 instructions a bucket on fabric64), each half through its
-/// insertion sort.
+/// instead (see [`halve_sort`]): std's unstable sort takes them through its costlier quicksort
+/// and small-sort network, each half through its insertion sort.
 fn sort_bucket(v: &mut Vec<Entry>, scratch: &mut Vec<Entry>, b: u64) {
     let n = v.len();
     if n <= HALVE_MAX {
@@ -162,9 +151,8 @@ fn sort_bucket(v: &mut Vec<Entry>, scratch: &mut Vec<Entry>, b: u64) {
     for k in 0..SUBS {
         let (a, c) = (ends[k] as usize, count[k] as usize);
         if c > 1 {
-            // Stable (driftsort) rather than unstable: keys are unique, so the order is the
-            // same, and it ran 9.6 fewer instructions per packet-hop on fat_tree1024, whose
-            // sub-buckets hold hundreds of entries at equal times (hosts in lockstep).
+            // Stable (driftsort): keys are unique, so the order is the same, and it is faster
+            // on sub-buckets of many entries at equal times (hosts in lockstep).
             v[a..a + c].sort_by_key(Entry::rank);
         }
     }

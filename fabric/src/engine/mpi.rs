@@ -276,109 +276,225 @@ where
     C: CommunicatorCollectives,
     S: ActorState<A>,
 {
-    let threads = cfg.threads.max(1);
-    let grouped = groups.and_then(|g| partition::plan_grouped(wiring, g, size, threads));
-    let is_grouped = grouped.is_some();
-    let (plan, owner) = grouped.unwrap_or_else(|| {
-        let plan = partition::plan(wiring, size * threads);
-        // Contiguous blocks of partitions per rank (with fewer partitions than ranks, some
-        // ranks have none and only take part in the windows' exchanges).
-        let owner = (0..plan.parts).map(|p| p * size / plan.parts).collect();
-        (plan, owner)
-    });
-    let mut local = vec![None; plan.parts];
-    let mut n_local = 0;
-    for (p, &r) in owner.iter().enumerate() {
-        if r == rank {
-            local[p] = Some(n_local);
-            n_local += 1;
+    let place = Placement::new(wiring, groups, size, cfg.threads.max(1), rank);
+    let n_actors = actors.len();
+    let (mut mine, built, grace) = split_partitions(actors, wiring, &place, cfg, rank);
+    let default_progress = Progress::default();
+    let progress = progress.unwrap_or(&default_progress);
+    let mut ranks = Ranks {
+        comm,
+        size,
+        local: place.local.clone(),
+        n_local: place.n_local,
+        frames_out: 0,
+        bytes_out: 0,
+    };
+    let (windows, cancelled) = if mine.is_empty() {
+        exchange_until_finished(&mut ranks, cfg, grace, place.plan.lookahead)?
+    } else {
+        run_local_partitions(&mut mine, &mut ranks, &place, cfg, progress)?
+    };
+    let (part, gathered) = pack_rank_part(mine, cfg, ranks.frames_out, rank, state);
+    let mut rank_stats = RankStats {
+        rank,
+        ranks: size,
+        partitions: place.n_local,
+        frames_out: ranks.frames_out,
+        bytes_out: ranks.bytes_out,
+        frames_crossing: 0,
+        grouped: place.grouped,
+        lookahead_ps: place.plan.lookahead.ps(),
+        windows,
+    };
+    let Some((lens, all)) = gather_at_root(comm, rank, size, &part)? else {
+        return Ok(MpiOutput {
+            output: None,
+            ranks: rank_stats,
+        });
+    };
+    let mut slots: super::Slots<A> = (0..n_actors).map(|_| None).collect();
+    for (gid, a, ports) in gathered {
+        slots[gid as usize] = Some((a, ports));
+    }
+    for p in built {
+        for (gid, a, ports) in p.into_actors() {
+            slots[gid as usize] = Some((a, ports));
         }
     }
-    let n_actors = actors.len();
-    let (mut mine, theirs): (Vec<_>, Vec<_>) = Partition::build(actors, wiring, &plan, cfg)
+    let (stats, faults, frames_crossing) = unpack_rank_parts(&lens, &all, &mut slots, cfg, state)?;
+    rank_stats.frames_crossing = frames_crossing;
+    let (actors_out, port_stats) = super::in_id_order(slots)?;
+    Ok(MpiOutput {
+        output: Some(RunOutput {
+            actors: actors_out,
+            port_stats,
+            stats,
+            layout: EngineLayout {
+                partitions: place.plan.parts,
+                lookahead: place.plan.lookahead,
+                windows,
+            },
+            capture: None,
+            samples: None,
+            cancelled,
+            faults,
+        }),
+        ranks: rank_stats,
+    })
+}
+
+/// Which rank runs which partition, the same on every rank.
+struct Placement {
+    plan: partition::Plan,
+    /// The rank of every partition.
+    owner: Vec<usize>,
+    /// Of every partition, its index among this rank's partitions (`None`: another rank's).
+    local: Vec<Option<usize>>,
+    /// Partitions this rank runs.
+    n_local: usize,
+    /// True when the caller's groups placed the actors.
+    grouped: bool,
+}
+
+impl Placement {
+    fn new(
+        wiring: &Wiring,
+        groups: Option<&[u32]>,
+        size: usize,
+        threads: usize,
+        rank: usize,
+    ) -> Placement {
+        let grouped = groups.and_then(|g| partition::plan_grouped(wiring, g, size, threads));
+        let is_grouped = grouped.is_some();
+        let (plan, owner) = grouped.unwrap_or_else(|| {
+            let plan = partition::plan(wiring, size * threads);
+            // Contiguous blocks of partitions per rank (with fewer partitions than ranks, some
+            // ranks have none and only take part in the windows' exchanges).
+            let owner = (0..plan.parts).map(|p| p * size / plan.parts).collect();
+            (plan, owner)
+        });
+        let mut local = vec![None; plan.parts];
+        let mut n_local = 0;
+        for (p, &r) in owner.iter().enumerate() {
+            if r == rank {
+                local[p] = Some(n_local);
+                n_local += 1;
+            }
+        }
+        Placement {
+            plan,
+            owner,
+            local,
+            n_local,
+            grouped: is_grouped,
+        }
+    }
+}
+
+/// Builds every partition and keeps this rank's (and, on rank 0, the others' as built, to
+/// restore their final state into), with the halt grace.
+#[allow(clippy::type_complexity)]
+fn split_partitions<A: Actor>(
+    actors: Vec<A>,
+    wiring: &Wiring,
+    place: &Placement,
+    cfg: &EngineConfig,
+    rank: usize,
+) -> (Vec<Partition<A>>, Vec<Partition<A>>, u64) {
+    let (mut mine, theirs): (Vec<_>, Vec<_>) = Partition::build(actors, wiring, &place.plan, cfg)
         .into_iter()
         .enumerate()
-        .partition(|(p, _)| owner[*p] == rank);
+        .partition(|(p, _)| place.owner[*p] == rank);
     let grace = mine
         .first()
         .or(theirs.first())
         .map_or(1, |(_, p)| p.state.halt_grace);
-    // Rank 0 keeps the others' actors as built, to restore their final state into.
     let built: Vec<Partition<A>> = if rank == 0 {
         theirs.into_iter().map(|(_, p)| p).collect()
     } else {
         drop(theirs);
         Vec::new()
     };
-    let mut mine: Vec<Partition<A>> = mine.drain(..).map(|(_, p)| p).collect();
-    let default_progress = Progress::default();
-    let progress = progress.unwrap_or(&default_progress);
-    let mut ranks = Ranks {
-        comm,
-        size,
-        local: local.clone(),
-        n_local,
-        frames_out: 0,
-        bytes_out: 0,
-    };
+    let mine: Vec<Partition<A>> = mine.drain(..).map(|(_, p)| p).collect();
+    (mine, built, grace)
+}
 
-    let (windows, cancelled) = if mine.is_empty() {
-        // Nothing to run: take part in every window's exchange until the others finish.
-        let mut windows = 0;
-        loop {
-            let outs = (0..size).map(|_| Writer::default()).collect();
-            let (all, _) = ranks.close(Bound::IDLE, outs)?;
-            match all.next_window(cfg.until, grace, plan.lookahead) {
-                NextWindow::Until(_) => windows += 1,
-                NextWindow::Finished => break (windows, false),
-                NextWindow::Cancelled => break (windows, true),
+/// A rank with nothing to run takes part in every window's exchange until the others finish:
+/// the windows run and whether the run was cancelled.
+fn exchange_until_finished<C: CommunicatorCollectives>(
+    ranks: &mut Ranks<'_, C>,
+    cfg: &EngineConfig,
+    grace: u64,
+    lookahead: Time,
+) -> Result<(u64, bool), EngineError> {
+    let mut windows = 0;
+    loop {
+        let outs = (0..ranks.size).map(|_| Writer::default()).collect();
+        let (all, _) = ranks.close(Bound::IDLE, outs)?;
+        match all.next_window(cfg.until, grace, lookahead) {
+            NextWindow::Until(_) => windows += 1,
+            NextWindow::Finished => return Ok((windows, false)),
+            NextWindow::Cancelled => return Ok((windows, true)),
+        }
+    }
+}
+
+/// Runs this rank's partitions on worker threads while this thread closes the windows over MPI:
+/// the windows run and whether the run was cancelled.
+fn run_local_partitions<A: Actor, C: CommunicatorCollectives>(
+    mine: &mut [Partition<A>],
+    ranks: &mut Ranks<'_, C>,
+    place: &Placement,
+    cfg: &EngineConfig,
+    progress: &Progress,
+) -> Result<(u64, bool), EngineError> {
+    let (requests, serve) = bounded::<Request>(1);
+    let (answer, answers) = bounded::<Answer>(1);
+    let proxy = Proxy {
+        owner: place.owner.clone(),
+        local: place.local.clone(),
+        posted: Mutex::new((0..ranks.size).map(|_| Writer::default()).collect()),
+        requests,
+        answers,
+        frames: AtomicU64::new(0),
+    };
+    let lookahead = place.plan.lookahead;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let frames_out = AtomicU64::new(0);
+    let end = std::thread::scope(|s| {
+        let parts = mine;
+        let counted = &frames_out;
+        let runner = s.spawn(move || {
+            let r = parallel::run_parallel(parts, lookahead, cfg.until, cores, progress, &proxy);
+            counted.store(proxy.frames.load(Ordering::Relaxed), Ordering::Relaxed);
+            // Dropping the proxy ends the loop below.
+            drop(proxy);
+            r
+        });
+        while let Ok((bound, outs)) = serve.recv() {
+            let a = ranks.close(bound, outs);
+            if answer.send(a).is_err() {
+                break;
             }
         }
-    } else {
-        let (requests, serve) = bounded::<Request>(1);
-        let (answer, answers) = bounded::<Answer>(1);
-        let proxy = Proxy {
-            owner: owner.clone(),
-            local,
-            posted: Mutex::new((0..size).map(|_| Writer::default()).collect()),
-            requests,
-            answers,
-            frames: AtomicU64::new(0),
-        };
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let frames_out = AtomicU64::new(0);
-        let end = std::thread::scope(|s| {
-            let parts = &mut mine;
-            let counted = &frames_out;
-            let runner = s.spawn(move || {
-                let r = parallel::run_parallel(
-                    parts,
-                    plan.lookahead,
-                    cfg.until,
-                    cores,
-                    progress,
-                    &proxy,
-                );
-                counted.store(proxy.frames.load(Ordering::Relaxed), Ordering::Relaxed);
-                // Dropping the proxy ends the loop below.
-                drop(proxy);
-                r
-            });
-            while let Ok((bound, outs)) = serve.recv() {
-                let a = ranks.close(bound, outs);
-                if answer.send(a).is_err() {
-                    break;
-                }
-            }
-            runner
-                .join()
-                .unwrap_or_else(|_| Err(EngineError::Failure("a worker thread panicked".into())))
-        })?;
-        ranks.frames_out = frames_out.into_inner();
-        (end.windows, end.cancelled)
-    };
+        runner
+            .join()
+            .unwrap_or_else(|_| Err(EngineError::Failure("a worker thread panicked".into())))
+    })?;
+    ranks.frames_out = frames_out.into_inner();
+    Ok((end.windows, end.cancelled))
+}
 
-    // This rank's counters and actors, for rank 0.
+/// This rank's part for rank 0: its counters, then (on the other ranks) its actors' final
+/// state; rank 0 keeps its own actors whole.
+#[allow(clippy::type_complexity)]
+fn pack_rank_part<A: Actor, S: ActorState<A>>(
+    mine: Vec<Partition<A>>,
+    cfg: &EngineConfig,
+    frames_out: u64,
+    rank: usize,
+    state: &S,
+) -> (Writer, Vec<(u32, A, Vec<PortStats>)>) {
     let mut stats = EngineStats::default();
     for p in &mine {
         stats.absorb(&p.stats());
@@ -388,7 +504,7 @@ where
         p.state.fault_counts(&mut faults);
     }
     let mut w = Writer::default();
-    put_stats(&mut w, &stats, ranks.frames_out);
+    put_stats(&mut w, &stats, frames_out);
     put_faults(&mut w, &faults);
     let mut gathered: Vec<(u32, A, Vec<PortStats>)> = Vec::new();
     for p in mine {
@@ -405,26 +521,24 @@ where
             }
         }
     }
+    (w, gathered)
+}
+
+/// Gathers every rank's part at rank 0: there, the length of each and all of them in rank
+/// order; `None` on the other ranks.
+#[allow(clippy::type_complexity)]
+fn gather_at_root<C: CommunicatorCollectives>(
+    comm: &C,
+    rank: usize,
+    size: usize,
+    part: &Writer,
+) -> Result<Option<(Vec<u64>, Vec<u8>)>, EngineError> {
     let root = comm.process_at_rank(0);
-    let len = w.buf.len() as u64;
-    let mut rank_stats = RankStats {
-        rank,
-        ranks: size,
-        partitions: n_local,
-        frames_out: ranks.frames_out,
-        bytes_out: ranks.bytes_out,
-        frames_crossing: 0,
-        grouped: is_grouped,
-        lookahead_ps: plan.lookahead.ps(),
-        windows,
-    };
+    let len = part.buf.len() as u64;
     if rank != 0 {
         root.gather_into(&len);
-        root.gather_varcount_into(&w.buf[..]);
-        return Ok(MpiOutput {
-            output: None,
-            ranks: rank_stats,
-        });
+        root.gather_varcount_into(&part.buf[..]);
+        return Ok(None);
     }
     let mut lens = vec![0u64; size];
     root.gather_into_root(&len, &mut lens[..]);
@@ -432,29 +546,31 @@ where
     let mut all = vec![0u8; lens.iter().sum::<u64>() as usize];
     {
         let mut r = PartitionMut::new(&mut all[..], c, d);
-        root.gather_varcount_into_root(&w.buf[..], &mut r);
+        root.gather_varcount_into_root(&part.buf[..], &mut r);
     }
+    Ok(Some((lens, all)))
+}
 
-    let mut slots: super::Slots<A> = (0..n_actors).map(|_| None).collect();
-    for (gid, a, ports) in gathered {
-        slots[gid as usize] = Some((a, ports));
-    }
-    for p in built {
-        for (gid, a, ports) in p.into_actors() {
-            slots[gid as usize] = Some((a, ports));
-        }
-    }
-    // Every rank's part, rank 0's first: its counters, then (from the others) its actors.
-    stats = EngineStats::default();
-    faults = FaultOutput::empty(cfg.faults.entries);
+/// Reads every rank's part, rank 0's first: sums the counters and restores the other ranks'
+/// actors into `slots`; gives the counters, the fault counts and the frames that crossed ranks.
+fn unpack_rank_parts<A, S: ActorState<A>>(
+    lens: &[u64],
+    all: &[u8],
+    slots: &mut super::Slots<A>,
+    cfg: &EngineConfig,
+    state: &S,
+) -> Result<(EngineStats, FaultOutput, u64), EngineError> {
+    let mut stats = EngineStats::default();
+    let mut faults = FaultOutput::empty(cfg.faults.entries);
+    let mut frames_crossing = 0;
     let mut at = 0;
-    for &len in &lens {
+    for &len in lens {
         let part = all.get(at..at + len as usize).unwrap_or_default();
         at += len as usize;
         let mut rd = Reader::new(part);
         let (s, f) = get_stats(&mut rd)?;
         stats.absorb(&s);
-        rank_stats.frames_crossing += f;
+        frames_crossing += f;
         get_faults(&mut rd, &mut faults)?;
         while !rd.is_empty() {
             let gid = rd.u32()? as usize;
@@ -470,24 +586,7 @@ where
         }
     }
     faults.settle();
-    let (actors_out, port_stats) = super::in_id_order(slots)?;
-    Ok(MpiOutput {
-        output: Some(RunOutput {
-            actors: actors_out,
-            port_stats,
-            stats,
-            layout: EngineLayout {
-                partitions: plan.parts,
-                lookahead: plan.lookahead,
-                windows,
-            },
-            capture: None,
-            samples: None,
-            cancelled,
-            faults,
-        }),
-        ranks: rank_stats,
-    })
+    Ok((stats, faults, frames_crossing))
 }
 
 fn put_stats(w: &mut Writer, s: &EngineStats, frames_out: u64) {

@@ -41,7 +41,7 @@ pub struct HostDirectory {
     by_ip: FxHashMap<u32, u32>,
     /// Every host `i` has [`HostDirectory::default_addr`]`(i)`'s IPv4 address (the world's
     /// own numbering): the index is the address's low 24 bits minus one. A NIC looks up the
-    /// source of every frame it receives; the hash map cost ~40 instructions of it.
+    /// source of every frame it receives, and arithmetic is cheaper than the hash map.
     conventional: bool,
 }
 
@@ -73,8 +73,7 @@ impl HostDirectory {
         self.hosts.get(i as usize)
     }
     /// The host with address `ip`. The conventional plan's arithmetic always inlined (every
-    /// frame received asks; out of line it was a call of ~14 instructions), the map's lookup
-    /// out of line.
+    /// frame received asks), the map's lookup out of line.
     #[inline(always)]
     pub fn index_of(&self, ip: Ipv4Addr) -> Option<u32> {
         let v = u32::from(ip);

@@ -331,7 +331,7 @@ impl RoceRepr {
     ///
     /// Every receiving NIC parses every frame, so the fields are read at their `field` offsets
     /// from one fixed-size copy of the first 54 bytes (no per-field length checks, no calls into
-    /// `pnet_packet`'s out-of-line accessors, which were ~60% of this function's instructions).
+    /// `pnet_packet`'s out-of-line accessors, which were most of this function's cost).
     /// The checks and errors, and their order, are those of the `pnet_packet` views this
     /// replaced (kept in the tests, which compare the two on random and mutated frames).
     pub fn parse(frame: &[u8]) -> Result<RoceRepr, WireError> {

@@ -15,9 +15,8 @@
 //! [`RoceRx::common_intact`] is the same read without the IPv4 checksum, which the NIC uses:
 //! in the emulator a frame's bytes change after its last writer set the checksum only when a
 //! fault flips them, and that sets the frame's corruption flag (its FCS check), on which the
-//! NIC discards it before reading it. Recomputing the sum on every frame (~36 instructions of
-//! a frame received on benches/fabric64.yaml) could never refuse one; captures keep the real
-//! checksums (tshark checks them in tests/it/observe.rs).
+//! NIC discards it before reading it. Recomputing the sum on every frame could never refuse
+//! one; captures keep the real checksums (tshark checks them in tests/it/observe.rs).
 
 use std::net::Ipv4Addr;
 
