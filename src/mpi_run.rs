@@ -56,7 +56,7 @@ pub fn refused(opts: &crate::observe::ObserveOptions, flow: bool) -> Option<Stri
 #[cfg(feature = "mpi")]
 pub use self::ranks::run;
 
-/// Ends this process's part in the MPI job (`MPI_Finalize`) after a [`run`]; nothing without
+/// Ends this process's part in the MPI job (`MPI_Finalize`) after a `run`; nothing without
 /// one. Rank 0 calls it once its outputs are written: on Ctrl-C, `mpirun` stops serving its
 /// ranks while it waits to kill them (one second by default), so finalizing first would hold
 /// the partial report back, for two seconds here, until the ranks are killed.
