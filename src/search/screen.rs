@@ -10,15 +10,19 @@
 //! pipeline sending across the same stage boundary at once. Each measurement is kept by
 //! (operation, size, the hosts of every group) and reused by every candidate that needs it:
 //! the tensor-parallel All-Reduces of two candidates with the same tp, micro-batch and
-//! placement are measured once.
+//! placement are measured once. A worker needing a measurement another is taking waits for
+//! it rather than measuring it again, so each is measured exactly once whatever the number
+//! of workers. Within a candidate, the time of each (operation, size, group) and each
+//! (sender, receiver, size) is looked up once: the thousands of tensor-parallel nodes of a
+//! pipeline share a few.
 //!
 //! What this leaves out (the error the search states against the full runs): contention
 //! between different families (a data-parallel bucket and a pipeline message at the same
 //! time), replicas drifting apart, and the stages of a family not all communicating at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use fabemu_fabric::units::Time;
 use fabemu_workload::estimate::{estimate, Comm};
@@ -35,13 +39,21 @@ use crate::training;
 /// A measurement: (operation or `message`, bytes, the hosts of every group run at once).
 type Key = (&'static str, u64, Vec<Vec<usize>>);
 
+/// A measurement's result, shared: the first worker to need it measures, the others wait.
+type Cell = Arc<OnceLock<Result<Time, String>>>;
+
+/// A candidate's communication as it asks for it: (operation or `message`, bytes, group
+/// name or empty, sender, receiver). Every node of the same shape takes the same time, so
+/// the family or boundary behind it is worked out once per candidate.
+type Ask = (&'static str, u64, String, usize, usize);
+
 /// Screens candidates of one scenario, keeping what it measured.
 pub(super) struct Screener<'a> {
     /// The scenario's YAML (the fabric and its settings are taken from it).
     doc: &'a Value,
     file: &'a str,
     host_names: Vec<String>,
-    memo: Mutex<BTreeMap<Key, Result<Time, String>>>,
+    memo: Mutex<BTreeMap<Key, Cell>>,
     measured: AtomicUsize,
 }
 
@@ -94,7 +106,19 @@ impl<'a> Screener<'a> {
         let concurrent =
             src.scenario.workload.collective_algorithms.streams == CollectiveStreams::Concurrent;
         let compute = |op: &_| transformer::node_time(device, op).map_err(String::from);
-        let mut comm = |c: Comm<'_>| self.time_of(&src, &groups, c);
+        let mut asked: HashMap<Ask, Result<Time, String>> = HashMap::new();
+        let mut comm = |c: Comm<'_>| {
+            let ask = match c {
+                Comm::Collective { kind, bytes, group } => {
+                    (kind.key(), bytes, group.to_string(), 0, 0)
+                }
+                Comm::Message { from, to, bytes } => ("message", bytes, String::new(), from, to),
+            };
+            asked
+                .entry(ask)
+                .or_insert_with(|| self.time_of(&src, &groups, c))
+                .clone()
+        };
         let e = estimate(&ranks, &compute, &mut comm, concurrent)?;
         let iteration = e.finish.0 / spec.iterations.max(1) as u64;
         if iteration == 0 {
@@ -128,15 +152,15 @@ impl<'a> Screener<'a> {
             }
             Comm::Message { from, to, bytes } => ("message", bytes, boundary(groups, from, to)),
         };
-        if let Some(t) = self.memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return t;
-        }
-        let t = self.measure(src, &key);
-        self.measured.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut m) = self.memo.lock() {
-            m.insert(key, t.clone());
-        }
-        t
+        let cell = match self.memo.lock() {
+            Ok(mut m) => m.entry(key.clone()).or_default().clone(),
+            Err(_) => Cell::default(),
+        };
+        cell.get_or_init(|| {
+            self.measured.fetch_add(1, Ordering::Relaxed);
+            self.measure(src, &key)
+        })
+        .clone()
     }
 
     /// Runs `key`'s communication on the fabric at flow fidelity: the slowest instance's time.

@@ -235,3 +235,55 @@ fn the_screening_stays_near_the_full_runs_and_picks_their_best() {
         assert_eq!(top1[0][col(c)], rows[0][col(c)], "{c}");
     }
 }
+
+#[test]
+fn candidates_are_counted_by_class() {
+    // 3 tp x 2 pp x 2 ZeRO x 2 recomputation x 2 micro-batches = 48 candidates on 64 GPUs,
+    // screened only: a micro-batch of 3 does not divide the 128 sequences (24 cannot be
+    // built); without ZeRO, tp 1 x pp 1 and tp 2 x pp 1 (with and without recomputation) and
+    // tp 1 x pp 4 without it exceed the 80 GB A100 (5); the 19 others are screened.
+    let out = fabemu(&[
+        "search",
+        &example(),
+        "--tp",
+        "1,2,8",
+        "--pp",
+        "1,4",
+        "--zero",
+        "0,3",
+        "--recompute",
+        "none,full",
+        "--micro-batch",
+        "1,3",
+        "--top",
+        "0",
+        "--csv",
+        "-",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let header = fields(lines.next().unwrap());
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<Vec<String>> = lines.map(fields).collect();
+    let count = |f: &dyn Fn(&Vec<String>) -> bool| rows.iter().filter(|r| f(r)).count();
+    let (note, fidelity) = (col("note"), col("fidelity"));
+    assert_eq!(rows.len(), 48, "{text}");
+    assert_eq!(
+        count(&|r| r[note].starts_with("cannot be built")),
+        24,
+        "{text}"
+    );
+    assert_eq!(
+        count(&|r| r[note] == "does not fit the device"),
+        5,
+        "{text}"
+    );
+    assert_eq!(count(&|r| r[fidelity] == "screen"), 19, "{text}");
+    assert_eq!(count(&|r| r[fidelity] == "flow"), 0, "{text}");
+}
