@@ -88,7 +88,22 @@ fn ping_pong(env: &[&str]) -> (f64, f64) {
 /// `udp_pingpong.py`'s median and least round trip (us) on `scenario`, whose round trip
 /// takes `physics` us.
 fn ping_pong_on(scenario: &str, physics: f64, env: &[&str]) -> (f64, f64) {
-    let mut args = vec!["emulate", scenario, "--quiet", "--", "env"];
+    let (median, min, _) = ping_pong_report(&[scenario], physics, env);
+    (median, min)
+}
+
+/// [`ping_pong_on`] with `scenario` and its options given as `fabemu emulate` arguments, and
+/// the JSON report.
+fn ping_pong_report(
+    scenario: &[&str],
+    physics: f64,
+    env: &[&str],
+) -> (f64, f64, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut args = vec!["emulate"];
+    args.extend(scenario);
+    args.extend(["--quiet", "--json", json.to_str().unwrap(), "--", "env"]);
     args.extend(env);
     args.extend(["python3", "examples/emulate/udp_pingpong.py"]);
     let out = run(&args);
@@ -100,7 +115,18 @@ fn ping_pong_on(scenario: &str, physics: f64, env: &[&str]) -> (f64, f64) {
         min >= physics * 0.999,
         "{min} us below the links' {physics} us"
     );
-    (median, min)
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (median, min, report)
+}
+
+/// The sum over the report's `emulation.hosts` of field `key`.
+fn host_sum(report: &serde_json::Value, key: &str) -> u64 {
+    report["emulation"]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h[key].as_u64().unwrap())
+        .sum()
 }
 
 #[test]
@@ -181,6 +207,88 @@ fn a_ring_all_reduce_of_real_processes_sums_exactly() {
     for h in hosts {
         assert!(h["bytes_in"].as_u64().unwrap() >= 2 * 3 * 65536 * 8 / 4);
     }
+}
+
+#[test]
+fn a_round_trip_across_k_relaying_hosts_takes_k_plus_one_hops_each_way() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    // Rank k+1 pings rank 0 across a ring of 2 (k + 1) hosts (`ring4.yaml`, 1 Gb/s, 500 us
+    // links, grown to six hosts for k = 2): the opposite host, k relaying hosts away either
+    // way. Each way is k + 1 serializations (1.04 us: 106 frame bytes + 24 of overhead) and
+    // latencies, store and forward at each relay. Programs busy-poll, as in
+    // `a_udp_round_trip_takes_the_links_time`: the least of 200 round trips is the physics
+    // plus the kernel's path (+1.7% seen for k = 1 at load 13), held within 5%.
+    for k in [1u64, 2] {
+        let hosts = (2 * (k + 1)).to_string();
+        let ring = format!("topology.ring.hosts={hosts}");
+        let from = format!("PING_FROM={}", k + 1);
+        let physics = 2.0 * (k + 1) as f64 * (500.0 + 1.04);
+        let (_, min, report) = ping_pong_report(
+            &["examples/emulate/ring4.yaml", "--set", &ring],
+            physics,
+            &["PINGS=200", "PING_SPIN=1", &from],
+        );
+        assert!(
+            min <= physics * 1.05,
+            "k = {k}: least round trip {min} us against {physics} us"
+        );
+        // Every frame crossed k relays, none entered a namespace but its destination's.
+        let (sent, got) = (
+            host_sum(&report, "frames_in"),
+            host_sum(&report, "frames_out"),
+        );
+        assert_eq!(sent, got);
+        assert!(sent >= 400, "{sent}");
+        assert_eq!(host_sum(&report, "frames_relayed"), k * sent, "k = {k}");
+        assert_eq!(host_sum(&report, "relay_dropped"), 0);
+        assert_eq!(host_sum(&report, "dropped_not_for_host"), 0);
+    }
+}
+
+#[test]
+fn a_ring_all_reduce_across_hosts_that_relay_sums_exactly() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_emulate() {
+        return;
+    }
+    // Four hosts in a ring of direct links (`ring4.yaml`); the All-Reduce's ring visits them
+    // as 0, 2, 1, 3, so its steps 0 -> 2 and 1 -> 3 cross a host that relays them (either way
+    // round, by the hash of each TCP connection's 5-tuple).
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = run(&[
+        "emulate",
+        "examples/emulate/ring4.yaml",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "env",
+        "ALLREDUCE_ORDER=0,2,1,3",
+        "python3",
+        "examples/emulate/ring_allreduce.py",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for rank in 0..4 {
+        let line = format!("[rank {rank}] allreduce rank {rank}: 65536 elements");
+        assert!(text.contains(&line), "{line} missing");
+    }
+    assert_eq!(text.matches(", wrong 0").count(), 4);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        host_sum(&report, "frames_in"),
+        host_sum(&report, "frames_out")
+    );
+    // Two of the ring's four steps are two links long: at least their 2 x 2 (n-1)/n shares
+    // of 512 KiB crossed a relaying host.
+    assert!(host_sum(&report, "bytes_relayed") >= 2 * 2 * 3 * 65536 * 8 / 4);
+    assert_eq!(host_sum(&report, "relay_dropped"), 0);
+    assert_eq!(host_sum(&report, "dropped_not_for_host"), 0);
 }
 
 /// The Python that has torch: `FABEMU_TORCH_PYTHON` (e.g. a virtualenv's `bin/python`), else

@@ -134,25 +134,98 @@ fn frames_that_are_not_ipv4_are_counted_not_carried() {
     let mut p = prepare(&src, None, None, 3000).unwrap();
     let mut v6 = udp(0, 1, 100);
     v6[12..14].copy_from_slice(&0x86DDu16.to_be_bytes());
-    let gw = p
-        .stepper
-        .actor_mut(p.hosts[0])
-        .and_then(fabemu::emulate::gateway::EmuNode::gateway_mut)
-        .unwrap();
-    assert!(!gw.offer(&v6, Time::ZERO));
+    let host = p.stepper.actor_mut(p.hosts[0]).unwrap();
+    assert!(!host.offer(&v6, Time::ZERO));
     // The queue holds 3000 bytes: two 1500-byte frames, not a third.
-    assert!(gw.offer(&udp(0, 1, 1500), Time::ZERO));
-    assert!(gw.offer(&udp(0, 1, 1500), Time::ZERO));
-    assert!(!gw.offer(&udp(0, 1, 1500), Time::ZERO));
-    let s = gw.stats();
+    assert!(host.offer(&udp(0, 1, 1500), Time::ZERO));
+    assert!(host.offer(&udp(0, 1, 1500), Time::ZERO));
+    assert!(!host.offer(&udp(0, 1, 1500), Time::ZERO));
+    let s = host.gateway().unwrap().stats();
     assert_eq!((s.dropped_unsupported, s.dropped_queue_full), (1, 1));
     assert_eq!(s.queue_peak_bytes, 3000);
 }
 
-#[test]
-fn a_ring_cannot_be_emulated() {
-    let yaml = "topology:\n  ring: {hosts: 4, bandwidth: 1Gbps, latency: 1us}\n";
+/// [`udp`] with UDP source port `sport` (the ECMP entropy of its 5-tuple).
+fn udp_from(src: u8, dst: u8, len: usize, sport: u16) -> Vec<u8> {
+    let mut f = udp(src, dst, len);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f
+}
+
+/// Offers `frames` (sender rank, frame) at time zero on the world `yaml` describes, runs the
+/// engine to `until` without a wall clock, and returns per rank the virtual arrival times of
+/// what it delivered and what its gateway counted.
+fn carry(
+    yaml: &str,
+    frames: &[(usize, Vec<u8>)],
+    until: Time,
+) -> Vec<(Vec<Time>, fabemu::emulate::gateway::GatewayStats)> {
     let src = fabemu::emulate::load_str(yaml, "emu.yaml", vec![]).unwrap();
-    let e = prepare(&src, None, None, 3000).err().unwrap();
-    assert!(e.to_string().contains("on one link (to a switch"), "{e}");
+    let mut p = prepare(&src, None, None, 1 << 20).unwrap();
+    for (rank, f) in frames {
+        let id = p.hosts[*rank];
+        assert!(p.stepper.actor_mut(id).unwrap().offer(f, Time::ZERO));
+        p.stepper
+            .wake(id, Time::ZERO, fabemu::emulate::gateway::WAKE)
+            .unwrap();
+    }
+    p.stepper.run_until(until).unwrap();
+    p.hosts
+        .iter()
+        .map(|&id| {
+            let gw = p.stepper.actor_mut(id).unwrap().gateway_mut().unwrap();
+            let at = gw.take_delivered().map(|(t, _)| t).collect();
+            (at, gw.stats())
+        })
+        .collect()
+}
+
+#[test]
+fn a_frame_crossing_k_relays_arrives_after_k_plus_one_hops() {
+    // Six hosts in a ring of 1 Gb/s, 2 us links: host 0 sends one 1000-byte frame to each
+    // other host. Each hop is a serialization (1024 wire bytes: 8.192 us) and a latency
+    // (2 us), store and forward at every relaying host: host k is min(k, 6 - k) hops away.
+    let yaml = "topology:\n  ring: {hosts: 6, bandwidth: 1Gbps, latency: 2us}\n";
+    let hop = Time(8_192_000 + 2_000_000);
+    // One frame at a time (each alone on the links): the next leaves after the first arrived.
+    for dst in 1..6u8 {
+        let got = carry(yaml, &[(0, udp(0, dst, 1000))], Time::from_us(1000));
+        let hops = u64::from(dst.min(6 - dst));
+        let want = Time(hop.ps() * hops);
+        for (rank, (at, stats)) in got.iter().enumerate() {
+            if rank == usize::from(dst) {
+                assert_eq!(at, &vec![want], "to host {dst}");
+                assert_eq!(stats.frames_out, 1);
+            } else {
+                assert!(at.is_empty(), "host {rank} got host {dst}'s frame");
+            }
+        }
+        // Relayed by the hops - 1 hosts between, never written into their namespaces.
+        let relayed: u64 = got.iter().map(|(_, s)| s.frames_relayed).sum();
+        assert_eq!(relayed, hops - 1, "to host {dst}");
+        assert_eq!(got[0].1.frames_in, 1);
+    }
+}
+
+#[test]
+fn flows_to_the_opposite_host_of_a_ring_spread_over_both_ways() {
+    // Host 3 of a ring of 6 is three hops away both ways: the flows (one UDP source port
+    // each) take either, by the hash of their 5-tuple, as built-in flows do.
+    let yaml = "topology:\n  ring: {hosts: 6, bandwidth: 1Gbps, latency: 2us}\n";
+    let frames: Vec<(usize, Vec<u8>)> = (0..64)
+        .map(|i| (0, udp_from(0, 3, 200, 6000 + i)))
+        .collect();
+    let got = carry(yaml, &frames, Time::from_us(1000));
+    assert_eq!(got[3].0.len(), 64);
+    assert_eq!(got[3].1.frames_out, 64);
+    // Each frame is relayed twice, by hosts 1 and 2 or by hosts 5 and 4.
+    let relayed = |r: usize| got[r].1.frames_relayed;
+    assert_eq!(relayed(1), relayed(2));
+    assert_eq!(relayed(5), relayed(4));
+    assert_eq!(relayed(1) + relayed(5), 64);
+    // 64 flows over two ways: each gets 32 +- 12 (binomial sd 4).
+    assert!((20..=44).contains(&relayed(1)), "{}", relayed(1));
+    // The same flow always takes the same way: sent again, it is relayed by the same hosts.
+    let again = carry(yaml, &frames, Time::from_us(1000));
+    assert_eq!(again[1].1.frames_relayed, relayed(1));
 }

@@ -6,6 +6,10 @@ every rank holds the element-wise sum and checks it exactly. Run inside `fabemu 
 which sets RANK, WORLD_SIZE and gives each host the address 10.0.0.(rank+1):
 
     fabemu emulate examples/emulate/leaf_spine4.yaml -- python3 examples/emulate/ring_allreduce.py
+
+ALLREDUCE_ORDER (default 0,1,...,n-1) is the ring's order of ranks: each sends to the next
+in it. On a ring of hosts (`ring4.yaml`) the default order follows the links; `0,2,1,3`
+makes every other step cross a host that relays it.
 """
 import os
 import socket
@@ -18,6 +22,9 @@ rank = int(os.environ["RANK"])
 n = int(os.environ["WORLD_SIZE"])
 count = int(os.environ.get("ALLREDUCE_COUNT", "65536"))  # elements (8 bytes each)
 PORT = int(os.environ.get("MASTER_PORT", "29500")) + 1
+order = [int(r) for r in os.environ.get("ALLREDUCE_ORDER", ",".join(map(str, range(n)))).split(",")]
+assert sorted(order) == list(range(n)), f"ALLREDUCE_ORDER {order} is not a permutation of the ranks"
+pos = order.index(rank)  # this rank's place in the ring: it sends to the next, hears the one before
 
 
 def addr(r):
@@ -46,7 +53,7 @@ right = None
 deadline = time.time() + 30
 while right is None:
     try:
-        right = socket.create_connection((addr((rank + 1) % n), PORT), timeout=30)
+        right = socket.create_connection((addr(order[(pos + 1) % n]), PORT), timeout=30)
     except OSError:
         if time.time() > deadline:
             raise
@@ -84,9 +91,9 @@ def step(send_chunk, recv_chunk, reduce):
 
 start = time.perf_counter()
 for s in range(n - 1):  # reduce-scatter
-    step((rank - s) % n, (rank - s - 1) % n, True)
+    step((pos - s) % n, (pos - s - 1) % n, True)
 for s in range(n - 1):  # all-gather
-    step((rank - s + 1) % n, (rank - s) % n, False)
+    step((pos - s + 1) % n, (pos - s) % n, False)
 took = time.perf_counter() - start
 
 expected = [sum(r * 1000 for r in range(n)) + n * i for i in range(count)]

@@ -3,6 +3,9 @@
 Run inside `fabemu emulate` (it sets RANK and MASTER_ADDR):
     fabemu emulate examples/emulate/two_hosts.yaml -- python3 examples/emulate/udp_pingpong.py
 
+PING_FROM (default 1) names the rank that pings rank 0 instead of rank 1 (on a ring, a host
+whose frames other hosts relay: `PING_FROM=2` on `ring4.yaml`); the other ranks do nothing.
+
 PINGS (default 50) round trips of PING_BYTES (64) bytes, 10 ms apart. With PING_SPIN=1 both
 ranks busy-poll a non-blocking socket (yielding the core at every turn) instead of sleeping in
 `recvfrom`, and the pings go back to back, as latency benchmarks (netperf's UDP_RR, sockperf)
@@ -25,6 +28,7 @@ YIELD = os.environ.get("PING_YIELD", "1") == "1"
 PORT = 40000
 TRACE = os.environ.get("PING_TRACE") == "1"
 stamp = time.monotonic_ns  # CLOCK_MONOTONIC, as fabemu's trace
+FROM = int(os.environ.get("PING_FROM", "1"))
 rank = int(os.environ["RANK"])
 peer0 = os.environ["MASTER_ADDR"]
 
@@ -60,7 +64,7 @@ if rank == 0:
         s.sendto(data, addr)
         if TRACE:
             print(f"echo {i} {got} {answer}")
-elif rank == 1:
+elif rank == FROM:
     payload = b"x" * SIZE
     rtts = []
     time.sleep(0.3)  # let rank 0 bind

@@ -16,6 +16,11 @@
 //! - [`pace`]: the loop that runs the engine behind the wall clock and measures its lateness;
 //! - the namespaces and TAP devices, the child processes, signals and teardown.
 //!
+//! A host keeps one interface whatever its links: on a direct topology (a ring, a torus, a
+//! fully connected group) its gateway sends each frame out of the link the NIC's routing picks
+//! for its destination, and a frame in transit is relayed at each host on its way by that
+//! host's NIC, as built-in frames are; it enters no namespace but its destination's.
+//!
 //! Emulation is honest, not deterministic: real programs make every run differ. What holds is
 //! that their frames cross the fabric by the same rules as simulated ones, and that lateness
 //! against the wall clock is measured and reported.
@@ -168,21 +173,6 @@ pub fn prepare(
             actors.push(EmuNode::Other(node));
             continue;
         }
-        // A host with several links relays frames for others (rings, tori): its NIC speaks
-        // RoCE only, so real frames could not cross it.
-        if g.ports(id).len() != 1 {
-            return Err(src
-                .error_at(
-                    &FieldPath::root().key("topology"),
-                    format!(
-                        "emulation needs every host on one link (to a switch or to one other \
-                         host); `{}` has {}",
-                        gn.name,
-                        g.ports(id).len()
-                    ),
-                )
-                .into());
-        }
         let rank = hosts.len() as u32;
         let addr = *w.directory.get(rank).ok_or_else(|| {
             src.error_at(
@@ -195,7 +185,12 @@ pub fn prepare(
         names.push(gn.name.clone());
         actors.push(EmuNode::Host(
             node,
-            Box::new(Gateway::new(addr.ip, queue_bytes, max_frame)),
+            Box::new(Gateway::new(
+                addr.ip,
+                g.ports(id).len(),
+                queue_bytes,
+                max_frame,
+            )),
         ));
     }
     let cfg = EngineConfig {

@@ -355,10 +355,7 @@ fn inject(
     let Some(&id) = hosts.get(f.host) else {
         return;
     };
-    let queued = stepper
-        .actor_mut(id)
-        .and_then(EmuNode::gateway_mut)
-        .is_some_and(|gw| gw.offer(&f.frame, at));
+    let queued = stepper.actor_mut(id).is_some_and(|n| n.offer(&f.frame, at));
     if queued {
         if let Some(set) = stepper.wake(id, at, WAKE) {
             injection.record(wall_ps(clock, set, read));

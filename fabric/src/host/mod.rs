@@ -398,11 +398,10 @@ impl Nic {
         {
             let paddr = self.dir.get(peer)?;
             let udp = qp_udp_src_port(self.addr.ip, paddr.ip, peer, self.seed);
-            let h = flow_hash(self.addr.ip, paddr.ip, udp, self.seed);
             let port = if self.ports.len() == 1 {
                 0
             } else {
-                self.routes.select(paddr.ip, h)?
+                self.route_flow(self.addr.ip, paddr.ip, udp)?
             };
             let jitter_seed =
                 crate::mix::mix(self.seed ^ u64::from(self.index) << 32 ^ u64::from(peer));
