@@ -297,6 +297,7 @@ impl Prepared {
             finished: fin,
             capture,
             samples,
+            facts: None,
         })
     }
 }
