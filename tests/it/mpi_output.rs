@@ -64,6 +64,8 @@ fn same_files_over_ranks(scenario: &Path, args: &[&str]) -> Option<BTreeMap<Stri
         let dir = tmp
             .dir()
             .join(np.map_or("one".into(), |n| format!("np{n}")));
+        // `--pcap` writes into an existing directory (`--out` creates its own).
+        std::fs::create_dir_all(&dir).expect("creates the directory");
         let d = dir.to_string_lossy().into_owned();
         let args: Vec<String> = args.iter().map(|a| a.replace("{out}", &d)).collect();
         let mut a: Vec<&str> = vec!["run", &s, "--quiet", "--out", &d];
