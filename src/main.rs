@@ -169,6 +169,16 @@ enum FidelityArg {
     Flow,
 }
 
+/// `--mpi-placement` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum PlacementArg {
+    /// Whole groups of the fabric per rank (pods, leaves with their hosts, torus slices).
+    Groups,
+    /// The engine's partition plan cut into blocks of partitions (neighbours tend to share a
+    /// rank); what fabrics without groups get.
+    Engine,
+}
+
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// The scenario (YAML).
@@ -225,6 +235,9 @@ struct RunArgs {
     /// --sample-interval write the files of `--threads 1`. See docs/MPI.md.
     #[arg(long)]
     mpi: bool,
+    /// Over MPI ranks, which actors share a rank (the report's `mpi.placement`).
+    #[arg(long, value_enum, value_name = "HOW", default_value = "groups")]
+    mpi_placement: PlacementArg,
 }
 
 fn main() -> ExitCode {
@@ -303,9 +316,13 @@ fn real_main(cli: Cli) -> ExitCode {
             pcap_max_packets: 1_000_000,
             pcap_max_bytes: ByteSize(256 << 20),
             mpi: false,
+            mpi_placement: PlacementArg::Groups,
         },
     };
-    run(&args).unwrap_or_else(|code| code)
+    let code = run(&args).unwrap_or_else(|code| code);
+    // After the outputs: see `mpi_run::finalize`.
+    fabemu::mpi_run::finalize();
+    code
 }
 
 /// `fabemu run`: the exit code, `Err` when a step ended it early.
@@ -342,9 +359,14 @@ fn observe_options(args: &RunArgs) -> Result<ObserveOptions, ExitCode> {
         pcap_max_packets: args.pcap_max_packets,
         pcap_max_bytes: args.pcap_max_bytes.bytes(),
     };
-    if let Err(e) = observe::check_output_paths(&opts, args.json.as_deref()) {
-        eprintln!("error: {e}");
-        return Err(ExitCode::from(2));
+    // Under mpirun only rank 0 writes, and only it probes the paths (the ranks would race on
+    // the probe files).
+    let writes = fabemu::mpi_run::launched_rank().is_none_or(|(rank, _)| rank == 0);
+    if writes {
+        if let Err(e) = observe::check_output_paths(&opts, args.json.as_deref()) {
+            eprintln!("error: {e}");
+            return Err(ExitCode::from(2));
+        }
     }
     Ok(opts)
 }
@@ -403,7 +425,8 @@ fn run_scenario(
     let quiet = args.quiet || launched.is_some_and(|(rank, _)| rank > 0);
     let watcher = Watcher::start(progress.clone(), end, quiet);
     let result = if over_mpi {
-        run_over_ranks(src, threads, opts, &progress)
+        let by_groups = args.mpi_placement == PlacementArg::Groups;
+        run_over_ranks(src, threads, opts, by_groups, &progress)
     } else {
         run_observed(src, threads, opts, Some(&progress)).map(Some)
     };
@@ -531,9 +554,10 @@ fn run_over_ranks(
     src: &Source,
     threads: usize,
     opts: &ObserveOptions,
+    by_groups: bool,
     progress: &Progress,
 ) -> Result<Option<fabemu::observe::Observed>, RunError> {
-    fabemu::mpi_run::run(src, threads, opts, Some(progress))
+    fabemu::mpi_run::run(src, threads, opts, by_groups, Some(progress))
 }
 
 /// Without MPI support, a run under `mpirun` with more than one rank (or `--mpi`) is refused.
@@ -542,6 +566,7 @@ fn run_over_ranks(
     _: &Source,
     _: usize,
     _: &ObserveOptions,
+    _: bool,
     _: &Progress,
 ) -> Result<Option<fabemu::observe::Observed>, RunError> {
     Err(RunError::Observe(ObserveError::BadOption(

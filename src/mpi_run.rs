@@ -41,8 +41,23 @@ pub fn refused(flow: bool) -> Option<String> {
 #[cfg(feature = "mpi")]
 pub use self::ranks::run;
 
+/// Ends this process's part in the MPI job (`MPI_Finalize`) after a `run`; nothing without
+/// one. Rank 0 calls it once its outputs are written: on Ctrl-C, `mpirun` stops serving its
+/// ranks while it waits to kill them (one second by default), so finalizing first would hold
+/// the partial report back, for two seconds here, until the ranks are killed.
+pub fn finalize() {
+    #[cfg(feature = "mpi")]
+    drop(
+        ranks::UNIVERSE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take(),
+    );
+}
+
 #[cfg(feature = "mpi")]
 mod ranks {
+    use std::sync::{Mutex, PoisonError};
     use std::time::Instant;
 
     use fabemu_fabric::engine::codec::{Reader, Writer};
@@ -56,6 +71,9 @@ mod ranks {
     use crate::report::{wire, MpiInfo};
     use crate::world::{self, Finished, Node};
     use crate::{RunError, Source};
+
+    /// MPI, initialized by [`run`] until [`super::finalize`].
+    pub(super) static UNIVERSE: Mutex<Option<mpi::environment::Universe>> = Mutex::new(None);
 
     /// A world's actor and, on rank 0, the facts of its final state when another rank ran it.
     struct Gathered {
@@ -93,7 +111,8 @@ mod ranks {
     }
 
     /// Runs `src` over the ranks of the MPI job this process belongs to, `threads` threads
-    /// per rank, with the capture and time series `opts` asks for. Rank 0 gets the run
+    /// per rank, with the capture and time series `opts` asks for, whole groups of the fabric
+    /// per rank if `by_groups` (else the engine's plan cut into blocks). Rank 0 gets the run
     /// observed as [`crate::run_observed`] gives it (the report with its `mpi` section, and
     /// the gathered facts of every actor: the world's actors that other ranks ran are as
     /// built, so only the facts may be read of their final state), the other ranks `None`. A
@@ -102,6 +121,7 @@ mod ranks {
         src: &Source,
         threads: usize,
         opts: &ObserveOptions,
+        by_groups: bool,
         progress: Option<&Progress>,
     ) -> Result<Option<Observed>, RunError> {
         // Ranks wait for each other at every window: by default OpenMPI spins meanwhile,
@@ -114,8 +134,12 @@ mod ranks {
             return Err(EngineError::Failure("MPI was initialized already".into()).into());
         };
         let comm = universe.world();
+        // Finalized by [`super::finalize`] once the outputs are written, not on return.
+        *UNIVERSE.lock().unwrap_or_else(PoisonError::into_inner) = Some(universe);
         let w = world::build(src)?;
-        let groups = crate::placement::rank_groups(&w.graph);
+        let groups = by_groups
+            .then(|| crate::placement::rank_groups(&w.graph))
+            .flatten();
         let cfg = EngineConfig {
             threads,
             until: src.scenario.until,

@@ -45,8 +45,8 @@
 //!   component ([`FlowNetwork::recompute_all`]) up to the order of float additions.
 //! - **Progress.** Every flow keeps its remaining payload bytes and the time of its last rate
 //!   change; its projected finish time is `last change + ceil(remaining / rate)` in picoseconds
-//!   (rounded up: a flow never finishes before its last byte is out). A heap of projected finish
-//!   times, invalidated lazily by a per-flow version, means that advancing time touches only the
+//!   (rounded up: a flow never finishes before its last byte is out). A queue of projected finish
+//!   times grouped by instant, invalidated lazily by a per-flow version, means that advancing time touches only the
 //!   flows that finish or whose rate changed. A flow at rate 0 (which cannot happen with positive
 //!   capacities) simply never finishes until its rate changes.
 //! - **Link bytes.** Each link direction integrates its load (`sum w * r` of its flows) over time,

@@ -202,8 +202,8 @@ fn collectives(
         match c.end_ps {
             Some(end) => totals.completion_time_ps = totals.completion_time_ps.max(end),
             None => {
-                let why = if fin.output.stats.stopped_at_limit {
-                    reached_until(src)
+                let why = if fin.output.cancelled || fin.output.stats.stopped_at_limit {
+                    stopped_early(src, fin)
                 } else {
                     String::new()
                 };
@@ -315,8 +315,8 @@ fn run_violations(
             )
         } else if stats.halted_at.is_some() {
             " (the run was stopped by a PFC deadlock)".to_string()
-        } else if stats.stopped_at_limit {
-            reached_until(src)
+        } else if fin.output.cancelled || stats.stopped_at_limit {
+            stopped_early(src, fin)
         } else {
             String::new()
         };
@@ -583,9 +583,18 @@ pub fn build_from(
 }
 
 /// Why work is pending when the run stopped at its time limit (appended to a violation).
-fn reached_until(src: &Source) -> String {
-    format!(
-        " (the run reached `until` = {} with work pending)",
-        src.scenario.until
-    )
+/// Why work was left pending when the run stopped before it finished: interrupted (Ctrl-C,
+/// SIGTERM) or at `until`.
+fn stopped_early(src: &Source, fin: &Finished) -> String {
+    if fin.output.cancelled {
+        format!(
+            " (the run was interrupted at simulated time {})",
+            fin.output.stats.end_time
+        )
+    } else {
+        format!(
+            " (the run reached `until` = {} with work pending)",
+            src.scenario.until
+        )
+    }
 }

@@ -1,16 +1,18 @@
 //! Runs spread over MPI ranks (the `mpi` feature) against the same runs on threads.
 //!
-//! The default build has no MPI, so these tests build the two MPI examples themselves
-//! (`cargo build --release --features mpi`) and start them with `mpirun --allow-run-as-root
-//! --oversubscribe -np N` (more ranks than this machine's cores is fine: correct, not fast).
-//! Without OpenMPI they install it with apt when run under CI (`CI=true`) and are skipped with
-//! the reason printed elsewhere.
+//! The default build has no MPI, so these tests build what they run themselves (`fabemu` and
+//! the engine's `mpi_mesh` example with `--features mpi`) and start it with `mpirun
+//! --allow-run-as-root --oversubscribe -np N` (more ranks than this machine's cores is fine:
+//! correct, not fast). Without OpenMPI they install it with apt when run under CI (`CI=true`)
+//! and are skipped with the reason printed elsewhere.
 //!
-//! Checked: the same results at 1, 2 and 4 ranks as on one thread (every actor's final state,
-//! the engine's counters, every port's counters) for an engine mesh and for scenarios: the
-//! fabric64 benchmark, a PFC incast, a leaf-spine in data mode with lossy and failing links,
-//! and a training iteration; and that a rank which fails or is killed ends every rank within
-//! 5 s, with a message naming it.
+//! Checked: the same results at 1, 2 and 4 ranks as on one thread for an engine mesh (every
+//! actor's final state, the engine's counters) and the same JSON report from `fabemu run` for
+//! scenarios: the fabric64 benchmark (placed by the fabric's groups and by the engine's plan,
+//! the groups crossing ranks less), a PFC incast, a leaf-spine in data mode with lossy and
+//! failing links, and a training iteration; that a rank which fails or is killed ends every
+//! rank within 5 s, with a message naming it; and that Ctrl-C on `mpirun` ends the run within
+//! 5 s with rank 0's partial report written.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failure is a panic
 
@@ -45,89 +47,88 @@ fn have_mpi() -> bool {
     ok("mpirun", "--version") && ok("mpicc", "--showme:version")
 }
 
-/// Builds the examples with the `mpi` feature once; `None` (with the reason printed) when MPI
-/// is missing and this is not CI.
-fn examples() -> Option<&'static (PathBuf, PathBuf)> {
-    static BUILT: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
+/// True when OpenMPI is there (installed with apt under CI); false, with the reason printed,
+/// when it is missing and this is not CI.
+fn mpi_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        if have_mpi() {
+            return true;
+        }
+        if std::env::var("CI").as_deref() != Ok("true") {
+            eprintln!(
+                "skipped: no OpenMPI (mpirun, mpicc); install {} to run the MPI tests",
+                PACKAGES.join(" ")
+            );
+            return false;
+        }
+        let apt = |args: &[&str]| {
+            let s = Command::new("apt-get")
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status();
+            assert!(s.is_ok_and(|s| s.success()), "apt-get {args:?} failed");
+        };
+        apt(&["update"]);
+        let mut install = vec!["install", "-y"];
+        install.extend(PACKAGES);
+        apt(&install);
+        true
+    })
+}
+
+/// `cargo build --release ARGS`, failing the test if it fails.
+fn cargo_build(args: &[&str]) {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(ROOT)
+        .args(["build", "--release"])
+        .args(args)
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "building {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The engine's `mpi_mesh` example, built once; `None` as for [`mpi_ready`].
+fn mesh() -> Option<&'static Path> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            if !have_mpi() {
-                if std::env::var("CI").as_deref() != Ok("true") {
-                    eprintln!(
-                        "skipped: no OpenMPI (mpirun, mpicc); install {} to run the MPI tests",
-                        PACKAGES.join(" ")
-                    );
-                    return None;
-                }
-                let apt = |args: &[&str]| {
-                    let s = Command::new("apt-get")
-                        .args(args)
-                        .env("DEBIAN_FRONTEND", "noninteractive")
-                        .status();
-                    assert!(s.is_ok_and(|s| s.success()), "apt-get {args:?} failed");
-                };
-                apt(&["update"]);
-                let mut install = vec!["install", "-y"];
-                install.extend(PACKAGES);
-                apt(&install);
+            if !mpi_ready() {
+                return None;
             }
-            let cargo = env!("CARGO");
-            for args in [
-                &["--features", "mpi", "--example", "mpi_run"][..],
-                &[
-                    "-p",
-                    "fabemu-fabric",
-                    "--features",
-                    "mpi",
-                    "--example",
-                    "mpi_mesh",
-                ][..],
-            ] {
-                let out = Command::new(cargo)
-                    .current_dir(ROOT)
-                    .args(["build", "--release"])
-                    .args(args)
-                    .output()
-                    .expect("cargo runs");
-                assert!(
-                    out.status.success(),
-                    "building {args:?} failed:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            let dir = Path::new(ROOT).join("target/release/examples");
-            Some((dir.join("mpi_run"), dir.join("mpi_mesh")))
+            cargo_build(&[
+                "-p",
+                "fabemu-fabric",
+                "--features",
+                "mpi",
+                "--example",
+                "mpi_mesh",
+            ]);
+            Some(Path::new(ROOT).join("target/release/examples/mpi_mesh"))
         })
-        .as_ref()
+        .as_deref()
 }
 
 /// `fabemu` built with the `mpi` feature, copied aside (as `target/release/examples/fabemu-mpi`)
 /// and the default build put back in `target/release/fabemu` for the other tests; `None` as
-/// for [`examples`].
+/// for [`mpi_ready`].
 pub(crate) fn fabemu_mpi() -> Option<&'static Path> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            examples()?;
-            let cargo = env!("CARGO");
-            let build = |features: &[&str]| {
-                let out = Command::new(cargo)
-                    .current_dir(ROOT)
-                    .args(["build", "--release", "--bin", "fabemu"])
-                    .args(features)
-                    .output()
-                    .expect("cargo runs");
-                assert!(
-                    out.status.success(),
-                    "building fabemu {features:?} failed:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            };
-            build(&["--features", "mpi"]);
+            if !mpi_ready() {
+                return None;
+            }
+            cargo_build(&["--bin", "fabemu", "--features", "mpi"]);
             let release = Path::new(ROOT).join("target/release");
             let aside = release.join("examples/fabemu-mpi");
+            std::fs::create_dir_all(release.join("examples")).expect("examples directory");
             std::fs::copy(release.join("fabemu"), &aside).expect("copies fabemu");
-            build(&[]);
+            cargo_build(&["--bin", "fabemu"]);
             Some(aside)
         })
         .as_deref()
@@ -207,74 +208,10 @@ fn same_over_ranks(program: &Path, before: &[&str], after: &[&str]) {
 
 #[test]
 fn engine_mesh_is_the_same_over_ranks() {
-    let Some((_, mesh)) = examples() else { return };
+    let Some(mesh) = mesh() else { return };
     same_over_ranks(mesh, &[], &[]);
     // Stopped by a limit in the middle of the traffic.
     same_over_ranks(mesh, &[], &["40000000"]);
-}
-
-fn scenario_same_over_ranks(name: &str, yaml: &str) {
-    let Some((run, _)) = examples() else { return };
-    let dir = temp_dir("mpi");
-    let path = dir.write_beside(name, yaml);
-    let p = path.to_string_lossy();
-    same_over_ranks(run, &[&p], &[]);
-}
-
-#[test]
-fn fabric64_is_the_same_over_ranks() {
-    let yaml = std::fs::read_to_string(Path::new(ROOT).join("benches/fabric64.yaml"))
-        .expect("benchmark scenario");
-    scenario_same_over_ranks("fabric64.yaml", &yaml);
-}
-
-#[test]
-fn fabric64_is_the_same_over_ranks_placed_by_the_engine() {
-    let Some((run, _)) = examples() else { return };
-    let p = Path::new(ROOT).join("benches/fabric64.yaml");
-    same_over_ranks(run, &[&p.to_string_lossy()], &["engine"]);
-}
-
-/// The leaf groups keep a leaf's host links inside its rank: at 2 ranks on fabric64 only
-/// leaf-spine links cross, so fewer frames cross ranks than with the engine's plan cut into
-/// blocks, and the report is the same.
-#[test]
-fn placing_by_leaf_groups_crosses_ranks_less() {
-    let Some((run, _)) = examples() else { return };
-    let p = Path::new(ROOT).join("benches/fabric64.yaml");
-    let p = p.to_string_lossy();
-    let crossing = |placement: &str| -> (String, f64, String) {
-        let (out, _) = finish(
-            mpirun(2, run, &[&p, "mpi", "1", placement]),
-            Duration::from_secs(600),
-        );
-        assert!(out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        let per_window = err
-            .split("frames_crossing ")
-            .nth(1)
-            .and_then(|r| r.split(['(', ' ']).nth(2))
-            .and_then(|x| x.parse().ok())
-            .unwrap_or_else(|| panic!("no frames crossing in {err}"));
-        (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            per_window,
-            err,
-        )
-    };
-    let (by_groups, g, err_g) = crossing("groups");
-    let (by_engine, e, err_e) = crossing("engine");
-    assert!(err_g.contains("placement groups"), "{err_g}");
-    assert!(err_e.contains("placement engine"), "{err_e}");
-    assert_eq!(by_groups, by_engine);
-    assert!(g > 0.0 && g < e, "groups {g} engine {e} frames per window");
-}
-
-#[test]
-fn pfc_incast_is_the_same_over_ranks() {
-    let yaml = std::fs::read_to_string(Path::new(ROOT).join("examples/lossless.yaml"))
-        .expect("example scenario");
-    scenario_same_over_ranks("lossless.yaml", &yaml);
 }
 
 /// A leaf-spine in data mode with a link down for 40 us and two lossy links.
@@ -284,20 +221,8 @@ const FAULTED: &str = "mode: data\nseed: 3\nnic: {rto: 50us}\n\
         faults:\n  - {link: [leaf0, spine0], down: true, from: 20us, until: 60us}\n  - {link: [leaf1, spine1], loss: 0.01}\n  - {link: [h5, leaf1], loss: 0.01}\n";
 
 #[test]
-fn faulted_leaf_spine_in_data_mode_is_the_same_over_ranks() {
-    scenario_same_over_ranks("faulted.yaml", FAULTED);
-}
-
-#[test]
-fn training_iteration_is_the_same_over_ranks() {
-    let yaml = std::fs::read_to_string(Path::new(ROOT).join("examples/training.yaml"))
-        .expect("example scenario");
-    scenario_same_over_ranks("training.yaml", &yaml);
-}
-
-#[test]
 fn a_failing_rank_ends_every_rank_with_its_name() {
-    let Some((_, mesh)) = examples() else { return };
+    let Some(mesh) = mesh() else { return };
     let mut c = mpirun(2, mesh, &["mpi", "1"]);
     c.env("MESH_BOMB_PS", "20000000").env("RUST_BACKTRACE", "0");
     let (out, took) = finish(c, Duration::from_secs(60));
@@ -311,7 +236,7 @@ fn a_failing_rank_ends_every_rank_with_its_name() {
 
 #[test]
 fn a_killed_rank_ends_every_rank_with_its_name() {
-    let Some((_, mesh)) = examples() else { return };
+    let Some(mesh) = mesh() else { return };
     let pids = temp_dir("mpi-pids");
     let mut c = mpirun(2, mesh, &["mpi", "1"]);
     c.env("MESH_FOREVER", "1").env("MESH_PID_DIR", pids.dir());
@@ -355,8 +280,11 @@ fn a_killed_rank_ends_every_rank_with_its_name() {
 }
 
 /// The JSON report of `fabemu run ARGS --json -` (its exit code too), with `host` and, when
-/// `mpi` is set, the `mpi` section taken out (checked to name `ranks` ranks).
-fn report_over(cmd: Command, ranks: Option<u64>) -> (serde_json::Value, Option<i32>) {
+/// `ranks` is set, the `mpi` section taken out (checked to name `ranks` ranks, and returned).
+fn report_over(
+    cmd: Command,
+    ranks: Option<u64>,
+) -> (serde_json::Value, Option<i32>, Option<serde_json::Value>) {
     let (out, _) = finish(cmd, Duration::from_secs(600));
     let text = String::from_utf8_lossy(&out.stdout);
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
@@ -371,7 +299,7 @@ fn report_over(cmd: Command, ranks: Option<u64>) -> (serde_json::Value, Option<i
     match ranks {
         None => assert!(mpi.is_none(), "an mpi section on threads"),
         Some(n) => {
-            let m = mpi.expect("an mpi section");
+            let m = mpi.as_ref().expect("an mpi section");
             assert_eq!(m["ranks"], n);
             let windows = m["windows"].as_u64().expect("windows");
             let crossing = m["frames_crossing_ranks"]
@@ -382,25 +310,25 @@ fn report_over(cmd: Command, ranks: Option<u64>) -> (serde_json::Value, Option<i
             assert_eq!(crossing == 0, n == 1, "{m}");
         }
     }
-    (v, out.status.code())
+    (v, out.status.code(), mpi)
 }
 
-/// `fabemu run SCENARIO --threads 1` against `mpirun -np N fabemu run SCENARIO` for N = 1,
-/// 2, 4 (and 2 ranks of 2 threads): the same JSON report but for `host` and `mpi`, the same
-/// exit code.
-fn run_same_over_ranks(scenario: &Path) {
-    let Some(fabemu) = fabemu_mpi() else { return };
+/// `fabemu run SCENARIO --threads 1` against `mpirun -np N fabemu run SCENARIO EXTRA..` for
+/// N = 1, 2, 4 (and 2 ranks of 2 threads): the same JSON report but for `host` and `mpi`, the
+/// same exit code; the `mpi` sections, in that order.
+fn run_same_over_ranks(scenario: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let Some(fabemu) = fabemu_mpi() else {
+        return Vec::new();
+    };
     let s = scenario.to_string_lossy();
     let mut one = Command::new(fabemu);
     one.args(["run", &s, "--threads", "1", "--quiet", "--json", "-"]);
-    let (one, code) = report_over(one, None);
+    let (one, code, _) = report_over(one, None);
+    let mut sections = Vec::new();
     for (np, threads) in [(1, "1"), (2, "1"), (4, "1"), (2, "2")] {
-        let cmd = mpirun(
-            np,
-            fabemu,
-            &["run", &s, "--threads", threads, "--quiet", "--json", "-"],
-        );
-        let (over, c) = report_over(cmd, Some(np as u64));
+        let mut args = vec!["run", &s, "--threads", threads, "--quiet", "--json", "-"];
+        args.extend(extra);
+        let (over, c, mpi) = report_over(mpirun(np, fabemu, &args), Some(np as u64));
         assert_eq!(c, code, "np {np} x {threads} threads: exit code");
         if over != one {
             let a = serde_json::to_string_pretty(&one).expect("json");
@@ -412,28 +340,72 @@ fn run_same_over_ranks(scenario: &Path) {
                 .map_or_else(|| "(line count)".to_string(), |(x, y)| format!("{x}\n{y}"));
             panic!("np {np} x {threads} threads: the report differs, first at:\n{diff}");
         }
+        sections.extend(mpi);
     }
+    sections
 }
 
 #[test]
 fn fabemu_run_over_ranks_reports_fabric64_as_one_thread() {
-    run_same_over_ranks(&Path::new(ROOT).join("benches/fabric64.yaml"));
+    run_same_over_ranks(&Path::new(ROOT).join("benches/fabric64.yaml"), &[]);
+}
+
+/// The engine's plan cut into blocks (what fabrics without groups get) gives the same report.
+#[test]
+fn fabemu_run_over_ranks_placed_by_the_engine_reports_fabric64_as_one_thread() {
+    let p = Path::new(ROOT).join("benches/fabric64.yaml");
+    for m in run_same_over_ranks(&p, &["--mpi-placement", "engine"]) {
+        assert_eq!(m["placement"], "engine", "{m}");
+    }
+}
+
+/// The leaf groups keep a leaf's host links inside its rank: at 2 ranks on fabric64 only
+/// leaf-spine links cross, so fewer frames cross ranks than with the engine's plan cut into
+/// blocks, and the report is the same.
+#[test]
+fn placing_by_leaf_groups_crosses_ranks_less() {
+    let Some(fabemu) = fabemu_mpi() else { return };
+    let p = Path::new(ROOT).join("benches/fabric64.yaml");
+    let p = p.to_string_lossy();
+    let run = |placement: &str| {
+        let args = [
+            "run",
+            &p,
+            "--quiet",
+            "--json",
+            "-",
+            "--mpi-placement",
+            placement,
+        ];
+        let (report, code, mpi) = report_over(mpirun(2, fabemu, &args), Some(2));
+        assert_eq!(code, Some(0));
+        let m = mpi.expect("an mpi section");
+        assert_eq!(m["placement"], placement, "{m}");
+        let per_window = m["frames_crossing_ranks_per_window"]
+            .as_f64()
+            .expect("frames per window");
+        (report, per_window)
+    };
+    let (by_groups, g) = run("groups");
+    let (by_engine, e) = run("engine");
+    assert_eq!(by_groups, by_engine);
+    assert!(g > 0.0 && g < e, "groups {g} engine {e} frames per window");
 }
 
 #[test]
 fn fabemu_run_over_ranks_reports_a_pfc_incast_as_one_thread() {
-    run_same_over_ranks(&Path::new(ROOT).join("examples/lossless.yaml"));
+    run_same_over_ranks(&Path::new(ROOT).join("examples/lossless.yaml"), &[]);
 }
 
 #[test]
 fn fabemu_run_over_ranks_reports_a_faulted_leaf_spine_as_one_thread() {
     let dir = temp_dir("mpi-run");
-    run_same_over_ranks(&dir.write_beside("faulted.yaml", FAULTED));
+    run_same_over_ranks(&dir.write_beside("faulted.yaml", FAULTED), &[]);
 }
 
 #[test]
 fn fabemu_run_over_ranks_reports_a_training_iteration_as_one_thread() {
-    run_same_over_ranks(&Path::new(ROOT).join("examples/training.yaml"));
+    run_same_over_ranks(&Path::new(ROOT).join("examples/training.yaml"), &[]);
 }
 
 /// Flow fidelity (one process computes it) is refused over ranks, naming it, and writes nothing.
@@ -451,4 +423,76 @@ fn fabemu_run_over_ranks_refuses_what_it_cannot_report() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("flow fidelity"), "{err}");
     assert!(!out_dir.exists());
+}
+
+/// An all-to-all of 64 MiB messages on 16 hosts: seconds of wall time per simulated
+/// millisecond, far from done when it is stopped.
+const LONG: &str = "seed: 1\nnic: {mtu: 4KiB}\n\
+        topology:\n  leaf_spine: {leaves: 4, spines: 2, hosts_per_leaf: 4, host_bandwidth: 100Gbps, host_latency: 1us, fabric_bandwidth: 100Gbps, fabric_latency: 1us}\n\
+        workload:\n  all_to_all: {size: 64MiB}\n";
+
+/// Ctrl-C on `mpirun` (SIGINT to it alone: the ranks are in process groups of their own):
+/// `mpirun` sends the ranks SIGTERM one second later and SIGKILL a second after that. Every
+/// rank stops at the same window, rank 0 writes the partial report (saying that it was
+/// interrupted, and when) before the SIGKILL, and `mpirun` exits within 5 s, unsuccessfully.
+#[test]
+fn ctrl_c_on_mpirun_stops_every_rank_with_a_partial_report() {
+    let Some(fabemu) = fabemu_mpi() else { return };
+    let dir = temp_dir("mpi-ctrl-c");
+    let s = dir.write_beside("long.yaml", LONG);
+    let json = dir.dir().join("report.json");
+    let err = dir.dir().join("stderr.txt");
+    let args = [
+        "run",
+        &s.to_string_lossy(),
+        "--quiet",
+        "--json",
+        &json.to_string_lossy(),
+    ];
+    let mut c = mpirun(2, fabemu, &args);
+    c.stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).expect("stderr file"));
+    let mut child = c.spawn().expect("starts");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        child.try_wait().expect("waits").is_none(),
+        "the run ended before Ctrl-C"
+    );
+    let stopped = Instant::now();
+    let k = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert!(k.is_ok_and(|s| s.success()));
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("waits") {
+            break s;
+        }
+        if stopped.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("mpirun still runs 30 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = stopped.elapsed();
+    let err = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(took < Duration::from_secs(5), "{took:?}: {err}");
+    // `mpirun` aborting the job on a signal exits 1, whatever the ranks did.
+    assert_eq!(status.code(), Some(1), "{err}");
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no partial report ({e}) after {took:?}: {err}"));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("a whole JSON report");
+    assert_eq!(v["interrupted"], true, "{}", v["totals"]);
+    assert_eq!(v["mpi"]["ranks"], 2);
+    let reached = v["totals"]["simulated_time_ps"]
+        .as_u64()
+        .expect("time reached");
+    let windows = v["mpi"]["windows"].as_u64().expect("windows");
+    // Stopped well before the 10 s `until` (and the messages' ~84 ms at line rate).
+    assert!(reached > 0 && reached < 84_000_000_000, "{reached} ps");
+    assert!(windows > 0, "{}", v["mpi"]);
+    assert_eq!(v["totals"]["messages_completed"], 0);
+    assert!(
+        err.contains("interrupted at simulated time"),
+        "rank 0's message: {err}"
+    );
 }

@@ -293,7 +293,7 @@ where
         bytes_out: 0,
     };
     let (windows, cancelled) = if mine.is_empty() {
-        exchange_until_finished(&mut ranks, cfg, grace, place.plan.lookahead)?
+        exchange_until_finished(&mut ranks, cfg, grace, place.plan.lookahead, progress)?
     } else {
         run_local_partitions(&mut mine, &mut ranks, &place, cfg, progress)?
     };
@@ -430,18 +430,23 @@ fn split_partitions<A: Actor>(
     (mine, built, grace)
 }
 
-/// A rank with nothing to run takes part in every window's exchange until the others finish:
-/// the windows run and whether the run was cancelled.
+/// A rank with nothing to run takes part in every window's exchange until the others finish
+/// (passing on a cancel it gets): the windows run and whether the run was cancelled.
 fn exchange_until_finished<C: CommunicatorCollectives>(
     ranks: &mut Ranks<'_, C>,
     cfg: &EngineConfig,
     grace: u64,
     lookahead: Time,
+    progress: &Progress,
 ) -> Result<(u64, bool), EngineError> {
     let mut windows = 0;
     loop {
         let outs = (0..ranks.size).map(|_| Writer::default()).collect();
-        let (all, _) = ranks.close(Bound::IDLE, outs)?;
+        let mine = Bound {
+            cancel: progress.cancel.load(Ordering::Relaxed),
+            ..Bound::IDLE
+        };
+        let (all, _) = ranks.close(mine, outs)?;
         match all.next_window(cfg.until, grace, lookahead) {
             NextWindow::Until(_) => windows += 1,
             NextWindow::Finished => return Ok((windows, false)),

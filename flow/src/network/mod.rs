@@ -95,7 +95,7 @@
 //!   recomputation ([`FlowNetwork::recompute_all`], threshold 0: the connected components) up
 //!   to the order of float additions (checked to 1e-9 relative by a property test).
 //! - [`FlowNetwork::advance`] moves time forward finish by finish: it takes the earliest valid
-//!   entry of the finish heap, removes every flow finishing at that instant (in [`FlowId`] order),
+//!   entry of the finish queue, removes every flow finishing at that instant (in [`FlowId`] order),
 //!   refreshes, and repeats until the target time, so passing a time beyond
 //!   [`FlowNetwork::next_finish`] is handled too.
 //!
@@ -103,8 +103,7 @@
 //! `remaining` reaches zero: rounding can leave a remainder of a fraction of a byte, and the
 //! finish time (rounded up to the picosecond) is the one truth.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
@@ -113,7 +112,10 @@ use smallvec::SmallVec;
 use crate::maxmin::{check_cap, check_capacities, normalize_usage, Filler};
 use crate::{FlowError, FlowId, LinkId};
 
+mod finishes;
 mod refresh;
+
+use finishes::FinishQueue;
 
 /// Picoseconds per second as a float, for rate (bytes/s) x time (ps) products.
 const PS_PER_S_F: f64 = PS_PER_S as f64;
@@ -211,23 +213,6 @@ struct Link {
     /// A flow left it since the last refresh, which refills it anyway: its applied reservation
     /// then becomes exact (`sync_reservation`; a start syncs at once).
     own_change: bool,
-}
-
-/// A finish-heap entry `(finish time, slot, version)` packed into one integer that orders like
-/// the tuple: the heap's pops compare entries a dozen times each, and one `u128` compares in
-/// two instructions where the tuple takes three branches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Finish(u128);
-
-impl Finish {
-    fn new(time: u64, slot: u32, version: u32) -> Finish {
-        Finish(u128::from(time) << 64 | u128::from(slot) << 32 | u128::from(version))
-    }
-
-    /// `(finish time, slot, version)`.
-    fn parts(self) -> (u64, u32, u32) {
-        ((self.0 >> 64) as u64, (self.0 >> 32) as u32, self.0 as u32)
-    }
 }
 
 /// One flow slot; slots are reused after a flow finished. Aligned to the cache line: its 120
@@ -338,9 +323,9 @@ pub struct FlowNetwork {
     /// filled yet (so that every threshold takes it in); dense, like `flow_mark`, for the
     /// threshold searches that read it for every flow of a link.
     fill_rate: Vec<f64>,
-    /// Per flow slot: bumped at every rate change of its flow and at its removal; finish-heap
+    /// Per flow slot: bumped at every rate change of its flow and at its removal; finish-queue
     /// entries carry it, and only the entry with the current version is valid (a removed flow's
-    /// version moved on, so no entry of it is). Dense, so that checking a heap entry, stale
+    /// version moved on, so no entry of it is). Dense, so that checking a queued entry, stale
     /// ones included, reads no flow.
     version: Vec<u32>,
     /// Per flow slot: what lets a refilling of a lone flow be skipped (see [`Solo`]); dense,
@@ -356,8 +341,15 @@ pub struct FlowNetwork {
     pert: Vec<(f64, u32)>,
     /// Scratch of a threshold: `(rate, weight)` of a link's filled flows.
     rates_scratch: Vec<(f64, f64)>,
-    /// Free flow slots, reused last-freed first.
+    /// Free flow slots, reused last-freed first unless `slot_hint` names a free one. A slot
+    /// taken by its hint stays listed, marked taken by its flow being active, and is skipped
+    /// when popped; `listed` says which slots are in the list, so that none is listed twice.
     free: Vec<u32>,
+    listed: Vec<bool>,
+    /// Per link: the slot of the last flow that left with this link first among its data
+    /// links (`u32::MAX`: none). A flow that starts there takes that slot if it is free (see
+    /// `FlowNetwork::take_slot`).
+    slot_hint: Vec<u32>,
     active: usize,
     dirty_links: Vec<u32>,
     dirty_flows: Vec<u32>,
@@ -365,8 +357,8 @@ pub struct FlowNetwork {
     res_touched: Vec<u32>,
     /// Flows whose rate changed in the refresh under way, for `FlowNetwork::project_finishes`.
     projecting: Vec<u32>,
-    /// `(finish time, slot, version)`: the earliest valid entry is the next finish.
-    finishes: BinaryHeap<Reverse<Finish>>,
+    /// Projected finishes `(time, slot, version)`: the earliest valid entry is the next finish.
+    finishes: FinishQueue,
     epoch: u32,
     filler: Filler,
     // Scratch buffers of a refresh, kept to avoid allocating per event.
@@ -427,12 +419,14 @@ impl FlowNetwork {
             pert: Vec::new(),
             rates_scratch: Vec::new(),
             free: Vec::new(),
+            listed: Vec::new(),
+            slot_hint: vec![u32::MAX; n],
             active: 0,
             dirty_links: Vec::new(),
             dirty_flows: Vec::new(),
             res_touched: Vec::new(),
             projecting: Vec::new(),
-            finishes: BinaryHeap::new(),
+            finishes: FinishQueue::default(),
             epoch: 0,
             filler: Filler::default(),
             comp_flows: Vec::new(),
@@ -690,6 +684,31 @@ impl FlowNetwork {
         started
     }
 
+    /// A free slot: `hint` (the slot of the last flow that left the new flow's first data
+    /// link) if it is free, else the last-freed one; `None` when every slot is in use.
+    ///
+    /// Why the hint: a collective's next message on a queue pair starts on its predecessor's
+    /// links, and taking its slot keeps the slots in the order of the queue pairs from step to
+    /// step. An instant's finishes come out in slot order, and the deliveries, the starts and
+    /// the fillings follow in that order, so every sweep over an instant's thousands of flows
+    /// then walks the flows, their links and their ranks' state in one memory order. Taken
+    /// last-freed first, the order of a ring's slots was reversed at every step and scrambled
+    /// wherever paths of different lengths finish at different instants; the 8192-host ring
+    /// missed the cache at every flow, link and rank it touched.
+    #[inline]
+    fn take_slot(&mut self, hint: u32) -> Option<u32> {
+        if self.flows.get(hint as usize).is_some_and(|f| !f.active) {
+            return Some(hint);
+        }
+        while let Some(s) = self.free.pop() {
+            self.listed[s as usize] = false;
+            if !self.flows[s as usize].active {
+                return Some(s);
+            }
+        }
+        None
+    }
+
     /// The start of a flow whose time, size and cap are checked and whose lists are
     /// normalized (`scratch` the data links, `reserve` the ACK links).
     #[inline]
@@ -721,10 +740,15 @@ impl FlowNetwork {
         }
         self.now = self.now.max(at);
 
-        let slot = match self.free.pop() {
+        let hint = scratch
+            .clone()
+            .next()
+            .map_or(u32::MAX, |(u0, _)| self.slot_hint[u0 as usize]);
+        let slot = match self.take_slot(hint) {
             Some(s) => s,
             None => {
                 self.flows.push(Flow::default());
+                self.listed.push(false);
                 self.flow_mark.push(0);
                 self.fill_rate.push(f64::INFINITY);
                 self.version.push(0);
@@ -833,16 +857,15 @@ impl FlowNetwork {
                 _ => break,
             };
             self.now = at.max(self.now);
-            while let Some(&Reverse(entry)) = self.finishes.peek() {
-                let (ft, slot, version) = entry.parts();
-                if ft != at {
-                    break;
+            if let Some(due) = self.finishes.take_first() {
+                for &entry in &due {
+                    if finishes::valid(entry, &self.version) {
+                        let slot = finishes::slot(entry);
+                        finished.push((FlowId(slot), self.flows[slot as usize].token));
+                        self.remove(slot);
+                    }
                 }
-                self.finishes.pop();
-                if self.version[slot as usize] == version {
-                    finished.push((FlowId(slot), self.flows[slot as usize].token));
-                    self.remove(slot);
-                }
+                self.finishes.recycle(due);
             }
             if at >= t {
                 break;
@@ -930,16 +953,9 @@ impl FlowNetwork {
         self.full = false;
     }
 
-    /// The earliest valid projected finish, dropping stale heap entries on the way.
+    /// The earliest valid projected finish, dropping instants of stale entries on the way.
     fn peek_finish(&mut self) -> Option<u64> {
-        while let Some(&Reverse(entry)) = self.finishes.peek() {
-            let (ft, slot, version) = entry.parts();
-            if self.version[slot as usize] == version {
-                return Some(ft);
-            }
-            self.finishes.pop();
-        }
-        None
+        self.finishes.peek(&self.version)
     }
 
     /// Removes a finished flow from its links (marking them dirty) and frees its slot.
@@ -949,6 +965,9 @@ impl FlowNetwork {
         let flow = &self.flows[slot as usize];
         if let (Some(&(r0, _)), Some(&(u0, _, _))) = (flow.reserve.first(), usage.first()) {
             self.res_hint[r0 as usize] = (u0, flow.reserved_rate);
+        }
+        if let Some(&(u0, _, _)) = usage.first() {
+            self.slot_hint[u0 as usize] = slot;
         }
         for &(l, _, pos) in &usage {
             let link = &mut self.links[l as usize];
@@ -1014,7 +1033,10 @@ impl FlowNetwork {
         let v = &mut self.version[slot as usize];
         *v = v.wrapping_add(1);
         self.active -= 1;
-        self.free.push(slot);
+        if !self.listed[slot as usize] {
+            self.listed[slot as usize] = true;
+            self.free.push(slot);
+        }
         self.compact_finishes();
     }
 
@@ -1033,17 +1055,13 @@ impl FlowNetwork {
         }
     }
 
-    /// Rebuilds the finish heap without its stale entries once they outnumber the valid ones,
+    /// Rebuilds the finish queue without its stale entries once they outnumber the valid ones,
     /// so that it stays proportional to the number of active flows.
     fn compact_finishes(&mut self) {
         if self.finishes.len() <= 2 * self.active + 1024 {
             return;
         }
-        let current = &self.version;
-        self.finishes.retain(|&Reverse(entry)| {
-            let (_, slot, version) = entry.parts();
-            current[slot as usize] == version
-        });
+        self.finishes.retain_valid(&self.version);
     }
 }
 

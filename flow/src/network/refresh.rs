@@ -4,10 +4,8 @@
 //! filling (in closed form for a flow alone on its links), and the rates, loads,
 //! reservations and projected finishes that follow.
 
-use std::cmp::Reverse;
-
 use super::{
-    reservation_moved, settle_link, sync_reservation, touch_reservation, Finish, FlowNetwork,
+    reservation_moved, settle_link, sync_reservation, touch_reservation, FlowNetwork,
     MAX_RESERVATION_ROUNDS, NO_BIND, PS_PER_S_F, RESERVATION_EPSILON,
 };
 
@@ -559,11 +557,8 @@ impl FlowNetwork {
                 let ps = (flow.remaining * PS_PER_S_F / rate).ceil();
                 // A finish beyond u64 picoseconds is never.
                 if ps < u64::MAX as f64 {
-                    self.finishes.push(Reverse(Finish::new(
-                        now.saturating_add(ps as u64),
-                        f,
-                        self.version[f as usize],
-                    )));
+                    self.finishes
+                        .push(now.saturating_add(ps as u64), f, self.version[f as usize]);
                 }
             }
         }
