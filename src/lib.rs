@@ -63,15 +63,7 @@ pub fn run_observed(
         return run_flow(src, threads, opts, progress);
     }
     let world = world::build(src)?;
-    let capture = match opts.pcap_path() {
-        Some(_) => Some(fabemu_fabric::engine::CaptureConfig {
-            ports: observe::select::resolve(&world.graph, opts.capture.as_deref())
-                .map_err(observe::ObserveError::BadOption)?,
-            max_packets: opts.pcap_max_packets,
-            max_bytes: opts.pcap_max_bytes,
-        }),
-        None => None,
-    };
+    let capture = opts.capture_config(&world.graph)?;
     tracing::info!(
         scenario = %src.file,
         actors = world.actors.len(),
@@ -107,6 +99,7 @@ pub fn run_observed(
         finished: fin,
         capture: captured,
         samples,
+        facts: None,
     })
 }
 
@@ -138,5 +131,6 @@ fn run_flow(
         finished: fin,
         capture: None,
         samples: None,
+        facts: None,
     })
 }

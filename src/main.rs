@@ -231,8 +231,8 @@ struct RunArgs {
     /// any N in a build with MPI support): `mpirun -np 4 fabemu run SCENARIO` gives the
     /// report of `--threads 1` (plus an `mpi` section), each rank running whole groups of the
     /// fabric (fat-tree pods, leaves with their hosts, slices of a torus's last dimension) on
-    /// `--threads` threads. Needs a build with `--features mpi`; no --out, --pcap or
-    /// --sample-interval. See docs/MPI.md.
+    /// `--threads` threads. Needs a build with `--features mpi`; --out, --pcap and
+    /// --sample-interval write the files of `--threads 1`. See docs/MPI.md.
     #[arg(long)]
     mpi: bool,
     /// Over MPI ranks, which actors share a rank (the report's `mpi.placement`).
@@ -415,7 +415,7 @@ fn run_scenario(
     let over_mpi = args.mpi || launched.is_some_and(|(_, size)| size > 1) || mpi_build(launched);
     if over_mpi {
         if let Some(why) =
-            fabemu::mpi_run::refused(opts, src.scenario.fidelity == scenario::Fidelity::Flow)
+            fabemu::mpi_run::refused(src.scenario.fidelity == scenario::Fidelity::Flow)
         {
             eprintln!("error: {why}");
             return Err(ExitCode::from(2));
@@ -426,7 +426,7 @@ fn run_scenario(
     let watcher = Watcher::start(progress.clone(), end, quiet);
     let result = if over_mpi {
         let by_groups = args.mpi_placement == PlacementArg::Groups;
-        run_over_ranks(src, threads, by_groups, &progress)
+        run_over_ranks(src, threads, opts, by_groups, &progress)
     } else {
         run_observed(src, threads, opts, Some(&progress)).map(Some)
     };
@@ -553,10 +553,11 @@ fn mpi_build(launched: Option<(usize, usize)>) -> bool {
 fn run_over_ranks(
     src: &Source,
     threads: usize,
+    opts: &ObserveOptions,
     by_groups: bool,
     progress: &Progress,
 ) -> Result<Option<fabemu::observe::Observed>, RunError> {
-    fabemu::mpi_run::run(src, threads, by_groups, Some(progress))
+    fabemu::mpi_run::run(src, threads, opts, by_groups, Some(progress))
 }
 
 /// Without MPI support, a run under `mpirun` with more than one rank (or `--mpi`) is refused.
@@ -564,6 +565,7 @@ fn run_over_ranks(
 fn run_over_ranks(
     _: &Source,
     _: usize,
+    _: &ObserveOptions,
     _: bool,
     _: &Progress,
 ) -> Result<Option<fabemu::observe::Observed>, RunError> {

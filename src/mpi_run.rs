@@ -9,8 +9,11 @@
 //! from the facts of every actor with the same builder as a run on threads: the JSON is the
 //! same but for `host` and the `mpi` section, which says how the ranks shared the run.
 //!
-//! Capture, time series and the output directory read more of the actors than the facts carry
-//! and are refused (exit 2), as is flow fidelity (one process computes it).
+//! A packet capture and the time series are gathered by the engine (each rank's partitions
+//! record what they transmit and sample their own actors; rank 0 merges them as threads are
+//! merged), and the output directory's trace and timelines read the gathered facts, so rank 0
+//! writes the same files as `--threads 1`. Flow fidelity is refused (exit 2): one process
+//! computes it.
 
 /// This process's rank and the number of ranks when `mpirun` (OpenMPI, MPICH or a PMIx
 /// launcher) started it, from the environment those launchers set; `None` otherwise.
@@ -25,32 +28,14 @@ pub fn launched_rank() -> Option<(usize, usize)> {
     Some((rank, size))
 }
 
-/// Why a run cannot go over MPI ranks with these options, naming the option; `None` when it
-/// can.
-pub fn refused(opts: &crate::observe::ObserveOptions, flow: bool) -> Option<String> {
-    let why = |what: &str| {
-        Some(format!(
-            "{what} is not supported in a run over MPI ranks (it reads more of every actor \
-             than the ranks send to rank 0): run without mpirun for it"
-        ))
-    };
-    if flow {
-        return Some(
-            "flow fidelity runs in one process: run it without mpirun (`--threads` sets the \
-             threads)"
-                .into(),
-        );
-    }
-    if opts.out_dir.is_some() {
-        return why("--out");
-    }
-    if opts.pcap.is_some() || opts.capture.is_some() {
-        return why("a packet capture (--pcap, --capture)");
-    }
-    if opts.sample_interval.is_some() {
-        return why("--sample-interval");
-    }
-    None
+/// Why a run cannot go over MPI ranks, `None` when it can: only a run at flow fidelity
+/// cannot.
+pub fn refused(flow: bool) -> Option<String> {
+    flow.then(|| {
+        "flow fidelity runs in one process: run it without mpirun (`--threads` sets the \
+         threads)"
+            .into()
+    })
 }
 
 #[cfg(feature = "mpi")]
@@ -81,7 +66,7 @@ mod ranks {
         Actor, Ctx, EngineConfig, EngineError, Event, Progress, RunOutput,
     };
 
-    use crate::observe::Observed;
+    use crate::observe::{ObserveOptions, Observed};
     use crate::report::facts::ActorFacts;
     use crate::report::{wire, MpiInfo};
     use crate::world::{self, Finished, Node};
@@ -126,14 +111,16 @@ mod ranks {
     }
 
     /// Runs `src` over the ranks of the MPI job this process belongs to, `threads` threads
-    /// per rank, whole groups of the fabric per rank if `by_groups` (else the engine's plan cut
-    /// into blocks). Rank 0 gets the run observed as [`crate::run_observed`] gives it (the report
-    /// with its `mpi` section; the world's actors that other ranks ran are as built, so only
-    /// the report may be read of it), the other ranks `None`. A rank whose run fails ends all
-    /// ranks with a message naming it.
+    /// per rank, with the capture and time series `opts` asks for, whole groups of the fabric
+    /// per rank if `by_groups` (else the engine's plan cut into blocks). Rank 0 gets the run
+    /// observed as [`crate::run_observed`] gives it (the report with its `mpi` section, and
+    /// the gathered facts of every actor: the world's actors that other ranks ran are as
+    /// built, so only the facts may be read of their final state), the other ranks `None`. A
+    /// rank whose run fails ends all ranks with a message naming it.
     pub fn run(
         src: &Source,
         threads: usize,
+        opts: &ObserveOptions,
         by_groups: bool,
         progress: Option<&Progress>,
     ) -> Result<Option<Observed>, RunError> {
@@ -157,8 +144,8 @@ mod ranks {
             threads,
             until: src.scenario.until,
             overhead: src.scenario.ethernet,
-            capture: None,
-            sample: None,
+            capture: opts.capture_config(&w.graph)?,
+            sample: opts.sample_config(w.graph.links().len()),
             faults: w.faults,
         };
         let actors = w
@@ -177,7 +164,7 @@ mod ranks {
             groups.as_deref(),
         )?;
         let wall = t0.elapsed();
-        let Some(out) = o.output else {
+        let Some(mut out) = o.output else {
             return Ok(None);
         };
         let mut facts = Vec::with_capacity(out.actors.len());
@@ -187,6 +174,8 @@ mod ranks {
             facts.push(a.facts.unwrap_or_else(|| ActorFacts::of(&a.node)));
             nodes.push(a.node);
         }
+        let capture = out.capture.take();
+        let samples = out.samples.take();
         let fin = Finished {
             graph: w.graph,
             messages: w.messages,
@@ -221,8 +210,9 @@ mod ranks {
         Ok(Some(Observed {
             report,
             finished: fin,
-            capture: None,
-            samples: None,
+            capture,
+            samples,
+            facts: Some(facts),
         }))
     }
 }

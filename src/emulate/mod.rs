@@ -292,6 +292,7 @@ impl Prepared {
             finished: fin,
             capture,
             samples,
+            facts: None,
         })
     }
 }

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use fabemu_fabric::engine::{Capture, CaptureConfig, SampleConfig, Samples};
 use fabemu_fabric::units::Time;
 
+use crate::report::facts::{self, ActorFacts};
 use crate::report::Report;
 use crate::world::Finished;
 
@@ -92,6 +93,23 @@ impl ObserveOptions {
             (None, Some(d), Some(_)) => Some(d.join("capture.pcap")),
             _ => None,
         }
+    }
+
+    /// The engine's capture settings for a run of the fabric `graph` (`None`: no capture), the
+    /// ports named by `--capture` resolved.
+    pub fn capture_config(
+        &self,
+        graph: &fabemu_topologies::Graph,
+    ) -> Result<Option<CaptureConfig>, ObserveError> {
+        if self.pcap_path().is_none() {
+            return Ok(None);
+        }
+        Ok(Some(CaptureConfig {
+            ports: select::resolve(graph, self.capture.as_deref())
+                .map_err(ObserveError::BadOption)?,
+            max_packets: self.pcap_max_packets,
+            max_bytes: self.pcap_max_bytes,
+        }))
     }
 
     /// The engine's sampling settings (only with an output directory) for a fabric of
@@ -259,6 +277,10 @@ pub struct Observed {
     pub capture: Option<Capture>,
     /// Time series, if asked.
     pub samples: Option<Samples>,
+    /// The facts of every actor when they were gathered from other processes (a run over MPI
+    /// ranks: `finished` holds the actors other ranks ran as built); `None`: they are read
+    /// from `finished`'s actors.
+    pub facts: Option<Vec<ActorFacts>>,
 }
 
 /// Files and folders being written under temporary names, for [`remove_partial`].
@@ -403,7 +425,17 @@ fn write_dir(obs: &Observed, summary: &str, dir: &Path, errors: &mut Vec<Observe
     })());
     let p = dir.join("summary.txt");
     step(std::fs::write(&p, summary).map_err(io_err(&p)));
-    if let Some(trace) = crate::training::perfetto_trace(&obs.finished) {
+    // The trace and the timelines read the actors' final state.
+    let taken;
+    let facts: &[ActorFacts] = match &obs.facts {
+        Some(f) => f,
+        None if obs.finished.training.is_some() || !obs.finished.collectives.is_empty() => {
+            taken = facts::of_all(&obs.finished.output.actors);
+            &taken
+        }
+        None => &[],
+    };
+    if let Some(trace) = crate::training::perfetto_trace(&obs.finished, facts) {
         let p = dir.join("trace.json");
         step(std::fs::write(&p, trace).map_err(io_err(&p)));
     }
@@ -494,7 +526,7 @@ fn write_dir(obs: &Observed, summary: &str, dir: &Path, errors: &mut Vec<Observe
             },
         ));
     }
-    for (j, (title, rows)) in timeline::timelines(&obs.finished).iter().enumerate() {
+    for (j, (title, rows)) in timeline::timelines(&obs.finished, facts).iter().enumerate() {
         if rows.iter().any(|(_, bars)| !bars.is_empty()) {
             step(plot::collective_timeline(
                 &dir.join(format!("timeline_{j}")),

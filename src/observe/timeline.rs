@@ -11,6 +11,7 @@ use fabemu_collectives::StepKind;
 use fabemu_fabric::units::Time;
 
 use crate::observe::plot::RankSteps;
+use crate::report::facts::ActorFacts;
 use crate::world::{Finished, Node};
 
 /// Most ranks drawn in one timeline (rows stay readable).
@@ -18,8 +19,15 @@ pub const MAX_RANKS: usize = 32;
 /// Most collectives drawn (the first ones of the workload).
 pub const MAX_COLLECTIVES: usize = 4;
 
-/// Per drawn collective: its title and its rows.
-pub fn timelines(fin: &Finished) -> Vec<(String, Vec<RankSteps>)> {
+/// Per drawn collective: its title and its rows. The programs are read from `fin`'s hosts (as
+/// built, the same in every process), when each step completed from `facts` (`facts[actor
+/// id]`, the actors' final state).
+pub fn timelines(fin: &Finished, facts: &[ActorFacts]) -> Vec<(String, Vec<RankSteps>)> {
+    let jobs: Vec<_> = facts
+        .iter()
+        .filter_map(ActorFacts::host)
+        .map(|h| &h.jobs)
+        .collect();
     let runners: Vec<_> = fin
         .output
         .actors
@@ -39,9 +47,9 @@ pub fn timelines(fin: &Finished) -> Vec<(String, Vec<RankSteps>)> {
                 done_at.push(BTreeMap::new());
                 continue;
             };
-            let times: BTreeMap<u32, Time> = run
-                .records()
-                .nth(j)
+            let times: BTreeMap<u32, Time> = jobs
+                .get(h)
+                .and_then(|records| records.get(j))
                 .map(|x| x.steps.iter().copied().collect())
                 .unwrap_or_default();
             // Ranks without step times (a streamed job's middle ranks) have nothing to show.

@@ -16,20 +16,23 @@ use super::Schedule;
 /// (category `comm`) from the post to its end. The breakdown counts the wait as idle and only
 /// the second part as communication, so the `comm` slices of a rank cover exactly its exposed
 /// and hidden communication, and a pipeline bubble shows as a gap in compute and a `wait`.
-pub fn perfetto_trace(fin: &crate::world::Finished) -> Option<String> {
+///
+/// The schedules are read from `facts` (`facts[actor id]`, the actors' final state).
+pub fn perfetto_trace(
+    fin: &crate::world::Finished,
+    facts: &[crate::report::facts::ActorFacts],
+) -> Option<String> {
     let info = fin.training.as_ref()?;
-    let scheds: Vec<Option<Schedule<'_>>> = fin
-        .output
-        .actors
+    let scheds: Vec<Option<Schedule<'_>>> = facts
         .iter()
-        .filter_map(|a| match a {
-            crate::world::Node::Host(h) => Some(h.app.training.as_deref().map(|s| Schedule {
-                nodes: s.nodes(),
-                records: s.records(),
+        .filter_map(crate::report::facts::ActorFacts::host)
+        .map(|h| {
+            h.training.as_ref().map(|t| Schedule {
+                nodes: &t.nodes,
+                records: &t.records,
                 // The trace does not show messages no receive took.
                 unmatched: &[],
-            })),
-            crate::world::Node::Switch(_) => None,
+            })
         })
         .collect();
     let us = |ps: u64| ps as f64 / 1e6;

@@ -25,6 +25,7 @@ mod flow;
 mod lossless;
 mod malformed;
 mod mpi;
+mod mpi_output;
 mod msccl;
 mod nic;
 mod observe;

@@ -16,12 +16,20 @@
 //! (time, actor, port, direction, origin key), which no thread count changes. The caps (frames,
 //! captured bytes) keep the *first* records in that order: each partition keeps the smallest
 //! records that fit the caps (a max-heap that evicts its largest), which always contains its
-//! share of the global first records; the merge then cuts the sorted union at the caps.
+//! share of the global first records, and remembers the smallest record it lost: the records
+//! up to it already exceed a cap in that partition alone, so the global first records all come
+//! before it. The merge cuts the sorted union before the smallest record any partition lost
+//! (a partition may keep a small record after losing a large one: it is not among the first)
+//! and then at the caps.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+#[cfg(feature = "mpi")]
+use super::codec::{Reader, Writer};
 use super::ActorId;
+#[cfg(feature = "mpi")]
+use super::EngineError;
 use crate::packet::{Packet, Payload};
 use crate::units::Time;
 
@@ -75,8 +83,11 @@ pub struct CapturedFrame {
     pub data: Vec<u8>,
 }
 
+/// A record's place in the merged order: (time, actor, port, direction, origin).
+type Key = (u64, ActorId, usize, CaptureDirection, u64);
+
 impl CapturedFrame {
-    fn key(&self) -> (u64, ActorId, usize, CaptureDirection, u64) {
+    fn key(&self) -> Key {
         (
             self.time.ps(),
             self.actor,
@@ -119,10 +130,10 @@ pub(crate) struct CaptureBuf {
     heap: BinaryHeap<CapturedFrame>,
     bytes: u64,
     seen: u64,
-    /// The earliest time of a frame not kept (pushed out or refused by a cap), `u64::MAX`
-    /// for none: when it is after the run's end, every frame lost to a cap was one the run
-    /// never delivered, and no cap was really reached.
-    min_lost: u64,
+    /// The smallest record not kept (pushed out or refused by a cap): no record after it is
+    /// among the first. When its time is after the run's end, every frame lost to a cap was
+    /// one the run never delivered, and no cap was really reached.
+    min_lost: Option<Key>,
 }
 
 impl CaptureBuf {
@@ -133,8 +144,12 @@ impl CaptureBuf {
             heap: BinaryHeap::new(),
             bytes: 0,
             seen: 0,
-            min_lost: u64::MAX,
+            min_lost: None,
         }
+    }
+
+    fn lose(&mut self, key: Key) {
+        self.min_lost = Some(self.min_lost.map_or(key, |m| m.min(key)));
     }
 
     /// Records `packet` as seen by (`actor`, `port`) at `time`.
@@ -148,15 +163,15 @@ impl CaptureBuf {
         packet: &Packet,
     ) {
         self.seen += 1;
+        let key = (time, actor, port, direction, origin);
         if self.max_packets == 0 {
-            self.min_lost = self.min_lost.min(time);
+            self.lose(key);
             return;
         }
-        let key = (time, actor, port, direction, origin);
         let full = self.heap.len() as u64 >= self.max_packets || self.bytes >= self.max_bytes;
         if full && self.heap.peek().is_some_and(|top| top.key() <= key) {
             // Later than everything kept while the caps are reached: never among the first.
-            self.min_lost = self.min_lost.min(time);
+            self.lose(key);
             return;
         }
         // A frame without payload (ACK, CNP, PFC) is whole in either mode.
@@ -178,7 +193,7 @@ impl CaptureBuf {
             match self.heap.pop() {
                 Some(f) => {
                     self.bytes -= f.data.len() as u64;
-                    self.min_lost = self.min_lost.min(f.time.ps());
+                    self.lose(f.key());
                 }
                 None => break,
             }
@@ -186,18 +201,88 @@ impl CaptureBuf {
     }
 }
 
+#[cfg(feature = "mpi")]
+impl CaptureBuf {
+    /// Writes what [`merge`] reads of this buffer (to carry it to another process).
+    pub(crate) fn write_to(&self, w: &mut Writer) {
+        w.u64(self.seen);
+        w.bool(self.min_lost.is_some());
+        write_key(
+            w,
+            self.min_lost.unwrap_or((0, 0, 0, CaptureDirection::Out, 0)),
+        );
+        w.usize(self.heap.len());
+        for f in self.heap.iter() {
+            write_key(w, f.key());
+            w.u32(f.orig_len);
+            w.bytes(&f.data);
+        }
+    }
+
+    /// Reads a buffer written by [`CaptureBuf::write_to`], under the caps of `cfg`.
+    pub(crate) fn read_from(r: &mut Reader<'_>, cfg: &CaptureConfig) -> Result<Self, EngineError> {
+        let mut b = CaptureBuf::new(cfg);
+        b.seen = r.u64()?;
+        let lost = r.bool()?;
+        b.min_lost = Some(read_key(r)?).filter(|_| lost);
+        let n = r.usize()?;
+        let mut frames = Vec::with_capacity(n.min(r.remaining()));
+        for _ in 0..n {
+            let (time, actor, port, direction, origin) = read_key(r)?;
+            frames.push(CapturedFrame {
+                time: Time(time),
+                actor,
+                port,
+                direction,
+                origin,
+                orig_len: r.u32()?,
+                data: r.bytes()?.to_vec(),
+            });
+        }
+        b.bytes = frames.iter().map(|f| f.data.len() as u64).sum();
+        b.heap = BinaryHeap::from(frames);
+        Ok(b)
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn write_key(w: &mut Writer, (time, actor, port, direction, origin): Key) {
+    w.u64(time);
+    w.u32(actor);
+    w.usize(port);
+    w.bool(direction == CaptureDirection::In);
+    w.u64(origin);
+}
+
+#[cfg(feature = "mpi")]
+fn read_key(r: &mut Reader<'_>) -> Result<Key, EngineError> {
+    Ok((
+        r.u64()?,
+        r.u32()?,
+        r.usize()?,
+        if r.bool()? {
+            CaptureDirection::In
+        } else {
+            CaptureDirection::Out
+        },
+        r.u64()?,
+    ))
+}
+
 /// Merges the partitions' buffers into the run's capture; drops records later than `until`
 /// (arrivals the run stopped before delivering).
 pub(crate) fn merge(bufs: Vec<CaptureBuf>, cfg: &CaptureConfig, until: Time) -> Capture {
     let seen: u64 = bufs.iter().map(|b| b.seen).sum();
     let lost: u64 = bufs.iter().map(|b| b.seen - b.heap.len() as u64).sum();
-    let min_lost = bufs.iter().map(|b| b.min_lost).min().unwrap_or(u64::MAX);
+    let cut = bufs.iter().filter_map(|b| b.min_lost).min();
+    let min_lost = cut.map_or(u64::MAX, |k| k.0);
     let mut all: Vec<CapturedFrame> = bufs.into_iter().flat_map(|b| b.heap.into_vec()).collect();
     all.sort_unstable();
     let mut kept = 0usize;
     let mut bytes = 0u64;
     for f in &all {
         if f.time > until
+            || cut.is_some_and(|c| f.key() >= c)
             || kept as u64 >= cfg.max_packets
             || bytes + f.data.len() as u64 > cfg.max_bytes
         {
@@ -271,6 +356,83 @@ mod tests {
         let c = merge(vec![a], &cfg, Time::NEVER);
         assert_eq!(c.frames.len(), 2);
         assert_eq!(c.dropped, 3);
+    }
+
+    fn sized(header: usize) -> Packet {
+        match Packet::new(&vec![0xab; header], Payload::Timing(0), &[]) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_small_frame_after_a_lost_large_one_is_not_among_the_first() {
+        // Byte cap 150; frames by time: 1 (100 B), 2 (60 B), 3 (40 B), 5 (100 B). The first
+        // ones within 150 B are frame 1 alone (1 and 2 make 160). A partition that saw 5, 1,
+        // 2, 3 in that order pushed out 2 and then had room for 3: it must not be kept, and
+        // the result must not depend on which partition saw which frame.
+        let cfg = CaptureConfig {
+            ports: vec![(0, 0)],
+            max_packets: u64::MAX,
+            max_bytes: 150,
+        };
+        let record = |b: &mut CaptureBuf, t: u64, size: usize| {
+            b.record(t, 0, 0, CaptureDirection::Out, t, &sized(size));
+        };
+        let mut one = CaptureBuf::new(&cfg);
+        for (t, size) in [(5, 100), (1, 100), (2, 60), (3, 40)] {
+            record(&mut one, t, size);
+        }
+        let (mut a, mut b) = (CaptureBuf::new(&cfg), CaptureBuf::new(&cfg));
+        for (t, size) in [(5, 100), (1, 100), (2, 60)] {
+            record(&mut a, t, size);
+        }
+        record(&mut b, 3, 40);
+        for c in [
+            merge(vec![one], &cfg, Time::NEVER),
+            merge(vec![a, b], &cfg, Time::NEVER),
+        ] {
+            let times: Vec<u64> = c.frames.iter().map(|f| f.time.ps()).collect();
+            assert_eq!(times, vec![1]);
+            assert_eq!((c.seen, c.dropped), (4, 3));
+        }
+    }
+
+    #[cfg(feature = "mpi")]
+    #[test]
+    fn buffers_read_back_as_written() {
+        let cfg = CaptureConfig {
+            ports: vec![(0, 0)],
+            max_packets: 2,
+            max_bytes: u64::MAX,
+        };
+        let mut a = CaptureBuf::new(&cfg);
+        for t in [4, 1, 3] {
+            a.record(
+                t,
+                2,
+                1,
+                CaptureDirection::In,
+                t + 7,
+                &sized(30 + t as usize),
+            );
+        }
+        let mut w = Writer::default();
+        a.write_to(&mut w);
+        let mut r = Reader::new(&w.buf);
+        let back = match CaptureBuf::read_from(&mut r, &cfg) {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(r.is_empty());
+        assert_eq!(
+            (back.seen, back.bytes, back.min_lost),
+            (a.seen, a.bytes, a.min_lost)
+        );
+        assert_eq!(
+            merge(vec![back], &cfg, Time::NEVER),
+            merge(vec![a], &cfg, Time::NEVER)
+        );
     }
 
     #[test]

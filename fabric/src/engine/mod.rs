@@ -614,7 +614,7 @@ fn assemble<A: Actor>(
     let samples = cfg
         .sample
         .as_ref()
-        .map(|sc| merge_samples(&mut parts, sc, stats.end_time, n_actors));
+        .map(|sc| sample::merge(&mut parts, sc, stats.end_time, n_actors));
     let capture = cfg.capture.as_ref().map(|cc| {
         let bufs = parts
             .iter_mut()
@@ -661,55 +661,6 @@ fn in_id_order<A>(slots: Slots<A>) -> Result<(Vec<A>, Vec<Vec<PortStats>>), Engi
         port_stats.push(ps);
     }
     Ok((actors, port_stats))
-}
-
-/// Brings every partition's series to one interval and length and lays them out by actor.
-fn merge_samples<A: Actor>(
-    parts: &mut [Partition<A>],
-    cfg: &SampleConfig,
-    end: Time,
-    n_actors: usize,
-) -> Samples {
-    let reached: Vec<u64> = parts
-        .iter()
-        .filter_map(|p| p.state.sampler.as_ref().map(|s| s.interval()))
-        .collect();
-    // The series end with the traffic (the last frame's arrival), not with the idle timers
-    // that may keep the run going after it; a run stopped by `until` ends there.
-    let traffic_end = parts
-        .iter()
-        .filter_map(|p| p.state.sampler.as_ref().map(|s| s.traffic_end()))
-        .max()
-        .unwrap_or(0);
-    let end = Time(traffic_end.min(end.ps()));
-    let interval = sample::final_interval(cfg, &reached, end);
-    for p in parts.iter_mut() {
-        if let Some(s) = &mut p.state.sampler {
-            s.coarsen_to(interval);
-        }
-    }
-    let buckets = parts
-        .iter()
-        .filter_map(|p| p.state.sampler.as_ref().map(|s| s.busy_len()))
-        .max()
-        .unwrap_or(0)
-        .max(sample::buckets_for(end, interval));
-    let (mut busy, mut values) = sample::empty(n_actors);
-    for p in parts.iter_mut() {
-        p.finish_samples(interval, buckets);
-        let Some(s) = p.state.sampler.take() else {
-            continue;
-        };
-        let (b, v) = s.finish(buckets);
-        let (gids, port_base) = p.layout();
-        sample::scatter(&mut busy, &mut values, gids, port_base, b, v);
-    }
-    Samples {
-        interval: Time(interval),
-        buckets,
-        busy_ps: busy,
-        values,
-    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,13 @@
 //! At the end rank 0 gathers the counters and the actors' final state. Actors are not
 //! serialised whole: rank 0 holds every actor as built (it built the whole world), and the
 //! caller's [`ActorState`] writes what of an actor's final state it will read, and restores it
-//! into the actor as built.
+//! into the actor as built. Capture and time series are gathered as the threads' are merged:
+//! every partition's capture buffer goes to rank 0 whole, which merges them with the same
+//! function and so in the same order (time, actor, port, direction, origin); the series are
+//! first brought to the interval and length of the whole run (the maximum over all ranks of
+//! the interval each partition reached, its traffic's end and the longest busy series: two
+//! reductions), each rank takes its actors' missing snapshots itself, and rank 0 lays out what
+//! every actor's rank sent.
 //!
 //! A rank whose run fails prints the error with its rank and aborts the job
 //! (`MPI_Abort`): its peers would otherwise wait for it at the next window forever.
@@ -28,17 +34,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crossbeam::channel::{bounded, Receiver, Sender};
+use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition as Parts, PartitionMut};
 use mpi::traits::{CommunicatorCollectives, Root};
 use mpi::Count;
 
+use super::capture::{self, CaptureBuf};
 use super::codec::{Reader, Writer};
 use super::exchange::{Bound, Exchange, NextWindow};
 use super::parallel;
 use super::worker::{Partition, Remote};
 use super::{
-    partition, Actor, EngineConfig, EngineError, EngineLayout, EngineStats, FaultOutput, PortStats,
-    Progress, RunOutput, Wiring,
+    partition, sample, Actor, EngineConfig, EngineError, EngineLayout, EngineStats, FaultOutput,
+    PortStats, Progress, RunOutput, Wiring,
 };
 use crate::fault::{FaultCounts, FaultHit};
 use crate::units::Time;
@@ -223,7 +231,7 @@ impl<C: CommunicatorCollectives> Ranks<'_, C> {
 /// actor, see [`partition::plan_grouped`]; `None`, or groups that cannot be used, leave the
 /// placement to the engine's plan). Rank 0 gets the output that
 /// [`super::run`] would give with any thread count (actors restored through `state`); the
-/// others `None`. Capture and sampling are not supported yet (an error on every rank).
+/// others `None`. Capture and sampling give what [`super::run`] gives with one thread.
 ///
 /// A rank whose run fails prints the error naming the rank and aborts all ranks.
 pub fn run<A, C, S>(
@@ -240,11 +248,6 @@ where
     C: CommunicatorCollectives,
     S: ActorState<A>,
 {
-    if cfg.capture.is_some() || cfg.sample.is_some() {
-        return Err(EngineError::Failure(
-            "capture and sampling are not supported in a run over MPI ranks yet".into(),
-        ));
-    }
     super::check_world(actors.len(), wiring)?;
     let rank = comm.rank() as usize;
     let size = comm.size() as usize;
@@ -294,7 +297,8 @@ where
     } else {
         run_local_partitions(&mut mine, &mut ranks, &place, cfg, progress)?
     };
-    let (part, gathered) = pack_rank_part(mine, cfg, ranks.frames_out, rank, state);
+    let observed = pack_observed(comm, &mut mine, cfg);
+    let (part, gathered) = pack_rank_part(mine, cfg, ranks.frames_out, rank, state, &observed);
     let mut rank_stats = RankStats {
         rank,
         ranks: size,
@@ -321,23 +325,30 @@ where
             slots[gid as usize] = Some((a, ports));
         }
     }
-    let (stats, faults, frames_crossing) = unpack_rank_parts(&lens, &all, &mut slots, cfg, state)?;
-    rank_stats.frames_crossing = frames_crossing;
+    let g = unpack_rank_parts(&lens, &all, &mut slots, cfg, state)?;
+    rank_stats.frames_crossing = g.frames_crossing;
+    let capture = cfg
+        .capture
+        .as_ref()
+        .map(|cc| capture::merge(g.capture, cc, cfg.until));
+    let samples = g
+        .samples
+        .map(|(interval, buckets, series)| sample::lay_out(series, interval, buckets, n_actors));
     let (actors_out, port_stats) = super::in_id_order(slots)?;
     Ok(MpiOutput {
         output: Some(RunOutput {
             actors: actors_out,
             port_stats,
-            stats,
+            stats: g.stats,
             layout: EngineLayout {
                 partitions: place.plan.parts,
                 lookahead: place.plan.lookahead,
                 windows,
             },
-            capture: None,
-            samples: None,
+            capture,
+            samples,
             cancelled,
-            faults,
+            faults: g.faults,
         }),
         ranks: rank_stats,
     })
@@ -490,8 +501,53 @@ fn run_local_partitions<A: Actor, C: CommunicatorCollectives>(
     Ok((end.windows, end.cancelled))
 }
 
-/// This rank's part for rank 0: its counters, then (on the other ranks) its actors' final
-/// state; rank 0 keeps its own actors whole.
+/// This rank's capture buffers and time series for rank 0 (empty when neither is asked). The
+/// series are brought to the run's interval and length first, which every rank takes part in.
+fn pack_observed<A: Actor, C: CommunicatorCollectives>(
+    comm: &C,
+    mine: &mut [Partition<A>],
+    cfg: &EngineConfig,
+) -> Writer {
+    let mut w = Writer::default();
+    if cfg.capture.is_some() {
+        let bufs: Vec<CaptureBuf> = mine
+            .iter_mut()
+            .filter_map(|p| p.state.capture.take())
+            .collect();
+        w.usize(bufs.len());
+        for b in &bufs {
+            b.write_to(&mut w);
+        }
+    }
+    if let Some(sc) = &cfg.sample {
+        let max = |mine: [u64; 3]| {
+            let mut all = [0u64; 3];
+            comm.all_reduce_into(&mine[..], &mut all[..], SystemOperation::max());
+            all
+        };
+        let end = mine
+            .iter()
+            .map(|p| p.stats().end_time.ps())
+            .max()
+            .unwrap_or(0);
+        let [reached, traffic_end] = sample::reach(mine);
+        let [reached, traffic_end, end] = max([reached, traffic_end, end]);
+        let (interval, end) = sample::interval_for(sc, [reached, traffic_end], Time(end));
+        let [longest, ..] = max([sample::coarsen_all(mine, interval) as u64, 0, 0]);
+        let buckets = (longest as usize).max(sample::buckets_for(end, interval));
+        let series = sample::finish_all(mine, interval, buckets);
+        w.u64(interval);
+        w.usize(buckets);
+        w.usize(series.len());
+        for s in &series {
+            sample::write_series(&mut w, s);
+        }
+    }
+    w
+}
+
+/// This rank's part for rank 0: its counters and what [`pack_observed`] wrote, then (on the
+/// other ranks) its actors' final state; rank 0 keeps its own actors whole.
 #[allow(clippy::type_complexity)]
 fn pack_rank_part<A: Actor, S: ActorState<A>>(
     mine: Vec<Partition<A>>,
@@ -499,6 +555,7 @@ fn pack_rank_part<A: Actor, S: ActorState<A>>(
     frames_out: u64,
     rank: usize,
     state: &S,
+    observed: &Writer,
 ) -> (Writer, Vec<(u32, A, Vec<PortStats>)>) {
     let mut stats = EngineStats::default();
     for p in &mine {
@@ -511,6 +568,7 @@ fn pack_rank_part<A: Actor, S: ActorState<A>>(
     let mut w = Writer::default();
     put_stats(&mut w, &stats, frames_out);
     put_faults(&mut w, &faults);
+    w.buf.extend_from_slice(&observed.buf);
     let mut gathered: Vec<(u32, A, Vec<PortStats>)> = Vec::new();
     for p in mine {
         for (gid, actor, ports) in p.into_actors() {
@@ -556,27 +614,56 @@ fn gather_at_root<C: CommunicatorCollectives>(
     Ok(Some((lens, all)))
 }
 
-/// Reads every rank's part, rank 0's first: sums the counters and restores the other ranks'
-/// actors into `slots`; gives the counters, the fault counts and the frames that crossed ranks.
+/// What rank 0 gathers of all ranks besides the actors.
+struct Gathered {
+    stats: EngineStats,
+    faults: FaultOutput,
+    frames_crossing: u64,
+    /// Every partition's capture buffer (empty without capture).
+    capture: Vec<CaptureBuf>,
+    /// The run's interval, buckets and every actor's series, when sampled.
+    samples: Option<(u64, usize, Vec<sample::ActorSeries>)>,
+}
+
+/// Reads every rank's part, rank 0's first: sums the counters, collects the capture buffers
+/// and series, and restores the other ranks' actors into `slots`.
 fn unpack_rank_parts<A, S: ActorState<A>>(
     lens: &[u64],
     all: &[u8],
     slots: &mut super::Slots<A>,
     cfg: &EngineConfig,
     state: &S,
-) -> Result<(EngineStats, FaultOutput, u64), EngineError> {
-    let mut stats = EngineStats::default();
-    let mut faults = FaultOutput::empty(cfg.faults.entries);
-    let mut frames_crossing = 0;
+) -> Result<Gathered, EngineError> {
+    let mut g = Gathered {
+        stats: EngineStats::default(),
+        faults: FaultOutput::empty(cfg.faults.entries),
+        frames_crossing: 0,
+        capture: Vec::new(),
+        samples: None,
+    };
     let mut at = 0;
     for &len in lens {
         let part = all.get(at..at + len as usize).unwrap_or_default();
         at += len as usize;
         let mut rd = Reader::new(part);
         let (s, f) = get_stats(&mut rd)?;
-        stats.absorb(&s);
-        frames_crossing += f;
-        get_faults(&mut rd, &mut faults)?;
+        g.stats.absorb(&s);
+        g.frames_crossing += f;
+        get_faults(&mut rd, &mut g.faults)?;
+        if let Some(cc) = &cfg.capture {
+            for _ in 0..rd.usize()? {
+                g.capture.push(CaptureBuf::read_from(&mut rd, cc)?);
+            }
+        }
+        if cfg.sample.is_some() {
+            let (interval, buckets) = (rd.u64()?, rd.usize()?);
+            let (_, _, series) = g
+                .samples
+                .get_or_insert_with(|| (interval, buckets, Vec::new()));
+            for _ in 0..rd.usize()? {
+                series.push(sample::read_series(&mut rd)?);
+            }
+        }
         while !rd.is_empty() {
             let gid = rd.u32()? as usize;
             let Some(Some((actor, ports))) = slots.get_mut(gid) else {
@@ -590,8 +677,8 @@ fn unpack_rank_parts<A, S: ActorState<A>>(
             state.restore(actor, &mut rd)?;
         }
     }
-    faults.settle();
-    Ok((stats, faults, frames_crossing))
+    g.faults.settle();
+    Ok(g)
 }
 
 fn put_stats(w: &mut Writer, s: &EngineStats, frames_out: u64) {

@@ -22,7 +22,12 @@
 //! (as runs of equal values) until a frame is sent after them, so the idle tail neither
 //! lengthens the series nor coarsens their interval.
 
-use super::ActorId;
+#[cfg(feature = "mpi")]
+use super::codec::{Reader, Writer};
+use super::worker::Partition;
+#[cfg(feature = "mpi")]
+use super::EngineError;
+use super::{Actor, ActorId};
 use crate::units::Time;
 
 /// How to sample.
@@ -293,29 +298,145 @@ pub(crate) fn buckets_for(end: Time, interval: u64) -> usize {
         .saturating_add(2)
 }
 
-/// Per-actor, per-port layout helper for the merge.
-pub(crate) fn empty(n_actors: usize) -> (Vec<Vec<Vec<u64>>>, Vec<ActorSamples>) {
-    (
-        vec![Vec::new(); n_actors],
-        vec![ActorSamples::default(); n_actors],
-    )
+/// How far some partitions' series got: `[coarsest interval reached (0: no series), latest
+/// arrival of a frame they sent]` (ps). The element-wise maximum over every partition of a run,
+/// whichever thread or process ran it, decides the run's interval and length.
+pub(crate) fn reach<A: Actor>(parts: &[Partition<A>]) -> [u64; 2] {
+    let mut r = [0, 0];
+    for s in parts.iter().filter_map(|p| p.state.sampler.as_ref()) {
+        r[0] = r[0].max(s.interval());
+        r[1] = r[1].max(s.traffic_end());
+    }
+    r
 }
 
-/// Assigns a partition's per-local results to global actor slots.
-pub(crate) fn scatter(
-    busy_out: &mut [Vec<Vec<u64>>],
-    values_out: &mut [ActorSamples],
-    gids: &[ActorId],
-    port_base: &[u32],
-    busy: Vec<Vec<u64>>,
-    values: Vec<ActorSamples>,
-) {
-    let mut busy = busy.into_iter();
-    for (local, (&gid, v)) in gids.iter().zip(values).enumerate() {
-        let n = (port_base[local + 1] - port_base[local]) as usize;
-        busy_out[gid as usize] = busy.by_ref().take(n).collect();
-        values_out[gid as usize] = v;
+/// The run's interval and the end of its series, from the [`reach`] of all its partitions and
+/// its end time.
+pub(crate) fn interval_for(cfg: &SampleConfig, reach: [u64; 2], end: Time) -> (u64, Time) {
+    // The series end with the traffic (the last frame's arrival), not with the idle timers
+    // that may keep the run going after it; a run stopped by `until` ends there.
+    let end = Time(reach[1].min(end.ps()));
+    let reached: &[u64] = if reach[0] > 0 { &[reach[0]] } else { &[] };
+    (final_interval(cfg, reached, end), end)
+}
+
+/// Brings every partition's series to `interval`: gives the buckets the longest busy series
+/// reaches.
+pub(crate) fn coarsen_all<A: Actor>(parts: &mut [Partition<A>], interval: u64) -> usize {
+    let mut longest = 0;
+    for s in parts.iter_mut().filter_map(|p| p.state.sampler.as_mut()) {
+        s.coarsen_to(interval);
+        longest = longest.max(s.busy_len());
     }
+    longest
+}
+
+/// One actor's series: its id, per port the busy time per bucket, its snapshots.
+pub(crate) type ActorSeries = (ActorId, Vec<Vec<u64>>, ActorSamples);
+
+/// Takes every partition's series at `interval` over `buckets` buckets (the snapshots still
+/// missing are of the actors' final state), per actor.
+pub(crate) fn finish_all<A: Actor>(
+    parts: &mut [Partition<A>],
+    interval: u64,
+    buckets: usize,
+) -> Vec<ActorSeries> {
+    let mut out = Vec::new();
+    for p in parts.iter_mut() {
+        p.finish_samples(interval, buckets);
+        let Some(s) = p.state.sampler.take() else {
+            continue;
+        };
+        let (busy, values) = s.finish(buckets);
+        let (gids, port_base) = p.layout();
+        let mut busy = busy.into_iter();
+        for (local, (&gid, v)) in gids.iter().zip(values).enumerate() {
+            let n = (port_base[local + 1] - port_base[local]) as usize;
+            out.push((gid, busy.by_ref().take(n).collect(), v));
+        }
+    }
+    out
+}
+
+/// The series of a run of `n_actors` actors from every actor's.
+pub(crate) fn lay_out(
+    series: Vec<ActorSeries>,
+    interval: u64,
+    buckets: usize,
+    n_actors: usize,
+) -> Samples {
+    let mut busy_ps = vec![Vec::new(); n_actors];
+    let mut values = vec![ActorSamples::default(); n_actors];
+    for (gid, b, v) in series {
+        if let (Some(bo), Some(vo)) = (busy_ps.get_mut(gid as usize), values.get_mut(gid as usize))
+        {
+            *bo = b;
+            *vo = v;
+        }
+    }
+    Samples {
+        interval: Time(interval),
+        buckets,
+        busy_ps,
+        values,
+    }
+}
+
+/// Brings every partition's series to one interval and length and lays them out by actor.
+pub(crate) fn merge<A: Actor>(
+    parts: &mut [Partition<A>],
+    cfg: &SampleConfig,
+    end: Time,
+    n_actors: usize,
+) -> Samples {
+    let (interval, end) = interval_for(cfg, reach(parts), end);
+    let buckets = coarsen_all(parts, interval).max(buckets_for(end, interval));
+    let series = finish_all(parts, interval, buckets);
+    lay_out(series, interval, buckets, n_actors)
+}
+
+/// Writes one actor's series (to carry it to another process).
+#[cfg(feature = "mpi")]
+pub(crate) fn write_series(w: &mut Writer, (gid, busy, values): &ActorSeries) {
+    w.u32(*gid);
+    w.usize(busy.len());
+    for b in busy {
+        write_u64s(w, b);
+    }
+    w.usize(values.width);
+    write_u64s(w, &values.data);
+}
+
+/// Reads one actor's series written by [`write_series`].
+#[cfg(feature = "mpi")]
+pub(crate) fn read_series(r: &mut Reader<'_>) -> Result<ActorSeries, EngineError> {
+    let gid = r.u32()?;
+    let ports = r.usize()?;
+    let busy = (0..ports)
+        .map(|_| read_u64s(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let width = r.usize()?;
+    let data = read_u64s(r)?;
+    Ok((gid, busy, ActorSamples { width, data }))
+}
+
+#[cfg(feature = "mpi")]
+fn write_u64s(w: &mut Writer, v: &[u64]) {
+    w.usize(v.len());
+    for &x in v {
+        w.u64(x);
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn read_u64s(r: &mut Reader<'_>) -> Result<Vec<u64>, EngineError> {
+    let n = r.usize()?;
+    // Bounded by what is left: a corrupt length cannot allocate more than the message holds.
+    let mut v = Vec::with_capacity(n.min(r.remaining() / 8));
+    for _ in 0..n {
+        v.push(r.u64()?);
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -383,6 +504,24 @@ mod tests {
         let (busy, values) = s.finish(5);
         assert_eq!(busy[0], vec![0, 0, 0, 5, 0]);
         assert_eq!(values[0].data, vec![1, 2, 2, 3, 3]);
+    }
+
+    #[cfg(feature = "mpi")]
+    #[test]
+    fn series_read_back_as_written() {
+        let s: ActorSeries = (
+            7,
+            vec![vec![1, 2, 3], vec![], vec![u64::MAX]],
+            ActorSamples {
+                width: 2,
+                data: vec![4, 5, 6, 7],
+            },
+        );
+        let mut w = Writer::default();
+        write_series(&mut w, &s);
+        let mut r = Reader::new(&w.buf);
+        assert_eq!(read_series(&mut r).ok(), Some(s));
+        assert!(r.is_empty());
     }
 
     #[test]
