@@ -156,7 +156,7 @@ fn main() {
     };
     let cfg = EngineConfig {
         threads,
-        until: src.scenario.until,
+        until: src.scenario.until(),
         overhead: src.scenario.ethernet,
         capture: None,
         sample: None,

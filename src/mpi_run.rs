@@ -131,7 +131,7 @@ mod ranks {
         let groups = crate::placement::rank_groups(&w.graph);
         let cfg = EngineConfig {
             threads,
-            until: src.scenario.until,
+            until: src.scenario.until(),
             overhead: src.scenario.ethernet,
             capture: None,
             sample: None,

@@ -281,10 +281,7 @@ fn training(
     }
     if !t.waiting.is_empty() {
         let why = if fin.output.stats.stopped_at_limit {
-            format!(
-                " (the run reached `until` = {} with work pending)",
-                src.scenario.until
-            )
+            reached_until(src)
         } else {
             " (deadlock)".to_string()
         };
@@ -584,8 +581,12 @@ pub fn build_from(
 
 /// Why work is pending when the run stopped at its time limit (appended to a violation).
 fn reached_until(src: &Source) -> String {
-    format!(
-        " (the run reached `until` = {} with work pending)",
-        src.scenario.until
-    )
+    match src.scenario.until {
+        Some(t) => format!(" (the run reached `until` = {t} with work pending)"),
+        None => format!(
+            " (the run reached {}, the bound of a run without `until`, with work pending; set \
+             `until` to run longer)",
+            src.scenario.until()
+        ),
+    }
 }
