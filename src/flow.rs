@@ -147,6 +147,10 @@ impl std::fmt::Display for FlowLimit {
     }
 }
 
+/// A kind of port: the switch's and the peer's names without their numbers, and what the
+/// packet level would do there.
+type PortKind<'a> = (String, String, &'a str);
+
 /// The run's warnings for `limits`: one per kind of port, the ports whose names differ only
 /// in their numbers (`edge3 -> h17` and `edge0 -> h2` are `edge -> h`) and that would do the
 /// same (pause or drop), so a large fabric's thousands of ports are a few lines. A kind of
@@ -160,7 +164,7 @@ pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
         (stem(from), stem(to), l.consequence)
     };
     // Kinds in the order their first port comes in the report.
-    let mut kinds: Vec<((String, String, &str), Vec<&FlowLimit>)> = Vec::new();
+    let mut kinds: Vec<(PortKind, Vec<&FlowLimit>)> = Vec::new();
     for l in limits {
         let k = kind(l);
         match kinds.iter_mut().find(|(key, _)| *key == k) {
