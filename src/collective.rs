@@ -51,7 +51,8 @@ pub struct CollectiveInfo {
     /// Pipelined pieces.
     pub chunks: usize,
     /// Each rank's program without its steps: buffer size and where input and output are.
-    pub layouts: Vec<Program>,
+    /// Shared by the collectives of one shape (a training workload's thousands).
+    pub layouts: std::sync::Arc<[Program]>,
     /// Whether buffers hold real data.
     pub data: bool,
     /// The host of each rank (rank 0 first).
@@ -103,7 +104,7 @@ pub fn build_jobs(
                 root: c.root,
                 ranks: entry.members.len(),
                 chunks: c.chunks,
-                layouts,
+                layouts: layouts.into(),
                 data: s.mode == Mode::Data,
                 hosts: entry.members.clone(),
                 host_names: c.hosts.clone(),

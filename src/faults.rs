@@ -419,7 +419,7 @@ pub(crate) fn setup(
         if r.down_links.is_empty() && r.down_node.is_none() {
             continue;
         }
-        count = count.saturating_add(change_count(&r.window, s.until));
+        count = count.saturating_add(change_count(&r.window, s.until()));
         if count > MAX_CHANGES as u64 {
             let field = if r.window.period.is_some() {
                 "period"
@@ -433,7 +433,7 @@ pub(crate) fn setup(
                 format!(
                     "the failures would change the routes about {count} times before `until` \
                      ({}), more than {MAX_CHANGES}; lengthen the period or shorten `until`",
-                    s.until
+                    s.until()
                 ),
             ));
         }
@@ -442,7 +442,7 @@ pub(crate) fn setup(
         .iter()
         .filter(|r| !r.down_links.is_empty() || r.down_node.is_some())
     {
-        for (t, _) in r.window.changes(s.until) {
+        for (t, _) in r.window.changes(s.until()) {
             edges.insert(t);
             if edges.len() > MAX_CHANGES {
                 return Err(src.error_at(

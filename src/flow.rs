@@ -130,10 +130,7 @@ pub struct FlowLimit {
 
 impl std::fmt::Display for FlowLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = match self.consequence {
-            "pause" => "PFC would pause its inputs",
-            _ => "the switch would drop",
-        };
+        let what = self.consequence_text();
         write!(
             f,
             "flow fidelity assumes no queue beyond the buffer, but port {} would queue about \
@@ -147,6 +144,75 @@ impl std::fmt::Display for FlowLimit {
             self.inputs,
             self.threshold_bytes as f64 / 1048576.0,
         )
+    }
+}
+
+/// A kind of port: the switch's and the peer's names without their numbers, and what the
+/// packet level would do there.
+type PortKind<'a> = (String, String, &'a str);
+
+/// The run's warnings for `limits`: one per kind of port, the ports whose names differ only
+/// in their numbers (`edge3 -> h17` and `edge0 -> h2` are `edge -> h`) and that would do the
+/// same (pause or drop), so a large fabric's thousands of ports are a few lines. A kind of
+/// one port is the port's own warning; a kind of several gives their count, the worst queue
+/// (with its port, time and rates) and when the first one peaked. The report's `flow_limits`
+/// keeps every port.
+pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
+    let kind = |l: &FlowLimit| {
+        let stem = |n: &str| n.trim_end_matches(|c: char| c.is_ascii_digit()).to_string();
+        let (from, to) = l.port.split_once(" -> ").unwrap_or((&l.port, ""));
+        (stem(from), stem(to), l.consequence)
+    };
+    // Kinds in the order their first port comes in the report.
+    let mut kinds: Vec<(PortKind, Vec<&FlowLimit>)> = Vec::new();
+    for l in limits {
+        let k = kind(l);
+        match kinds.iter_mut().find(|(key, _)| *key == k) {
+            Some((_, list)) => list.push(l),
+            None => kinds.push((k, vec![l])),
+        }
+    }
+    kinds
+        .into_iter()
+        .filter_map(|((from, to, _), list)| {
+            let worst = list
+                .iter()
+                .max_by_key(|l| (l.queue_bytes, std::cmp::Reverse(l.at_ps)))?;
+            let first = list.iter().min_by_key(|l| l.at_ps)?;
+            Some(if list.len() == 1 {
+                worst.to_string()
+            } else {
+                format!(
+                    "flow fidelity assumes no queue beyond the buffer, but {n} ports {from}* -> \
+                     {to}* would queue above their thresholds, the first at {first:.3} ms ({fp}); \
+                     the worst, {wp}, about {q:.2} MiB at {t:.3} ms ({a:.1} Gb/s arriving at \
+                     {bw:.1} Gb/s over {i} input(s)) against {thr:.2} MiB: {what}, and the \
+                     flow-level times there are too early (the report's `flow_limits` lists \
+                     every port)",
+                    n = list.len(),
+                    first = first.at_ps as f64 * 1e-9,
+                    fp = first.port,
+                    wp = worst.port,
+                    q = worst.queue_bytes as f64 / 1048576.0,
+                    t = worst.at_ps as f64 * 1e-9,
+                    a = worst.arrival_bps * 1e-9,
+                    bw = worst.bandwidth_bps as f64 * 1e-9,
+                    i = worst.inputs,
+                    thr = worst.threshold_bytes as f64 / 1048576.0,
+                    what = worst.consequence_text(),
+                )
+            })
+        })
+        .collect()
+}
+
+impl FlowLimit {
+    /// What the packet level would do there, in words.
+    fn consequence_text(&self) -> &'static str {
+        match self.consequence {
+            "pause" => "PFC would pause its inputs",
+            _ => "the switch would drop",
+        }
     }
 }
 
@@ -232,7 +298,7 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
         ack_every: s.nic.ack_every,
         overhead: s.ethernet,
         qp_rate: s.nic.qp_rate,
-        until: s.until,
+        until: s.until(),
         model: match s.flow_model {
             scenario::FlowModel::MaxMin => sim::FlowModel::MaxMin,
             scenario::FlowModel::Queues => sim::FlowModel::Queues,
@@ -343,4 +409,48 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
             faults: Default::default(),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a panic
+
+    use super::{warnings, FlowLimit};
+
+    fn limit(port: &str, queue_mib: u64, at_ms: u64) -> FlowLimit {
+        FlowLimit {
+            port: port.to_string(),
+            consequence: "drop",
+            queue_bytes: queue_mib << 20,
+            threshold_bytes: 30 << 20,
+            at_ps: at_ms * 1_000_000_000,
+            inputs: 2,
+            arrival_bps: 800e9,
+            bandwidth_bps: 400_000_000_000,
+        }
+    }
+
+    /// Ports whose names differ only in their numbers are one warning with their count, the
+    /// worst queue and the first time; a kind of one port keeps its own warning.
+    #[test]
+    fn ports_of_one_kind_are_one_warning() {
+        let limits = [
+            limit("edge0 -> h1", 40, 7),
+            limit("agg3 -> core1", 50, 2),
+            limit("edge5 -> h17", 90, 9),
+            limit("edge2 -> h4", 35, 3),
+        ];
+        let w = warnings(&limits);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!(
+            w[0],
+            "flow fidelity assumes no queue beyond the buffer, but 3 ports edge* -> h* would \
+             queue above their thresholds, the first at 3.000 ms (edge2 -> h4); the worst, \
+             edge5 -> h17, about 90.00 MiB at 9.000 ms (800.0 Gb/s arriving at 400.0 Gb/s over \
+             2 input(s)) against 30.00 MiB: the switch would drop, and the flow-level times \
+             there are too early (the report's `flow_limits` lists every port)"
+        );
+        assert_eq!(w[1], limits[1].to_string());
+        assert!(warnings(&[]).is_empty());
+    }
 }

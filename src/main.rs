@@ -410,8 +410,8 @@ fn run_scenario(
     let progress = std::sync::Arc::new(Progress::default());
     let launched = fabemu::mpi_run::launched_rank();
     stop_on_ctrl_c(&progress, launched.is_none_or(|(rank, _)| rank == 0));
-    // The end is known only when the scenario sets `until` (not its 10 s default).
-    let end = (src.scenario.until != scenario::default_until()).then_some(src.scenario.until);
+    // The end is known only when the scenario sets `until` (not a default).
+    let end = src.scenario.until;
     let over_mpi = args.mpi || launched.is_some_and(|(_, size)| size > 1) || mpi_build(launched);
     if over_mpi {
         if let Some(why) =
@@ -462,8 +462,8 @@ fn warn_about_run(args: &RunArgs, observed: &fabemu::observe::Observed) {
             );
         }
     }
-    for l in &observed.report.flow_limits {
-        eprintln!("warning: {l}");
+    for w in fabemu::flow::warnings(&observed.report.flow_limits) {
+        eprintln!("warning: {w}");
     }
 }
 

@@ -142,7 +142,7 @@ mod ranks {
             .flatten();
         let cfg = EngineConfig {
             threads,
-            until: src.scenario.until,
+            until: src.scenario.until(),
             overhead: src.scenario.ethernet,
             capture: opts.capture_config(&w.graph)?,
             sample: opts.sample_config(w.graph.links().len()),

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use fabemu_collectives::executor::{CollectiveRunner, APP as COLLECTIVES};
+use fabemu_collectives::executor::{CollectiveRunner, Job, APP as COLLECTIVES};
 use fabemu_fabric::engine::{
     self, Actor, CaptureConfig, Ctx, EngineConfig, EngineError, Event, PortWiring, Progress,
     RunOutput, SampleConfig, Wiring,
@@ -171,7 +171,11 @@ pub(crate) struct Apps {
 pub(crate) fn host_apps(src: &Source, g: &Graph) -> Result<Apps, ScenarioError> {
     let s = &src.scenario;
     let messages = build_messages(src, g)?;
-    let (collectives, mut jobs) = collective::build_jobs(src, g)?;
+    let (collectives, jobs) = collective::build_jobs(src, g)?;
+    let mut jobs: Vec<Vec<Arc<Job>>> = jobs
+        .into_iter()
+        .map(|list| list.into_iter().map(Arc::new).collect())
+        .collect();
     let (training, mut scheds) = match training::build(src, g, collectives.len(), &mut jobs)? {
         Some((info, scheds)) => (Some(info), scheds),
         None => (None, Vec::new()),
@@ -185,9 +189,14 @@ pub(crate) fn host_apps(src: &Source, g: &Graph) -> Result<Apps, ScenarioError> 
     let apps = (0..n_hosts)
         .map(|rank| HostApp {
             messages: MessageApp::new(s.seed, data_mode, std::mem::take(&mut per_host[rank])),
-            collectives: CollectiveRunner::new(
+            // Timelines show only the scenario's first collectives: the training jobs after
+            // them keep no step times.
+            collectives: CollectiveRunner::shared(
                 rank as u32,
                 jobs.get_mut(rank).map(std::mem::take).unwrap_or_default(),
+                collectives
+                    .len()
+                    .min(crate::observe::timeline::MAX_COLLECTIVES),
             ),
             training: scheds.get_mut(rank).and_then(Option::take).map(Box::new),
         })
@@ -804,7 +813,7 @@ pub fn run_observed(
 ) -> Result<Finished, EngineError> {
     let cfg = EngineConfig {
         threads,
-        until: src.scenario.until,
+        until: src.scenario.until(),
         overhead: src.scenario.ethernet,
         capture,
         sample,

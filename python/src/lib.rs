@@ -144,8 +144,7 @@ fn run(
     let progress = Progress::default();
     // The end is known only when the scenario sets `until` (not its default), as on the
     // command line.
-    let end_ps = (src.scenario.until != fabemu::scenario::default_until())
-        .then_some(src.scenario.until.ps());
+    let end_ps = src.scenario.until.map(|t| t.ps());
     let (tx, rx) = mpsc::channel();
     // Waited on without the GIL, which asks for a `Sync` closure.
     let rx = std::sync::Mutex::new(rx);

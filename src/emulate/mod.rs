@@ -195,7 +195,7 @@ pub fn prepare(
     }
     let cfg = EngineConfig {
         threads: 1,
-        until: src.scenario.until,
+        until: src.scenario.until(),
         overhead: src.scenario.ethernet,
         capture,
         sample,

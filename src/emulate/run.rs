@@ -180,7 +180,7 @@ pub fn emulate(src: &Source, opts: &EmulateOptions) -> Result<Outcome, EmulateEr
         prepared,
         taps.clone(),
         Arc::clone(&stop),
-        src.scenario.until,
+        src.scenario.until(),
         opts.time_scale,
         trace_path.is_some(),
     )?;

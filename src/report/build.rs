@@ -280,11 +280,8 @@ fn training(
         }
     }
     if !t.waiting.is_empty() {
-        let why = if fin.output.stats.stopped_at_limit {
-            format!(
-                " (the run reached `until` = {} with work pending)",
-                src.scenario.until
-            )
+        let why = if fin.output.cancelled || fin.output.stats.stopped_at_limit {
+            stopped_early(src, fin)
         } else {
             " (deadlock)".to_string()
         };
@@ -582,19 +579,21 @@ pub fn build_from(
     }
 }
 
-/// Why work is pending when the run stopped at its time limit (appended to a violation).
 /// Why work was left pending when the run stopped before it finished: interrupted (Ctrl-C,
-/// SIGTERM) or at `until`.
+/// SIGTERM) or at its time limit.
 fn stopped_early(src: &Source, fin: &Finished) -> String {
     if fin.output.cancelled {
-        format!(
+        return format!(
             " (the run was interrupted at simulated time {})",
             fin.output.stats.end_time
-        )
-    } else {
-        format!(
-            " (the run reached `until` = {} with work pending)",
-            src.scenario.until
-        )
+        );
+    }
+    match src.scenario.until {
+        Some(t) => format!(" (the run reached `until` = {t} with work pending)"),
+        None => format!(
+            " (the run reached {}, the bound of a run without `until`, with work pending; set \
+             `until` to run longer)",
+            src.scenario.until()
+        ),
     }
 }

@@ -80,7 +80,7 @@ pub struct WatchFacts {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrainingFacts {
     /// The schedule (static: the same in every process).
-    pub nodes: Vec<SchedNode>,
+    pub nodes: std::sync::Arc<[SchedNode]>,
     /// Per node, when it became ready, started and ended.
     pub records: Vec<NodeRecord>,
     /// Messages that arrived and no receive took: `(src host, tag bits, bytes)`.
@@ -214,7 +214,7 @@ impl HostFacts {
             recoveries: w.recoveries(),
         });
         let training = h.app.training.as_deref().map(|s| TrainingFacts {
-            nodes: s.nodes().to_vec(),
+            nodes: s.shared_nodes(),
             records: s.records().to_vec(),
             unmatched: s.unmatched_messages(),
             errors: s.errors.clone(),

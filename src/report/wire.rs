@@ -274,7 +274,7 @@ fn get_host(r: &mut Reader<'_>, built: &Node) -> Result<HostFacts, EngineError> 
         let unmatched = get_vec(r, |r| Ok((r.u32()?, r.u64()?, r.u64()?)))?;
         let errors = get_strings(r)?;
         let nodes = match built {
-            Node::Host(h) => h.app.training.as_deref().map(|s| s.nodes().to_vec()),
+            Node::Host(h) => h.app.training.as_deref().map(|s| s.shared_nodes()),
             Node::Switch(_) => None,
         }
         .ok_or_else(|| mismatch("a training rank's facts for an actor without a schedule"))?;

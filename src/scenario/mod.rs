@@ -129,8 +129,10 @@ pub struct Scenario {
     #[serde(default)]
     pub flow_model: FlowModel,
     /// Stop the run at this simulated time; messages not finished by then are an error.
-    #[serde(default = "default_until")]
-    pub until: Time,
+    /// Unset: [`default_until`], or for a training workload [`TRAINING_UNTIL`] (see
+    /// [`Scenario::until`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Time>,
     /// Assert that no frame is dropped anywhere (a drop is then an invariant violation).
     #[serde(default)]
     pub lossless: bool,
@@ -270,9 +272,30 @@ fn default_seed() -> u64 {
     1
 }
 
-/// The `until` a scenario gets when it sets none.
+/// The `until` a scenario without a training workload gets when it sets none.
 pub fn default_until() -> Time {
     Time(10 * fabemu_fabric::units::PS_PER_S)
+}
+
+/// The bound of a training workload's run when the scenario sets no `until`: the run ends when
+/// the workload has finished (nothing is left to happen), and this guard stops one that never
+/// would (a receive nobody sends ends earlier, as a deadlock). An hour of virtual time is
+/// far more than any iteration of a published model on its cluster (GPT-3 175B on 1024 GPUs:
+/// 18 s), and a run that reaches it says so.
+pub const TRAINING_UNTIL: Time = Time(3600 * fabemu_fabric::units::PS_PER_S);
+
+impl Scenario {
+    /// When the run stops: `until` if the scenario sets it; otherwise a training workload
+    /// runs to its end (under [`TRAINING_UNTIL`]) and anything else for [`default_until`].
+    pub fn until(&self) -> Time {
+        match self.until {
+            Some(t) => t,
+            None if self.workload.training.is_some() || self.workload.chakra.is_some() => {
+                TRAINING_UNTIL
+            }
+            None => default_until(),
+        }
+    }
 }
 
 /// The largest scenario file read: far above any written by hand or generated for the

@@ -123,7 +123,7 @@ fn check_run_and_nic(src: &Source) -> Result<(), ScenarioError> {
     let s = &src.scenario;
     let root = FieldPath::root();
     let err = |p: FieldPath, m: String| Err(src.error_at(&p, m));
-    if s.until == Time::ZERO {
+    if s.until == Some(Time::ZERO) {
         return err(root.key("until"), "must be greater than zero".into());
     }
     let mtu = s.nic.mtu.bytes();

@@ -82,7 +82,7 @@ pub(crate) fn build(
     src: &Source,
     g: &Graph,
     job_base: usize,
-    jobs: &mut [Vec<Job>],
+    jobs: &mut [Vec<Arc<Job>>],
 ) -> Result<Option<Built>, ScenarioError> {
     let device = check_device(src)?;
     let Some(tr) = traces_of(src, g, device)? else {
@@ -125,17 +125,43 @@ pub(crate) fn build(
         next_free: vec![0usize; g.host_count()],
         group_members: BTreeMap::new(),
         compiled: BTreeMap::new(),
+        shared: BTreeMap::new(),
+        no_job: Arc::new(Job {
+            program: Program {
+                rank: 0,
+                buffer_len: 0,
+                input: ChunkRange::new(0, 0),
+                output: ChunkRange::new(0, 0),
+                steps: Vec::new(),
+            },
+            start: JobStart::OnDemand,
+            elem_bytes: 4,
+            data: None,
+            class: 0,
+            reduce_rate: None,
+            hosts: None,
+            stream: None,
+        }),
         steps_total: 0,
         data_bytes,
     };
     for (key, per_rank) in &by_group {
         m.match_group(key, per_rank, &mut actions, jobs)?;
     }
+    let Matcher {
+        infos,
+        slots,
+        group_names,
+        group_members,
+        ..
+    } = m;
     let in_order =
         src.scenario.workload.collective_algorithms.streams == CollectiveStreams::PerCommunicator;
     let mut scheds: Vec<Option<RankScheduler>> = (0..g.host_count()).map(|_| None).collect();
-    for (r, (t, acts)) in tr.traces.iter().zip(actions).enumerate() {
-        let mut nodes = nodes_of(t, acts);
+    let mut tr = tr;
+    for r in 0..tr.traces.len() {
+        let acts = std::mem::take(&mut actions[r]);
+        let mut nodes = nodes_of(&mut tr.traces[r], acts);
         if in_order {
             one_stream_per_communicator(src, &tr, r, &by_group, &mut nodes)?;
         }
@@ -151,11 +177,11 @@ pub(crate) fn build(
                 file: t.file.clone(),
             })
             .collect(),
-        collectives: m.infos,
-        slots: m.slots,
-        groups: m.group_names,
+        collectives: infos,
+        slots,
+        groups: group_names,
         job_base,
-        members: m.group_members,
+        members: group_members,
         traces: tr.label,
         iteration_ends: tr.marks,
         model: tr.figures,
@@ -567,8 +593,15 @@ fn rank_actions(
     Ok(acts)
 }
 
-/// Compiled collectives by (operation, elements, element bytes, ranks).
-type CompiledPrograms = BTreeMap<(&'static str, usize, u64, usize), Compiled>;
+/// A collective's shape: (operation, elements, element bytes, ranks).
+type Shape = (&'static str, usize, u64, usize);
+
+/// Compiled collectives by shape.
+type CompiledPrograms = BTreeMap<Shape, Compiled>;
+
+/// The jobs of a collective of one shape on one group: its description, one job per member
+/// (in member order), and the listed steps and buffer elements of all of them.
+type SharedJobs = (CollectiveInfo, Vec<Arc<Job>>, u64, u64);
 
 /// Matches collectives across the members of their groups and compiles a job per match.
 struct Matcher<'a> {
@@ -589,6 +622,11 @@ struct Matcher<'a> {
     /// names ranks, not hosts, so groups of one size share them (a 1024-rank model has
     /// thousands of equal tensor-parallel All-Reduces).
     compiled: CompiledPrograms,
+    /// Jobs built so far by shape and group: the members' jobs of equal collectives are the
+    /// same (a tensor-parallel group's thousands of All-Reduces), so they are shared.
+    shared: BTreeMap<(Shape, String), SharedJobs>,
+    /// The job a host holds for a number it does not use.
+    no_job: Arc<Job>,
     /// Listed program steps in all.
     steps_total: u64,
     /// Memory a data-mode run holds for the workload's payloads.
@@ -603,7 +641,7 @@ impl Matcher<'_> {
         key: &str,
         per_rank: &BTreeMap<usize, Vec<Pending>>,
         actions: &mut [Vec<Action>],
-        jobs: &mut [Vec<Job>],
+        jobs: &mut [Vec<Arc<Job>>],
     ) -> Result<(), ScenarioError> {
         let all: Vec<usize> = (0..self.tr.hosts.len()).collect();
         let members: &[usize] = if key.is_empty() {
@@ -706,7 +744,7 @@ impl Matcher<'_> {
         bytes: u64,
         label: &str,
         member_hosts: &[usize],
-        jobs: &mut [Vec<Job>],
+        jobs: &mut [Vec<Arc<Job>>],
     ) -> Result<usize, ScenarioError> {
         let (src, s, at) = (self.src, &self.src.scenario, &self.tr.at);
         let slot = member_hosts
@@ -759,31 +797,44 @@ impl Matcher<'_> {
             )));
         };
         let key = (kind.key(), count, es, member_hosts.len());
-        let (mut info, programs, streams) = match self.compiled.get(&key) {
-            Some(done) => done.clone(),
-            None => {
-                let spec = collective_spec(s, op, alg)
-                    .map_err(|e| node_err(format!("cannot build the collective: {e}")))?;
-                let done =
-                    collective::compile_one(self.g, &spec, count, es, member_hosts, self.data_mode)
-                        .map_err(|e| node_err(format!("{} {k}: {e}", kind.key())))?;
-                self.compiled.insert(key, done.clone());
-                done
-            }
+        let shape = (key, label.to_string());
+        if !self.shared.contains_key(&shape) {
+            let (mut info, programs, streams) = match self.compiled.get(&key) {
+                Some(done) => done.clone(),
+                None => {
+                    let spec = collective_spec(s, op, alg)
+                        .map_err(|e| node_err(format!("cannot build the collective: {e}")))?;
+                    let done = collective::compile_one(
+                        self.g,
+                        &spec,
+                        count,
+                        es,
+                        member_hosts,
+                        self.data_mode,
+                    )
+                    .map_err(|e| node_err(format!("{} {k}: {e}", kind.key())))?;
+                    self.compiled.insert(key, done.clone());
+                    done
+                }
+            };
+            info.hosts = member_hosts.to_vec();
+            let steps = programs.iter().map(|p| p.steps.len() as u64).sum();
+            let elems = programs.iter().map(|p| p.buffer_len as u64).sum();
+            let member_jobs = member_jobs(member_hosts, programs, streams, es, self.data_mode);
+            self.shared
+                .insert(shape.clone(), (info, member_jobs, steps, elems));
+        }
+        let Some((info, member_jobs, steps, elems)) = self.shared.get(&shape) else {
+            return Err(node_err("the collective's jobs were not built".into()));
         };
-        info.hosts = member_hosts.to_vec();
-        self.steps_total = programs.iter().fold(self.steps_total, |a, p| {
-            a.saturating_add(p.steps.len() as u64)
-        });
+        self.steps_total = self.steps_total.saturating_add(*steps);
         if self.steps_total > MAX_STEPS {
             return Err(node_err(format!(
                 "the trace's collectives need more than {MAX_STEPS} program steps in all"
             )));
         }
         if self.data_mode {
-            self.data_bytes = programs.iter().fold(self.data_bytes, |a, p| {
-                a.saturating_add((p.buffer_len as u64).saturating_mul(es))
-            });
+            self.data_bytes = self.data_bytes.saturating_add(elems.saturating_mul(es));
         }
         if self.data_bytes > MAX_DATA_BYTES {
             return Err(node_err(format!(
@@ -791,91 +842,66 @@ impl Matcher<'_> {
                  {MAX_DATA_BYTES} B (use `mode: timing`)"
             )));
         }
-        install_job(
-            jobs,
-            j,
-            member_hosts,
-            (programs, streams),
-            es,
-            self.data_mode,
-        );
+        for (&h, job) in member_hosts.iter().zip(member_jobs) {
+            let Some(list) = jobs.get_mut(h) else {
+                continue;
+            };
+            // Numbers this host does not use: empty jobs keep the numbering.
+            if list.len() <= j {
+                list.resize(j + 1, self.no_job.clone());
+            }
+            list[j] = job.clone();
+        }
+        self.infos.push(info.clone());
         self.slots.push(slot);
-        self.infos.push(info);
         self.group_names.push(label.to_string());
         Ok(j)
     }
 }
 
-/// Puts job `j` (one program, and generator when its steps are generated, per member host, in
-/// `member_hosts` order) on each member's list, padding numbers a host does not use with empty
-/// jobs.
-fn install_job(
-    jobs: &mut [Vec<Job>],
-    j: usize,
+/// The jobs of one collective, one per member host in `member_hosts` order: its program,
+/// and generator when its steps are generated.
+fn member_jobs(
     member_hosts: &[usize],
-    (programs, streams): (Vec<Program>, Option<Vec<StepGen>>),
+    programs: Vec<Program>,
+    streams: Option<Vec<StepGen>>,
     es: u64,
     data_mode: bool,
-) {
+) -> Vec<Arc<Job>> {
     let shared: Arc<[u32]> = member_hosts.iter().map(|&h| h as u32).collect();
     let mut gens = streams.map(Vec::into_iter);
-    let program_of: BTreeMap<usize, (Program, Option<StepGen>)> = member_hosts
-        .iter()
-        .copied()
-        .zip(
-            programs
-                .into_iter()
-                .map(|p| (p, gens.as_mut().and_then(Iterator::next))),
-        )
-        .collect();
-    for (h, (program, stream)) in program_of {
-        let Some(list) = jobs.get_mut(h) else {
-            continue;
-        };
-        // Numbers this host does not use: empty jobs keep the numbering.
-        while list.len() <= j {
-            list.push(Job {
-                program: Program {
-                    rank: 0,
-                    buffer_len: 0,
-                    input: ChunkRange::new(0, 0),
-                    output: ChunkRange::new(0, 0),
-                    steps: Vec::new(),
-                },
+    programs
+        .into_iter()
+        .map(|program| {
+            Arc::new(Job {
+                program,
                 start: JobStart::OnDemand,
                 elem_bytes: es,
-                data: None,
+                data: data_mode.then_some(DataSpec {
+                    dtype: DataType::F32,
+                    op: ReduceOp::Sum,
+                }),
                 class: 0,
                 reduce_rate: None,
-                hosts: None,
-                stream: None,
-            });
-        }
-        list[j] = Job {
-            program,
-            start: JobStart::OnDemand,
-            elem_bytes: es,
-            data: data_mode.then_some(DataSpec {
-                dtype: DataType::F32,
-                op: ReduceOp::Sum,
-            }),
-            class: 0,
-            reduce_rate: None,
-            hosts: Some(shared.clone()),
-            stream,
-        };
-    }
+                hosts: Some(shared.clone()),
+                stream: gens.as_mut().and_then(Iterator::next),
+            })
+        })
+        .collect()
 }
 
-fn nodes_of(t: &RankTrace, acts: Vec<Action>) -> Vec<SchedNode> {
+/// The scheduler's nodes of trace `t` with their actions; the names and dependencies move
+/// out of the trace (a large model's traces are hundreds of megabytes), the ids stay for
+/// errors.
+fn nodes_of(t: &mut RankTrace, acts: Vec<Action>) -> Vec<SchedNode> {
     t.nodes
-        .iter()
+        .iter_mut()
         .zip(acts)
         .map(|(n, action)| SchedNode {
             id: n.id,
-            name: n.name.clone(),
+            name: std::mem::take(&mut n.name),
             action,
-            deps: n.deps.clone(),
+            deps: std::mem::take(&mut n.deps),
         })
         .collect()
 }

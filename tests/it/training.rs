@@ -1572,3 +1572,48 @@ fn model_errors_name_the_field_to_change() {
         assert!(err.contains(&want) && err.contains(text), "{spec}: {err}");
     }
 }
+
+/// A training run without `until` goes to the end of its iteration, as a Megatron-LM run goes
+/// until its iterations are done: one rank of 4 layers of 2 s forward and 4 s backward takes
+/// 24 s, past the 10 s other scenarios stop at. With `until` the scenario's bound holds (the
+/// run stops there and names it), and a run still busy at the one-hour guard stops there and
+/// says so.
+#[test]
+fn a_training_run_without_until_runs_to_its_end_under_a_guard() {
+    let r = model(1, "{layers: 4, forward: 2s, backward: 4s}");
+    assert!(r.invariants.ok, "{:?}", r.invariants.violations);
+    assert_eq!(training(&r).iteration_time_ps, Some(24 * 1_000_000 * US));
+
+    let run = |name: &str, yaml: String| {
+        let path = temp_scenario(name, &yaml);
+        let o = fabemu(&["run", &path.to_string_lossy(), "--quiet"]);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(
+        "until_set.yaml",
+        format!(
+            "{}until: 10s\nworkload:\n  training: {{layers: 4, forward: 2s, backward: 4s}}\n",
+            star(1)
+        ),
+    );
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("did not finish (the run reached `until` = 10"),
+        "{err}"
+    );
+    let (code, err) = run(
+        "until_guard.yaml",
+        format!(
+            "{}workload:\n  training: {{layers: 1, forward: 7200s, backward: 1s}}\n",
+            star(1)
+        ),
+    );
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("the bound of a run without `until`, with work pending; set `until`"),
+        "{err}"
+    );
+}

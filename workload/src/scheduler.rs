@@ -24,6 +24,7 @@
 //! low 30 bits in an immediate of its [`APP`] prefix; its timers are [`APP`] tokens.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use fabemu_collectives::executor::CollectiveRunner;
@@ -102,7 +103,8 @@ pub struct NodeRecord {
 
 /// Runs one rank's nodes (see the module doc).
 pub struct RankScheduler {
-    nodes: Vec<SchedNode>,
+    /// Shared with the report's facts, which outlive the run beside it.
+    nodes: Arc<[SchedNode]>,
     pending: Vec<u32>,
     children: Vec<Vec<u32>>,
     records: Vec<NodeRecord>,
@@ -146,7 +148,7 @@ impl RankScheduler {
         }
         RankScheduler {
             records: vec![NodeRecord::default(); n],
-            nodes,
+            nodes: nodes.into(),
             pending,
             children,
             data_mode,
@@ -164,6 +166,12 @@ impl RankScheduler {
     /// The nodes.
     pub fn nodes(&self) -> &[SchedNode] {
         &self.nodes
+    }
+
+    /// The nodes, shared (a large model's ranks hold millions of them; a copy would double
+    /// them).
+    pub fn shared_nodes(&self) -> Arc<[SchedNode]> {
+        self.nodes.clone()
     }
 
     /// What happened to each node, by index.

@@ -2,6 +2,8 @@
 //! ([`super::ring`]): the record, the buffer, the step kinds, and the send and receive of a
 //! message, written once for both.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use fabemu_fabric::link::Rate;
 use fabemu_fabric::transport::{ClassId, Transport};
@@ -51,7 +53,9 @@ pub(super) struct JobState {
     pub(super) data: Option<DataSpec>,
     pub(super) class: ClassId,
     pub(super) started: bool,
-    /// Whether step completion times go to the record (see [`STREAMED_TIMED_RANKS`]).
+    /// Whether step completion times go to the record: for the runner's first jobs (those a
+    /// timeline can show) and of a streamed job only on some ranks (see
+    /// [`STREAMED_TIMED_RANKS`]).
     pub(super) keep_times: bool,
     pub(super) buffer: Option<Vec<u8>>,
     /// The last two `(peer rank, channel)` -> index into `chans` looked up when steps entered
@@ -66,7 +70,8 @@ pub(super) struct JobState {
     /// message, so one contiguous array searched by halves (a B-tree's nodes were a cache miss
     /// each with a thousand ranks' runners interleaved).
     pub(super) chan_index: ChanIndex,
-    pub(super) job: Job,
+    /// Shared by the jobs of one shape (a training rank's thousands of equal All-Reduces).
+    pub(super) job: Arc<Job>,
 }
 
 /// A runner's jobs: the first held inline and first of all (`repr(C)`), so that a message of
@@ -74,40 +79,69 @@ pub(super) struct JobState {
 /// and no length or inline-or-heap word at its end (a `SmallVec`'s capacity sat 1.3 KB
 /// further, one more cache line per message). Without jobs `first` is an empty placeholder
 /// (`len` 0), which is never a ring, so the ring's check needs no length.
+///
+/// The other jobs are [`Slot`]s: a rank of a large training run takes part in thousands of
+/// collectives but runs a few at a time, so only those hold a run-time state.
 #[repr(C)]
 pub(super) struct Jobs {
     pub(super) first: JobState,
-    pub(super) rest: Vec<JobState>,
+    pub(super) rest: Vec<Slot>,
     pub(super) len: usize,
+    /// Jobs `0..timed` keep their step completion times (see [`JobState::keep_times`]).
+    pub(super) timed: usize,
 }
 
+/// A job after the first: its description until it starts or a message for it arrives, its
+/// run-time state while it runs, its description and record once it has finished.
+pub(super) enum Slot {
+    Waiting(Arc<Job>),
+    Running(Box<JobState>),
+    Finished(Box<(Arc<Job>, JobRecord)>),
+}
+
+/// The record of a job that has not started.
+static NOT_STARTED: JobRecord = JobRecord {
+    bytes_sent: 0,
+    steps_done: 0,
+    steps: Vec::new(),
+    started_at: None,
+    finished_at: None,
+    buffer: None,
+};
+
 impl Jobs {
-    pub(super) fn new(jobs: Vec<Job>) -> Jobs {
+    /// The jobs, of which `0..timed` keep step completion times.
+    pub(super) fn new(jobs: Vec<Arc<Job>>, timed: usize) -> Jobs {
         let len = jobs.len();
-        let mut it = jobs.into_iter().map(JobState::new);
-        let first = it.next().unwrap_or_else(|| {
-            let empty = ChunkRange::new(0, 0);
-            JobState::new(Job {
-                program: Program {
-                    rank: 0,
-                    buffer_len: 0,
-                    input: empty,
-                    output: empty,
-                    steps: Vec::new(),
-                },
-                start: JobStart::OnDemand,
-                elem_bytes: 1,
-                data: None,
-                reduce_rate: None,
-                hosts: None,
-                class: 0,
-                stream: None,
-            })
-        });
+        let mut it = jobs.into_iter();
+        let first = match it.next() {
+            Some(job) => JobState::new(job, timed > 0),
+            None => {
+                let empty = ChunkRange::new(0, 0);
+                let job = Job {
+                    program: Program {
+                        rank: 0,
+                        buffer_len: 0,
+                        input: empty,
+                        output: empty,
+                        steps: Vec::new(),
+                    },
+                    start: JobStart::OnDemand,
+                    elem_bytes: 1,
+                    data: None,
+                    reduce_rate: None,
+                    hosts: None,
+                    class: 0,
+                    stream: None,
+                };
+                JobState::new(Arc::new(job), false)
+            }
+        };
         Jobs {
             first,
-            rest: it.collect(),
+            rest: it.map(Slot::Waiting).collect(),
             len,
+            timed,
         }
     }
 
@@ -115,19 +149,47 @@ impl Jobs {
         self.len
     }
 
-    pub(super) fn get(&self, j: usize) -> Option<&JobState> {
+    /// Job `j`'s description, in any state.
+    pub(super) fn job(&self, j: usize) -> Option<&Job> {
         match j {
             _ if j >= self.len => None,
-            0 => Some(&self.first),
-            _ => self.rest.get(j - 1),
+            0 => Some(&self.first.job),
+            _ => self.rest.get(j - 1).map(|s| match s {
+                Slot::Waiting(job) => &**job,
+                Slot::Running(js) => &*js.job,
+                Slot::Finished(f) => &*f.0,
+            }),
         }
     }
 
+    /// Job `j`'s run-time state, built if the job has not started; `None` once it has
+    /// finished (nothing more runs or arrives in it).
     pub(super) fn get_mut(&mut self, j: usize) -> Option<&mut JobState> {
-        match j {
-            _ if j >= self.len => None,
-            0 => Some(&mut self.first),
-            _ => self.rest.get_mut(j - 1),
+        if j >= self.len {
+            return None;
+        }
+        if j == 0 {
+            return Some(&mut self.first);
+        }
+        let keep = j < self.timed;
+        let slot = self.rest.get_mut(j - 1)?;
+        if let Slot::Waiting(job) = slot {
+            *slot = Slot::Running(Box::new(JobState::new(job.clone(), keep)));
+        }
+        match slot {
+            Slot::Running(js) => Some(js),
+            Slot::Waiting(_) | Slot::Finished(_) => None,
+        }
+    }
+
+    /// Drops finished job `j`'s run-time state, keeping its description and record.
+    pub(super) fn retire(&mut self, j: usize) {
+        let Some(slot) = j.checked_sub(1).and_then(|k| self.rest.get_mut(k)) else {
+            return;
+        };
+        if let Slot::Running(js) = slot {
+            let record = std::mem::take(&mut js.record);
+            *slot = Slot::Finished(Box::new((js.job.clone(), record)));
         }
     }
 
@@ -143,49 +205,58 @@ impl Jobs {
         (js.ring.len > 0).then_some(js)
     }
 
-    pub(super) fn iter(&self) -> impl Iterator<Item = &JobState> {
-        std::iter::once(&self.first)
-            .chain(self.rest.iter())
+    /// Every job's record, in job order.
+    pub(super) fn records(&self) -> impl Iterator<Item = &JobRecord> {
+        let rest = self.rest.iter().map(|s| match s {
+            Slot::Waiting(_) => &NOT_STARTED,
+            Slot::Running(js) => &js.record,
+            Slot::Finished(f) => &f.1,
+        });
+        std::iter::once(&self.first.record)
+            .chain(rest)
             .take(self.len)
     }
 
-    pub(super) fn into_vec(self) -> Vec<JobState> {
+    pub(super) fn into_records(self) -> Vec<JobRecord> {
         let len = self.len;
-        std::iter::once(self.first)
-            .chain(self.rest)
+        let rest = self.rest.into_iter().map(|s| match s {
+            Slot::Waiting(_) => JobRecord::default(),
+            Slot::Running(js) => js.record,
+            Slot::Finished(f) => f.1,
+        });
+        std::iter::once(self.first.record)
+            .chain(rest)
             .take(len)
             .collect()
     }
 }
 
-impl std::ops::Index<usize> for Jobs {
-    type Output = JobState;
-    fn index(&self, j: usize) -> &JobState {
-        match j {
-            0 => &self.first,
-            _ => &self.rest[j - 1],
-        }
+/// Steps in job's list (listed or generated).
+pub(super) fn step_total(job: &Job) -> usize {
+    match job.stream {
+        Some(g) => g.len(),
+        None => job.program.steps.len(),
     }
 }
 
-impl std::ops::IndexMut<usize> for Jobs {
-    fn index_mut(&mut self, j: usize) -> &mut JobState {
-        match j {
-            0 => &mut self.first,
-            _ => &mut self.rest[j - 1],
-        }
+/// What step `i` of `job` does (listed or generated).
+pub(super) fn step_kind(job: &Job, i: usize) -> Option<StepKind> {
+    match job.stream {
+        Some(g) => (i < g.len()).then(|| g.kind(i)),
+        None => job.program.steps.get(i).map(|s| s.kind),
     }
 }
 
 impl JobState {
     /// A job's state before it starts: a ring's counters, or a listed program's dependency
     /// lists, channels and first window.
-    pub(super) fn new(job: Job) -> JobState {
+    pub(super) fn new(job: Arc<Job>, timed: bool) -> JobState {
         let (ring, steps, total, window, channels, keep_times) = match job.stream {
             Some(g) => {
                 let StepGen::RingAllReduce(r) = g;
-                let (progress, blocks) = RingProgress::start(&job, r, g.len());
-                let keep = progress.has(RingProgress::KEEP_TIMES);
+                let (mut progress, blocks) = RingProgress::start(&job, r, g.len());
+                let keep = timed && progress.has(RingProgress::KEEP_TIMES);
+                progress.set(RingProgress::KEEP_TIMES, keep);
                 // No window and no channels: the counters are the whole state.
                 (progress, Steps::Ring(blocks), g.len(), 0, Vec::new(), keep)
             }
@@ -193,7 +264,7 @@ impl JobState {
                 let (listed, channels) = listed_steps(&job.program);
                 let n = job.program.steps.len();
                 let progress = RingProgress::default();
-                (progress, listed, n, usize::MAX, channels, true)
+                (progress, listed, n, usize::MAX, channels, timed)
             }
         };
         let (chans, chan_index) = channels_of(&job, &channels);
@@ -227,10 +298,7 @@ impl JobState {
 
     /// What step `i` does.
     pub(super) fn kind(&self, i: usize) -> Option<StepKind> {
-        match &self.steps {
-            Steps::Listed { .. } => self.job.program.steps.get(i).map(|s| s.kind),
-            Steps::Ring(c) => (i < self.total).then(|| StepGen::RingAllReduce(c.gen).kind(i)),
-        }
+        step_kind(&self.job, i)
     }
 
     /// Marks step `s` done, queues in `work` the dependents it releases, and slides the

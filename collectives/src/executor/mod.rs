@@ -253,7 +253,14 @@ impl CollectiveRunner {
     /// caller's validation, and ignored here). A job with a channel of [`MAX_CHANNELS`] or
     /// more, which its messages could not name, is an error of the run from the start
     /// ([`ExecError::TooManyChannels`]; the caller's validation refuses such plans too).
-    pub fn new(rank: u32, mut jobs: Vec<Job>) -> CollectiveRunner {
+    pub fn new(rank: u32, jobs: Vec<Job>) -> CollectiveRunner {
+        CollectiveRunner::shared(rank, jobs.into_iter().map(Arc::new).collect(), MAX_JOBS)
+    }
+
+    /// [`new`](Self::new) for jobs that share their descriptions (a training rank's many
+    /// collectives of one shape are one `Arc`); jobs `0..timed` keep their step completion
+    /// times in their records (for timelines; a record's times cost 16 bytes per step).
+    pub fn shared(rank: u32, mut jobs: Vec<Arc<Job>>, timed: usize) -> CollectiveRunner {
         jobs.truncate(MAX_JOBS);
         let errors = jobs
             .iter()
@@ -269,7 +276,7 @@ impl CollectiveRunner {
             .collect();
         CollectiveRunner {
             rank,
-            jobs: Jobs::new(jobs),
+            jobs: Jobs::new(jobs, timed),
             work: Vec::new(),
             errors,
             reduce_busy_until: Time::ZERO,
@@ -294,32 +301,34 @@ impl CollectiveRunner {
 
     /// What happened in each job, in job order.
     pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
-        self.jobs.iter().map(|j| &j.record)
+        self.jobs.records()
     }
 
     /// Takes the records out (with the final buffers).
     pub fn into_records(self) -> Vec<JobRecord> {
-        self.jobs.into_vec().into_iter().map(|j| j.record).collect()
+        self.jobs.into_records()
     }
 
     /// Job `job`'s program on this rank; without its steps when they are generated on demand
     /// (see [`step_count`](Self::step_count) and [`step_kind`](Self::step_kind)).
     pub fn program(&self, job: usize) -> Option<&Program> {
-        self.jobs.get(job).map(|j| &j.job.program)
+        self.jobs.job(job).map(|j| &j.program)
     }
 
     /// Steps in job `job`'s list on this rank (listed or generated).
     pub fn step_count(&self, job: usize) -> usize {
-        self.jobs.get(job).map_or(0, |j| j.total)
+        self.jobs.job(job).map_or(0, job::step_total)
     }
 
     /// What step `i` of job `job` does on this rank (listed or generated).
     pub fn step_kind(&self, job: usize, i: usize) -> Option<StepKind> {
-        self.jobs.get(job).and_then(|j| j.kind(i))
+        self.jobs.job(job).and_then(|j| job::step_kind(j, i))
     }
 
     fn begin(&mut self, j: usize, api: &mut dyn Transport) {
-        let js = &mut self.jobs[j];
+        let Some(js) = self.jobs.get_mut(j) else {
+            return;
+        };
         let rank = js.job.program.rank;
         if js.started {
             return;
@@ -366,7 +375,9 @@ impl CollectiveRunner {
             }
         }
         while let Some(s) = self.work.pop() {
-            let js = &mut self.jobs[j];
+            let Some(js) = self.jobs.get_mut(j) else {
+                return;
+            };
             let c = js.rt(s).chan;
             if c != u32::MAX {
                 // A send or receive: its turn on the channel comes in list order.
@@ -392,13 +403,20 @@ impl CollectiveRunner {
             // Sends and receives have a channel (above); a step without one is a copy.
             self.complete(j, s, api.now());
         }
-        let js = &mut self.jobs[j];
+        let Some(js) = self.jobs.get_mut(j) else {
+            return;
+        };
         if js.finished() && js.record.finished_at.is_none() {
             js.record.finished_at = Some(api.now());
             js.record.buffer = js.buffer.take();
+            self.jobs.retire(j);
             self.finished.push(j);
             let next = j + 1;
-            if next < self.jobs.len() && self.jobs[next].job.start == JobStart::AfterPrevious {
+            if self
+                .jobs
+                .job(next)
+                .is_some_and(|n| n.start == JobStart::AfterPrevious)
+            {
                 self.begin(next, api);
             }
         }
@@ -455,7 +473,11 @@ impl CollectiveRunner {
             }
             return;
         }
-        let Some(c) = self.jobs.get(j).and_then(|js| js.index_of((src, channel))) else {
+        let Some(c) = self
+            .jobs
+            .get_mut(j)
+            .and_then(|js| js.index_of((src, channel)))
+        else {
             self.errors.push(ExecError::Unexpected {
                 rank: self.rank,
                 peer: src,
@@ -466,10 +488,13 @@ impl CollectiveRunner {
         };
         self.work.clear();
         let c = c as usize;
-        if !self.jobs[j].arrival(c, len, payload, &mut self.work) && self.work.is_empty() {
+        let Some(js) = self.jobs.get_mut(j) else {
+            return;
+        };
+        if !js.arrival(c, len, payload, &mut self.work) && self.work.is_empty() {
             return;
         }
-        if self.jobs[j].started {
+        if js.started {
             self.pump(j, c, api);
             self.advance(j, api);
         }
@@ -479,7 +504,10 @@ impl CollectiveRunner {
 impl Application for CollectiveRunner {
     fn start(&mut self, api: &mut dyn Transport) {
         for j in 0..self.jobs.len() {
-            match self.jobs[j].job.start {
+            let Some(start) = self.jobs.job(j).map(|x| x.start) else {
+                continue;
+            };
+            match start {
                 JobStart::At(t) => api.set_timer(t, Timer::Begin(j).token()),
                 JobStart::AfterPrevious if j == 0 => {
                     api.set_timer(Time::ZERO, Timer::Begin(0).token())
