@@ -425,11 +425,11 @@ fn fabemu_run_over_ranks_refuses_what_it_cannot_report() {
     assert!(!out_dir.exists());
 }
 
-/// An all-to-all of 64 MiB messages on 16 hosts: seconds of wall time per simulated
-/// millisecond, far from done when it is stopped.
+/// An all-to-all of 1 GiB messages on 16 hosts: 15 GiB out of every host at 100 Gb/s, 1.29 s
+/// at line rate and minutes of wall time, far from done when it is stopped.
 const LONG: &str = "seed: 1\nnic: {mtu: 4KiB}\n\
         topology:\n  leaf_spine: {leaves: 4, spines: 2, hosts_per_leaf: 4, host_bandwidth: 100Gbps, host_latency: 1us, fabric_bandwidth: 100Gbps, fabric_latency: 1us}\n\
-        workload:\n  all_to_all: {size: 64MiB}\n";
+        workload:\n  all_to_all: {size: 1GiB}\n";
 
 /// Ctrl-C on `mpirun` (SIGINT to it alone: the ranks are in process groups of their own):
 /// `mpirun` sends the ranks SIGTERM one second later and SIGKILL a second after that. Every
@@ -487,10 +487,15 @@ fn ctrl_c_on_mpirun_stops_every_rank_with_a_partial_report() {
         .as_u64()
         .expect("time reached");
     let windows = v["mpi"]["windows"].as_u64().expect("windows");
-    // Stopped well before the 10 s `until` (and the messages' ~84 ms at line rate).
-    assert!(reached > 0 && reached < 84_000_000_000, "{reached} ps");
+    // Stopped well before the 10 s `until` (and the messages' 1.29 s at line rate).
+    assert!(reached > 0 && reached < 1_290_000_000_000, "{reached} ps");
     assert!(windows > 0, "{}", v["mpi"]);
-    assert_eq!(v["totals"]["messages_completed"], 0);
+    // Partial: some messages may have finished on a fast machine, never all of them.
+    let done = v["totals"]["messages_completed"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    let all = v["totals"]["messages"].as_u64().unwrap_or(0);
+    assert!(all > 0 && done < all, "{done} of {all} messages completed");
     assert!(
         err.contains("interrupted at simulated time"),
         "rank 0's message: {err}"
