@@ -130,19 +130,14 @@ pub struct FlowLimit {
 
 impl std::fmt::Display for FlowLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = self.consequence_text();
         write!(
             f,
-            "flow fidelity assumes no queue beyond the buffer, but port {} would queue about \
-             {:.2} MiB at {:.3} ms ({:.1} Gb/s arriving at {:.1} Gb/s over {} input(s)), above \
-             its {:.2} MiB threshold: {what}, and the flow-level times there are too early",
+            "flow fidelity assumes no queue beyond the buffer, but port {} would queue {}, above \
+             its {:.2} MiB threshold: {}, and the flow-level times there are too early",
             self.port,
-            self.queue_bytes as f64 / 1048576.0,
-            self.at_ps as f64 * 1e-9,
-            self.arrival_bps * 1e-9,
-            self.bandwidth_bps as f64 * 1e-9,
-            self.inputs,
+            self.peak(),
             self.threshold_bytes as f64 / 1048576.0,
+            self.consequence_text(),
         )
     }
 }
@@ -185,19 +180,13 @@ pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
                 format!(
                     "flow fidelity assumes no queue beyond the buffer, but {n} ports {from}* -> \
                      {to}* would queue above their thresholds, the first at {first:.3} ms ({fp}); \
-                     the worst, {wp}, about {q:.2} MiB at {t:.3} ms ({a:.1} Gb/s arriving at \
-                     {bw:.1} Gb/s over {i} input(s)) against {thr:.2} MiB: {what}, and the \
-                     flow-level times there are too early (the report's `flow_limits` lists \
-                     every port)",
+                     the worst, {wp}, {peak} against {thr:.2} MiB: {what}, and the flow-level \
+                     times there are too early (the report's `flow_limits` lists every port)",
                     n = list.len(),
                     first = first.at_ps as f64 * 1e-9,
                     fp = first.port,
                     wp = worst.port,
-                    q = worst.queue_bytes as f64 / 1048576.0,
-                    t = worst.at_ps as f64 * 1e-9,
-                    a = worst.arrival_bps * 1e-9,
-                    bw = worst.bandwidth_bps as f64 * 1e-9,
-                    i = worst.inputs,
+                    peak = worst.peak(),
                     thr = worst.threshold_bytes as f64 / 1048576.0,
                     what = worst.consequence_text(),
                 )
@@ -207,6 +196,18 @@ pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
 }
 
 impl FlowLimit {
+    /// The queue's peak, when, and what fed it, in words (both kinds of warning say it).
+    fn peak(&self) -> String {
+        format!(
+            "about {:.2} MiB at {:.3} ms ({:.1} Gb/s arriving at {:.1} Gb/s over {} input(s))",
+            self.queue_bytes as f64 / 1048576.0,
+            self.at_ps as f64 * 1e-9,
+            self.arrival_bps * 1e-9,
+            self.bandwidth_bps as f64 * 1e-9,
+            self.inputs,
+        )
+    }
+
     /// What the packet level would do there, in words.
     fn consequence_text(&self) -> &'static str {
         match self.consequence {
