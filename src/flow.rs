@@ -23,6 +23,12 @@
 //! pause the upstream ports, and flows behind them would wait), the lossy dynamic threshold
 //! otherwise (the packet level would drop and retransmit). Each excess is a [`FlowLimit`]: the
 //! run warns and the report lists them (`flow_limits`).
+//!
+//! On switches with PFC the max-min model models the pauses ([`fabemu_flow::pfc`]): each port
+//! with PFC gets its XOFF threshold (the same dynamic threshold) and XON offset, a port whose
+//! lossless queue reaches XOFF pauses the links feeding it, and the flows behind the pause are
+//! held to the pace of the flows it is paused for. The port's [`FlowLimit`] then says that the
+//! pause was modelled, and how long it lasted, instead of that the figures are too early.
 
 use std::sync::Arc;
 
@@ -36,7 +42,7 @@ use fabemu_flow::LinkId;
 use fabemu_switch::{Switch, SwitchConfig};
 use fabemu_topologies::{Graph, NodeKind, Routes};
 
-use fabemu_flow::BacklogPeak;
+use fabemu_flow::{BacklogPeak, DynamicThreshold, PauseThreshold, PauseTotal};
 use fabemu_switch::buffer::BufferConfig;
 use serde::Serialize;
 
@@ -126,10 +132,35 @@ pub struct FlowLimit {
     pub arrival_bps: f64,
     /// The port's bandwidth.
     pub bandwidth_bps: u64,
+    /// How the flow level modelled the port's pauses, where it did (PFC, `flow_model:
+    /// max_min`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modelled: Option<ModelledPause>,
+}
+
+/// A port whose PFC pauses the flow level modelled ([`fabemu_flow::pfc`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ModelledPause {
+    /// Times it paused its inputs.
+    pub pauses: u32,
+    /// When it first did, picoseconds.
+    pub first_ps: u64,
+    /// Time it held them paused, picoseconds.
+    pub paused_ps: u64,
 }
 
 impl std::fmt::Display for FlowLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.modelled.is_some() {
+            return write!(
+                f,
+                "port {} would queue {} without PFC, above its {:.2} MiB pause threshold: {}",
+                self.port,
+                self.peak(),
+                self.threshold_bytes as f64 / 1048576.0,
+                self.consequence_text(),
+            );
+        }
         write!(
             f,
             "flow fidelity assumes no queue beyond the buffer, but port {} would queue {}, above \
@@ -170,6 +201,15 @@ pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
     kinds
         .into_iter()
         .filter_map(|((from, to, _), list)| {
+            if list.iter().any(|l| l.modelled.is_some()) {
+                // Modelled pauses: one line per port (their times differ, and they are few).
+                return Some(
+                    list.iter()
+                        .map(|l| l.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                );
+            }
             let worst = list
                 .iter()
                 .max_by_key(|l| (l.queue_bytes, std::cmp::Reverse(l.at_ps)))?;
@@ -208,12 +248,23 @@ impl FlowLimit {
         )
     }
 
-    /// What the packet level would do there, in words.
-    fn consequence_text(&self) -> &'static str {
+    /// What the packet level would do there, in words; where the pause was modelled, how.
+    fn consequence_text(&self) -> String {
+        if let Some(m) = self.modelled {
+            return format!(
+                "the flow level models the pause (paused {} time(s) from {:.3} ms, {:.3} ms in \
+                 all; flows that share a paused link are held to the pace of the flows it is \
+                 paused for), an approximation of the packet level's PFC (docs/FLOW.md)",
+                m.pauses,
+                m.first_ps as f64 * 1e-9,
+                m.paused_ps as f64 * 1e-9,
+            );
+        }
         match self.consequence {
             "pause" => "PFC would pause its inputs",
             _ => "the switch would drop",
         }
+        .to_string()
     }
 }
 
@@ -222,23 +273,62 @@ impl FlowLimit {
 /// dynamic threshold, `alpha x free shared bytes`, which with `n` of them alone in the pool is
 /// `alpha x shared / (1 + n alpha)` each.
 fn threshold(b: &BufferConfig, n: u32) -> (f64, &'static str) {
-    let n = f64::from(n.max(1));
     let (alpha, what) = if b.pfc.enabled {
         (b.alpha, "pause")
     } else {
         (b.lossy_alpha, "drop")
     };
-    let reserved = b.reserved.bytes() as f64;
-    let shared = (b.total.bytes() as f64 - n * reserved).max(0.0);
-    let mut t = n * (reserved + alpha * shared / (1.0 + n * alpha));
+    let mut t = dynamic(b, alpha).bytes(n);
     if let (Some(q), false) = (b.per_queue, b.pfc.enabled) {
         t = t.min(q.bytes() as f64);
     }
     (t, what)
 }
 
-/// The link directions whose estimated queue exceeds their switch's threshold, in link order.
-fn limits(src: &Source, g: &Graph, peaks: &[BacklogPeak]) -> Vec<FlowLimit> {
+/// Buffer `b`'s dynamic threshold with factor `alpha`.
+fn dynamic(b: &BufferConfig, alpha: f64) -> DynamicThreshold {
+    DynamicThreshold {
+        total: b.total.bytes() as f64,
+        reserved: b.reserved.bytes() as f64,
+        alpha,
+    }
+}
+
+/// The buffer of switch `name`.
+fn buffer_of(s: &scenario::Scenario, name: &str) -> BufferConfig {
+    s.switches
+        .iter()
+        .find(|sw| sw.name == name)
+        .and_then(|sw| sw.buffer)
+        .unwrap_or(s.switch_buffer)
+}
+
+/// Per link direction (ids as [`GraphPaths::link_id`]), the pause thresholds of the ports that
+/// switches with PFC transmit on.
+fn pause_thresholds(s: &scenario::Scenario, g: &Graph) -> Vec<Option<PauseThreshold>> {
+    let mut out = vec![None; 2 * g.links().len()];
+    for (i, l) in g.links().iter().enumerate() {
+        for (dir, from) in [(0, l.a), (1, l.b)] {
+            let node = g.node(from);
+            if node.kind != NodeKind::Switch {
+                continue;
+            }
+            let b = buffer_of(s, &node.name);
+            if b.pfc.enabled {
+                out[2 * i + dir] = Some(PauseThreshold {
+                    xoff: dynamic(&b, b.alpha),
+                    xon_offset: b.pfc.xon_offset_bytes() as f64,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The link directions whose estimated queue exceeds their switch's threshold, in link order;
+/// `pauses` (by link direction, empty when PFC was not modelled) says how the modelled ones
+/// paused.
+fn limits(src: &Source, g: &Graph, peaks: &[BacklogPeak], pauses: &[PauseTotal]) -> Vec<FlowLimit> {
     let s = &src.scenario;
     let mut out = Vec::new();
     for (i, l) in g.links().iter().enumerate() {
@@ -250,12 +340,7 @@ fn limits(src: &Source, g: &Graph, peaks: &[BacklogPeak]) -> Vec<FlowLimit> {
             if node.kind != NodeKind::Switch {
                 continue;
             }
-            let buffer = s
-                .switches
-                .iter()
-                .find(|sw| sw.name == node.name)
-                .and_then(|sw| sw.buffer)
-                .unwrap_or(s.switch_buffer);
+            let buffer = buffer_of(s, &node.name);
             let (t, consequence) = threshold(&buffer, p.inputs);
             if p.bytes > t {
                 out.push(FlowLimit {
@@ -267,6 +352,13 @@ fn limits(src: &Source, g: &Graph, peaks: &[BacklogPeak]) -> Vec<FlowLimit> {
                     inputs: p.inputs,
                     arrival_bps: p.arrival * 8.0,
                     bandwidth_bps: l.bandwidth_bps,
+                    modelled: pauses.get(2 * i + dir).filter(|m| m.pauses > 0).map(|m| {
+                        ModelledPause {
+                            pauses: m.pauses,
+                            first_ps: m.first.ps(),
+                            paused_ps: m.paused_ps,
+                        }
+                    }),
                 });
             }
         }
@@ -311,14 +403,15 @@ pub fn run(src: &Source, progress: Option<&Progress>) -> Result<Finished, Scenar
         dir: &directory,
         seed: s.seed,
     };
-    let out = sim::run(apps, &paths, capacities, &cfg, progress).map_err(|e| {
+    let pause = pause_thresholds(s, &g);
+    let out = sim::run_with_pfc(apps, &paths, capacities, &cfg, progress, pause).map_err(|e| {
         src.error_at(
             &scenario::FieldPath::root(),
             format!("the flow network refused the fabric: {e}"),
         )
     })?;
 
-    let flow_limits = limits(src, &g, &out.backlogs);
+    let flow_limits = limits(src, &g, &out.backlogs, &out.pauses);
     // Present the result as a finished world (see the module doc).
     let mut apps = out.apps.into_iter();
     let no_routes = Arc::new(RouteTable::new());
@@ -428,6 +521,7 @@ mod tests {
             inputs: 2,
             arrival_bps: 800e9,
             bandwidth_bps: 400_000_000_000,
+            modelled: None,
         }
     }
 

@@ -25,8 +25,20 @@
 //! bounds that), and it charges each link with all its arrivals (a queue upstream smooths what
 //! reaches the next one). It costs a few operations per hop, at every start and finish, on the
 //! link directions that can queue at all (see `Screen`); elsewhere a few dense reads per flow.
+//!
+//! **PFC.** Given the pause thresholds of the switch ports that run PFC
+//! ([`Backlogs::set_pause`]), it also keeps, on those ports, the queue a lossless switch would
+//! hold: the same open-loop arrivals, but the queue stops at XOFF (the threshold for the
+//! inputs feeding it then) and the port *pauses* its inputs there, the excess held upstream;
+//! it resumes when the arrivals fall below the port's rate and the queue drains to XON
+//! (XOFF less the XON offset). [`Backlogs::paused`] lists the paused ports,
+//! [`Backlogs::next_pause_change`] says when one will cross either threshold at the present
+//! rates, so that the caller can hold the flows behind a pause ([`crate::pfc`]). Without
+//! [`Backlogs::set_pause`] none of it runs.
 
-use fabemu_fabric::units::Time;
+use std::collections::BTreeSet;
+
+use fabemu_fabric::units::{Time, PS_PER_S};
 use smallvec::SmallVec;
 
 use crate::LinkId;
@@ -43,6 +55,230 @@ pub struct BacklogPeak {
     pub inputs: u32,
     /// The arrival rate then, in wire bytes per second.
     pub arrival: f64,
+}
+
+/// A switch buffer's dynamic threshold for the queue that `n` ingress ports feeding one egress
+/// port may build: each ingress holds its reserved bytes plus `alpha x free shared bytes`,
+/// which with `n` of them alone in the pool is `alpha x shared / (1 + n alpha)` each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DynamicThreshold {
+    /// The buffer, bytes.
+    pub total: f64,
+    /// Reserved bytes per ingress (port, priority).
+    pub reserved: f64,
+    /// The dynamic threshold's factor.
+    pub alpha: f64,
+}
+
+impl DynamicThreshold {
+    /// The threshold, bytes, for `n` ingress ports (at least one).
+    pub fn bytes(&self, n: u32) -> f64 {
+        let n = f64::from(n.max(1));
+        let shared = (self.total - n * self.reserved).max(0.0);
+        n * (self.reserved + self.alpha * shared / (1.0 + n * self.alpha))
+    }
+}
+
+/// When a PFC port pauses its inputs and resumes them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PauseThreshold {
+    /// XOFF: the queue at which it pauses, by the number of inputs feeding it.
+    pub xoff: DynamicThreshold,
+    /// XON is this many bytes below XOFF (at least 0).
+    pub xon_offset: f64,
+}
+
+/// How long a PFC port was paused ([`Backlogs::pause_totals`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PauseTotal {
+    /// Times it paused its inputs.
+    pub pauses: u32,
+    /// When it first did.
+    pub first: Time,
+    /// Time spent paused, ps.
+    pub paused_ps: u64,
+}
+
+/// One PFC port's lossless queue (see the module doc).
+#[derive(Clone, Copy, Debug, Default)]
+struct PauseState {
+    /// Time the queue was integrated to.
+    t: Time,
+    /// Queue, wire bytes: at most XOFF.
+    q: f64,
+    paused: bool,
+    /// Since when, while paused.
+    since: Time,
+    /// When it crosses XOFF or XON at the present rates (`Time::NEVER`: not at these rates).
+    due: Time,
+    total: PauseTotal,
+}
+
+/// `bytes / rate` seconds in picoseconds, rounded up (`u64::MAX` beyond).
+fn ps_for(bytes: f64, rate: f64) -> u64 {
+    let ps = (bytes.max(0.0) / rate * PS_PER_S as f64).ceil();
+    if ps < u64::MAX as f64 {
+        ps as u64
+    } else {
+        u64::MAX
+    }
+}
+
+impl PauseState {
+    /// Integrates the queue up to `now` at growth `grow` (arrivals less capacity, bytes/s),
+    /// bounded by the flows' `bytes`, pausing where it reaches `xoff` and resuming where it
+    /// drains to `xon`; true when it paused or resumed.
+    fn advance(&mut self, now: Time, grow: f64, bytes: f64, xoff: f64, xon: f64) -> bool {
+        let mut changed = false;
+        while now > self.t {
+            let dt = (now.ps() - self.t.ps()) as f64 / PS_PER_S as f64;
+            let open = self.q + grow * dt;
+            if !self.paused && grow > 0.0 && open >= xoff && xoff <= bytes {
+                let at = Time(self.t.ps().saturating_add(ps_for(xoff - self.q, grow)));
+                if at <= now {
+                    self.t = at;
+                    self.q = xoff;
+                    self.paused = true;
+                    self.since = at;
+                    if self.total.pauses == 0 {
+                        self.total.first = at;
+                    }
+                    self.total.pauses += 1;
+                    changed = true;
+                    continue;
+                }
+            } else if self.paused && grow < 0.0 && open <= xon {
+                let at = Time(self.t.ps().saturating_add(ps_for(self.q - xon, -grow)));
+                if at <= now {
+                    self.t = at;
+                    self.q = xon;
+                    self.resume(at);
+                    changed = true;
+                    continue;
+                }
+            }
+            if !self.paused || grow < 0.0 {
+                self.q = open.clamp(0.0, if self.paused { xoff } else { bytes.max(0.0) });
+            }
+            self.t = now;
+        }
+        changed
+    }
+
+    fn resume(&mut self, at: Time) {
+        self.paused = false;
+        self.total.paused_ps += at.ps().saturating_sub(self.since.ps());
+    }
+
+    /// After the rates or inputs changed at `t` (integrated to it): a threshold the queue is
+    /// already beyond takes effect now; sets when the next crossing is due. True when it
+    /// paused or resumed.
+    fn recheck(&mut self, grow: f64, bytes: f64, xoff: f64, xon: f64, empty: bool) -> bool {
+        let t = self.t;
+        let mut changed = false;
+        if empty {
+            // No flow arrives: nothing is held (what is queued drains at the port's rate).
+            self.q = 0.0;
+            if self.paused {
+                self.resume(t);
+                changed = true;
+            }
+        } else if !self.paused && self.q >= xoff && xoff <= bytes {
+            self.q = xoff;
+            self.paused = true;
+            self.since = t;
+            if self.total.pauses == 0 {
+                self.total.first = t;
+            }
+            self.total.pauses += 1;
+            changed = true;
+        } else if self.paused && self.q <= xon {
+            self.resume(t);
+            changed = true;
+        }
+        self.due = if !self.paused && grow > 0.0 && xoff <= bytes {
+            Time(
+                t.ps()
+                    .saturating_add(ps_for(xoff - self.q, grow))
+                    .max(t.ps() + 1),
+            )
+        } else if self.paused && grow < 0.0 {
+            Time(
+                t.ps()
+                    .saturating_add(ps_for(self.q - xon, -grow))
+                    .max(t.ps() + 1),
+            )
+        } else {
+            Time::NEVER
+        };
+        changed
+    }
+}
+
+/// The PFC ports' lossless queues (see the module doc).
+#[derive(Clone, Debug)]
+struct Pauses {
+    /// Per link direction: its thresholds, if a switch with PFC transmits on it.
+    thr: Vec<Option<PauseThreshold>>,
+    st: Vec<PauseState>,
+    /// `(due, link)` of every port with a crossing due.
+    due: BTreeSet<(Time, u32)>,
+    /// The paused ports.
+    paused: BTreeSet<u32>,
+    /// Some port paused or resumed since [`Backlogs::take_pause_change`] last said so.
+    changed: bool,
+}
+
+impl Pauses {
+    /// The thresholds of port `l` for `n` inputs: (XOFF, XON).
+    fn levels(&self, l: usize, n: u32) -> Option<(f64, f64)> {
+        let t = self.thr.get(l).copied().flatten()?;
+        let xoff = t.xoff.bytes(n);
+        Some((xoff, (xoff - t.xon_offset.max(0.0)).max(0.0)))
+    }
+
+    /// Integrates port `l` to `now` at its present rates (`s`, capacity `cap`).
+    fn advance(&mut self, l: usize, now: Time, s: &LinkState, cap: f64) {
+        let Some((xoff, xon)) = self.levels(l, s.inputs.len() as u32) else {
+            return;
+        };
+        let grow = s.arrive.min(s.in_cap) - cap;
+        if self.st[l].advance(now, grow, s.bytes, xoff, xon) {
+            self.flip(l);
+        }
+    }
+
+    /// After port `l`'s rates changed (`s`): applies a threshold crossed by the change and
+    /// files its next crossing.
+    fn recheck(&mut self, l: usize, s: &LinkState, cap: f64) {
+        let Some((xoff, xon)) = self.levels(l, s.inputs.len() as u32) else {
+            return;
+        };
+        let grow = s.arrive.min(s.in_cap) - cap;
+        let st = &mut self.st[l];
+        let old = st.due;
+        let flipped = st.recheck(grow, s.bytes, xoff, xon, s.inputs.is_empty());
+        let due = st.due;
+        if flipped {
+            self.flip(l);
+        }
+        if old != due {
+            self.due.remove(&(old, l as u32));
+            if due != Time::NEVER {
+                self.due.insert((due, l as u32));
+            }
+        }
+    }
+
+    /// Port `l` paused or resumed: lists it as its state says.
+    fn flip(&mut self, l: usize) {
+        self.changed = true;
+        if self.st[l].paused {
+            self.paused.insert(l as u32);
+        } else {
+            self.paused.remove(&(l as u32));
+        }
+    }
 }
 
 /// One link direction's state.
@@ -150,6 +386,8 @@ pub struct Backlogs {
     /// Keys of the flows started at `pending_t` and not applied yet.
     pending: Vec<u32>,
     pending_t: Time,
+    /// The PFC ports' queues, once [`Backlogs::set_pause`] gave thresholds.
+    pause: Option<Box<Pauses>>,
 }
 
 impl Backlogs {
@@ -169,7 +407,94 @@ impl Backlogs {
             keys: Vec::new(),
             pending: Vec::new(),
             pending_t: Time::ZERO,
+            pause: None,
         }
+    }
+
+    /// Models PFC on the link directions `thresholds` gives thresholds for (by [`LinkId`]):
+    /// their lossless queues and pauses (see the module doc). Nothing is kept when none has
+    /// one. Call before the first start.
+    pub fn set_pause(&mut self, mut thresholds: Vec<Option<PauseThreshold>>) {
+        if thresholds.iter().all(Option::is_none) {
+            self.pause = None;
+            return;
+        }
+        // A port that the screen leaves untracked cannot queue (see `Screen`), so it never
+        // pauses either: the ports are integrated where the estimate is, no more.
+        thresholds.resize(self.caps.len(), None);
+        self.pause = Some(Box::new(Pauses {
+            st: vec![PauseState::default(); thresholds.len()],
+            thr: thresholds,
+            due: BTreeSet::new(),
+            paused: BTreeSet::new(),
+            changed: false,
+        }));
+    }
+
+    /// Brings the PFC ports up to `now`: applies the flows started before or at `now` and
+    /// every pause and resume due by then. True when some port paused or resumed since the
+    /// last call.
+    pub fn settle_pauses<'a>(&mut self, now: Time, path: impl Fn(u32) -> &'a [LinkId]) -> bool {
+        if self.pause.is_none() {
+            return false;
+        }
+        if !self.pending.is_empty() {
+            self.apply_pending(&path);
+        }
+        let Some(p) = self.pause.as_deref_mut() else {
+            return false;
+        };
+        while let Some(&(due, l)) = p.due.first() {
+            if due > now {
+                break;
+            }
+            p.due.remove(&(due, l));
+            let (l, cap) = (l as usize, self.caps[l as usize]);
+            let s = &mut self.links[l];
+            s.update(due, cap);
+            p.st[l].due = Time::NEVER;
+            p.advance(l, due, s, cap);
+            p.recheck(l, s, cap);
+        }
+        std::mem::take(&mut p.changed)
+    }
+
+    /// The PFC ports paused now, by [`LinkId`] (after [`Backlogs::settle_pauses`]).
+    pub fn paused(&self) -> impl Iterator<Item = LinkId> + '_ {
+        self.pause
+            .iter()
+            .flat_map(|p| p.paused.iter().map(|&l| LinkId(l)))
+    }
+
+    /// Whether link direction `l` is a PFC port (a switch with PFC transmits on it).
+    pub fn is_pause_port(&self, l: LinkId) -> bool {
+        self.pause
+            .as_ref()
+            .is_some_and(|p| p.thr.get(l.0 as usize).is_some_and(Option::is_some))
+    }
+
+    /// When a PFC port will next pause or resume at the present rates, if it will.
+    pub fn next_pause_change(&self) -> Option<Time> {
+        self.pause
+            .as_ref()
+            .and_then(|p| p.due.first().map(|&(t, _)| t))
+    }
+
+    /// How long each PFC port was paused, by [`LinkId`], up to `now` (empty without
+    /// [`Backlogs::set_pause`]).
+    pub fn pause_totals(&self, now: Time) -> Vec<PauseTotal> {
+        let Some(p) = &self.pause else {
+            return Vec::new();
+        };
+        p.st.iter()
+            .map(|st| {
+                let mut t = st.total;
+                if st.paused {
+                    t.paused_ps += now.ps().saturating_sub(st.since.ps());
+                }
+                t
+            })
+            .collect()
     }
 
     /// Flow `key` of `bytes` wire bytes starts at `now` from host `src`, its source rate
@@ -347,6 +672,9 @@ impl Backlogs {
             return;
         };
         s.update(now, cap);
+        if let Some(p) = self.pause.as_deref_mut() {
+            p.advance(l, now, s, cap);
+        }
         let i = s.inputs.iter().position(|&(u, _)| u == input);
         if add {
             s.arrive += rate;
@@ -375,6 +703,9 @@ impl Backlogs {
                 s.in_cap = 0.0;
             }
             s.b = s.b.min(s.bytes.max(0.0));
+        }
+        if let Some(p) = self.pause.as_deref_mut() {
+            p.recheck(l, s, cap);
         }
     }
 

@@ -91,10 +91,11 @@
 pub mod backlog;
 pub mod maxmin;
 pub mod network;
+pub mod pfc;
 pub mod queues;
 pub mod sim;
 
-pub use backlog::{BacklogPeak, Backlogs};
+pub use backlog::{BacklogPeak, Backlogs, DynamicThreshold, PauseThreshold, PauseTotal};
 pub use maxmin::{max_min_rates, FlowSpec};
 pub use network::{FlowNetwork, PathId};
 pub use queues::{QueueEvent, QueueNetwork};

@@ -45,8 +45,10 @@ use fabemu_fabric::units::{Bandwidth, Time};
 use fabemu_fabric::wire::{write_frame_len, ACK_FRAME_LEN};
 use rustc_hash::FxHashMap;
 
+use crate::pfc::Holds;
 use crate::{
-    BacklogPeak, Backlogs, FlowError, FlowNetwork, LinkId, PathId, QueueEvent, QueueNetwork,
+    BacklogPeak, Backlogs, FlowError, FlowNetwork, LinkId, PathId, PauseThreshold, PauseTotal,
+    QueueEvent, QueueNetwork,
 };
 
 /// One hop of a routed path: the link direction crossed, its rate and latency.
@@ -198,6 +200,9 @@ pub struct SimOutput<A> {
     /// Per link direction, the largest queue senders without congestion control would have
     /// built there ([`crate::backlog`]): where the flow model's assumption failed.
     pub backlogs: Vec<BacklogPeak>,
+    /// Per link direction, how long its PFC port was paused ([`run_with_pfc`]; empty when
+    /// PFC was not modelled).
+    pub pauses: Vec<PauseTotal>,
     /// Counters.
     pub stats: SimStats,
 }
@@ -521,6 +526,8 @@ struct Core<'p> {
     error: Option<FlowError>,
     /// Open-loop queue estimates (see [`crate::backlog`]).
     backlogs: Backlogs,
+    /// PFC's holds, when it is modelled ([`run_with_pfc`]).
+    pfc: Option<Box<Holds>>,
 }
 
 impl Core<'_> {
@@ -654,8 +661,15 @@ impl Core<'_> {
             // Only when registering it failed (the error is kept already).
             None => return,
         };
-        if let Err(e) = started {
-            self.error.get_or_insert(e);
+        match started {
+            Ok(f) => {
+                if let Some(h) = self.pfc.as_deref_mut() {
+                    h.started(q, f, w.data_w, cap);
+                }
+            }
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
         }
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
     }
@@ -666,11 +680,18 @@ impl Core<'_> {
     #[inline(never)]
     fn start_lists(&mut self, q: u32, w: WireMemo, len: u64, cap: Option<f64>) {
         self.fill_lists(q, w);
-        if let Err(e) =
-            self.net
-                .start_with_acks(self.now, &self.usage, &self.acks, len, cap, u64::from(q))
+        match self
+            .net
+            .start_with_acks(self.now, &self.usage, &self.acks, len, cap, u64::from(q))
         {
-            self.error.get_or_insert(e);
+            Ok(f) => {
+                if let Some(h) = self.pfc.as_deref_mut() {
+                    h.started(q, f, w.data_w, cap);
+                }
+            }
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
         }
         self.stats.peak_flows = self.stats.peak_flows.max(self.net.active() as u64);
     }
@@ -774,6 +795,9 @@ impl Core<'_> {
     /// start the next.
     fn tx_done(&mut self, q: u32) {
         self.backlog_done(q);
+        if let Some(h) = self.pfc.as_deref_mut() {
+            h.finished(q);
+        }
         let qp = &mut self.qps[q as usize];
         let Some(msg) = qp.pop() else {
             return;
@@ -819,6 +843,29 @@ impl Core<'_> {
 }
 
 impl Core<'_> {
+    /// PFC at the end of an instant: the ports' pauses and resumes up to now, and the holds
+    /// they put on the flows ([`crate::pfc`]). Returns when a port will next pause or resume.
+    #[cold]
+    #[inline(never)]
+    fn settle_pfc(&mut self) -> Option<Time> {
+        let qps = &self.qps;
+        let changed = self.backlogs.settle_pauses(self.now, |k| forward(qps, k));
+        let h = self.pfc.as_deref_mut()?;
+        let paused: Vec<LinkId> = self.backlogs.paused().collect();
+        if changed || !paused.is_empty() {
+            let b = &self.backlogs;
+            if let Err(e) = h.hold(
+                &mut self.net,
+                &paused,
+                |l| b.is_pause_port(l),
+                |k| forward(qps, k),
+            ) {
+                self.error.get_or_insert(e);
+            }
+        }
+        self.backlogs.next_pause_change()
+    }
+
     /// Queue model: runs the queue network's events up to `t`; false for the max-min model.
     /// Inlined: the max-min model asks this at every event.
     #[inline]
@@ -875,14 +922,33 @@ impl Transport for Api<'_, '_> {
 /// `progress`, when given, is kept up to date (simulated time, events) every 256 events, and
 /// its `cancel` flag, read before every event, stops the run there.
 pub fn run<A: Application>(
-    mut apps: Vec<A>,
+    apps: Vec<A>,
     paths: &dyn PathSource,
     capacities: Vec<f64>,
     cfg: &SimConfig,
     progress: Option<&Progress>,
 ) -> Result<SimOutput<A>, FlowError> {
+    run_with_pfc(apps, paths, capacities, cfg, progress, Vec::new())
+}
+
+/// [`run`] with PFC on the switch ports `pause` gives thresholds for (by [`LinkId`]): their
+/// lossless queues pause the links feeding them, and the flows behind a pause are held
+/// ([`crate::pfc`]). Only the max-min model holds flows; the queue model, and a `pause` with
+/// no thresholds, run as [`run`] does.
+pub fn run_with_pfc<A: Application>(
+    mut apps: Vec<A>,
+    paths: &dyn PathSource,
+    capacities: Vec<f64>,
+    cfg: &SimConfig,
+    progress: Option<&Progress>,
+    pause: Vec<Option<PauseThreshold>>,
+) -> Result<SimOutput<A>, FlowError> {
     let n_links = capacities.len();
-    let backlogs = Backlogs::new(capacities.clone(), apps.len());
+    let mut backlogs = Backlogs::new(capacities.clone(), apps.len());
+    let pfc = (cfg.model == FlowModel::MaxMin && pause.iter().any(Option::is_some)).then(|| {
+        backlogs.set_pause(pause);
+        Box::new(Holds::new())
+    });
     let mut core = Core {
         now: Time::ZERO,
         cfg: *cfg,
@@ -907,6 +973,7 @@ pub fn run<A: Application>(
         scratch: Vec::new(),
         error: None,
         backlogs,
+        pfc,
     };
     for (h, app) in apps.iter_mut().enumerate() {
         app.start(&mut Api {
@@ -935,11 +1002,15 @@ pub fn run<A: Application>(
         // refills the components that starts and finishes touched, so all of an instant's
         // starts (a million posts at time zero) share one refilling. No flow can finish at
         // the current instant any more: those were reported when time reached it.
+        let mut pause_t = None;
         let flow_t = if ev_t == Some(core.now) && core.stats.events > 0 {
             None
         } else if let Some(q) = core.qnet.as_mut() {
             q.next_event()
         } else {
+            if core.pfc.is_some() {
+                pause_t = core.settle_pfc();
+            }
             core.net.next_finish()
         };
         let next = match (flow_t, ev_t) {
@@ -949,6 +1020,17 @@ pub fn run<A: Application>(
         if next > cfg.until {
             core.stats.stopped_at_limit = true;
             break;
+        }
+        if let Some(t) = pause_t.filter(|&t| t < next) {
+            // A PFC port pauses or resumes before anything else happens: the next round
+            // settles it at `t` (no flow finishes before `next`).
+            core.now = t;
+            core.net.advance(t, &mut finished);
+            for (_, token) in finished.drain(..) {
+                core.stats.events += 1;
+                core.tx_done(token as u32);
+            }
+            continue;
         }
         if flow_t == Some(next) {
             core.now = next;
@@ -994,11 +1076,13 @@ pub fn run<A: Application>(
     let backlogs = core
         .backlogs
         .peaks(core.stats.end_time, |k| forward(qps, k));
+    let pauses = core.backlogs.pause_totals(core.stats.end_time);
     Ok(SimOutput {
         apps,
         hosts,
         links,
         backlogs,
+        pauses,
         stats: core.stats,
     })
 }

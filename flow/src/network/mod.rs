@@ -904,6 +904,38 @@ impl FlowNetwork {
         self.flows.get(f.0 as usize).is_some_and(|fl| fl.active)
     }
 
+    /// Sets the rate cap (payload bytes/s; `None`: none) of active flow `f` from now on; the
+    /// rates move at the next query, as after a start. The refresh takes the flow as if it left
+    /// and started again with the new cap (its old rate bounds its links' thresholds, its new
+    /// one is open), so the incremental rates stay those of a full recomputation. Setting the
+    /// cap it has, or that of a flow not active, does nothing.
+    pub fn set_cap(&mut self, f: FlowId, cap: Option<f64>) -> Result<(), FlowError> {
+        let cap = check_cap(cap)?;
+        let slot = f.0 as usize;
+        let Some(flow) = self.flows.get_mut(slot).filter(|fl| fl.active) else {
+            return Ok(());
+        };
+        if flow.cap.to_bits() == cap.to_bits() {
+            return Ok(());
+        }
+        if flow.usage.is_empty() && cap == f64::INFINITY {
+            return Err(FlowError::Unbounded);
+        }
+        flow.cap = cap;
+        if !flow.dirty {
+            flow.dirty = true;
+            self.dirty_flows.push(f.0);
+        }
+        let old = std::mem::replace(&mut self.fill_rate[slot], f64::INFINITY);
+        if old < f64::INFINITY {
+            for &(l, _, _) in &self.flows[slot].usage {
+                let link = &mut self.links[l as usize];
+                link.removed_max = link.removed_max.max(old);
+            }
+        }
+        Ok(())
+    }
+
     /// Bytes (capacity units: weight x payload) link direction `l` has carried up to now, for
     /// utilization reports; 0 for an unknown link.
     pub fn link_bytes(&self, l: LinkId) -> f64 {
