@@ -173,9 +173,9 @@ impl std::fmt::Display for FlowLimit {
     }
 }
 
-/// A kind of port: the switch's and the peer's names without their numbers, and what the
-/// packet level would do there.
-type PortKind<'a> = (String, String, &'a str);
+/// A kind of port: the switch's and the peer's names without their numbers, what the packet
+/// level would do there, and whether the flow level modelled it.
+type PortKind<'a> = (String, String, &'a str, bool);
 
 /// The run's warnings for `limits`: one per kind of port, the ports whose names differ only
 /// in their numbers (`edge3 -> h17` and `edge0 -> h2` are `edge -> h`) and that would do the
@@ -187,7 +187,7 @@ pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
     let kind = |l: &FlowLimit| {
         let stem = |n: &str| n.trim_end_matches(|c: char| c.is_ascii_digit()).to_string();
         let (from, to) = l.port.split_once(" -> ").unwrap_or((&l.port, ""));
-        (stem(from), stem(to), l.consequence)
+        (stem(from), stem(to), l.consequence, l.modelled.is_some())
     };
     // Kinds in the order their first port comes in the report.
     let mut kinds: Vec<(PortKind, Vec<&FlowLimit>)> = Vec::new();
@@ -200,22 +200,26 @@ pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
     }
     kinds
         .into_iter()
-        .filter_map(|((from, to, _), list)| {
-            if list.iter().any(|l| l.modelled.is_some()) {
-                // Modelled pauses: one line per port (their times differ, and they are few).
-                return Some(
-                    list.iter()
-                        .map(|l| l.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                );
-            }
+        .filter_map(|((from, to, _, modelled), list)| {
             let worst = list
                 .iter()
                 .max_by_key(|l| (l.queue_bytes, std::cmp::Reverse(l.at_ps)))?;
             let first = list.iter().min_by_key(|l| l.at_ps)?;
             Some(if list.len() == 1 {
                 worst.to_string()
+            } else if modelled {
+                format!(
+                    "{n} ports {from}* -> {to}* would queue above their pause thresholds without \
+                     PFC, the first at {first:.3} ms ({fp}); the worst, {wp}, {peak} against \
+                     {thr:.2} MiB: {what} (the report's `flow_limits` lists every port)",
+                    n = list.len(),
+                    first = first.at_ps as f64 * 1e-9,
+                    fp = first.port,
+                    wp = worst.port,
+                    peak = worst.peak(),
+                    thr = worst.threshold_bytes as f64 / 1048576.0,
+                    what = worst.consequence_text(),
+                )
             } else {
                 format!(
                     "flow fidelity assumes no queue beyond the buffer, but {n} ports {from}* -> \

@@ -173,17 +173,10 @@ impl PauseState {
     /// After the rates or inputs changed at `t` (integrated to it): a threshold the queue is
     /// already beyond takes effect now; sets when the next crossing is due. True when it
     /// paused or resumed.
-    fn recheck(&mut self, grow: f64, bytes: f64, xoff: f64, xon: f64, empty: bool) -> bool {
+    fn recheck(&mut self, grow: f64, bytes: f64, xoff: f64, xon: f64) -> bool {
         let t = self.t;
         let mut changed = false;
-        if empty {
-            // No flow arrives: nothing is held (what is queued drains at the port's rate).
-            self.q = 0.0;
-            if self.paused {
-                self.resume(t);
-                changed = true;
-            }
-        } else if !self.paused && self.q >= xoff && xoff <= bytes {
+        if !self.paused && self.q >= xoff && xoff <= bytes {
             self.q = xoff;
             self.paused = true;
             self.since = t;
@@ -257,7 +250,7 @@ impl Pauses {
         let grow = s.arrive.min(s.in_cap) - cap;
         let st = &mut self.st[l];
         let old = st.due;
-        let flipped = st.recheck(grow, s.bytes, xoff, xon, s.inputs.is_empty());
+        let flipped = st.recheck(grow, s.bytes, xoff, xon);
         let due = st.due;
         if flipped {
             self.flip(l);
@@ -806,5 +799,66 @@ mod tests {
         let q = b.peaks(Time::from_us(11), &p);
         // Both at 50 Gb/s now: 100 Gb/s into 50 Gb/s for 1 us.
         assert!((q[1].bytes - 6250.0).abs() < 1e-6, "{:?}", q[1]);
+    }
+
+    /// A PFC port pauses where its queue reaches XOFF and holds it there; it resumes once the
+    /// arrivals fall below its rate and the queue has drained to XON.
+    #[test]
+    fn a_pfc_port_pauses_at_xoff_and_resumes_at_xon() {
+        // Links 0-3: sources' first hops; 4: the 400 Gb/s trunk; 5: the receiver's port.
+        let mut caps = vec![G100; 4];
+        caps.extend([4.0 * G100, G100]);
+        let mut b = Backlogs::new(caps, 4);
+        // XOFF 1.5 MB whatever the inputs; XON 0.5 MB below.
+        let xoff = DynamicThreshold {
+            total: 1.5e6,
+            reserved: 0.0,
+            alpha: 1e12,
+        };
+        let mut thr = vec![None; 6];
+        thr[5] = Some(PauseThreshold {
+            xoff,
+            xon_offset: 5e5,
+        });
+        b.set_pause(thr);
+        let p: Vec<Vec<LinkId>> = (0..5)
+            .map(|s| vec![LinkId(s % 4), LinkId(4), LinkId(5)])
+            .collect();
+        let p = paths(&p);
+        for s in 0..4u32 {
+            b.start(Time::ZERO, s, s, 1e8, None, &p);
+        }
+        assert!(!b.settle_pauses(Time::ZERO, &p));
+        // 300 Gb/s of excess (37.5 GB/s) fills 1.5 MB in 40 us.
+        assert_eq!(b.next_pause_change(), Some(Time::from_us(40)));
+        assert!(b.settle_pauses(Time::from_us(40), &p));
+        assert_eq!(b.paused().collect::<Vec<_>>(), [LinkId(5)]);
+        assert_eq!(
+            b.next_pause_change(),
+            None,
+            "held at XOFF while arrivals exceed"
+        );
+        // Three sources stop at 100 us: 100 Gb/s arrive, no excess: still paused.
+        for s in 1..4u32 {
+            b.finish(Time::from_us(100), s, &p);
+        }
+        assert!(!b.settle_pauses(Time::from_us(100), &p));
+        assert_eq!(b.next_pause_change(), None);
+        // Its source's flow is replaced by one capped at 50 Gb/s: the queue drains at
+        // 50 Gb/s (6.25 GB/s) from XOFF to XON, 0.5 MB, in 80 us.
+        b.start(Time::from_us(200), 4, 0, 1e8, Some(G100 / 2.0), &p);
+        b.finish(Time::from_us(200), 0, &p);
+        assert!(!b.settle_pauses(Time::from_us(200), &p));
+        assert_eq!(b.next_pause_change(), Some(Time::from_us(280)));
+        assert!(b.settle_pauses(Time::from_us(280), &p));
+        assert_eq!(b.paused().count(), 0);
+        assert_eq!(b.next_pause_change(), None);
+        let totals = b.pause_totals(Time::from_us(300));
+        assert_eq!(totals[5].pauses, 1);
+        assert_eq!(totals[5].first, Time::from_us(40));
+        assert_eq!(totals[5].paused_ps, Time::from_us(240).ps());
+        b.finish(Time::from_us(300), 4, &p);
+        assert!(!b.settle_pauses(Time::from_us(300), &p));
+        assert_eq!(b.paused().count(), 0);
     }
 }

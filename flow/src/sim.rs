@@ -856,6 +856,8 @@ impl Core<'_> {
             let b = &self.backlogs;
             if let Err(e) = h.hold(
                 &mut self.net,
+                self.now.ps(),
+                changed,
                 &paused,
                 |l| b.is_pause_port(l),
                 |k| forward(qps, k),

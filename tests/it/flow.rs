@@ -505,6 +505,26 @@ fn pfc_holds_the_victim_of_a_paused_trunk_as_the_packet_level_does() {
     }
 }
 
+/// A PFC fabric where every port takes turns pausing: an all-to-all of 128 KiB on a 4:1
+/// oversubscribed fat-tree of 64 hosts (`examples/cc_compare_alltoall.yaml` without ECN), all
+/// 64 switch-to-switch ports paused at times. The holds do not stall the fabric: the makespan
+/// stays within 1% of the packet level (measured 2.7739 against 2.7732 ms; max-min alone
+/// 2.7796).
+#[test]
+fn pfc_on_a_fabric_of_paused_ports_keeps_the_makespan() {
+    let yaml = std::fs::read_to_string("examples/cc_compare_alltoall.yaml").unwrap();
+    let yaml: String = yaml
+        .lines()
+        .filter(|l| !l.contains("ecn:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (p, f) = both(&yaml);
+    let (tp, tf) = (p.totals.completion_time_ps, f.totals.completion_time_ps);
+    assert!(rel(tf, tp) <= 0.01, "packet {tp} ps, flow {tf} ps");
+    assert!(f.flow_limits.iter().all(|l| l.modelled.is_some()));
+    assert_eq!(f.flow_limits.len(), 64);
+}
+
 /// With PFC on but no port paused, the flow level is what it is without PFC, to the bit.
 #[test]
 fn pfc_where_nothing_pauses_changes_nothing() {
