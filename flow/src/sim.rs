@@ -29,6 +29,8 @@
 //! fair share (transient queues, incast bursts), real payload bytes. What senders without
 //! congestion control would queue on each link is estimated alongside ([`crate::backlog`],
 //! [`SimOutput::backlogs`]), so that a caller can say where these figures cannot be trusted.
+//! Switch PFC is the exception: [`run_with_pfc`] pauses the ports whose lossless queue
+//! reaches XOFF and holds the flows behind the pause ([`crate::pfc`]).
 //!
 //! Events at one instant run in a fixed order (flow finishes, then events by the order they
 //! were scheduled), so a run is deterministic.
