@@ -233,6 +233,22 @@ impl Routes {
         self.store(node, to, id);
     }
 
+    /// Gives `node` toward each host of ranks `to` the route it has toward the host of rank
+    /// `from`: [`copy_route`](Self::copy_route) for each, and one fill of the row when the
+    /// node has one (a fat-tree's 16 hosts behind a switch are a cache line of it).
+    pub(crate) fn copy_routes(&mut self, node: NodeId, from: usize, to: std::ops::Range<usize>) {
+        let r = self.row[node];
+        if r == NO_ROW {
+            for rank in to {
+                self.copy_route(node, from, rank);
+            }
+            return;
+        }
+        let base = r * self.hosts;
+        let id = self.entries[base + from];
+        self.entries[base + to.start..base + to.end].fill(id);
+    }
+
     /// Makes `ports` (already sorted, distinct and valid) the next hops of `node` toward every
     /// host but itself, replacing its whole row.
     pub(crate) fn set_row_checked(

@@ -14,7 +14,9 @@
 //! every other node's distances and next hops toward them are equal. A destination that follows
 //! such a sibling in rank order therefore takes the sibling's column as it is (set ids copied,
 //! nothing searched or hashed) and only the shared switch's entry is its own: the one port to
-//! it. On a k = 32 fat-tree that leaves 512 searches of 8192 (16 hosts per edge switch).
+//! it. On a k = 32 fat-tree that leaves 512 searches of 8192 (16 hosts per edge switch). The
+//! siblings after a search take its column together, each node's entries toward them one fill
+//! of its row (16 hosts: one cache line), not one copy per node and host.
 //!
 //! Whether hosts forward is a property of the fabric, not of the graph: in a Clos fabric a host
 //! is only ever an endpoint, while in a host-to-host ring or torus every host relays. The
@@ -76,35 +78,16 @@ fn search(g: &Graph, opts: &RoutingOptions, reuse: bool) -> Result<Routes, Topol
         routes.set_row_checked(h, &[0])?;
     }
 
-    // The relaying neighbour of the last destination searched, when it was a one-port host
-    // (then `queue` still holds that search's nodes).
-    let mut sibling_of: Option<usize> = None;
-    for (rank, &dst) in hosts.iter().enumerate() {
-        let via = match peers_of(dst) {
-            &[e] if reuse && single[dst] && relays(e) => Some(e),
-            _ => None,
-        };
-        if via.is_some() && via == sibling_of && rank > 0 {
-            // The previous destination's column, but at the shared switch: the port to `dst`.
-            // The nodes are those its search reached (the two hosts swap places, and both
-            // are skipped as one-port hosts).
-            for &v in queue[1..].iter().filter(|&&v| !single[v]) {
-                if Some(v) == via {
-                    hops.clear();
-                    hops.extend(
-                        peers_of(v)
-                            .iter()
-                            .enumerate()
-                            .filter_map(|(p, &w)| (w == dst).then_some(p)),
-                    );
-                    routes.set_checked(v, rank, &hops)?;
-                } else {
-                    routes.copy_route(v, rank - 1, rank);
-                }
-            }
-            continue;
-        }
-        sibling_of = via;
+    // The relaying neighbour of a one-port destination, when its column may be shared (see
+    // the module doc).
+    let via_of = |dst: usize| match peers_of(dst) {
+        &[e] if reuse && single[dst] && relays(e) => Some(e),
+        _ => None,
+    };
+    // The nodes a search gave a route (reached, not one-port hosts), in search order.
+    let mut routed: Vec<usize> = Vec::new();
+    let mut rank = 0;
+    while let Some(&dst) = hosts.get(rank) {
         dist.fill(UNREACHED);
         queue.clear();
         dist[dst] = 0;
@@ -134,14 +117,45 @@ fn search(g: &Graph, opts: &RoutingOptions, reuse: bool) -> Result<Routes, Topol
 
         // Every reached node but the destination was reached from a relaying neighbour one hop
         // closer, so its set is never empty.
+        routed.clear();
         for &v in queue[1..].iter().filter(|&&v| !single[v]) {
             hops.clear();
-            hops.extend(peers_of(v).iter().enumerate().filter_map(|(p, &w)| {
-                let closer = dist[w] != UNREACHED && dist[w] + 1 == dist[v];
-                (closer && (w == dst || relays(w))).then_some(p)
-            }));
+            let dv = dist[v];
+            for (p, &w) in peers_of(v).iter().enumerate() {
+                let dw = dist[w];
+                if dw != UNREACHED && dw + 1 == dv && (w == dst || relays(w)) {
+                    hops.push(p);
+                }
+            }
             routes.set_checked(v, rank, &hops)?;
+            routed.push(v);
         }
+
+        // The one-port hosts after it in rank order behind the same switch take its column,
+        // all at once, but at the shared switch: the port to each.
+        let via = via_of(dst);
+        let mut end = rank + 1;
+        if via.is_some() {
+            while hosts.get(end).is_some_and(|&h| via_of(h) == via) {
+                end += 1;
+            }
+        }
+        if let Some(e) = via.filter(|_| end > rank + 1) {
+            for &v in routed.iter().filter(|&&v| v != e) {
+                routes.copy_routes(v, rank, rank + 1..end);
+            }
+            for (r, &d) in hosts.iter().enumerate().take(end).skip(rank + 1) {
+                hops.clear();
+                hops.extend(
+                    peers_of(e)
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(p, &w)| (w == d).then_some(p)),
+                );
+                routes.set_checked(e, r, &hops)?;
+            }
+        }
+        rank = end;
     }
     Ok(routes)
 }
