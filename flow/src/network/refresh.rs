@@ -5,7 +5,7 @@
 //! reservations and projected finishes that follow.
 
 use super::{
-    reservation_moved, settle_link, sync_reservation, touch_reservation, FlowNetwork,
+    reservation_moved, settle_link, sync_reservation, touch_reservation, Entry, FlowNetwork,
     MAX_RESERVATION_ROUNDS, NO_BIND, PS_PER_S_F, RESERVATION_EPSILON,
 };
 
@@ -90,7 +90,7 @@ impl FlowNetwork {
             if !flow.active || self.flow_mark[slot as usize] == epoch {
                 continue;
             }
-            if flow.usage.is_empty() {
+            if flow.n_use == 0 {
                 // Only its cap bounds it: a region of its own.
                 self.set_rate(slot, flow.cap);
                 continue;
@@ -99,7 +99,7 @@ impl FlowNetwork {
                 continue;
             }
             let flow = &self.flows[slot as usize];
-            for &(l, _, _) in &flow.usage {
+            for &Entry { link: l, .. } in flow.usage() {
                 let link = &mut self.links[l as usize];
                 link.new_cap = link.new_cap.min(flow.cap);
                 if link.pmark != epoch {
@@ -126,7 +126,7 @@ impl FlowNetwork {
                     continue;
                 }
                 1 => {
-                    let g = link.flows[0];
+                    let g = link.flows[0].0;
                     if self.flow_mark[g as usize] == epoch
                         || self.keeps_rate(l, g)
                         || self.fill_alone(g)
@@ -172,9 +172,9 @@ impl FlowNetwork {
         let epoch = self.epoch;
         let flow = &self.flows[slot as usize];
         if flow
-            .usage
+            .usage()
             .iter()
-            .any(|&(l, _, _)| self.links[l as usize].flows.len() != 1)
+            .any(|e| self.links[e.link as usize].flows.len() != 1)
         {
             return false;
         }
@@ -183,7 +183,7 @@ impl FlowNetwork {
         // links instead of two: this is every filling of a ring), computed the same way.
         let mut rate = flow.cap;
         let mut bind = NO_BIND;
-        for &(l, w, _) in &flow.usage {
+        for &Entry { link: l, w, .. } in flow.usage() {
             let link = &mut self.links[l as usize];
             link.mark = epoch;
             link.removed_max = 0.0;
@@ -202,8 +202,8 @@ impl FlowNetwork {
         }
         self.set_rate(slot, rate);
         self.solo[slot as usize].bind = bind;
-        for k in 0..self.flows[slot as usize].usage.len() {
-            let (l, w, _) = self.flows[slot as usize].usage[k];
+        for k in 0..self.flows[slot as usize].n_use as usize {
+            let Entry { link: l, w, .. } = self.flows[slot as usize].entries[k];
             // `0 + w r` is `w r` bit for bit: `w r` is not -0 (w > 0, rate >= 0).
             self.set_load(l, w * rate);
         }
@@ -227,8 +227,8 @@ impl FlowNetwork {
             return false;
         }
         let r = self.fill_rate[g as usize];
-        let w = self.link_weights[l as usize][0];
         let link = &mut self.links[l as usize];
+        let w = link.flows[0].1;
         if link.data_capacity() / w < r || link.load.to_bits() != (w * r).to_bits() {
             return false;
         }
@@ -262,8 +262,7 @@ impl FlowNetwork {
         let c = link.data_capacity();
         let mut w_new = 0.0;
         self.rates_scratch.clear();
-        for (k, &g) in link.flows.iter().enumerate() {
-            let w = self.link_weights[l as usize][k];
+        for &(g, w) in &link.flows {
             let r = self.fill_rate[g as usize];
             if r < f64::INFINITY {
                 old_max = old_max.max(r);
@@ -331,10 +330,10 @@ impl FlowNetwork {
             next += 1;
             let mut base = 0.0;
             for k in 0..self.links[l].flows.len() {
-                let g = self.links[l].flows[k];
+                let (g, w) = self.links[l].flows[k];
                 let r = self.fill_rate[g as usize];
                 if r < theta {
-                    base += self.link_weights[l][k] * r;
+                    base += w * r;
                     continue;
                 }
                 let mark = &mut self.flow_mark[g as usize];
@@ -343,7 +342,7 @@ impl FlowNetwork {
                 }
                 *mark = epoch;
                 self.comp_flows.push(g);
-                for &(l2, _, _) in &self.flows[g as usize].usage {
+                for &Entry { link: l2, .. } in self.flows[g as usize].usage() {
                     let link = &mut self.links[l2 as usize];
                     if link.mark != epoch {
                         link.mark = epoch;
@@ -373,15 +372,15 @@ impl FlowNetwork {
                 let filler = &mut self.filler;
                 filler.clear();
                 for (i, &l) in self.comp_links.iter().enumerate() {
-                    let link = &mut self.links[l as usize];
-                    link.local = i as u32;
+                    self.link_local[l as usize] = i as u32;
+                    let link = &self.links[l as usize];
                     filler.add_link(link.data_capacity() - self.link_base[l as usize]);
                 }
                 for &f in &self.comp_flows {
                     let flow = &self.flows[f as usize];
-                    for &(l, w, _) in &flow.usage {
+                    for &Entry { link: l, w, .. } in flow.usage() {
                         // Usage is sorted by link id, and local ids preserve that order.
-                        filler.push_use(self.links[l as usize].local, w);
+                        filler.push_use(self.link_local[l as usize], w);
                     }
                     filler.end_flow(flow.cap);
                 }
@@ -407,7 +406,7 @@ impl FlowNetwork {
     fn fill_single(&mut self, floor: f64) {
         let f = self.comp_flows[0] as usize;
         let mut rate = self.flows[f].cap;
-        for &(l, w, _) in &self.flows[f].usage {
+        for &Entry { link: l, w, .. } in self.flows[f].usage() {
             let link = &self.links[l as usize];
             let level = (link.data_capacity() - self.link_base[l as usize]) / w;
             // `<` skips a NaN level, as the filling turns it into the floor.
@@ -419,8 +418,8 @@ impl FlowNetwork {
             rate = floor;
         }
         self.set_rate(f as u32, rate);
-        for k in 0..self.flows[f].usage.len() {
-            let (l, w, _) = self.flows[f].usage[k];
+        for k in 0..self.flows[f].n_use as usize {
+            let Entry { link: l, w, .. } = self.flows[f].entries[k];
             let load = self.link_base[l as usize] + w * rate;
             self.set_load(l, load);
         }
@@ -447,7 +446,7 @@ impl FlowNetwork {
         let flow = &mut self.flows[f as usize];
         let changed = rate.to_bits() != flow.rate.to_bits();
         // A damped reservation (below) may still be off at an unchanged rate.
-        if !changed && flow.reserve.is_empty() {
+        if !changed && !flow.reserves() {
             return;
         }
         let old = flow.rate;
@@ -457,7 +456,7 @@ impl FlowNetwork {
             flow.last_change = now;
             flow.rate = rate;
         }
-        if !flow.reserve.is_empty() {
+        if flow.reserves() {
             let rho = flow.reserved_rate;
             let miss = rate - rho;
             let off = miss.abs() > RESERVATION_EPSILON * rho;
@@ -489,25 +488,26 @@ impl FlowNetwork {
             // ones, bit for bit.
             let mut target = rate;
             if update {
-                if flow.res_refresh != self.refreshes {
-                    flow.res_refresh = self.refreshes;
-                    flow.res_miss = 0.0;
-                    flow.res_gain = 1.0;
+                let damp = &mut self.damp[f as usize];
+                if damp.refresh != self.refreshes {
+                    damp.refresh = self.refreshes;
+                    damp.miss = 0.0;
+                    damp.gain = 1.0;
                 }
-                if miss.abs() > 0.5 * flow.res_miss.abs() {
-                    if miss * flow.res_miss < 0.0 {
-                        flow.res_gain *= 0.5;
-                    } else if flow.res_gain < 1.0 {
+                if miss.abs() > 0.5 * damp.miss.abs() {
+                    if miss * damp.miss < 0.0 {
+                        damp.gain *= 0.5;
+                    } else if damp.gain < 1.0 {
                         // Crawling the same way: damped too much (or no longer needed).
-                        flow.res_gain = (flow.res_gain * 2.0).min(1.0);
+                        damp.gain = (damp.gain * 2.0).min(1.0);
                     }
                 }
-                flow.res_miss = miss;
-                if flow.res_gain < 1.0 {
-                    target = rho + flow.res_gain * miss;
+                damp.miss = miss;
+                if damp.gain < 1.0 {
+                    target = rho + damp.gain * miss;
                 }
             }
-            for &(l, a) in &flow.reserve {
+            for &Entry { link: l, w: a, .. } in flow.reserve() {
                 let link = &mut self.links[l as usize];
                 if changed {
                     settle_link(link, now);
