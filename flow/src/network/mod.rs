@@ -275,7 +275,9 @@ struct Flow {
     /// How many of `entries` are data links.
     n_use: u32,
     active: bool,
-    dirty: bool,
+    /// Listed in `FlowNetwork::dirty_flows` for the refresh round of this tag (`round_tag`);
+    /// 0: not listed.
+    dirty: u8,
     /// Listed in `FlowNetwork::projecting`: its rate changed in the refresh under way.
     projecting: bool,
     /// Current rate (bytes/s); 0 until the first refresh after the start.
@@ -885,8 +887,9 @@ impl FlowNetwork {
                 touch_reservation(link, l, &mut self.res_touched);
             }
         }
-        if !flow.dirty {
-            flow.dirty = true;
+        let tag = round_tag(self.epoch.wrapping_add(1));
+        if flow.dirty != tag {
+            flow.dirty = tag;
             self.dirty_flows.push(slot);
         }
         self.active += 1;
@@ -1007,10 +1010,11 @@ impl FlowNetwork {
     /// Recomputes every component from scratch (every threshold 0); the incremental updates
     /// must give the same rates up to the order of float additions (tests and diagnostics).
     pub fn recompute_all(&mut self) {
+        let tag = round_tag(self.epoch.wrapping_add(1));
         for slot in 0..self.flows.len() {
             let flow = &mut self.flows[slot];
-            if flow.active && !flow.dirty {
-                flow.dirty = true;
+            if flow.active && flow.dirty != tag {
+                flow.dirty = tag;
                 self.dirty_flows.push(slot as u32);
             }
         }
@@ -1174,8 +1178,19 @@ fn sync_reservation(link: &mut Link) {
     }
 }
 
-/// Adds the bytes `link` carried since it was last settled, at its current load.
+/// Adds the bytes `link` carried since it was last settled, at its current load. Settled at
+/// `now` already, it would add `+0` (the load is finite): nothing to do.
 fn settle_link(link: &mut Link, now: u64) {
-    link.bytes += link.total_load() * (now - link.settled_at) as f64 / PS_PER_S_F;
-    link.settled_at = now;
+    if now != link.settled_at {
+        link.bytes += link.total_load() * (now - link.settled_at) as f64 / PS_PER_S_F;
+        link.settled_at = now;
+    }
+}
+
+/// The tag of refresh round `epoch` in `Flow::dirty` (1 or 2 by the round's parity): a flow
+/// listed for the next round while still listed in the current one (a damped reservation, see
+/// `FlowNetwork::set_rate`) carries the next round's tag, so that the round lowers each flag
+/// when it reaches the flow rather than all of them in a pass of their own first.
+fn round_tag(epoch: u32) -> u8 {
+    1 + (epoch & 1) as u8
 }

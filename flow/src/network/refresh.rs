@@ -5,8 +5,8 @@
 //! reservations and projected finishes that follow.
 
 use super::{
-    reservation_moved, settle_link, sync_reservation, touch_reservation, Entry, FlowNetwork,
-    MAX_RESERVATION_ROUNDS, NO_BIND, PS_PER_S_F, RESERVATION_EPSILON,
+    reservation_moved, round_tag, settle_link, sync_reservation, touch_reservation, Entry,
+    FlowNetwork, MAX_RESERVATION_ROUNDS, NO_BIND, PS_PER_S_F, RESERVATION_EPSILON,
 };
 
 impl FlowNetwork {
@@ -66,33 +66,56 @@ impl FlowNetwork {
                 l.pmark = 0;
             });
             self.flow_mark.iter_mut().for_each(|m| *m = 0);
-            self.epoch = 1;
+            // 2, not 1: the flows listed for this round carry the tag of epoch 0.
+            self.epoch = 2;
         }
         let epoch = self.epoch;
+        let tag = round_tag(epoch);
         let mut dirty_flows = std::mem::take(&mut self.dirty_flows);
         let mut dirty_links = std::mem::take(&mut self.dirty_links);
-        // Flags down first: a reservation that changes during this round marks its link dirty
-        // again, for the next round, even if the link is further down this round's list.
-        for &slot in &dirty_flows {
-            self.flows[slot as usize].dirty = false;
-        }
-        for &l in &dirty_links {
+        // Links' flags down and reservations synced first (no link is marked dirty during a
+        // round: only between rounds, by `apply_reservations`). The links a start touched were
+        // synced at the start (`start_with_acks`), the links a finish left here: a filling sees
+        // the capacities of this round only. A link that carries no flow any more (its last
+        // flow finished, or only its reservations changed) is done here too, and only the
+        // others stay listed: nothing in the round reaches a link without flows, and settling
+        // it before a reserving flow's filling settles it again at the same time gives the same
+        // bits as after (the second settling adds nothing).
+        let mut kept = 0;
+        for k in 0..dirty_links.len() {
+            let l = dirty_links[k];
             let link = &mut self.links[l as usize];
             link.dirty = false;
             sync_reservation(link);
+            if link.flows.is_empty() {
+                link.mark = epoch;
+                link.removed_max = 0.0;
+                if link.load != 0.0 {
+                    settle_link(link, self.now);
+                    link.load = 0.0;
+                }
+            } else {
+                dirty_links[kept] = l;
+                kept += 1;
+            }
         }
-        // The links a start touched were synced at the start (`start_with_acks`), the links
-        // a finish left just above: a filling sees the capacities of this round only.
+        dirty_links.truncate(kept);
         let mut pert = std::mem::take(&mut self.pert);
         pert.clear();
         for &slot in &dirty_flows {
-            let flow = &self.flows[slot as usize];
+            let flow = &mut self.flows[slot as usize];
+            // Its flag goes down as the round reaches it, unless this round already listed it
+            // for the next one (`round_tag`).
+            if flow.dirty == tag {
+                flow.dirty = 0;
+            }
             if !flow.active || self.flow_mark[slot as usize] == epoch {
                 continue;
             }
             if flow.n_use == 0 {
                 // Only its cap bounds it: a region of its own.
-                self.set_rate(slot, flow.cap);
+                let cap = flow.cap;
+                self.set_rate(slot, cap);
                 continue;
             }
             if self.fill_alone(slot) {
@@ -113,18 +136,8 @@ impl FlowNetwork {
             if link.pmark == epoch || link.mark == epoch {
                 continue;
             }
+            // Every link left here carries a flow (the others were done above).
             match link.flows.len() {
-                0 => {
-                    // Its last flow finished (or only its reservations changed): it carries no
-                    // flow's data from now on.
-                    link.mark = epoch;
-                    link.removed_max = 0.0;
-                    if link.load != 0.0 {
-                        settle_link(link, self.now);
-                        link.load = 0.0;
-                    }
-                    continue;
-                }
                 1 => {
                     let g = link.flows[0].0;
                     if self.flow_mark[g as usize] == epoch
@@ -171,23 +184,16 @@ impl FlowNetwork {
     fn fill_alone(&mut self, slot: u32) -> bool {
         let epoch = self.epoch;
         let flow = &self.flows[slot as usize];
-        if flow
-            .usage()
-            .iter()
-            .any(|e| self.links[e.link as usize].flows.len() != 1)
-        {
-            return false;
-        }
-        self.flow_mark[slot as usize] = epoch;
-        // `fill_single` at floor 0, its first loop merged with the marking (one pass over the
-        // links instead of two: this is every filling of a ring), computed the same way.
+        // `fill_single` at floor 0, its levels computed while checking that the flow is alone
+        // (one pass over the links where there were three: this is every filling of a ring),
+        // computed the same way.
         let mut rate = flow.cap;
         let mut bind = NO_BIND;
         for &Entry { link: l, w, .. } in flow.usage() {
-            let link = &mut self.links[l as usize];
-            link.mark = epoch;
-            link.removed_max = 0.0;
-            link.new_cap = f64::INFINITY;
+            let link = &self.links[l as usize];
+            if link.flows.len() != 1 {
+                return false;
+            }
             // Its base is 0 (no other flow): `C - 0` is `C`, bit for bit.
             let level = link.data_capacity() / w;
             // `<` skips a NaN level, as the filling turns it into the floor.
@@ -196,16 +202,27 @@ impl FlowNetwork {
                 bind = l;
             }
         }
+        self.flow_mark[slot as usize] = epoch;
         if rate.is_nan() || rate < 0.0 {
             rate = 0.0;
             bind = NO_BIND;
         }
         self.set_rate(slot, rate);
         self.solo[slot as usize].bind = bind;
+        let now = self.now;
         for k in 0..self.flows[slot as usize].n_use as usize {
             let Entry { link: l, w, .. } = self.flows[slot as usize].entries[k];
+            // Marked after `set_rate`, which reads none of these.
+            let link = &mut self.links[l as usize];
+            link.mark = epoch;
+            link.removed_max = 0.0;
+            link.new_cap = f64::INFINITY;
             // `0 + w r` is `w r` bit for bit: `w r` is not -0 (w > 0, rate >= 0).
-            self.set_load(l, w * rate);
+            let load = w * rate;
+            if load.to_bits() != link.load.to_bits() {
+                settle_link(link, now);
+                link.load = load;
+            }
         }
         self.compact_finishes();
         true
@@ -522,8 +539,9 @@ impl FlowNetwork {
                 flow.reserved_rate = target;
                 // Damped, the reservation is still off: refill the flow next round even if no
                 // link of its own moves, so that the next share of the miss is applied.
-                if target.to_bits() != rate.to_bits() && !flow.dirty {
-                    flow.dirty = true;
+                let tag = round_tag(self.epoch.wrapping_add(1));
+                if target.to_bits() != rate.to_bits() && flow.dirty != tag {
+                    flow.dirty = tag;
                     self.dirty_flows.push(f);
                 }
             }
