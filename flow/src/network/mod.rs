@@ -166,22 +166,43 @@ const MAX_RESERVATION_ROUNDS: u32 = 64;
 /// One link direction.
 ///
 /// Laid out in the order written (`repr(C)`, 128 bytes aligned to the cache line: two whole
-/// lines) so that a ring's message, which touches every field of four links at its start, its
-/// fillings and its finish, reads each link in two lines and nothing else: the fillings' and
-/// the settling's numbers first, then the flow list with the flows' weights (inline for one
-/// flow: a ring's link carries one; a list of its own would be one more line at each start and
-/// finish), the refresh's marks and the hints a start reads (`slot_hint`, `res_hint_*`), which
+/// lines), by which passes over an instant's flows read what. The first line holds what a
+/// start, a reservation check and a finish's bookkeeping need: the flow list with the flows'
+/// weights (inline for one flow: a ring's link carries one; a list of its own would be one
+/// more line at each start and finish), the capacity and the reservations, the start's slot
+/// hint and the flags. The second holds what fillings and settling need: loads, carried bytes,
+/// the refresh's scratch and marks, and the reservation hint. A start then reads one line of
+/// each data link, a reservation check one line, a filling's ACK links one line. The hints
 /// as arrays of their own cost a start and a finish a cache miss each. The refresh's `base` and
 /// local index are apart (`FlowNetwork::link_base`, `FlowNetwork::link_local`): a ring's lone
 /// flows need neither in their fillings.
 #[derive(Debug)]
 #[repr(C, align(64))]
 struct Link {
+    /// `(slot, weight)` of the active flows that use this link, in no particular order (a
+    /// flow knows its position, for O(1) removal).
+    flows: SmallVec<[(u32, f64); 1]>,
     cap: f64,
     /// The reservation the filling takes off the capacity: `reserved` as it was when it last
     /// moved by more than [`LINK_RESERVATION_SLACK`] of `cap` from this (see
     /// `FlowNetwork::reservation_moved`).
     applied: f64,
+    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
+    reserved: f64,
+    /// Flows that reserve on this link.
+    reservers: u32,
+    /// The slot of the last flow that left with this link first among its data links
+    /// (`u32::MAX`: none). A flow that starts there takes that slot if it is free (see
+    /// `FlowNetwork::take_slot`).
+    slot_hint: u32,
+    /// Epoch of the last refresh round in which this link was perturbed.
+    pmark: u32,
+    dirty: bool,
+    /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
+    res_touched: bool,
+    /// A flow left it since the last refresh, which refills it anyway: its applied reservation
+    /// then becomes exact (`sync_reservation`; a start syncs at once).
+    own_change: bool,
     /// Current load `sum w * r` (bytes/s) of the flows that use it, as the last filling of its
     /// component computed it.
     load: f64,
@@ -190,8 +211,6 @@ struct Link {
     /// Bytes carried up to `settled_at` (ps).
     bytes: f64,
     settled_at: u64,
-    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
-    reserved: f64,
     /// The largest rate of a flow removed from this link since the last refresh (0: none).
     removed_max: f64,
     /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
@@ -200,27 +219,10 @@ struct Link {
     /// valid for a flow whose first data link is `res_hint_key` (see
     /// `FlowNetwork::start_with_acks`).
     res_hint_rate: f64,
-    /// `(slot, weight)` of the active flows that use this link, in no particular order (a
-    /// flow knows its position, for O(1) removal).
-    flows: SmallVec<[(u32, f64); 1]>,
-    /// Epoch of the last refresh that reached this link.
-    mark: u32,
-    /// Epoch of the last refresh round in which this link was perturbed.
-    pmark: u32,
-    /// Flows that reserve on this link.
-    reservers: u32,
-    /// The slot of the last flow that left with this link first among its data links
-    /// (`u32::MAX`: none). A flow that starts there takes that slot if it is free (see
-    /// `FlowNetwork::take_slot`).
-    slot_hint: u32,
     /// The first data link of the flow `res_hint_rate` is from (`u32::MAX`: none).
     res_hint_key: u32,
-    dirty: bool,
-    /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
-    res_touched: bool,
-    /// A flow left it since the last refresh, which refills it anyway: its applied reservation
-    /// then becomes exact (`sync_reservation`; a start syncs at once).
-    own_change: bool,
+    /// Epoch of the last refresh that reached this link.
+    mark: u32,
 }
 
 impl Link {
@@ -250,8 +252,9 @@ impl Link {
     }
 }
 
-// Two cache lines each, as the layouts above are meant to be.
+// Two cache lines each, as the layouts above are meant to be, the link's split where meant.
 const _: () = assert!(std::mem::size_of::<Link>() == 128);
+const _: () = assert!(std::mem::offset_of!(Link, load) == 64);
 const _: () = assert!(std::mem::size_of::<Flow>() == 128);
 
 /// One of a flow's links: a data link, with the flow's position in the link's `flows`, or an
@@ -884,7 +887,15 @@ impl FlowNetwork {
             link.reservers += 1;
             if rho > 0.0 {
                 link.reserved += a * rho;
-                touch_reservation(link, l, &mut self.res_touched);
+                // Listed for `apply_reservations` only if the check it makes would move the
+                // link now; else checked here (nothing but other starts moves `reserved` or
+                // `applied` before that check, and each rechecks or syncs the link), which
+                // spares a pass over a ring's ACK links at each of its instants.
+                if link.res_touched || reservation_off(link) {
+                    touch_reservation(link, l, &mut self.res_touched);
+                } else {
+                    self.unchecked[l as usize] = false;
+                }
             }
         }
         let tag = round_tag(self.epoch.wrapping_add(1));
@@ -1163,11 +1174,17 @@ fn touch_reservation(link: &mut Link, l: u32, touched: &mut Vec<u32>) {
 /// than [`LINK_RESERVATION_SLACK`] of the capacity; true when it moved, so that the link must
 /// be refilled.
 fn reservation_moved(link: &mut Link) -> bool {
-    let follow = (link.reserved - link.applied).abs() > LINK_RESERVATION_SLACK * link.cap;
+    let follow = reservation_off(link);
     if follow {
         link.applied = link.reserved;
     }
     follow
+}
+
+/// Whether `link.reserved` lags its applied reservation by more than
+/// [`LINK_RESERVATION_SLACK`] of the capacity.
+fn reservation_off(link: &Link) -> bool {
+    (link.reserved - link.applied).abs() > LINK_RESERVATION_SLACK * link.cap
 }
 
 /// A link that a start or a finish refills anyway: its applied reservation becomes exact.
