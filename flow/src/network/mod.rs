@@ -313,8 +313,10 @@ impl Flow {
 }
 
 /// Per flow slot, the damping state of its reservation updates (see `FlowNetwork::set_rate`),
-/// apart from the flow: only an update reads it, and a ring's messages seldom update.
-#[derive(Clone, Copy, Debug, Default)]
+/// apart from the flow: only an update reads it, and a ring's messages seldom update. A start
+/// leaves it as it is: the first update of the new flow comes in a later refresh than any of
+/// the slot's last flow, and finds a state of an older refresh, which it resets.
+#[derive(Clone, Copy, Debug)]
 struct Damp {
     /// The miss `rate - reserved_rate` that last updated the reservations in refresh
     /// `refresh` (0: none yet).
@@ -808,7 +810,11 @@ impl FlowNetwork {
             Some(s) => s,
             None => {
                 self.flows.push(Flow::default());
-                self.damp.push(Damp::default());
+                self.damp.push(Damp {
+                    miss: 0.0,
+                    gain: 1.0,
+                    refresh: 0,
+                });
                 self.listed.push(false);
                 self.flow_mark.push(0);
                 self.fill_rate.push(f64::INFINITY);

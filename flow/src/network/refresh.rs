@@ -137,17 +137,13 @@ impl FlowNetwork {
                 continue;
             }
             // Every link left here carries a flow (the others were done above).
-            match link.flows.len() {
-                1 => {
-                    let g = link.flows[0].0;
-                    if self.flow_mark[g as usize] == epoch
-                        || self.keeps_rate(l, g)
-                        || self.fill_alone(g)
-                    {
-                        continue;
-                    }
+            if let [(g, _)] = link.flows[..] {
+                if self.flow_mark[g as usize] == epoch
+                    || self.keeps_rate(l, g)
+                    || self.fill_alone(g)
+                {
+                    continue;
                 }
-                _ => {}
             }
             let link = &mut self.links[l as usize];
             link.pmark = epoch;
