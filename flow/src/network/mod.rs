@@ -28,7 +28,7 @@
 //!   found one such case in 150 000 random scenarios.
 //!   *A start's reservation.* A flow starts reserving at the rate that the last flow to leave
 //!   its first ACK link (first there among that flow's ACK links) had reserved, if that flow's
-//!   first data link was the new flow's too (`res_hint`); else at 0. A collective's next step
+//!   first data link was the new flow's too (`Link::res_hint_rate`); else at 0. A collective's next step
 //!   starts a flow on the links of the one that just finished, at about its rate: reserving
 //!   from 0, its first filling would move the reservation by 100%, refill the reverse links and
 //!   with them the neighbours, and another round would follow. The start's value is only where
@@ -58,7 +58,7 @@
 //!   the link's own flows changed first (which makes its applied reservation exact) or a
 //!   reservation moved it beyond the slack. Why: in a collective the finished flow's successor
 //!   on the same queue pair starts a path latency or so later and reserves the same capacity
-//!   again (`res_hint`); given back in between, the link's flow was refilled up by the ACK
+//!   again (`Link::res_hint_rate`); given back in between, the link's flow was refilled up by the ACK
 //!   share at the finish and down again at the successor's start: two refillings of each
 //!   neighbour per message, which also parted flows that otherwise run in lockstep (the
 //!   8192-host ring drifted apart from its first ms on, and every message then had its own
@@ -165,24 +165,44 @@ const MAX_RESERVATION_ROUNDS: u32 = 64;
 
 /// One link direction.
 ///
-/// Laid out in the order written (`repr(C)`, 120 bytes) by who reads what, so that a ring's
-/// message, which touches every field of four links at its start, its fillings and its finish,
-/// reads each link in as few cache lines as its size allows: the fillings' and the settling's
-/// numbers first, then the flow list (inline up to four flows: a ring's or a permutation's link
-/// carries one or two, and a list of its own would be one more line at each start and finish)
-/// and the refresh's marks. The weights and the refresh's `base` are apart
-/// (`FlowNetwork::link_weights`, `FlowNetwork::link_base`): a ring's lone flows need neither
-/// in their fillings. Not aligned to the cache line on purpose: aligned (128 bytes, or 192
-/// with the weights inside), a ring's links missed a 1 MiB cache 1.3 to 1.5 times as often
-/// (cachegrind).
-#[derive(Debug, Default)]
-#[repr(C)]
+/// Laid out in the order written (`repr(C)`, 128 bytes aligned to the cache line: two whole
+/// lines), by which passes over an instant's flows read what. The first line holds what a
+/// start, a reservation check and a finish's bookkeeping need: the flow list with the flows'
+/// weights (inline for one flow: a ring's link carries one; a list of its own would be one
+/// more line at each start and finish), the capacity and the reservations, the start's slot
+/// hint and the flags. The second holds what fillings and settling need: loads, carried bytes,
+/// the refresh's scratch and marks, and the reservation hint. A start then reads one line of
+/// each data link, a reservation check one line, a filling's ACK links one line. The hints
+/// as arrays of their own cost a start and a finish a cache miss each. The refresh's `base` and
+/// local index are apart (`FlowNetwork::link_base`, `FlowNetwork::link_local`): a ring's lone
+/// flows need neither in their fillings.
+#[derive(Debug)]
+#[repr(C, align(64))]
 struct Link {
+    /// `(slot, weight)` of the active flows that use this link, in no particular order (a
+    /// flow knows its position, for O(1) removal).
+    flows: SmallVec<[(u32, f64); 1]>,
     cap: f64,
     /// The reservation the filling takes off the capacity: `reserved` as it was when it last
     /// moved by more than [`LINK_RESERVATION_SLACK`] of `cap` from this (see
     /// `FlowNetwork::reservation_moved`).
     applied: f64,
+    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
+    reserved: f64,
+    /// Flows that reserve on this link.
+    reservers: u32,
+    /// The slot of the last flow that left with this link first among its data links
+    /// (`u32::MAX`: none). A flow that starts there takes that slot if it is free (see
+    /// `FlowNetwork::take_slot`).
+    slot_hint: u32,
+    /// Epoch of the last refresh round in which this link was perturbed.
+    pmark: u32,
+    dirty: bool,
+    /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
+    res_touched: bool,
+    /// A flow left it since the last refresh, which refills it anyway: its applied reservation
+    /// then becomes exact (`sync_reservation`; a start syncs at once).
+    own_change: bool,
     /// Current load `sum w * r` (bytes/s) of the flows that use it, as the last filling of its
     /// component computed it.
     load: f64,
@@ -191,61 +211,120 @@ struct Link {
     /// Bytes carried up to `settled_at` (ps).
     bytes: f64,
     settled_at: u64,
-    /// Capacity reserved by flows whose ACKs cross it: `sum a * reserved_rate` (bytes/s).
-    reserved: f64,
-    /// Slots of the active flows that use this link, in no particular order (a flow knows its
-    /// position, for O(1) removal).
-    flows: SmallVec<[u32; 4]>,
     /// The largest rate of a flow removed from this link since the last refresh (0: none).
     removed_max: f64,
     /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
     new_cap: f64,
-    /// Epoch of the last refresh that reached this link, and its local index then.
+    /// The reserved rate of the last flow that left with this link first among its ACK links,
+    /// valid for a flow whose first data link is `res_hint_key` (see
+    /// `FlowNetwork::start_with_acks`).
+    res_hint_rate: f64,
+    /// The first data link of the flow `res_hint_rate` is from (`u32::MAX`: none).
+    res_hint_key: u32,
+    /// Epoch of the last refresh that reached this link.
     mark: u32,
-    local: u32,
-    /// Epoch of the last refresh round in which this link was perturbed.
-    pmark: u32,
-    /// Flows that reserve on this link.
-    reservers: u32,
-    dirty: bool,
-    /// Listed in `FlowNetwork::res_touched`: `reserved` changed since it was last checked.
-    res_touched: bool,
-    /// A flow left it since the last refresh, which refills it anyway: its applied reservation
-    /// then becomes exact (`sync_reservation`; a start syncs at once).
-    own_change: bool,
 }
 
-/// One flow slot; slots are reused after a flow finished. Aligned to the cache line: its 120
-/// bytes then take two whole lines rather than straddling three (a ring's message reads its
-/// flow at the start, at each filling and at the finish, and no cache holds 8192 of them).
+impl Link {
+    /// A link of capacity `cap` that carried nothing yet.
+    fn new(cap: f64) -> Link {
+        Link {
+            cap,
+            applied: 0.0,
+            load: 0.0,
+            ack_load: 0.0,
+            bytes: 0.0,
+            settled_at: 0,
+            reserved: 0.0,
+            removed_max: 0.0,
+            new_cap: f64::INFINITY,
+            res_hint_rate: 0.0,
+            flows: SmallVec::new(),
+            mark: 0,
+            pmark: 0,
+            reservers: 0,
+            slot_hint: u32::MAX,
+            res_hint_key: u32::MAX,
+            dirty: false,
+            res_touched: false,
+            own_change: false,
+        }
+    }
+}
+
+// Two cache lines each, as the layouts above are meant to be, the link's split where meant.
+const _: () = assert!(std::mem::size_of::<Link>() == 128);
+const _: () = assert!(std::mem::offset_of!(Link, load) == 64);
+const _: () = assert!(std::mem::size_of::<Flow>() == 128);
+
+/// One of a flow's links: a data link, with the flow's position in the link's `flows`, or an
+/// ACK link (`pos` unused), with the flow's weight there.
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    link: u32,
+    pos: u32,
+    w: f64,
+}
+
+/// One flow slot; slots are reused after a flow finished. 128 bytes aligned to the cache line,
+/// its links inline (up to four, a ring's two data and two ACK links): a ring's message reads
+/// its flow at the start, at each filling and at the finish, and no cache holds 8192 of them,
+/// so that lists on the heap cost a miss each every time.
 #[derive(Debug, Default)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 struct Flow {
+    /// The data links (the first `n_use`), then the ACK links, each part sorted by link.
+    entries: SmallVec<[Entry; 4]>,
+    /// How many of `entries` are data links.
+    n_use: u32,
     active: bool,
-    /// `(link, weight, position of this flow in the link's `flows`)`, sorted by link.
-    usage: Vec<(u32, f64, u32)>,
-    /// `(link, weight)` reservations (ACKs), sorted by link.
-    reserve: Vec<(u32, f64)>,
-    /// The rate the reservations were last set at (0: not yet).
-    reserved_rate: f64,
-    /// The miss `rate - reserved_rate` that last updated the reservations in refresh
-    /// `res_refresh` (0: none yet), for the damping of [`FlowNetwork::set_rate`].
-    res_miss: f64,
-    /// The share of a miss an update applies in refresh `res_refresh` (1 until damped).
-    res_gain: f64,
-    /// The refresh (see `FlowNetwork::refreshes`) that `res_miss` and `res_gain` belong to.
-    res_refresh: u32,
-    /// Rate cap (bytes/s), `+inf` for none.
-    cap: f64,
+    /// Listed in `FlowNetwork::dirty_flows` for the refresh round of this tag (`round_tag`);
+    /// 0: not listed.
+    dirty: u8,
+    /// Listed in `FlowNetwork::projecting`: its rate changed in the refresh under way.
+    projecting: bool,
+    /// Current rate (bytes/s); 0 until the first refresh after the start.
+    rate: f64,
     /// Payload bytes left at `last_change`.
     remaining: f64,
     last_change: u64,
-    /// Current rate (bytes/s); 0 until the first refresh after the start.
-    rate: f64,
+    /// The rate the reservations were last set at (0: not yet).
+    reserved_rate: f64,
+    /// Rate cap (bytes/s), `+inf` for none.
+    cap: f64,
     token: u64,
-    dirty: bool,
-    /// Listed in `FlowNetwork::projecting`: its rate changed in the refresh under way.
-    projecting: bool,
+}
+
+impl Flow {
+    /// The data links: `(link, weight, position of this flow in the link's `flows`)`.
+    fn usage(&self) -> &[Entry] {
+        &self.entries[..self.n_use as usize]
+    }
+
+    /// The ACK links (`pos` unused).
+    fn reserve(&self) -> &[Entry] {
+        &self.entries[self.n_use as usize..]
+    }
+
+    /// Whether the flow reserves capacity anywhere.
+    fn reserves(&self) -> bool {
+        self.entries.len() > self.n_use as usize
+    }
+}
+
+/// Per flow slot, the damping state of its reservation updates (see `FlowNetwork::set_rate`),
+/// apart from the flow: only an update reads it, and a ring's messages seldom update. A start
+/// leaves it as it is: the first update of the new flow comes in a later refresh than any of
+/// the slot's last flow, and finds a state of an older refresh, which it resets.
+#[derive(Clone, Copy, Debug)]
+struct Damp {
+    /// The miss `rate - reserved_rate` that last updated the reservations in refresh
+    /// `refresh` (0: none yet).
+    miss: f64,
+    /// The share of a miss an update applies in refresh `refresh` (1 until damped).
+    gain: f64,
+    /// The refresh (see `FlowNetwork::refreshes`) that `miss` and `gain` belong to.
+    refresh: u32,
 }
 
 /// Per flow slot, for skipping the refilling of a flow that is a component of its own when only
@@ -302,19 +381,14 @@ struct PathSpan {
 pub struct FlowNetwork {
     now: u64,
     links: Vec<Link>,
-    /// Per link: `link_weights[l][k]` is the weight of flow `links[l].flows[k]` on it (apart
-    /// from the link, which then takes 120 bytes instead of 160, and from its slots, which stay
-    /// dense for the searches that only read them; a ring's message reads it at start and
-    /// finish only).
-    link_weights: Vec<SmallVec<[f64; 2]>>,
-    /// Per link, scratch of a refresh: the load of its flows left out of the refilling (apart,
-    /// like the weights: a lone flow's filling, every filling of a ring, needs none).
+    /// Per link, scratch of a refresh: the load of its flows left out of the refilling (apart:
+    /// a lone flow's filling, every filling of a ring, needs none).
     link_base: Vec<f64>,
-    /// Per link: `(first data link, reserved rate)` of the last flow that left with this link
-    /// first among its ACK links; a flow that starts on the same links reserves at that rate
-    /// from its start (see `FlowNetwork::start_with_acks`).
-    res_hint: Vec<(u32, f64)>,
+    /// Per link, scratch of a filling of several flows: the link's index in the filler.
+    link_local: Vec<u32>,
     flows: Vec<Flow>,
+    /// Per flow slot: the damping state of its reservation updates.
+    damp: Vec<Damp>,
     /// Per flow slot: the epoch of the last refresh that reached it. Apart from the flows, so
     /// that the component search, which checks every flow of every link it crosses, reads a
     /// dense array instead of a cache line of each flow.
@@ -341,15 +415,11 @@ pub struct FlowNetwork {
     pert: Vec<(f64, u32)>,
     /// Scratch of a threshold: `(rate, weight)` of a link's filled flows.
     rates_scratch: Vec<(f64, f64)>,
-    /// Free flow slots, reused last-freed first unless `slot_hint` names a free one. A slot
+    /// Free flow slots, reused last-freed first unless `Link::slot_hint` names a free one. A slot
     /// taken by its hint stays listed, marked taken by its flow being active, and is skipped
     /// when popped; `listed` says which slots are in the list, so that none is listed twice.
     free: Vec<u32>,
     listed: Vec<bool>,
-    /// Per link: the slot of the last flow that left with this link first among its data
-    /// links (`u32::MAX`: none). A flow that starts there takes that slot if it is free (see
-    /// `FlowNetwork::take_slot`).
-    slot_hint: Vec<u32>,
     active: usize,
     dirty_links: Vec<u32>,
     dirty_flows: Vec<u32>,
@@ -398,18 +468,11 @@ impl FlowNetwork {
         let n = capacities.len();
         Ok(FlowNetwork {
             now: 0,
-            link_weights: vec![SmallVec::new(); n],
             link_base: vec![0.0; n],
-            res_hint: vec![(u32::MAX, 0.0); n],
-            links: capacities
-                .into_iter()
-                .map(|cap| Link {
-                    cap,
-                    new_cap: f64::INFINITY,
-                    ..Link::default()
-                })
-                .collect(),
+            link_local: vec![0; n],
+            links: capacities.into_iter().map(Link::new).collect(),
             flows: Vec::new(),
+            damp: Vec::new(),
             flow_mark: Vec::new(),
             fill_rate: Vec::new(),
             version: Vec::new(),
@@ -420,7 +483,6 @@ impl FlowNetwork {
             rates_scratch: Vec::new(),
             free: Vec::new(),
             listed: Vec::new(),
-            slot_hint: vec![u32::MAX; n],
             active: 0,
             dirty_links: Vec::new(),
             dirty_flows: Vec::new(),
@@ -743,11 +805,16 @@ impl FlowNetwork {
         let hint = scratch
             .clone()
             .next()
-            .map_or(u32::MAX, |(u0, _)| self.slot_hint[u0 as usize]);
+            .map_or(u32::MAX, |(u0, _)| self.links[u0 as usize].slot_hint);
         let slot = match self.take_slot(hint) {
             Some(s) => s,
             None => {
                 self.flows.push(Flow::default());
+                self.damp.push(Damp {
+                    miss: 0.0,
+                    gain: 1.0,
+                    refresh: 0,
+                });
                 self.listed.push(false);
                 self.flow_mark.push(0);
                 self.fill_rate.push(f64::INFINITY);
@@ -765,11 +832,11 @@ impl FlowNetwork {
         flow.remaining = bytes as f64;
         flow.last_change = at;
         flow.rate = 0.0;
-        flow.reserved_rate = 0.0;
-        flow.res_miss = 0.0;
-        flow.res_gain = 1.0;
         flow.token = token;
-        flow.usage.clear();
+        // The damping state needs no reset: an update first resets a state from an earlier
+        // refresh, and the start's first refresh is a later one than any of the slot's last flow.
+        flow.entries.clear();
+        flow.n_use = scratch.len() as u32;
         let mut shared = 0;
         for (l, w) in scratch.clone() {
             let link = &mut self.links[l as usize];
@@ -778,14 +845,18 @@ impl FlowNetwork {
                 1 => {
                     // Its one flow shares this link from now on (and is no longer filled
                     // alone: `bind` is forgotten while on this line, see `set_rate`).
-                    let other = &mut self.solo[link.flows[0] as usize];
+                    let other = &mut self.solo[link.flows[0].0 as usize];
                     other.shared += 1;
                     other.bind = NO_BIND;
                     shared += 1;
                 }
                 _ => shared += 1,
             }
-            flow.usage.push((l, w, link.flows.len() as u32));
+            flow.entries.push(Entry {
+                link: l,
+                pos: link.flows.len() as u32,
+                w,
+            });
             // The start refills the link anyway: its applied reservation becomes exact now
             // rather than in the refresh, which would walk the started flows' links once more
             // only for this (at one instant of a ring, 8192 flows' links that no cache holds).
@@ -793,34 +864,49 @@ impl FlowNetwork {
             // preceded by one), so the value is the one the refresh would apply.
             link.own_change = true;
             sync_reservation(link);
-            link.flows.push(slot);
-            self.link_weights[l as usize].push(w);
+            link.flows.push((slot, w));
         }
         self.fill_rate[slot as usize] = f64::INFINITY;
         self.solo[slot as usize] = Solo {
             shared,
             bind: NO_BIND,
         };
-        flow.reserve.clear();
-        flow.reserve.extend(reserve.clone());
         let rho = match (reserve.clone().next(), scratch.clone().next()) {
-            (Some((r0, _)), Some((u0, _))) => match self.res_hint[r0 as usize] {
-                (key, rho) if key == u0 => rho,
-                _ => 0.0,
-            },
+            (Some((r0, _)), Some((u0, _))) => {
+                let link = &self.links[r0 as usize];
+                if link.res_hint_key == u0 {
+                    link.res_hint_rate
+                } else {
+                    0.0
+                }
+            }
             _ => 0.0,
         };
         flow.reserved_rate = rho;
         for (l, a) in reserve {
+            flow.entries.push(Entry {
+                link: l,
+                pos: 0,
+                w: a,
+            });
             let link = &mut self.links[l as usize];
             link.reservers += 1;
             if rho > 0.0 {
                 link.reserved += a * rho;
-                touch_reservation(link, l, &mut self.res_touched);
+                // Listed for `apply_reservations` only if the check it makes would move the
+                // link now; else checked here (nothing but other starts moves `reserved` or
+                // `applied` before that check, and each rechecks or syncs the link), which
+                // spares a pass over a ring's ACK links at each of its instants.
+                if link.res_touched || reservation_off(link) {
+                    touch_reservation(link, l, &mut self.res_touched);
+                } else {
+                    self.unchecked[l as usize] = false;
+                }
             }
         }
-        if !flow.dirty {
-            flow.dirty = true;
+        let tag = round_tag(self.epoch.wrapping_add(1));
+        if flow.dirty != tag {
+            flow.dirty = tag;
             self.dirty_flows.push(slot);
         }
         self.active += 1;
@@ -973,10 +1059,11 @@ impl FlowNetwork {
     /// Recomputes every component from scratch (every threshold 0); the incremental updates
     /// must give the same rates up to the order of float additions (tests and diagnostics).
     pub fn recompute_all(&mut self) {
+        let tag = round_tag(self.epoch.wrapping_add(1));
         for slot in 0..self.flows.len() {
             let flow = &mut self.flows[slot];
-            if flow.active && !flow.dirty {
-                flow.dirty = true;
+            if flow.active && flow.dirty != tag {
+                flow.dirty = tag;
                 self.dirty_flows.push(slot as u32);
             }
         }
@@ -992,35 +1079,38 @@ impl FlowNetwork {
 
     /// Removes a finished flow from its links (marking them dirty) and frees its slot.
     fn remove(&mut self, slot: u32) {
-        let mut usage = std::mem::take(&mut self.flows[slot as usize].usage);
+        let entries = std::mem::take(&mut self.flows[slot as usize].entries);
         let rate = self.fill_rate[slot as usize];
         let flow = &self.flows[slot as usize];
-        if let (Some(&(r0, _)), Some(&(u0, _, _))) = (flow.reserve.first(), usage.first()) {
-            self.res_hint[r0 as usize] = (u0, flow.reserved_rate);
+        let (usage, reserve) = entries.split_at(flow.n_use as usize);
+        if let (Some(r0), Some(u0)) = (reserve.first(), usage.first()) {
+            let link = &mut self.links[r0.link as usize];
+            link.res_hint_key = u0.link;
+            link.res_hint_rate = flow.reserved_rate;
         }
-        if let Some(&(u0, _, _)) = usage.first() {
-            self.slot_hint[u0 as usize] = slot;
+        if let Some(u0) = usage.first() {
+            self.links[u0.link as usize].slot_hint = slot;
         }
-        for &(l, _, pos) in &usage {
+        for &Entry { link: l, pos, .. } in usage {
             let link = &mut self.links[l as usize];
             if rate < f64::INFINITY {
                 link.removed_max = link.removed_max.max(rate);
             }
             link.own_change = true;
             link.flows.swap_remove(pos as usize);
-            self.link_weights[l as usize].swap_remove(pos as usize);
-            if let [alone] = link.flows[..] {
+            if let [(alone, _)] = link.flows[..] {
                 // The flow left behind has this link to itself now; its `bind` is from a
                 // filling with company (or older): forgotten until `fill_alone` sets it.
                 let solo = &mut self.solo[alone as usize];
                 solo.shared -= 1;
                 solo.bind = NO_BIND;
             }
-            if let Some(&moved) = link.flows.get(pos as usize) {
+            if let Some(&(moved, _)) = link.flows.get(pos as usize) {
                 // The flow moved into `pos` records its position on this link.
-                let mu = &mut self.flows[moved as usize].usage;
-                if let Ok(k) = mu.binary_search_by_key(&l, |&(ml, _, _)| ml) {
-                    mu[k].2 = pos;
+                let mu = &mut self.flows[moved as usize];
+                let n = mu.n_use as usize;
+                if let Ok(k) = mu.entries[..n].binary_search_by_key(&l, |e| e.link) {
+                    mu.entries[k].pos = pos;
                 }
             }
             if !link.dirty {
@@ -1028,11 +1118,9 @@ impl FlowNetwork {
                 self.dirty_links.push(l);
             }
         }
-        usage.clear();
         let now = self.now;
-        let flow = &mut self.flows[slot as usize];
-        flow.usage = usage;
-        for &(l, a) in &flow.reserve {
+        let flow = &self.flows[slot as usize];
+        for &Entry { link: l, w: a, .. } in reserve {
             let link = &mut self.links[l as usize];
             settle_link(link, now);
             link.reservers -= 1;
@@ -1061,6 +1149,8 @@ impl FlowNetwork {
                     .push_back((now.saturating_add(self.release_hold), l));
             }
         }
+        let flow = &mut self.flows[slot as usize];
+        flow.entries = entries;
         flow.active = false;
         let v = &mut self.version[slot as usize];
         *v = v.wrapping_add(1);
@@ -1122,11 +1212,17 @@ fn touch_reservation(link: &mut Link, l: u32, touched: &mut Vec<u32>) {
 /// than [`LINK_RESERVATION_SLACK`] of the capacity; true when it moved, so that the link must
 /// be refilled.
 fn reservation_moved(link: &mut Link) -> bool {
-    let follow = (link.reserved - link.applied).abs() > LINK_RESERVATION_SLACK * link.cap;
+    let follow = reservation_off(link);
     if follow {
         link.applied = link.reserved;
     }
     follow
+}
+
+/// Whether `link.reserved` lags its applied reservation by more than
+/// [`LINK_RESERVATION_SLACK`] of the capacity.
+fn reservation_off(link: &Link) -> bool {
+    (link.reserved - link.applied).abs() > LINK_RESERVATION_SLACK * link.cap
 }
 
 /// A link that a start or a finish refills anyway: its applied reservation becomes exact.
@@ -1137,8 +1233,19 @@ fn sync_reservation(link: &mut Link) {
     }
 }
 
-/// Adds the bytes `link` carried since it was last settled, at its current load.
+/// Adds the bytes `link` carried since it was last settled, at its current load. Settled at
+/// `now` already, it would add `+0` (the load is finite): nothing to do.
 fn settle_link(link: &mut Link, now: u64) {
-    link.bytes += link.total_load() * (now - link.settled_at) as f64 / PS_PER_S_F;
-    link.settled_at = now;
+    if now != link.settled_at {
+        link.bytes += link.total_load() * (now - link.settled_at) as f64 / PS_PER_S_F;
+        link.settled_at = now;
+    }
+}
+
+/// The tag of refresh round `epoch` in `Flow::dirty` (1 or 2 by the round's parity): a flow
+/// listed for the next round while still listed in the current one (a damped reservation, see
+/// `FlowNetwork::set_rate`) carries the next round's tag, so that the round lowers each flag
+/// when it reaches the flow rather than all of them in a pass of their own first.
+fn round_tag(epoch: u32) -> u8 {
+    1 + (epoch & 1) as u8
 }

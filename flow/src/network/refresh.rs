@@ -5,8 +5,8 @@
 //! reservations and projected finishes that follow.
 
 use super::{
-    reservation_moved, settle_link, sync_reservation, touch_reservation, FlowNetwork,
-    MAX_RESERVATION_ROUNDS, NO_BIND, PS_PER_S_F, RESERVATION_EPSILON,
+    reservation_moved, round_tag, settle_link, sync_reservation, touch_reservation, Entry,
+    FlowNetwork, MAX_RESERVATION_ROUNDS, NO_BIND, PS_PER_S_F, RESERVATION_EPSILON,
 };
 
 impl FlowNetwork {
@@ -66,40 +66,63 @@ impl FlowNetwork {
                 l.pmark = 0;
             });
             self.flow_mark.iter_mut().for_each(|m| *m = 0);
-            self.epoch = 1;
+            // 2, not 1: the flows listed for this round carry the tag of epoch 0.
+            self.epoch = 2;
         }
         let epoch = self.epoch;
+        let tag = round_tag(epoch);
         let mut dirty_flows = std::mem::take(&mut self.dirty_flows);
         let mut dirty_links = std::mem::take(&mut self.dirty_links);
-        // Flags down first: a reservation that changes during this round marks its link dirty
-        // again, for the next round, even if the link is further down this round's list.
-        for &slot in &dirty_flows {
-            self.flows[slot as usize].dirty = false;
-        }
-        for &l in &dirty_links {
+        // Links' flags down and reservations synced first (no link is marked dirty during a
+        // round: only between rounds, by `apply_reservations`). The links a start touched were
+        // synced at the start (`start_with_acks`), the links a finish left here: a filling sees
+        // the capacities of this round only. A link that carries no flow any more (its last
+        // flow finished, or only its reservations changed) is done here too, and only the
+        // others stay listed: nothing in the round reaches a link without flows, and settling
+        // it before a reserving flow's filling settles it again at the same time gives the same
+        // bits as after (the second settling adds nothing).
+        let mut kept = 0;
+        for k in 0..dirty_links.len() {
+            let l = dirty_links[k];
             let link = &mut self.links[l as usize];
             link.dirty = false;
             sync_reservation(link);
+            if link.flows.is_empty() {
+                link.mark = epoch;
+                link.removed_max = 0.0;
+                if link.load != 0.0 {
+                    settle_link(link, self.now);
+                    link.load = 0.0;
+                }
+            } else {
+                dirty_links[kept] = l;
+                kept += 1;
+            }
         }
-        // The links a start touched were synced at the start (`start_with_acks`), the links
-        // a finish left just above: a filling sees the capacities of this round only.
+        dirty_links.truncate(kept);
         let mut pert = std::mem::take(&mut self.pert);
         pert.clear();
         for &slot in &dirty_flows {
-            let flow = &self.flows[slot as usize];
+            let flow = &mut self.flows[slot as usize];
+            // Its flag goes down as the round reaches it, unless this round already listed it
+            // for the next one (`round_tag`).
+            if flow.dirty == tag {
+                flow.dirty = 0;
+            }
             if !flow.active || self.flow_mark[slot as usize] == epoch {
                 continue;
             }
-            if flow.usage.is_empty() {
+            if flow.n_use == 0 {
                 // Only its cap bounds it: a region of its own.
-                self.set_rate(slot, flow.cap);
+                let cap = flow.cap;
+                self.set_rate(slot, cap);
                 continue;
             }
             if self.fill_alone(slot) {
                 continue;
             }
             let flow = &self.flows[slot as usize];
-            for &(l, _, _) in &flow.usage {
+            for &Entry { link: l, .. } in flow.usage() {
                 let link = &mut self.links[l as usize];
                 link.new_cap = link.new_cap.min(flow.cap);
                 if link.pmark != epoch {
@@ -113,28 +136,14 @@ impl FlowNetwork {
             if link.pmark == epoch || link.mark == epoch {
                 continue;
             }
-            match link.flows.len() {
-                0 => {
-                    // Its last flow finished (or only its reservations changed): it carries no
-                    // flow's data from now on.
-                    link.mark = epoch;
-                    link.removed_max = 0.0;
-                    if link.load != 0.0 {
-                        settle_link(link, self.now);
-                        link.load = 0.0;
-                    }
+            // Every link left here carries a flow (the others were done above).
+            if let [(g, _)] = link.flows[..] {
+                if self.flow_mark[g as usize] == epoch
+                    || self.keeps_rate(l, g)
+                    || self.fill_alone(g)
+                {
                     continue;
                 }
-                1 => {
-                    let g = link.flows[0];
-                    if self.flow_mark[g as usize] == epoch
-                        || self.keeps_rate(l, g)
-                        || self.fill_alone(g)
-                    {
-                        continue;
-                    }
-                }
-                _ => {}
             }
             let link = &mut self.links[l as usize];
             link.pmark = epoch;
@@ -171,23 +180,16 @@ impl FlowNetwork {
     fn fill_alone(&mut self, slot: u32) -> bool {
         let epoch = self.epoch;
         let flow = &self.flows[slot as usize];
-        if flow
-            .usage
-            .iter()
-            .any(|&(l, _, _)| self.links[l as usize].flows.len() != 1)
-        {
-            return false;
-        }
-        self.flow_mark[slot as usize] = epoch;
-        // `fill_single` at floor 0, its first loop merged with the marking (one pass over the
-        // links instead of two: this is every filling of a ring), computed the same way.
+        // `fill_single` at floor 0, its levels computed while checking that the flow is alone
+        // (one pass over the links where there were three: this is every filling of a ring),
+        // computed the same way.
         let mut rate = flow.cap;
         let mut bind = NO_BIND;
-        for &(l, w, _) in &flow.usage {
-            let link = &mut self.links[l as usize];
-            link.mark = epoch;
-            link.removed_max = 0.0;
-            link.new_cap = f64::INFINITY;
+        for &Entry { link: l, w, .. } in flow.usage() {
+            let link = &self.links[l as usize];
+            if link.flows.len() != 1 {
+                return false;
+            }
             // Its base is 0 (no other flow): `C - 0` is `C`, bit for bit.
             let level = link.data_capacity() / w;
             // `<` skips a NaN level, as the filling turns it into the floor.
@@ -196,16 +198,27 @@ impl FlowNetwork {
                 bind = l;
             }
         }
+        self.flow_mark[slot as usize] = epoch;
         if rate.is_nan() || rate < 0.0 {
             rate = 0.0;
             bind = NO_BIND;
         }
         self.set_rate(slot, rate);
         self.solo[slot as usize].bind = bind;
-        for k in 0..self.flows[slot as usize].usage.len() {
-            let (l, w, _) = self.flows[slot as usize].usage[k];
+        let now = self.now;
+        for k in 0..self.flows[slot as usize].n_use as usize {
+            let Entry { link: l, w, .. } = self.flows[slot as usize].entries[k];
+            // Marked after `set_rate`, which reads none of these.
+            let link = &mut self.links[l as usize];
+            link.mark = epoch;
+            link.removed_max = 0.0;
+            link.new_cap = f64::INFINITY;
             // `0 + w r` is `w r` bit for bit: `w r` is not -0 (w > 0, rate >= 0).
-            self.set_load(l, w * rate);
+            let load = w * rate;
+            if load.to_bits() != link.load.to_bits() {
+                settle_link(link, now);
+                link.load = load;
+            }
         }
         self.compact_finishes();
         true
@@ -227,8 +240,8 @@ impl FlowNetwork {
             return false;
         }
         let r = self.fill_rate[g as usize];
-        let w = self.link_weights[l as usize][0];
         let link = &mut self.links[l as usize];
+        let w = link.flows[0].1;
         if link.data_capacity() / w < r || link.load.to_bits() != (w * r).to_bits() {
             return false;
         }
@@ -262,8 +275,7 @@ impl FlowNetwork {
         let c = link.data_capacity();
         let mut w_new = 0.0;
         self.rates_scratch.clear();
-        for (k, &g) in link.flows.iter().enumerate() {
-            let w = self.link_weights[l as usize][k];
+        for &(g, w) in &link.flows {
             let r = self.fill_rate[g as usize];
             if r < f64::INFINITY {
                 old_max = old_max.max(r);
@@ -331,10 +343,10 @@ impl FlowNetwork {
             next += 1;
             let mut base = 0.0;
             for k in 0..self.links[l].flows.len() {
-                let g = self.links[l].flows[k];
+                let (g, w) = self.links[l].flows[k];
                 let r = self.fill_rate[g as usize];
                 if r < theta {
-                    base += self.link_weights[l][k] * r;
+                    base += w * r;
                     continue;
                 }
                 let mark = &mut self.flow_mark[g as usize];
@@ -343,7 +355,7 @@ impl FlowNetwork {
                 }
                 *mark = epoch;
                 self.comp_flows.push(g);
-                for &(l2, _, _) in &self.flows[g as usize].usage {
+                for &Entry { link: l2, .. } in self.flows[g as usize].usage() {
                     let link = &mut self.links[l2 as usize];
                     if link.mark != epoch {
                         link.mark = epoch;
@@ -373,15 +385,15 @@ impl FlowNetwork {
                 let filler = &mut self.filler;
                 filler.clear();
                 for (i, &l) in self.comp_links.iter().enumerate() {
-                    let link = &mut self.links[l as usize];
-                    link.local = i as u32;
+                    self.link_local[l as usize] = i as u32;
+                    let link = &self.links[l as usize];
                     filler.add_link(link.data_capacity() - self.link_base[l as usize]);
                 }
                 for &f in &self.comp_flows {
                     let flow = &self.flows[f as usize];
-                    for &(l, w, _) in &flow.usage {
+                    for &Entry { link: l, w, .. } in flow.usage() {
                         // Usage is sorted by link id, and local ids preserve that order.
-                        filler.push_use(self.links[l as usize].local, w);
+                        filler.push_use(self.link_local[l as usize], w);
                     }
                     filler.end_flow(flow.cap);
                 }
@@ -407,7 +419,7 @@ impl FlowNetwork {
     fn fill_single(&mut self, floor: f64) {
         let f = self.comp_flows[0] as usize;
         let mut rate = self.flows[f].cap;
-        for &(l, w, _) in &self.flows[f].usage {
+        for &Entry { link: l, w, .. } in self.flows[f].usage() {
             let link = &self.links[l as usize];
             let level = (link.data_capacity() - self.link_base[l as usize]) / w;
             // `<` skips a NaN level, as the filling turns it into the floor.
@@ -419,8 +431,8 @@ impl FlowNetwork {
             rate = floor;
         }
         self.set_rate(f as u32, rate);
-        for k in 0..self.flows[f].usage.len() {
-            let (l, w, _) = self.flows[f].usage[k];
+        for k in 0..self.flows[f].n_use as usize {
+            let Entry { link: l, w, .. } = self.flows[f].entries[k];
             let load = self.link_base[l as usize] + w * rate;
             self.set_load(l, load);
         }
@@ -447,7 +459,7 @@ impl FlowNetwork {
         let flow = &mut self.flows[f as usize];
         let changed = rate.to_bits() != flow.rate.to_bits();
         // A damped reservation (below) may still be off at an unchanged rate.
-        if !changed && flow.reserve.is_empty() {
+        if !changed && !flow.reserves() {
             return;
         }
         let old = flow.rate;
@@ -457,7 +469,7 @@ impl FlowNetwork {
             flow.last_change = now;
             flow.rate = rate;
         }
-        if !flow.reserve.is_empty() {
+        if flow.reserves() {
             let rho = flow.reserved_rate;
             let miss = rate - rho;
             let off = miss.abs() > RESERVATION_EPSILON * rho;
@@ -489,25 +501,26 @@ impl FlowNetwork {
             // ones, bit for bit.
             let mut target = rate;
             if update {
-                if flow.res_refresh != self.refreshes {
-                    flow.res_refresh = self.refreshes;
-                    flow.res_miss = 0.0;
-                    flow.res_gain = 1.0;
+                let damp = &mut self.damp[f as usize];
+                if damp.refresh != self.refreshes {
+                    damp.refresh = self.refreshes;
+                    damp.miss = 0.0;
+                    damp.gain = 1.0;
                 }
-                if miss.abs() > 0.5 * flow.res_miss.abs() {
-                    if miss * flow.res_miss < 0.0 {
-                        flow.res_gain *= 0.5;
-                    } else if flow.res_gain < 1.0 {
+                if miss.abs() > 0.5 * damp.miss.abs() {
+                    if miss * damp.miss < 0.0 {
+                        damp.gain *= 0.5;
+                    } else if damp.gain < 1.0 {
                         // Crawling the same way: damped too much (or no longer needed).
-                        flow.res_gain = (flow.res_gain * 2.0).min(1.0);
+                        damp.gain = (damp.gain * 2.0).min(1.0);
                     }
                 }
-                flow.res_miss = miss;
-                if flow.res_gain < 1.0 {
-                    target = rho + flow.res_gain * miss;
+                damp.miss = miss;
+                if damp.gain < 1.0 {
+                    target = rho + damp.gain * miss;
                 }
             }
-            for &(l, a) in &flow.reserve {
+            for &Entry { link: l, w: a, .. } in flow.reserve() {
                 let link = &mut self.links[l as usize];
                 if changed {
                     settle_link(link, now);
@@ -522,8 +535,9 @@ impl FlowNetwork {
                 flow.reserved_rate = target;
                 // Damped, the reservation is still off: refill the flow next round even if no
                 // link of its own moves, so that the next share of the miss is applied.
-                if target.to_bits() != rate.to_bits() && !flow.dirty {
-                    flow.dirty = true;
+                let tag = round_tag(self.epoch.wrapping_add(1));
+                if target.to_bits() != rate.to_bits() && flow.dirty != tag {
+                    flow.dirty = tag;
                     self.dirty_flows.push(f);
                 }
             }
