@@ -1004,17 +1004,19 @@ impl FlowNetwork {
         if flow.cap.to_bits() == cap.to_bits() {
             return Ok(());
         }
-        if flow.usage.is_empty() && cap == f64::INFINITY {
+        if flow.usage().is_empty() && cap == f64::INFINITY {
             return Err(FlowError::Unbounded);
         }
         flow.cap = cap;
-        if !flow.dirty {
-            flow.dirty = true;
+        let tag = round_tag(self.epoch.wrapping_add(1));
+        if flow.dirty != tag {
+            flow.dirty = tag;
             self.dirty_flows.push(f.0);
         }
         let old = std::mem::replace(&mut self.fill_rate[slot], f64::INFINITY);
         if old < f64::INFINITY {
-            for &(l, _, _) in &self.flows[slot].usage {
+            for e in self.flows[slot].usage() {
+                let l = e.link;
                 let link = &mut self.links[l as usize];
                 link.removed_max = link.removed_max.max(old);
             }
