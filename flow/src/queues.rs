@@ -1022,6 +1022,13 @@ mod tests {
         net.set_arrival(2, 0, 1e9 * (1.0 + 1e-9));
         net.propagate();
         assert_eq!(net.links[2].segs.len(), 1);
+        // 1% slower and back at the same instant: the empty tail goes again.
+        net.set_arrival(2, 0, 0.99e9);
+        net.propagate();
+        assert_eq!(net.links[2].segs.len(), 2);
+        net.set_arrival(2, 0, 1e9);
+        net.propagate();
+        assert_eq!(net.links[2].segs.len(), 1);
         // 1% slower: a segment of its own behind the first.
         net.set_arrival(2, 0, 0.99e9);
         net.propagate();
