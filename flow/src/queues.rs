@@ -30,7 +30,9 @@
 //! - **Propagation.** A stream's departure rate from one hop is its arrival rate at the next
 //!   (propagation latency and store-and-forward are added by the transport to the last byte,
 //!   as for max-min flows). A change of rates is pushed hop by hop; a change smaller than
-//!   10^-14 of a link's capacity is not propagated (it would only ring around ACK cycles).
+//!   10^-12 of a link's capacity is not propagated (it would only ring around ACK cycles),
+//!   and the departure keeps the rate the next hop has. Where a link has no queue before and
+//!   after a change, the change passes straight on to the next hop.
 //!
 //! Rates are piecewise constant between events: a stream starts, its source has injected its
 //! last byte, its last byte leaves the last hop, or a queue's head segment runs out. Events at
@@ -41,6 +43,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use fabemu_fabric::units::{Time, PS_PER_S};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::{FlowError, LinkId};
 
@@ -50,8 +53,10 @@ const PS_PER_S_F: f64 = PS_PER_S as f64;
 const REL_EPS: f64 = 1e-9;
 /// Departure changes below this fraction of a link's capacity are not pushed to the next hop:
 /// they would only ring around the cycles ACKs close (each turn scales a change by the ACK
-/// share, ~2%), and dropping larger ones loses bytes measurably.
-const PROPAGATE_EPS: f64 = 1e-14;
+/// share, ~2%). The departure then keeps the rate the next hop has, so a stream's rates at two
+/// hops never differ by more than this (a 1 GiB message at line rate gains or loses at most a
+/// thousandth of a byte); larger tolerances move results measurably.
+const PROPAGATE_EPS: f64 = 1e-12;
 /// Bytes below which a queue counts as empty.
 const BYTES_EPS: f64 = 1e-3;
 /// Arrivals whose mix differs from the queue's tail segment by at most this share for every
@@ -61,6 +66,13 @@ const BYTES_EPS: f64 = 1e-3;
 /// events per message. The merged bytes keep the tail's mix, so a stream is credited at most
 /// this share of a segment's bytes too many or too few (the drain check absorbs the remainder).
 const MERGE_EPS: f64 = 1e-6;
+
+/// `(stream, rate)` sorted by stream. Inline: a link direction or a segment rarely carries more
+/// than two streams, and a rate change then touches no memory beyond its link.
+type Rates = SmallVec<[(u64, f64); 2]>;
+
+/// No head-end event pending ([`Link::sched`]).
+const UNSCHEDULED: u64 = u64::MAX;
 
 /// What a queue network reports as time passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +87,7 @@ pub enum QueueEvent {
 #[derive(Debug)]
 struct Segment {
     /// `(stream, rate)`, the mix of the segment's bytes.
-    mix: Vec<(u64, f64)>,
+    mix: Rates,
     sum: f64,
     bytes: f64,
 }
@@ -84,17 +96,22 @@ struct Segment {
 struct Link {
     cap: f64,
     /// Arrival rate per stream (only positive rates are kept).
-    arr: Vec<(u64, f64)>,
+    arr: Rates,
     arr_sum: f64,
     /// Departure rate per stream.
-    dep: Vec<(u64, f64)>,
+    dep: Rates,
     dep_sum: f64,
     segs: VecDeque<Segment>,
     settled_at: u64,
     /// Bytes that left this link direction up to `settled_at`.
     carried: f64,
-    /// Data streams injected here by their NIC.
-    sources: Vec<u64>,
+    /// Data streams injected here by their NIC and not done, with their caps, by stream.
+    sources: Vec<(u64, f64)>,
+    /// ACK streams injected here by their NIC, by stream.
+    acks: Vec<u64>,
+    /// When the pending head-end event is due ([`UNSCHEDULED`]: none); a recomputation that
+    /// finds the same time keeps it rather than push another.
+    sched: u64,
     version: u32,
 }
 
@@ -145,14 +162,13 @@ enum Kind {
         ack: u64,
         /// ACK wire bytes per data wire byte.
         ack_ratio: f64,
-        cap: f64,
     },
     Ack,
 }
 
 #[derive(Debug)]
 struct Stream {
-    path: Vec<u32>,
+    path: SmallVec<[u32; 6]>,
     kind: Kind,
     /// Wire bytes to inject (data streams; `inf` for ACK streams, which end with their data).
     total: f64,
@@ -165,10 +181,15 @@ struct Stream {
     delivered: f64,
     out_at: u64,
     drained: bool,
-    /// Bumped when the injection rate changes (pending source-done events carry it).
+    /// Bumped when the pending source-done event moves (the events carry it).
     inj_version: u32,
-    /// Bumped when the last hop's rate changes (pending drain events carry it).
+    /// Bumped when the pending drain event moves (the events carry it).
     out_version: u32,
+    /// When the pending source-done and drain events are due ([`UNSCHEDULED`]: none). A rate
+    /// change that leaves the time to the picosecond keeps the event: ripples of a rate
+    /// change far below a picosecond's worth are most of the changes.
+    inj_ev: u64,
+    out_ev: u64,
 }
 
 impl Stream {
@@ -230,7 +251,7 @@ fn join(
 
 /// Whether arrivals at rates `arr` (sum `sum`) mix like segment `seg` within [`MERGE_EPS`].
 fn mixes_alike(seg: &Segment, arr: &[(u64, f64)], sum: f64) -> bool {
-    if seg.mix == arr {
+    if seg.mix[..] == *arr {
         return true;
     }
     if !(seg.sum > 0.0 && sum > 0.0) {
@@ -243,17 +264,6 @@ fn mixes_alike(seg: &Segment, arr: &[(u64, f64)], sum: f64) -> bool {
 
 fn rate_of(v: &[(u64, f64)], id: u64) -> f64 {
     v.binary_search_by_key(&id, |e| e.0).map_or(0.0, |i| v[i].1)
-}
-
-fn set_rate(v: &mut Vec<(u64, f64)>, id: u64, rate: f64) {
-    match v.binary_search_by_key(&id, |e| e.0) {
-        Ok(i) if rate > 0.0 => v[i].1 = rate,
-        Ok(i) => {
-            v.remove(i);
-        }
-        Err(i) if rate > 0.0 => v.insert(i, (id, rate)),
-        Err(_) => {}
-    }
 }
 
 /// Whether heap entry `(time, kind, id, version)` is still current: its link's or stream's
@@ -305,7 +315,7 @@ pub struct QueueNetwork {
     data_streams: usize,
     /// Buffers reused by [`QueueNetwork::recompute_link`] and [`QueueNetwork::share_port`] (kept
     /// empty between calls), so that a rate change allocates nothing.
-    spare_dep: Vec<(u64, f64)>,
+    spare_dep: Rates,
     changed: Vec<(u64, f64)>,
     srcs: Vec<(f64, u64)>,
     rates: Vec<(u64, f64)>,
@@ -322,6 +332,7 @@ impl QueueNetwork {
                 .into_iter()
                 .map(|cap| Link {
                     cap,
+                    sched: UNSCHEDULED,
                     ..Link::default()
                 })
                 .collect(),
@@ -334,7 +345,7 @@ impl QueueNetwork {
             reshare: Vec::new(),
             stalled: Vec::new(),
             data_streams: 0,
-            spare_dep: Vec::new(),
+            spare_dep: Rates::new(),
             changed: Vec::new(),
             srcs: Vec::new(),
             rates: Vec::new(),
@@ -387,6 +398,8 @@ impl QueueNetwork {
             drained: false,
             inj_version: 0,
             out_version: 0,
+            inj_ev: UNSCHEDULED,
+            out_ev: UNSCHEDULED,
         };
         self.streams.insert(
             data,
@@ -396,7 +409,6 @@ impl QueueNetwork {
                     token,
                     ack,
                     ack_ratio: if rev.is_empty() { 0.0 } else { ack_wire / wire },
-                    cap,
                 },
                 wire,
             ),
@@ -405,8 +417,10 @@ impl QueueNetwork {
         if !rev.is_empty() {
             self.streams
                 .insert(ack, stream(rev, Kind::Ack, f64::INFINITY));
+            // Streams are numbered in order: pushing keeps the lists sorted.
+            self.links[rev[0].0 as usize].acks.push(ack);
         }
-        self.links[first.0 as usize].sources.push(data);
+        self.links[first.0 as usize].sources.push((data, cap));
         self.reshare.push(first.0);
         self.propagate();
         Ok(())
@@ -500,6 +514,7 @@ impl QueueNetwork {
         let now = self.now;
         let link = &mut self.links[l as usize];
         link.settle(now);
+        link.sched = UNSCHEDULED;
         if link.segs.len() > 1 {
             link.segs.pop_front();
         } else if link.arr_sum <= link.cap * (1.0 + REL_EPS) {
@@ -531,13 +546,14 @@ impl QueueNetwork {
         }
         s.source_done = true;
         s.inj_version += 1;
+        s.inj_ev = UNSCHEDULED;
         if let Kind::Data { token, .. } = s.kind {
             out.push(QueueEvent::SourceDone(token));
         }
         let first = s.path[0];
         let src = &mut self.links[first as usize].sources;
-        if let Some(i) = src.iter().position(|&x| x == id) {
-            src.swap_remove(i);
+        if let Some(i) = src.iter().position(|&x| x.0 == id) {
+            src.remove(i);
         }
         self.set_injection(id, 0.0);
         self.reshare.push(first);
@@ -576,6 +592,7 @@ impl QueueNetwork {
         };
         s.drained = true;
         s.out_version += 1;
+        s.out_ev = UNSCHEDULED;
         if let Kind::Data { token, ack, .. } = s.kind {
             out.push(QueueEvent::Drained(token));
             self.end_acks(ack, out);
@@ -594,10 +611,17 @@ impl QueueNetwork {
         s.settle(now);
         s.total = s.injected;
         s.source_done = true;
-        s.out_version += 1;
-        if s.out > 0.0 {
-            let at = now + ceil_ps((s.total - s.delivered).max(0.0) / s.out);
-            self.heap.push(Reverse((at, EV_DRAIN, ack, s.out_version)));
+        let at = if s.out > 0.0 {
+            now + ceil_ps((s.total - s.delivered).max(0.0) / s.out)
+        } else {
+            UNSCHEDULED
+        };
+        if at != s.out_ev {
+            s.out_version += 1;
+            s.out_ev = at;
+            if at != UNSCHEDULED {
+                self.heap.push(Reverse((at, EV_DRAIN, ack, s.out_version)));
+            }
         }
         self.check_drained(ack, out);
     }
@@ -609,6 +633,11 @@ impl QueueNetwork {
         };
         if let Kind::Data { .. } = s.kind {
             self.data_streams -= 1;
+        } else if let Some(&first) = s.path.first() {
+            let acks = &mut self.links[first as usize].acks;
+            if let Some(i) = acks.iter().position(|&x| x == id) {
+                acks.remove(i);
+            }
         }
         for &l in &s.path {
             self.set_arrival(l, id, 0.0);
@@ -626,13 +655,20 @@ impl QueueNetwork {
             return;
         }
         s.inj = rate;
-        s.inj_version += 1;
         let first = s.path[0];
         if let Kind::Data { .. } = s.kind {
-            if !s.source_done && rate > 0.0 {
+            let at = if !s.source_done && rate > 0.0 {
                 let left = (s.total - s.injected).max(0.0);
-                let at = now + ceil_ps(left / rate);
-                self.heap.push(Reverse((at, EV_SOURCE, id, s.inj_version)));
+                now + ceil_ps(left / rate)
+            } else {
+                UNSCHEDULED
+            };
+            if at != s.inj_ev {
+                s.inj_version += 1;
+                s.inj_ev = at;
+                if at != UNSCHEDULED {
+                    self.heap.push(Reverse((at, EV_SOURCE, id, s.inj_version)));
+                }
             }
         } else {
             // ACKs go first at their NIC: the port's data shares change.
@@ -645,12 +681,48 @@ impl QueueNetwork {
         let now = self.now;
         let link = &mut self.links[l as usize];
         link.settle(now);
-        let old = rate_of(&link.arr, id);
-        if old == rate {
+        match link.arr.binary_search_by_key(&id, |e| e.0) {
+            Ok(i) if link.arr[i].1 == rate => return,
+            Ok(i) if rate > 0.0 => link.arr[i].1 = rate,
+            Ok(i) => {
+                link.arr.remove(i);
+            }
+            Err(i) if rate > 0.0 => link.arr.insert(i, (id, rate)),
+            Err(_) => return,
+        }
+        link.arr_sum = link.arr.iter().map(|e| e.1).sum();
+        if link.segs.is_empty()
+            && !self.in_dirty[l as usize]
+            && link.arr_sum <= link.cap * (1.0 + REL_EPS)
+        {
+            // No queue before or after: the departures are the arrivals, and only this
+            // stream's changed (what a recomputation of the link would find).
+            let tol = link.cap * PROPAGATE_EPS;
+            let push = match link.dep.binary_search_by_key(&id, |e| e.0) {
+                Ok(i) if rate > 0.0 => {
+                    let d = &mut link.dep[i].1;
+                    let push = (*d - rate).abs() > tol;
+                    if push {
+                        *d = rate;
+                    }
+                    push
+                }
+                Ok(i) => {
+                    link.dep.remove(i);
+                    true
+                }
+                Err(i) if rate > 0.0 => {
+                    link.dep.insert(i, (id, rate));
+                    true
+                }
+                Err(_) => false,
+            };
+            link.dep_sum = link.dep.iter().map(|e| e.1).sum();
+            if push {
+                self.set_departure(l, id, rate);
+            }
             return;
         }
-        set_rate(&mut link.arr, id, rate);
-        link.arr_sum = link.arr.iter().map(|e| e.1).sum();
         self.mark(l);
     }
 
@@ -685,16 +757,13 @@ impl QueueNetwork {
         if link.sources.is_empty() {
             return;
         }
-        let mut own = 0.0;
-        let mut acks = 0.0;
-        for &(id, r) in &link.arr {
-            match self.streams.get(&id).map(|s| (&s.kind, s.path[0] == p)) {
-                Some((Kind::Data { .. }, true)) => own += r,
-                Some((Kind::Ack, true)) => acks += r,
-                _ => {}
-            }
-        }
-        let _ = own;
+        // Summed in stream order, as the arrivals are.
+        let own: f64 = link
+            .sources
+            .iter()
+            .map(|&(id, _)| rate_of(&link.arr, id))
+            .sum();
+        let acks: f64 = link.acks.iter().map(|&id| rate_of(&link.arr, id)).sum();
         let transit = (link.arr_sum - own - acks).max(0.0);
         let port = (link.cap - acks).max(0.0);
         let avail = if transit > 0.0 {
@@ -703,18 +772,7 @@ impl QueueNetwork {
             port
         };
         let mut srcs = std::mem::take(&mut self.srcs);
-        srcs.extend(
-            link.sources
-                .iter()
-                .filter_map(|&id| match self.streams.get(&id) {
-                    Some(Stream {
-                        kind: Kind::Data { cap, .. },
-                        source_done: false,
-                        ..
-                    }) => Some((*cap, id)),
-                    _ => None,
-                }),
-        );
+        srcs.extend(link.sources.iter().map(|&(id, cap)| (cap, id)));
         srcs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut left = avail;
         let mut n = srcs.len();
@@ -749,11 +807,23 @@ impl QueueNetwork {
                 .back()
                 .is_some_and(|s| mixes_alike(s, &link.arr, link.arr_sum));
             if !alike {
-                let several = link.segs.len() > 1;
+                let n = link.segs.len();
+                // An empty tail (arrivals changed again at the same instant) is dropped when
+                // the arrivals are back to the mix before it, else it takes theirs: the
+                // queue ends the same whatever the order its arrivals changed in.
+                let back_alike = n > 1
+                    && link
+                        .segs
+                        .get(n - 2)
+                        .is_some_and(|s| mixes_alike(s, &link.arr, link.arr_sum));
                 match link.segs.back_mut() {
-                    Some(s) if s.bytes <= BYTES_EPS && several => {
-                        s.mix.clone_from(&link.arr);
-                        s.sum = link.arr_sum;
+                    Some(s) if s.bytes <= BYTES_EPS && n > 1 => {
+                        if back_alike {
+                            link.segs.pop_back();
+                        } else {
+                            s.mix.clone_from(&link.arr);
+                            s.sum = link.arr_sum;
+                        }
                     }
                     _ => link.segs.push_back(Segment {
                         mix: link.arr.clone(),
@@ -782,22 +852,40 @@ impl QueueNetwork {
             Some(_) => {}
             None => link.dep.extend_from_slice(&link.arr),
         }
-        link.dep_sum = link.dep.iter().map(|e| e.1).sum();
-        link.version += 1;
-        if let Some(at) = link.head_end() {
-            self.heap
-                .push(Reverse((at, EV_LINK, u64::from(l), link.version)));
-        }
-        // Streams whose departure changed: in `old_dep` or the new one.
+        // Streams whose departure changed: in `old_dep` or the new one. A stream whose change
+        // is within the tolerance keeps its old rate here too, so that the next hop's arrival
+        // is always the departure here (an error never builds up over small changes).
         let tol = cap * PROPAGATE_EPS;
         let mut changed = std::mem::take(&mut self.changed);
-        join(&old_dep, &link.dep, |id, old, new| {
-            match (old, new) {
-                (Some(a), Some(b)) if (a - b).abs() <= tol => {}
-                _ => changed.push((id, new.unwrap_or(0.0))),
+        let mut j = 0;
+        for e in link.dep.iter_mut() {
+            while let Some(&(id, _)) = old_dep.get(j).filter(|o| o.0 < e.0) {
+                changed.push((id, 0.0));
+                j += 1;
             }
-            true
-        });
+            match old_dep.get(j) {
+                Some(&(id, old)) if id == e.0 => {
+                    if (old - e.1).abs() <= tol {
+                        e.1 = old;
+                    } else {
+                        changed.push(*e);
+                    }
+                    j += 1;
+                }
+                _ => changed.push(*e),
+            }
+        }
+        changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
+        link.dep_sum = link.dep.iter().map(|e| e.1).sum();
+        let at = link.head_end().unwrap_or(UNSCHEDULED);
+        if at != link.sched {
+            link.version += 1;
+            link.sched = at;
+            if at != UNSCHEDULED {
+                self.heap
+                    .push(Reverse((at, EV_LINK, u64::from(l), link.version)));
+            }
+        }
         self.spare_dep = old_dep;
         self.spare_dep.clear();
         for &(id, rate) in &changed {
@@ -822,12 +910,18 @@ impl QueueNetwork {
         }
         s.settle(now);
         s.out = rate;
-        s.out_version += 1;
-        let version = s.out_version;
-        if rate > 0.0 && !s.drained && s.total.is_finite() {
+        let at = if rate > 0.0 && !s.drained && s.total.is_finite() {
             let left = (s.total - s.delivered).max(0.0);
-            let at = now + ceil_ps(left / rate);
-            self.heap.push(Reverse((at, EV_DRAIN, id, version)));
+            now + ceil_ps(left / rate)
+        } else {
+            UNSCHEDULED
+        };
+        if at != s.out_ev {
+            s.out_version += 1;
+            s.out_ev = at;
+            if at != UNSCHEDULED {
+                self.heap.push(Reverse((at, EV_DRAIN, id, s.out_version)));
+            }
         }
         if rate == 0.0 {
             self.stalled.push(id);
@@ -926,6 +1020,13 @@ mod tests {
         assert_eq!(net.links[2].segs.len(), 1);
         // Stream 0 (the first data stream) arrives 10^-9 faster: the same mix within MERGE_EPS.
         net.set_arrival(2, 0, 1e9 * (1.0 + 1e-9));
+        net.propagate();
+        assert_eq!(net.links[2].segs.len(), 1);
+        // 1% slower and back at the same instant: the empty tail goes again.
+        net.set_arrival(2, 0, 0.99e9);
+        net.propagate();
+        assert_eq!(net.links[2].segs.len(), 2);
+        net.set_arrival(2, 0, 1e9);
         net.propagate();
         assert_eq!(net.links[2].segs.len(), 1);
         // 1% slower: a segment of its own behind the first.
