@@ -207,25 +207,21 @@ pub fn warnings(limits: &[FlowLimit]) -> Vec<String> {
             let first = list.iter().min_by_key(|l| l.at_ps)?;
             Some(if list.len() == 1 {
                 worst.to_string()
-            } else if modelled {
-                format!(
-                    "{n} ports {from}* -> {to}* would queue above their pause thresholds without \
-                     PFC, the first at {first:.3} ms ({fp}); the worst, {wp}, {peak} against \
-                     {thr:.2} MiB: {what} (the report's `flow_limits` lists every port)",
-                    n = list.len(),
-                    first = first.at_ps as f64 * 1e-9,
-                    fp = first.port,
-                    wp = worst.port,
-                    peak = worst.peak(),
-                    thr = worst.threshold_bytes as f64 / 1048576.0,
-                    what = worst.consequence_text(),
-                )
             } else {
+                // A modelled pause says so; elsewhere the figures there are not to be used.
+                let (lead, thresholds, tail) = if modelled {
+                    ("", "pause thresholds without PFC", "")
+                } else {
+                    (
+                        "flow fidelity assumes no queue beyond the buffer, but ",
+                        "thresholds",
+                        ", and the flow-level times there are too early",
+                    )
+                };
                 format!(
-                    "flow fidelity assumes no queue beyond the buffer, but {n} ports {from}* -> \
-                     {to}* would queue above their thresholds, the first at {first:.3} ms ({fp}); \
-                     the worst, {wp}, {peak} against {thr:.2} MiB: {what}, and the flow-level \
-                     times there are too early (the report's `flow_limits` lists every port)",
+                    "{lead}{n} ports {from}* -> {to}* would queue above their {thresholds}, the \
+                     first at {first:.3} ms ({fp}); the worst, {wp}, {peak} against {thr:.2} \
+                     MiB: {what}{tail} (the report's `flow_limits` lists every port)",
                     n = list.len(),
                     first = first.at_ps as f64 * 1e-9,
                     fp = first.port,

@@ -293,6 +293,29 @@ const EV_LINK: u8 = 0;
 const EV_SOURCE: u8 = 1;
 const EV_DRAIN: u8 = 2;
 
+/// A heap entry: time, event kind, stream or link, version.
+type HeapEntry = Reverse<(u64, u8, u64, u32)>;
+
+/// Moves a stream's event of `(kind, stream)` to `at` (`UNSCHEDULED`: none): a new version, so
+/// that the entry already queued goes stale, and an entry for the new time. An unmoved time
+/// pushes nothing (its entry is still the valid one).
+#[inline]
+fn reschedule(
+    heap: &mut BinaryHeap<HeapEntry>,
+    (kind, id): (u8, u64),
+    at: u64,
+    ev: &mut u64,
+    version: &mut u32,
+) {
+    if at != *ev {
+        *version += 1;
+        *ev = at;
+        if at != UNSCHEDULED {
+            heap.push(Reverse((at, kind, id, *version)));
+        }
+    }
+}
+
 /// The fluid FIFO network (see the module documentation).
 #[derive(Debug)]
 pub struct QueueNetwork {
@@ -300,7 +323,7 @@ pub struct QueueNetwork {
     links: Vec<Link>,
     streams: FxHashMap<u64, Stream>,
     next_id: u64,
-    heap: BinaryHeap<Reverse<(u64, u8, u64, u32)>>,
+    heap: BinaryHeap<HeapEntry>,
     /// The heap size at which its stale entries are next dropped ([`QueueNetwork::compact_heap`]).
     compact_at: usize,
     /// Links whose arrivals changed and must recompute their departures.
@@ -616,13 +639,13 @@ impl QueueNetwork {
         } else {
             UNSCHEDULED
         };
-        if at != s.out_ev {
-            s.out_version += 1;
-            s.out_ev = at;
-            if at != UNSCHEDULED {
-                self.heap.push(Reverse((at, EV_DRAIN, ack, s.out_version)));
-            }
-        }
+        reschedule(
+            &mut self.heap,
+            (EV_DRAIN, ack),
+            at,
+            &mut s.out_ev,
+            &mut s.out_version,
+        );
         self.check_drained(ack, out);
     }
 
@@ -663,13 +686,13 @@ impl QueueNetwork {
             } else {
                 UNSCHEDULED
             };
-            if at != s.inj_ev {
-                s.inj_version += 1;
-                s.inj_ev = at;
-                if at != UNSCHEDULED {
-                    self.heap.push(Reverse((at, EV_SOURCE, id, s.inj_version)));
-                }
-            }
+            reschedule(
+                &mut self.heap,
+                (EV_SOURCE, id),
+                at,
+                &mut s.inj_ev,
+                &mut s.inj_version,
+            );
         } else {
             // ACKs go first at their NIC: the port's data shares change.
             self.reshare.push(first);
@@ -916,13 +939,13 @@ impl QueueNetwork {
         } else {
             UNSCHEDULED
         };
-        if at != s.out_ev {
-            s.out_version += 1;
-            s.out_ev = at;
-            if at != UNSCHEDULED {
-                self.heap.push(Reverse((at, EV_DRAIN, id, s.out_version)));
-            }
-        }
+        reschedule(
+            &mut self.heap,
+            (EV_DRAIN, id),
+            at,
+            &mut s.out_ev,
+            &mut s.out_version,
+        );
         if rate == 0.0 {
             self.stalled.push(id);
         }
