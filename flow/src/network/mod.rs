@@ -211,8 +211,6 @@ struct Link {
     /// Bytes carried up to `settled_at` (ps).
     bytes: f64,
     settled_at: u64,
-    /// The largest rate of a flow removed from this link since the last refresh (0: none).
-    removed_max: f64,
     /// Scratch of a refresh: the lowest cap of the new flows on this link (`+inf`: none).
     new_cap: f64,
     /// The reserved rate of the last flow that left with this link first among its ACK links,
@@ -236,7 +234,6 @@ impl Link {
             bytes: 0.0,
             settled_at: 0,
             reserved: 0.0,
-            removed_max: 0.0,
             new_cap: f64::INFINITY,
             res_hint_rate: 0.0,
             flows: SmallVec::new(),
@@ -458,6 +455,17 @@ pub struct FlowNetwork {
     /// `reserved` lists the link). In a collective the successor's start has been checked by
     /// then, so the expiry reads no link (dense, apart from the links, for that).
     unchecked: Vec<bool>,
+    /// Per link: the largest rate of a flow removed from it since the last refresh that
+    /// reached it (0: none), for its threshold. Dense, apart from the links: a finish writes it
+    /// and the refresh resets it for links of no flow without reading them (see `emptied`).
+    removed_max: Vec<f64>,
+    /// Links whose last flow left since the last refresh and that no flow started on since
+    /// (those with `emptied_flag` set; a start clears it). A finish settles such a link's load
+    /// to 0 at once, where the refresh would have done it, and does not list it dirty: the
+    /// refresh then only resets its `removed_max`, rather than reading both lines of every link
+    /// a collective's finish instant empties (a ring's two per message).
+    emptied: Vec<u32>,
+    emptied_flag: Vec<bool>,
 }
 
 impl FlowNetwork {
@@ -503,6 +511,9 @@ impl FlowNetwork {
             release_hold: RELEASE_HOLD_PS,
             held: VecDeque::new(),
             unchecked: vec![false; n],
+            removed_max: vec![0.0; n],
+            emptied: Vec::new(),
+            emptied_flag: vec![false; n],
         })
     }
 
@@ -841,7 +852,7 @@ impl FlowNetwork {
         for (l, w) in scratch.clone() {
             let link = &mut self.links[l as usize];
             match link.flows.len() {
-                0 => {}
+                0 => self.emptied_flag[l as usize] = false,
                 1 => {
                     // Its one flow shares this link from now on (and is no longer filled
                     // alone: `bind` is forgotten while on this line, see `set_rate`).
@@ -1017,8 +1028,8 @@ impl FlowNetwork {
         if old < f64::INFINITY {
             for e in self.flows[slot].usage() {
                 let l = e.link;
-                let link = &mut self.links[l as usize];
-                link.removed_max = link.removed_max.max(old);
+                let r = &mut self.removed_max[l as usize];
+                *r = r.max(old);
             }
         }
         Ok(())
@@ -1045,7 +1056,14 @@ impl FlowNetwork {
     pub fn link_reserved(&self, l: LinkId) -> f64 {
         self.links
             .get(l.0 as usize)
-            .map_or(0.0, |link| link.applied)
+            // A link a flow left applies its exact reservation at its next filling.
+            .map_or(0.0, |link| {
+                if link.own_change {
+                    link.reserved
+                } else {
+                    link.applied
+                }
+            })
     }
 
     /// Number of link directions.
@@ -1093,11 +1111,13 @@ impl FlowNetwork {
         if let Some(u0) = usage.first() {
             self.links[u0.link as usize].slot_hint = slot;
         }
+        let now = self.now;
         for &Entry { link: l, pos, .. } in usage {
-            let link = &mut self.links[l as usize];
             if rate < f64::INFINITY {
-                link.removed_max = link.removed_max.max(rate);
+                let r = &mut self.removed_max[l as usize];
+                *r = r.max(rate);
             }
+            let link = &mut self.links[l as usize];
             link.own_change = true;
             link.flows.swap_remove(pos as usize);
             if let [(alone, _)] = link.flows[..] {
@@ -1115,12 +1135,26 @@ impl FlowNetwork {
                     mu.entries[k].pos = pos;
                 }
             }
-            if !link.dirty {
+            let link = &mut self.links[l as usize];
+            if link.flows.is_empty() {
+                // What the refresh would do to a link of no flow, but its reset of
+                // `removed_max` (see `emptied`): its load is 0 from now (the refresh settles at
+                // this time too, and nothing moves the load of a link without flows before).
+                // Its reservation is synced by the next start on it, the only filling that
+                // reads it; `own_change` stays set until then.
+                if link.load != 0.0 {
+                    settle_link(link, now);
+                    link.load = 0.0;
+                }
+                if !self.emptied_flag[l as usize] {
+                    self.emptied_flag[l as usize] = true;
+                    self.emptied.push(l);
+                }
+            } else if !link.dirty {
                 link.dirty = true;
                 self.dirty_links.push(l);
             }
         }
-        let now = self.now;
         let flow = &self.flows[slot as usize];
         for &Entry { link: l, w: a, .. } in reserve {
             let link = &mut self.links[l as usize];

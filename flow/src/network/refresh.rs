@@ -15,6 +15,16 @@ impl FlowNetwork {
     pub(super) fn refresh(&mut self) {
         self.rounds = 0;
         self.refreshes = self.refreshes.wrapping_add(1);
+        // The links whose last flow left since the last refresh and that are still without
+        // one: what the refresh does to such a link but their finish did (see `emptied`).
+        for &l in &self.emptied {
+            let flag = &mut self.emptied_flag[l as usize];
+            if *flag {
+                *flag = false;
+                self.removed_max[l as usize] = 0.0;
+            }
+        }
+        self.emptied.clear();
         loop {
             self.apply_reservations();
             if self.dirty_flows.is_empty() && self.dirty_links.is_empty() {
@@ -89,7 +99,7 @@ impl FlowNetwork {
             sync_reservation(link);
             if link.flows.is_empty() {
                 link.mark = epoch;
-                link.removed_max = 0.0;
+                self.removed_max[l as usize] = 0.0;
                 if link.load != 0.0 {
                     settle_link(link, self.now);
                     link.load = 0.0;
@@ -209,9 +219,9 @@ impl FlowNetwork {
         for k in 0..self.flows[slot as usize].n_use as usize {
             let Entry { link: l, w, .. } = self.flows[slot as usize].entries[k];
             // Marked after `set_rate`, which reads none of these.
+            self.removed_max[l as usize] = 0.0;
             let link = &mut self.links[l as usize];
             link.mark = epoch;
-            link.removed_max = 0.0;
             link.new_cap = f64::INFINITY;
             // `0 + w r` is `w r` bit for bit: `w r` is not -0 (w > 0, rate >= 0).
             let load = w * rate;
@@ -245,8 +255,8 @@ impl FlowNetwork {
         if link.data_capacity() / w < r || link.load.to_bits() != (w * r).to_bits() {
             return false;
         }
-        link.removed_max = 0.0;
         link.new_cap = f64::INFINITY;
+        self.removed_max[l as usize] = 0.0;
         true
     }
 
@@ -263,10 +273,9 @@ impl FlowNetwork {
     /// where that reaches its capacity. The threshold is the smaller of the two (and of the
     /// caps of new flows, which freeze a flow by themselves), 0 for a full recomputation.
     fn threshold(&mut self, l: u32) -> f64 {
+        let mut old_max = std::mem::take(&mut self.removed_max[l as usize]);
         let link = &mut self.links[l as usize];
-        let mut old_max = link.removed_max;
         let new_cap = link.new_cap;
-        link.removed_max = 0.0;
         link.new_cap = f64::INFINITY;
         if self.full {
             return 0.0;
