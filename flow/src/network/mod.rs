@@ -963,6 +963,7 @@ impl FlowNetwork {
                     }
                 }
                 self.finishes.recycle(due);
+                self.compact_finishes();
             }
             if at >= t {
                 break;
@@ -1195,7 +1196,6 @@ impl FlowNetwork {
             self.listed[slot as usize] = true;
             self.free.push(slot);
         }
-        self.compact_finishes();
     }
 
     /// Gives back the held releases whose time has come (see "Timed releases" in the module
@@ -1223,7 +1223,9 @@ impl FlowNetwork {
     }
 
     /// Rebuilds the finish queue without its stale entries once they outnumber the valid ones,
-    /// so that it stays proportional to the number of active flows.
+    /// so that it stays proportional to the number of active flows. Checked after each batch
+    /// of finishes and each refresh, not at each flow: which entries are kept does not depend
+    /// on when (the stale ones are never taken), and the check cost two calls a message.
     fn compact_finishes(&mut self) {
         if self.finishes.len() <= 2 * self.active + 1024 {
             return;

@@ -34,6 +34,7 @@ impl FlowNetwork {
             self.rounds += 1;
         }
         self.project_finishes();
+        self.compact_finishes();
     }
 
     /// Lets every link whose reservations changed since the last call apply their sum where
@@ -86,11 +87,11 @@ impl FlowNetwork {
         // Links' flags down and reservations synced first (no link is marked dirty during a
         // round: only between rounds, by `apply_reservations`). The links a start touched were
         // synced at the start (`start_with_acks`), the links a finish left here: a filling sees
-        // the capacities of this round only. A link that carries no flow any more (its last
-        // flow finished, or only its reservations changed) is done here too, and only the
-        // others stay listed: nothing in the round reaches a link without flows, and settling
-        // it before a reserving flow's filling settles it again at the same time gives the same
-        // bits as after (the second settling adds nothing).
+        // the capacities of this round only. A link that carries no flow (listed for its
+        // reservations; one its last flow left is not listed, see `FlowNetwork::emptied`) is
+        // done here too, and only the others stay listed: nothing in the round reaches a link
+        // without flows, and settling it before a reserving flow's filling settles it again at
+        // the same time gives the same bits as after (the second settling adds nothing).
         let mut kept = 0;
         for k in 0..dirty_links.len() {
             let l = dirty_links[k];
@@ -230,7 +231,6 @@ impl FlowNetwork {
                 link.load = load;
             }
         }
-        self.compact_finishes();
         true
     }
 
@@ -417,7 +417,6 @@ impl FlowNetwork {
                 }
             }
         }
-        self.compact_finishes();
     }
 
     /// [`FlowNetwork::fill_region`] of a region of one flow (a ring's flows, once ACKs
