@@ -1103,41 +1103,56 @@ impl FlowNetwork {
         let entries = std::mem::take(&mut self.flows[slot as usize].entries);
         let rate = self.fill_rate[slot as usize];
         let flow = &self.flows[slot as usize];
+        let (reserved_rate, flow_rate) = (flow.reserved_rate, flow.rate);
         let (usage, reserve) = entries.split_at(flow.n_use as usize);
+        let (now, hold_above, release_hold) = (self.now, self.hold_above, self.release_hold);
+        // The fields apart, so that each link is looked up once per use.
+        let Self {
+            links,
+            flows,
+            solo,
+            removed_max,
+            emptied_flag,
+            emptied,
+            dirty_links,
+            res_touched,
+            unchecked,
+            held,
+            ..
+        } = self;
         if let (Some(r0), Some(u0)) = (reserve.first(), usage.first()) {
-            let link = &mut self.links[r0.link as usize];
+            let link = &mut links[r0.link as usize];
             link.res_hint_key = u0.link;
-            link.res_hint_rate = flow.reserved_rate;
+            link.res_hint_rate = reserved_rate;
         }
         if let Some(u0) = usage.first() {
-            self.links[u0.link as usize].slot_hint = slot;
+            links[u0.link as usize].slot_hint = slot;
         }
-        let now = self.now;
         for &Entry { link: l, pos, .. } in usage {
             if rate < f64::INFINITY {
-                let r = &mut self.removed_max[l as usize];
+                let r = &mut removed_max[l as usize];
                 *r = r.max(rate);
             }
-            let link = &mut self.links[l as usize];
+            let link = &mut links[l as usize];
             link.own_change = true;
             link.flows.swap_remove(pos as usize);
-            if let [(alone, _)] = link.flows[..] {
+            let left = &link.flows[..];
+            if let [(alone, _)] = *left {
                 // The flow left behind has this link to itself now; its `bind` is from a
                 // filling with company (or older): forgotten until `fill_alone` sets it.
-                let solo = &mut self.solo[alone as usize];
+                let solo = &mut solo[alone as usize];
                 solo.shared -= 1;
                 solo.bind = NO_BIND;
             }
-            if let Some(&(moved, _)) = link.flows.get(pos as usize) {
+            if let Some(&(moved, _)) = left.get(pos as usize) {
                 // The flow moved into `pos` records its position on this link.
-                let mu = &mut self.flows[moved as usize];
+                let mu = &mut flows[moved as usize];
                 let n = mu.n_use as usize;
                 if let Ok(k) = mu.entries[..n].binary_search_by_key(&l, |e| e.link) {
                     mu.entries[k].pos = pos;
                 }
             }
-            let link = &mut self.links[l as usize];
-            if link.flows.is_empty() {
+            if left.is_empty() {
                 // What the refresh would do to a link of no flow, but its reset of
                 // `removed_max` (see `emptied`): its load is 0 from now (the refresh settles at
                 // this time too, and nothing moves the load of a link without flows before).
@@ -1147,18 +1162,17 @@ impl FlowNetwork {
                     settle_link(link, now);
                     link.load = 0.0;
                 }
-                if !self.emptied_flag[l as usize] {
-                    self.emptied_flag[l as usize] = true;
-                    self.emptied.push(l);
+                if !emptied_flag[l as usize] {
+                    emptied_flag[l as usize] = true;
+                    emptied.push(l);
                 }
             } else if !link.dirty {
                 link.dirty = true;
-                self.dirty_links.push(l);
+                dirty_links.push(l);
             }
         }
-        let flow = &self.flows[slot as usize];
         for &Entry { link: l, w: a, .. } in reserve {
-            let link = &mut self.links[l as usize];
+            let link = &mut links[l as usize];
             settle_link(link, now);
             link.reservers -= 1;
             if link.reservers == 0 {
@@ -1166,24 +1180,23 @@ impl FlowNetwork {
                 link.reserved = 0.0;
                 link.ack_load = 0.0;
             } else {
-                link.reserved -= a * flow.reserved_rate;
-                link.ack_load -= a * flow.rate;
+                link.reserved -= a * reserved_rate;
+                link.ack_load -= a * flow_rate;
             }
             // On a link shared by many flows the release is held (module documentation),
             // unless this was its last reserving flow: then all of its ACK load is gone. On a
             // link of few flows it is held for `release_hold` ("Timed releases").
-            if link.flows.len() > self.hold_above {
+            if link.flows.len() > hold_above {
                 if link.reservers == 0 {
-                    touch_reservation(link, l, &mut self.res_touched);
+                    touch_reservation(link, l, res_touched);
                 } else {
-                    self.unchecked[l as usize] = true;
+                    unchecked[l as usize] = true;
                 }
-            } else if self.release_hold == 0 {
-                touch_reservation(link, l, &mut self.res_touched);
+            } else if release_hold == 0 {
+                touch_reservation(link, l, res_touched);
             } else {
-                self.unchecked[l as usize] = true;
-                self.held
-                    .push_back((now.saturating_add(self.release_hold), l));
+                unchecked[l as usize] = true;
+                held.push_back((now.saturating_add(release_hold), l));
             }
         }
         let flow = &mut self.flows[slot as usize];

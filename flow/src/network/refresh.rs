@@ -217,11 +217,11 @@ impl FlowNetwork {
         self.set_rate(slot, rate);
         self.solo[slot as usize].bind = bind;
         let now = self.now;
-        for k in 0..self.flows[slot as usize].n_use as usize {
-            let Entry { link: l, w, .. } = self.flows[slot as usize].entries[k];
+        let (flows, links, removed_max) = (&self.flows, &mut self.links, &mut self.removed_max);
+        for &Entry { link: l, w, .. } in flows[slot as usize].usage() {
             // Marked after `set_rate`, which reads none of these.
-            self.removed_max[l as usize] = 0.0;
-            let link = &mut self.links[l as usize];
+            removed_max[l as usize] = 0.0;
+            let link = &mut links[l as usize];
             link.mark = epoch;
             link.new_cap = f64::INFINITY;
             // `0 + w r` is `w r` bit for bit: `w r` is not -0 (w > 0, rate >= 0).
