@@ -497,6 +497,7 @@ impl Backlogs {
     ///
     /// Its arrivals are applied when time moves on, at the source's share among all the flows
     /// that started with it at `now` (a collective posts many at one instant).
+    #[inline]
     pub fn start<'a>(
         &mut self,
         now: Time,
@@ -595,6 +596,8 @@ impl Backlogs {
         }
     }
 
+    // Out of line: once an instant, where `start` and `finish`, inlined, run once a message.
+    #[inline(never)]
     fn apply_pending<'a>(&mut self, path: &impl Fn(u32) -> &'a [LinkId]) {
         let t = self.pending_t;
         let mut pending = std::mem::take(&mut self.pending);
@@ -627,6 +630,7 @@ impl Backlogs {
     }
 
     /// Flow `key` finishes at `now` (`path` as for [`Backlogs::start`]).
+    #[inline]
     pub fn finish<'a>(&mut self, now: Time, key: u32, path: &impl Fn(u32) -> &'a [LinkId]) {
         self.flush(now, path);
         let Some(k) = self.keys.get_mut(key as usize) else {

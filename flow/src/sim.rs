@@ -406,28 +406,34 @@ struct Agenda {
 }
 
 impl Agenda {
+    /// Queues `ev` at `at`. Inlined: mostly the instant of the last push.
+    #[inline]
     fn push(&mut self, at: Time, ev: Ev) {
         let q = match self.last {
             Some((t, q)) if t == at => q,
-            _ => {
-                let queues = &mut self.queues;
-                let free = &mut self.free;
-                let q = *self.at.entry(at).or_insert_with(|| {
-                    free.pop().unwrap_or_else(|| {
-                        queues.push(VecDeque::new());
-                        (queues.len() - 1) as u32
-                    })
-                });
-                self.last = Some((at, q));
-                if self.first.is_some_and(|(t, _)| at < t) {
-                    self.first = Some((at, q));
-                }
-                q
-            }
+            _ => self.queue_of(at),
         };
         if let Some(queue) = self.queues.get_mut(q as usize) {
             queue.push_back(ev);
         }
+    }
+
+    /// The queue of instant `at` (made if there is none), remembered as the last pushed to.
+    #[inline(never)]
+    fn queue_of(&mut self, at: Time) -> u32 {
+        let queues = &mut self.queues;
+        let free = &mut self.free;
+        let q = *self.at.entry(at).or_insert_with(|| {
+            free.pop().unwrap_or_else(|| {
+                queues.push(VecDeque::new());
+                (queues.len() - 1) as u32
+            })
+        });
+        self.last = Some((at, q));
+        if self.first.is_some_and(|(t, _)| at < t) {
+            self.first = Some((at, q));
+        }
+        q
     }
 
     /// The first instant and its queue.
@@ -558,6 +564,7 @@ struct Core<'p> {
 }
 
 impl Core<'_> {
+    #[inline]
     fn schedule(&mut self, at: Time, ev: Ev) {
         self.agenda.push(at.max(self.now), ev);
     }
@@ -923,7 +930,10 @@ impl Core<'_> {
             return;
         };
         self.deliver_after_tail(q, msg);
-        self.start_head(q);
+        // Asked here, not by the call: a collective's queue pair is mostly empty by now.
+        if self.qps.get(q as usize).is_some_and(|qp| qp.queued > 0) {
+            self.start_head(q);
+        }
     }
 
     /// Queue pair `q`'s head message has left its source: its arrivals end.

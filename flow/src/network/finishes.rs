@@ -44,31 +44,37 @@ impl FinishQueue {
     }
 
     /// Projects flow `slot` at `version` to finish at `time`.
+    #[inline]
     pub(super) fn push(&mut self, time: u64, slot: u32, version: u32) {
         let entry = u64::from(slot) << 32 | u64::from(version);
         let i = match self.last {
             Some((t, i)) if t == time => i,
-            _ => {
-                let (lists, unused, spare) = (&mut self.lists, &mut self.unused, &mut self.spare);
-                let i = *self.at.entry(time).or_insert_with(|| {
-                    let i = unused.pop().unwrap_or_else(|| {
-                        lists.push(Bucket::new());
-                        (lists.len() - 1) as u32
-                    });
-                    let list = &mut lists[i as usize];
-                    if !list.spilled() {
-                        if let Some(b) = spare.pop() {
-                            *list = b;
-                        }
-                    }
-                    i
-                });
-                self.last = Some((time, i));
-                i
-            }
+            _ => self.list_of(time),
         };
         self.lists[i as usize].push(entry);
         self.len += 1;
+    }
+
+    /// The index of instant `time`'s list (made if there is none), remembered as the last
+    /// pushed to.
+    #[inline(never)]
+    fn list_of(&mut self, time: u64) -> u32 {
+        let (lists, unused, spare) = (&mut self.lists, &mut self.unused, &mut self.spare);
+        let i = *self.at.entry(time).or_insert_with(|| {
+            let i = unused.pop().unwrap_or_else(|| {
+                lists.push(Bucket::new());
+                (lists.len() - 1) as u32
+            });
+            let list = &mut lists[i as usize];
+            if !list.spilled() {
+                if let Some(b) = spare.pop() {
+                    *list = b;
+                }
+            }
+            i
+        });
+        self.last = Some((time, i));
+        i
     }
 
     /// The earliest instant with a valid entry (`version[slot]` is the entry's version),
