@@ -576,7 +576,7 @@ impl FlowNetwork {
             flow.projecting = false;
             let rate = flow.rate;
             if flow.active && rate > 0.0 {
-                let ps = (flow.remaining * PS_PER_S_F / rate).ceil();
+                let ps = crate::round_up(flow.remaining * PS_PER_S_F / rate);
                 // A finish beyond u64 picoseconds is never.
                 if ps < u64::MAX as f64 {
                     self.finishes
