@@ -184,7 +184,7 @@ pub enum FlowError {
 #[inline]
 pub(crate) fn round_up(x: f64) -> f64 {
     const WHOLE_FROM: f64 = 4_503_599_627_370_496.0; // 2^52
-    if !(x.abs() < WHOLE_FROM) {
+    if x.is_nan() || x.abs() >= WHOLE_FROM {
         return x.ceil();
     }
     let t = x as i64 as f64;
