@@ -38,13 +38,13 @@
 //! last byte, its last byte leaves the last hop, or a queue's head segment runs out. Events at
 //! one picosecond run in a fixed order, so runs are deterministic.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use crate::keyed_heap::KeyedHeap;
 use crate::{FlowError, LinkId};
 
 const PS_PER_S_F: f64 = PS_PER_S as f64;
@@ -110,9 +110,10 @@ struct Link {
     /// ACK streams injected here by their NIC, by stream.
     acks: Vec<u64>,
     /// When the pending head-end event is due ([`UNSCHEDULED`]: none); a recomputation that
-    /// finds the same time keeps it rather than push another.
+    /// finds the same time leaves its entry alone.
     sched: u64,
-    version: u32,
+    /// The head-end event's handle in the heap.
+    ev: u32,
 }
 
 impl Link {
@@ -181,12 +182,11 @@ struct Stream {
     delivered: f64,
     out_at: u64,
     drained: bool,
-    /// Bumped when the pending source-done event moves (the events carry it).
-    inj_version: u32,
-    /// Bumped when the pending drain event moves (the events carry it).
-    out_version: u32,
+    /// The source-done and drain events' handles in the heap.
+    inj_h: u32,
+    out_h: u32,
     /// When the pending source-done and drain events are due ([`UNSCHEDULED`]: none). A rate
-    /// change that leaves the time to the picosecond keeps the event: ripples of a rate
+    /// change that leaves the time to the picosecond leaves the entry alone: ripples of a rate
     /// change far below a picosecond's worth are most of the changes.
     inj_ev: u64,
     out_ev: u64,
@@ -266,52 +266,20 @@ fn rate_of(v: &[(u64, f64)], id: u64) -> f64 {
     v.binary_search_by_key(&id, |e| e.0).map_or(0.0, |i| v[i].1)
 }
 
-/// Whether heap entry `(time, kind, id, version)` is still current: its link's or stream's
-/// version has not moved on since it was pushed (and the stream's event has not happened).
-fn entry_valid(
-    links: &[Link],
-    streams: &FxHashMap<u64, Stream>,
-    entry: (u64, u8, u64, u32),
-) -> bool {
-    let (_, kind, id, version) = entry;
-    match kind {
-        EV_LINK => links.get(id as usize).is_some_and(|l| l.version == version),
-        EV_SOURCE => streams
-            .get(&id)
-            .is_some_and(|s| !s.source_done && s.inj_version == version),
-        _ => streams
-            .get(&id)
-            .is_some_and(|s| !s.drained && s.out_version == version),
-    }
-}
-
-/// The heap size below which stale entries are left for the pops.
-const MIN_COMPACT: usize = 4096;
-
 /// Event kinds in the heap, in the order they run at one instant.
 const EV_LINK: u8 = 0;
 const EV_SOURCE: u8 = 1;
 const EV_DRAIN: u8 = 2;
 
-/// A heap entry: time, event kind, stream or link, version.
-type HeapEntry = Reverse<(u64, u8, u64, u32)>;
-
-/// Moves a stream's event of `(kind, stream)` to `at` (`UNSCHEDULED`: none): a new version, so
-/// that the entry already queued goes stale, and an entry for the new time. An unmoved time
-/// pushes nothing (its entry is still the valid one).
+/// Moves the event of `(kind, stream)` with handle `h` to `at` (`UNSCHEDULED`: none), in place.
 #[inline]
-fn reschedule(
-    heap: &mut BinaryHeap<HeapEntry>,
-    (kind, id): (u8, u64),
-    at: u64,
-    ev: &mut u64,
-    version: &mut u32,
-) {
+fn reschedule(heap: &mut KeyedHeap, h: u32, (kind, id): (u8, u64), at: u64, ev: &mut u64) {
     if at != *ev {
-        *version += 1;
         *ev = at;
-        if at != UNSCHEDULED {
-            heap.push(Reverse((at, kind, id, *version)));
+        if at == UNSCHEDULED {
+            heap.remove(h);
+        } else {
+            heap.set(h, (at, kind, id));
         }
     }
 }
@@ -323,9 +291,8 @@ pub struct QueueNetwork {
     links: Vec<Link>,
     streams: FxHashMap<u64, Stream>,
     next_id: u64,
-    heap: BinaryHeap<HeapEntry>,
-    /// The heap size at which its stale entries are next dropped ([`QueueNetwork::compact_heap`]).
-    compact_at: usize,
+    /// Pending events: links' head ends, streams' source-done and drain events.
+    heap: KeyedHeap,
     /// Links whose arrivals changed and must recompute their departures.
     dirty: VecDeque<u32>,
     in_dirty: Vec<bool>,
@@ -349,6 +316,7 @@ impl QueueNetwork {
     pub fn new(capacities: Vec<f64>) -> Result<QueueNetwork, FlowError> {
         crate::maxmin::check_capacities(&capacities)?;
         let n = capacities.len();
+        let mut heap = KeyedHeap::default();
         Ok(QueueNetwork {
             now: 0,
             links: capacities
@@ -356,13 +324,13 @@ impl QueueNetwork {
                 .map(|cap| Link {
                     cap,
                     sched: UNSCHEDULED,
+                    ev: heap.handle(),
                     ..Link::default()
                 })
                 .collect(),
             streams: FxHashMap::default(),
             next_id: 0,
-            heap: BinaryHeap::new(),
-            compact_at: MIN_COMPACT,
+            heap,
             dirty: VecDeque::new(),
             in_dirty: vec![false; n],
             reshare: Vec::new(),
@@ -407,7 +375,8 @@ impl QueueNetwork {
         let ack = data + 1;
         self.next_id += 2;
         let now = self.now;
-        let stream = |path: &[LinkId], kind: Kind, total: f64| Stream {
+        let heap = &mut self.heap;
+        let mut stream = |path: &[LinkId], kind: Kind, total: f64| Stream {
             path: path.iter().map(|l| l.0).collect(),
             kind,
             total,
@@ -419,8 +388,8 @@ impl QueueNetwork {
             delivered: 0.0,
             out_at: now,
             drained: false,
-            inj_version: 0,
-            out_version: 0,
+            inj_h: heap.handle(),
+            out_h: heap.handle(),
             inj_ev: UNSCHEDULED,
             out_ev: UNSCHEDULED,
         };
@@ -454,29 +423,8 @@ impl QueueNetwork {
         self.peek().map(Time)
     }
 
-    fn peek(&mut self) -> Option<u64> {
-        while let Some(&Reverse(entry)) = self.heap.peek() {
-            if entry_valid(&self.links, &self.streams, entry) {
-                return Some(entry.0);
-            }
-            self.heap.pop();
-        }
-        None
-    }
-
-    /// Drops the heap's stale entries once it has doubled since it was last rid of them:
-    /// every rate change pushes a new entry and leaves the old one to be popped at its time,
-    /// so that without this the heap grows with the changes rather than the streams, and
-    /// every pop sifts through it. Only stale entries go, so the events and their order
-    /// stay the same.
-    fn compact_heap(&mut self) {
-        if self.heap.len() <= self.compact_at {
-            return;
-        }
-        let (links, streams) = (&self.links, &self.streams);
-        self.heap
-            .retain(|&Reverse(entry)| entry_valid(links, streams, entry));
-        self.compact_at = (2 * self.heap.len()).max(MIN_COMPACT);
+    fn peek(&self) -> Option<u64> {
+        self.heap.peek().map(|k| k.0)
     }
 
     /// Moves time to `t`, running every event up to it and appending what messages did.
@@ -487,7 +435,7 @@ impl QueueNetwork {
                 break;
             }
             self.now = self.now.max(at);
-            let Some(Reverse((_, kind, id, _))) = self.heap.pop() else {
+            let Some((_, kind, id)) = self.heap.pop() else {
                 break;
             };
             match kind {
@@ -568,8 +516,8 @@ impl QueueNetwork {
             return;
         }
         s.source_done = true;
-        s.inj_version += 1;
         s.inj_ev = UNSCHEDULED;
+        self.heap.remove(s.inj_h);
         if let Kind::Data { token, .. } = s.kind {
             out.push(QueueEvent::SourceDone(token));
         }
@@ -614,8 +562,8 @@ impl QueueNetwork {
             return;
         };
         s.drained = true;
-        s.out_version += 1;
         s.out_ev = UNSCHEDULED;
+        self.heap.remove(s.out_h);
         if let Kind::Data { token, ack, .. } = s.kind {
             out.push(QueueEvent::Drained(token));
             self.end_acks(ack, out);
@@ -639,13 +587,7 @@ impl QueueNetwork {
         } else {
             UNSCHEDULED
         };
-        reschedule(
-            &mut self.heap,
-            (EV_DRAIN, ack),
-            at,
-            &mut s.out_ev,
-            &mut s.out_version,
-        );
+        reschedule(&mut self.heap, s.out_h, (EV_DRAIN, ack), at, &mut s.out_ev);
         self.check_drained(ack, out);
     }
 
@@ -654,6 +596,8 @@ impl QueueNetwork {
         let Some(s) = self.streams.remove(&id) else {
             return;
         };
+        self.heap.release(s.inj_h);
+        self.heap.release(s.out_h);
         if let Kind::Data { .. } = s.kind {
             self.data_streams -= 1;
         } else if let Some(&first) = s.path.first() {
@@ -686,13 +630,7 @@ impl QueueNetwork {
             } else {
                 UNSCHEDULED
             };
-            reschedule(
-                &mut self.heap,
-                (EV_SOURCE, id),
-                at,
-                &mut s.inj_ev,
-                &mut s.inj_version,
-            );
+            reschedule(&mut self.heap, s.inj_h, (EV_SOURCE, id), at, &mut s.inj_ev);
         } else {
             // ACKs go first at their NIC: the port's data shares change.
             self.reshare.push(first);
@@ -771,7 +709,6 @@ impl QueueNetwork {
             self.in_dirty[l as usize] = false;
             self.recompute_link(l);
         }
-        self.compact_heap();
     }
 
     /// Water-fills a NIC port among the data streams its host injects there.
@@ -901,14 +838,13 @@ impl QueueNetwork {
         changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
         link.dep_sum = link.dep.iter().map(|e| e.1).sum();
         let at = link.head_end().unwrap_or(UNSCHEDULED);
-        if at != link.sched {
-            link.version += 1;
-            link.sched = at;
-            if at != UNSCHEDULED {
-                self.heap
-                    .push(Reverse((at, EV_LINK, u64::from(l), link.version)));
-            }
-        }
+        reschedule(
+            &mut self.heap,
+            link.ev,
+            (EV_LINK, u64::from(l)),
+            at,
+            &mut link.sched,
+        );
         self.spare_dep = old_dep;
         self.spare_dep.clear();
         for &(id, rate) in &changed {
@@ -939,13 +875,7 @@ impl QueueNetwork {
         } else {
             UNSCHEDULED
         };
-        reschedule(
-            &mut self.heap,
-            (EV_DRAIN, id),
-            at,
-            &mut s.out_ev,
-            &mut s.out_version,
-        );
+        reschedule(&mut self.heap, s.out_h, (EV_DRAIN, id), at, &mut s.out_ev);
         if rate == 0.0 {
             self.stalled.push(id);
         }
