@@ -2,7 +2,7 @@
 //! rescheduling it sifts its one entry up or down instead of pushing a new one and leaving the
 //! old one behind, stale.
 //!
-//! The queue model ([`crate::QueueNetwork`]) reschedules an event at most rate changes, and
+//! The queue model ([`crate::QueueNetwork`]) reschedules an event at most of its rate changes, and
 //! most of them move it by a picosecond or not at all: an entry moved in place barely sifts,
 //! whereas a versioned push grows the heap with every change and makes every pop sift through
 //! the stale entries. Keys are unique per handle's owner, so the order in which entries come

@@ -205,8 +205,17 @@ impl Stream {
     }
 }
 
+/// `seconds` in picoseconds, rounded up (`u64::MAX / 4` for what is not a time).
+#[inline]
 fn ceil_ps(seconds: f64) -> u64 {
-    let ps = (seconds * PS_PER_S_F).ceil();
+    let ps = seconds * PS_PER_S_F;
+    // Truncated and raised where it had a fraction: the value `ceil` gives, without its
+    // library call (the build targets CPUs without a rounding instruction).
+    if (0.0..9.0e18).contains(&ps) {
+        let t = ps as u64;
+        return if (t as f64) < ps { t + 1 } else { t };
+    }
+    let ps = ps.ceil();
     if ps.is_finite() && ps >= 0.0 {
         ps as u64
     } else {
@@ -802,40 +811,55 @@ impl QueueNetwork {
         } else {
             link.segs.clear();
         }
-        // The new departures go to the spare buffer; the old ones are compared with them.
-        let old_dep = std::mem::replace(&mut link.dep, std::mem::take(&mut self.spare_dep));
+        // The new departures: the head segment's mix scaled to the capacity, or the arrivals.
         let cap = link.cap;
-        match link.segs.front() {
-            Some(head) if head.sum > 0.0 => link
-                .dep
-                .extend(head.mix.iter().map(|&(id, r)| (id, cap * r / head.sum))),
-            Some(_) => {}
-            None => link.dep.extend_from_slice(&link.arr),
-        }
-        // Streams whose departure changed: in `old_dep` or the new one. A stream whose change
-        // is within the tolerance keeps its old rate here too, so that the next hop's arrival
-        // is always the departure here (an error never builds up over small changes).
+        let (new, head_sum): (&[(u64, f64)], Option<f64>) = match link.segs.front() {
+            Some(head) if head.sum > 0.0 => (&head.mix, Some(head.sum)),
+            Some(_) => (&[], None),
+            None => (&link.arr, None),
+        };
+        let rate = |r: f64| head_sum.map_or(r, |sum| cap * r / sum);
+        // Streams whose departure changed: in the old departures or the new ones. A stream
+        // whose change is within the tolerance keeps its old rate here too, so that the next
+        // hop's arrival is always the departure here (an error never builds up over small
+        // changes).
         let tol = cap * PROPAGATE_EPS;
         let mut changed = std::mem::take(&mut self.changed);
-        let mut j = 0;
-        for e in link.dep.iter_mut() {
-            while let Some(&(id, _)) = old_dep.get(j).filter(|o| o.0 < e.0) {
-                changed.push((id, 0.0));
-                j += 1;
+        if link.dep.len() == new.len() && link.dep.iter().zip(new).all(|(d, n)| d.0 == n.0) {
+            // The same streams (a ripple's usual case): compared and updated in place.
+            for (d, &(id, r)) in link.dep.iter_mut().zip(new) {
+                let v = rate(r);
+                if (d.1 - v).abs() > tol {
+                    d.1 = v;
+                    changed.push((id, v));
+                }
             }
-            match old_dep.get(j) {
-                Some(&(id, old)) if id == e.0 => {
-                    if (old - e.1).abs() <= tol {
-                        e.1 = old;
-                    } else {
-                        changed.push(*e);
-                    }
+        } else {
+            // The new departures go to the spare buffer; the old ones are compared with them.
+            let old_dep = std::mem::replace(&mut link.dep, std::mem::take(&mut self.spare_dep));
+            link.dep.extend(new.iter().map(|&(id, r)| (id, rate(r))));
+            let mut j = 0;
+            for e in link.dep.iter_mut() {
+                while let Some(&(id, _)) = old_dep.get(j).filter(|o| o.0 < e.0) {
+                    changed.push((id, 0.0));
                     j += 1;
                 }
-                _ => changed.push(*e),
+                match old_dep.get(j) {
+                    Some(&(id, old)) if id == e.0 => {
+                        if (old - e.1).abs() <= tol {
+                            e.1 = old;
+                        } else {
+                            changed.push(*e);
+                        }
+                        j += 1;
+                    }
+                    _ => changed.push(*e),
+                }
             }
+            changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
+            self.spare_dep = old_dep;
+            self.spare_dep.clear();
         }
-        changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
         link.dep_sum = link.dep.iter().map(|e| e.1).sum();
         let at = link.head_end().unwrap_or(UNSCHEDULED);
         reschedule(
@@ -845,8 +869,6 @@ impl QueueNetwork {
             at,
             &mut link.sched,
         );
-        self.spare_dep = old_dep;
-        self.spare_dep.clear();
         for &(id, rate) in &changed {
             self.set_departure(l, id, rate);
         }
@@ -902,6 +924,40 @@ mod tests {
             out.extend(evs.drain(..).map(|e| (e, t.ps())));
         }
         out
+    }
+
+    #[test]
+    fn ceil_ps_rounds_up_as_ceil_does() {
+        let by_ceil = |seconds: f64| {
+            let ps = (seconds * PS_PER_S_F).ceil();
+            if ps.is_finite() && ps >= 0.0 {
+                ps as u64
+            } else {
+                u64::MAX / 4
+            }
+        };
+        let mut x = 0.123_456_789_f64;
+        for _ in 0..2000 {
+            x = (x * 3.917).fract();
+            for s in [x * 1e-9, x * 1e-6, x, x * 1e3, x * 1e7, x * 1e9, -x * 1e-13] {
+                assert_eq!(ceil_ps(s), by_ceil(s), "{s}");
+            }
+        }
+        for s in [
+            0.0,
+            -0.0,
+            1e-12,
+            -1e-12,
+            -1.5e-12,
+            9.0e6,
+            9.3e6,
+            1e9,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ] {
+            assert_eq!(ceil_ps(s), by_ceil(s), "{s}");
+        }
     }
 
     #[test]
