@@ -125,7 +125,7 @@ impl Link {
         if now <= self.settled_at {
             return;
         }
-        let dt = (now - self.settled_at) as f64 / PS_PER_S_F;
+        let dt = ps_f64(now - self.settled_at) / PS_PER_S_F;
         self.carried += self.dep_sum * dt;
         let n = self.segs.len();
         if n == 1 {
@@ -195,13 +195,23 @@ struct Stream {
 impl Stream {
     fn settle(&mut self, now: u64) {
         if now > self.inj_at {
-            self.injected += self.inj * (now - self.inj_at) as f64 / PS_PER_S_F;
+            self.injected += self.inj * ps_f64(now - self.inj_at) / PS_PER_S_F;
             self.inj_at = now;
         }
         if now > self.out_at {
-            self.delivered += self.out * (now - self.out_at) as f64 / PS_PER_S_F;
+            self.delivered += self.out * ps_f64(now - self.out_at) / PS_PER_S_F;
             self.out_at = now;
         }
+    }
+}
+
+/// A number of picoseconds as a float: through `i64` below 2^63, one instruction rather than
+/// the unsigned conversion's several (the same value).
+#[inline]
+fn ps_f64(ps: u64) -> f64 {
+    match i64::try_from(ps) {
+        Ok(v) => v as f64,
+        Err(_) => ps as f64,
     }
 }
 
@@ -212,8 +222,9 @@ fn ceil_ps(seconds: f64) -> u64 {
     // Truncated and raised where it had a fraction: the value `ceil` gives, without its
     // library call (the build targets CPUs without a rounding instruction).
     if (0.0..9.0e18).contains(&ps) {
-        let t = ps as u64;
-        return if (t as f64) < ps { t + 1 } else { t };
+        // Below 2^63: the signed conversions, one instruction each.
+        let t = ps as i64;
+        return (if (t as f64) < ps { t + 1 } else { t }) as u64;
     }
     let ps = ps.ceil();
     if ps.is_finite() && ps >= 0.0 {
@@ -795,7 +806,7 @@ impl QueueNetwork {
                         }
                     }
                     _ => link.segs.push_back(Segment {
-                        mix: link.arr.clone(),
+                        mix: Rates::from_slice(&link.arr),
                         sum: link.arr_sum,
                         bytes: 0.0,
                     }),
@@ -804,7 +815,7 @@ impl QueueNetwork {
         } else if overloaded {
             link.segs.clear();
             link.segs.push_back(Segment {
-                mix: link.arr.clone(),
+                mix: Rates::from_slice(&link.arr),
                 sum: link.arr_sum,
                 bytes: 0.0,
             });
@@ -837,7 +848,10 @@ impl QueueNetwork {
         } else {
             // The new departures go to the spare buffer; the old ones are compared with them.
             let old_dep = std::mem::replace(&mut link.dep, std::mem::take(&mut self.spare_dep));
-            link.dep.extend(new.iter().map(|&(id, r)| (id, rate(r))));
+            // Pushed one by one: SmallVec's `extend` takes its generic path.
+            for &(id, r) in new {
+                link.dep.push((id, rate(r)));
+            }
             let mut j = 0;
             for e in link.dep.iter_mut() {
                 while let Some(&(id, _)) = old_dep.get(j).filter(|o| o.0 < e.0) {
@@ -957,6 +971,17 @@ mod tests {
             f64::NAN,
         ] {
             assert_eq!(ceil_ps(s), by_ceil(s), "{s}");
+        }
+        for ps in [
+            0,
+            1,
+            999_999_999_999,
+            (1 << 53) + 1,
+            i64::MAX as u64,
+            1 << 63,
+            u64::MAX,
+        ] {
+            assert_eq!(ps_f64(ps), ps as f64, "{ps}");
         }
     }
 
