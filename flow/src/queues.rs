@@ -41,9 +41,10 @@
 use std::collections::VecDeque;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
-use rustc_hash::FxHashMap;
+
 use smallvec::SmallVec;
 
+use crate::id_slab::IdSlab;
 use crate::keyed_heap::KeyedHeap;
 use crate::{FlowError, LinkId};
 
@@ -282,8 +283,19 @@ fn mixes_alike(seg: &Segment, arr: &[(u64, f64)], sum: f64) -> bool {
     })
 }
 
+/// Where stream `id` is in list `v` sorted by stream, or where it would go: what
+/// `binary_search_by_key` finds, by a scan (the lists hold a few streams).
+#[inline]
+fn find(v: &[(u64, f64)], id: u64) -> Result<usize, usize> {
+    let i = v.iter().position(|e| e.0 >= id).unwrap_or(v.len());
+    match v.get(i) {
+        Some(e) if e.0 == id => Ok(i),
+        _ => Err(i),
+    }
+}
+
 fn rate_of(v: &[(u64, f64)], id: u64) -> f64 {
-    v.binary_search_by_key(&id, |e| e.0).map_or(0.0, |i| v[i].1)
+    find(v, id).map_or(0.0, |i| v[i].1)
 }
 
 /// Event kinds in the heap, in the order they run at one instant.
@@ -309,7 +321,8 @@ fn reschedule(heap: &mut KeyedHeap, h: u32, (kind, id): (u8, u64), at: u64, ev: 
 pub struct QueueNetwork {
     now: u64,
     links: Vec<Link>,
-    streams: FxHashMap<u64, Stream>,
+    /// Streams by number (numbers grow: data stream `2k`, its ACK stream `2k + 1`).
+    streams: IdSlab<Stream>,
     next_id: u64,
     /// Pending events: links' head ends, streams' source-done and drain events.
     heap: KeyedHeap,
@@ -348,7 +361,7 @@ impl QueueNetwork {
                     ..Link::default()
                 })
                 .collect(),
-            streams: FxHashMap::default(),
+            streams: IdSlab::default(),
             next_id: 0,
             heap,
             dirty: VecDeque::new(),
@@ -518,7 +531,7 @@ impl QueueNetwork {
 
     fn on_source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
         let now = self.now;
-        if let Some(s) = self.streams.get_mut(&id) {
+        if let Some(s) = self.streams.get_mut(id) {
             s.settle(now);
             s.injected = s.total;
         }
@@ -529,7 +542,7 @@ impl QueueNetwork {
 
     /// The source of data stream `id` has injected its last byte: report it, stop injecting.
     fn source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         if s.source_done {
@@ -555,7 +568,7 @@ impl QueueNetwork {
     }
 
     fn check_drained(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
-        let Some(s) = self.streams.get(&id) else {
+        let Some(s) = self.streams.get(id) else {
             return;
         };
         // Drained when its bytes are out, or when nothing of it is left anywhere to come out
@@ -568,7 +581,7 @@ impl QueueNetwork {
     }
 
     fn finish(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
-        let Some(s) = self.streams.get(&id) else {
+        let Some(s) = self.streams.get(id) else {
             return;
         };
         if s.drained {
@@ -578,7 +591,7 @@ impl QueueNetwork {
             // Rounding can bring the last byte out a picosecond before the source reports it.
             self.source_done(id, out);
         }
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         s.drained = true;
@@ -596,7 +609,7 @@ impl QueueNetwork {
     fn end_acks(&mut self, ack: u64, out: &mut Vec<QueueEvent>) {
         self.set_injection(ack, 0.0);
         let now = self.now;
-        let Some(s) = self.streams.get_mut(&ack) else {
+        let Some(s) = self.streams.get_mut(ack) else {
             return;
         };
         s.settle(now);
@@ -613,7 +626,7 @@ impl QueueNetwork {
 
     /// Forgets a stream, and its arrivals wherever leftovers of a fraction of a byte keep it.
     fn remove(&mut self, id: u64) {
-        let Some(s) = self.streams.remove(&id) else {
+        let Some(s) = self.streams.remove(id) else {
             return;
         };
         self.heap.release(s.inj_h);
@@ -634,7 +647,7 @@ impl QueueNetwork {
     /// Sets a stream's injection rate at its first hop.
     fn set_injection(&mut self, id: u64, rate: f64) {
         let now = self.now;
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         s.settle(now);
@@ -662,7 +675,7 @@ impl QueueNetwork {
         let now = self.now;
         let link = &mut self.links[l as usize];
         link.settle(now);
-        match link.arr.binary_search_by_key(&id, |e| e.0) {
+        match find(&link.arr, id) {
             Ok(i) if link.arr[i].1 == rate => return,
             Ok(i) if rate > 0.0 => link.arr[i].1 = rate,
             Ok(i) => {
@@ -679,7 +692,7 @@ impl QueueNetwork {
             // No queue before or after: the departures are the arrivals, and only this
             // stream's changed (what a recomputation of the link would find).
             let tol = link.cap * PROPAGATE_EPS;
-            let push = match link.dep.binary_search_by_key(&id, |e| e.0) {
+            let push = match find(&link.dep, id) {
                 Ok(i) if rate > 0.0 => {
                     let d = &mut link.dep[i].1;
                     let push = (*d - rate).abs() > tol;
@@ -893,7 +906,7 @@ impl QueueNetwork {
     /// Stream `id` leaves link `l` at `rate` from now on.
     fn set_departure(&mut self, l: u32, id: u64, rate: f64) {
         let now = self.now;
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         let Some(pos) = s.path.iter().position(|&x| x == l) else {
