@@ -96,10 +96,15 @@ impl<T> IdSlab<T> {
             return;
         }
         let i = (id - self.base) as usize;
-        if i >= self.window.len() {
-            self.window.resize(i + 1, GONE);
+        if i == self.window.len() {
+            // The next number (the usual case).
+            self.window.push_back(s);
+        } else {
+            if i > self.window.len() {
+                self.window.resize(i + 1, GONE);
+            }
+            self.window[i] = s;
         }
-        self.window[i] = s;
         self.trim();
     }
 

@@ -694,7 +694,8 @@ impl QueueNetwork {
             let tol = link.cap * PROPAGATE_EPS;
             let push = match find(&link.dep, id) {
                 Ok(i) if rate > 0.0 => {
-                    let d = &mut link.dep[i].1;
+                    // Through the slice: SmallVec's own indexing is a call.
+                    let d = &mut link.dep.as_mut_slice()[i].1;
                     let push = (*d - rate).abs() > tol;
                     if push {
                         *d = rate;
