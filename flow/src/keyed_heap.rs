@@ -27,6 +27,8 @@ fn unpack(k: u128) -> Key {
 /// Children per entry: half the levels of a binary heap (half the cache lines a pop walks),
 /// for a few more comparisons per level.
 const ARITY: usize = 4;
+// `smallest_child`'s tournament takes four.
+const _: () = assert!(ARITY == 4);
 
 /// A handle's position when it has no entry.
 const NONE: u32 = u32::MAX;
@@ -168,6 +170,12 @@ impl KeyedHeap {
 fn smallest_child(heap: &[(u128, u32)], i: usize) -> Option<usize> {
     let first = ARITY * i + 1;
     let kids = heap.get(first..)?;
+    if let [a, b, c, d, ..] = kids {
+        // All four (the usual case): a tournament, without the loop.
+        let (i1, k1) = if b.0 < a.0 { (1, b.0) } else { (0, a.0) };
+        let (i2, k2) = if d.0 < c.0 { (3, d.0) } else { (2, c.0) };
+        return Some(first + if k2 < k1 { i2 } else { i1 });
+    }
     let mut best = 0;
     let mut key = kids.first()?.0;
     for (k, e) in kids.iter().enumerate().take(ARITY).skip(1) {
