@@ -1,9 +1,9 @@
-//! A min-heap whose entries are moved in place: each pending event has a *handle*, and
-//! rescheduling it sifts its one entry up or down instead of pushing a new one and leaving the
-//! old one behind, stale.
+//! A four-ary min-heap whose entries are moved in place: each pending event has a *handle*,
+//! and rescheduling it sifts its one entry up or down instead of pushing a new one and leaving
+//! the old one behind, stale.
 //!
-//! The queue model ([`crate::QueueNetwork`]) reschedules an event at most of its rate changes, and
-//! most of them move it by a picosecond or not at all: an entry moved in place barely sifts,
+//! The queue model ([`crate::QueueNetwork`]) reschedules an event at most of its rate changes,
+//! and most of them move it by a few picoseconds at most: an entry moved in place barely sifts,
 //! whereas a versioned push grows the heap with every change and makes every pop sift through
 //! the stale entries. Keys are unique per handle's owner, so the order in which entries come
 //! out is the order of their keys, whatever the order they were moved in.

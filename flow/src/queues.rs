@@ -41,7 +41,6 @@
 use std::collections::VecDeque;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
-
 use smallvec::SmallVec;
 
 use crate::id_slab::IdSlab;
@@ -303,7 +302,8 @@ const EV_LINK: u8 = 0;
 const EV_SOURCE: u8 = 1;
 const EV_DRAIN: u8 = 2;
 
-/// Moves the event of `(kind, stream)` with handle `h` to `at` (`UNSCHEDULED`: none), in place.
+/// Moves the event `(kind, link or stream)` with handle `h` to `at` (`UNSCHEDULED`: none), in
+/// place; an unmoved time touches nothing.
 #[inline]
 fn reschedule(heap: &mut KeyedHeap, h: u32, (kind, id): (u8, u64), at: u64, ev: &mut u64) {
     if at != *ev {
