@@ -89,6 +89,8 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod backlog;
+mod id_slab;
+mod keyed_heap;
 pub mod maxmin;
 pub mod network;
 pub mod pfc;

@@ -38,13 +38,13 @@
 //! last byte, its last byte leaves the last hop, or a queue's head segment runs out. Events at
 //! one picosecond run in a fixed order, so runs are deterministic.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use crate::id_slab::IdSlab;
+use crate::keyed_heap::KeyedHeap;
 use crate::{FlowError, LinkId};
 
 const PS_PER_S_F: f64 = PS_PER_S as f64;
@@ -110,9 +110,10 @@ struct Link {
     /// ACK streams injected here by their NIC, by stream.
     acks: Vec<u64>,
     /// When the pending head-end event is due ([`UNSCHEDULED`]: none); a recomputation that
-    /// finds the same time keeps it rather than push another.
+    /// finds the same time leaves its entry alone.
     sched: u64,
-    version: u32,
+    /// The head-end event's handle in the heap.
+    ev: u32,
 }
 
 impl Link {
@@ -124,7 +125,7 @@ impl Link {
         if now <= self.settled_at {
             return;
         }
-        let dt = (now - self.settled_at) as f64 / PS_PER_S_F;
+        let dt = ps_f64(now - self.settled_at) / PS_PER_S_F;
         self.carried += self.dep_sum * dt;
         let n = self.segs.len();
         if n == 1 {
@@ -181,12 +182,11 @@ struct Stream {
     delivered: f64,
     out_at: u64,
     drained: bool,
-    /// Bumped when the pending source-done event moves (the events carry it).
-    inj_version: u32,
-    /// Bumped when the pending drain event moves (the events carry it).
-    out_version: u32,
+    /// The source-done and drain events' handles in the heap.
+    inj_h: u32,
+    out_h: u32,
     /// When the pending source-done and drain events are due ([`UNSCHEDULED`]: none). A rate
-    /// change that leaves the time to the picosecond keeps the event: ripples of a rate
+    /// change that leaves the time to the picosecond leaves the entry alone: ripples of a rate
     /// change far below a picosecond's worth are most of the changes.
     inj_ev: u64,
     out_ev: u64,
@@ -195,18 +195,38 @@ struct Stream {
 impl Stream {
     fn settle(&mut self, now: u64) {
         if now > self.inj_at {
-            self.injected += self.inj * (now - self.inj_at) as f64 / PS_PER_S_F;
+            self.injected += self.inj * ps_f64(now - self.inj_at) / PS_PER_S_F;
             self.inj_at = now;
         }
         if now > self.out_at {
-            self.delivered += self.out * (now - self.out_at) as f64 / PS_PER_S_F;
+            self.delivered += self.out * ps_f64(now - self.out_at) / PS_PER_S_F;
             self.out_at = now;
         }
     }
 }
 
+/// A number of picoseconds as a float: through `i64` below 2^63, one instruction rather than
+/// the unsigned conversion's several (the same value).
+#[inline]
+fn ps_f64(ps: u64) -> f64 {
+    match i64::try_from(ps) {
+        Ok(v) => v as f64,
+        Err(_) => ps as f64,
+    }
+}
+
+/// `seconds` in picoseconds, rounded up (`u64::MAX / 4` for what is not a time).
+#[inline]
 fn ceil_ps(seconds: f64) -> u64 {
-    let ps = (seconds * PS_PER_S_F).ceil();
+    let ps = seconds * PS_PER_S_F;
+    // Truncated and raised where it had a fraction: the value `ceil` gives, without its
+    // library call (the build targets CPUs without a rounding instruction).
+    if (0.0..9.0e18).contains(&ps) {
+        // Below 2^63: the signed conversions, one instruction each.
+        let t = ps as i64;
+        return (if (t as f64) < ps { t + 1 } else { t }) as u64;
+    }
+    let ps = ps.ceil();
     if ps.is_finite() && ps >= 0.0 {
         ps as u64
     } else {
@@ -262,56 +282,36 @@ fn mixes_alike(seg: &Segment, arr: &[(u64, f64)], sum: f64) -> bool {
     })
 }
 
-fn rate_of(v: &[(u64, f64)], id: u64) -> f64 {
-    v.binary_search_by_key(&id, |e| e.0).map_or(0.0, |i| v[i].1)
-}
-
-/// Whether heap entry `(time, kind, id, version)` is still current: its link's or stream's
-/// version has not moved on since it was pushed (and the stream's event has not happened).
-fn entry_valid(
-    links: &[Link],
-    streams: &FxHashMap<u64, Stream>,
-    entry: (u64, u8, u64, u32),
-) -> bool {
-    let (_, kind, id, version) = entry;
-    match kind {
-        EV_LINK => links.get(id as usize).is_some_and(|l| l.version == version),
-        EV_SOURCE => streams
-            .get(&id)
-            .is_some_and(|s| !s.source_done && s.inj_version == version),
-        _ => streams
-            .get(&id)
-            .is_some_and(|s| !s.drained && s.out_version == version),
+/// Where stream `id` is in list `v` sorted by stream, or where it would go: what
+/// `binary_search_by_key` finds, by a scan (the lists hold a few streams).
+#[inline]
+fn find(v: &[(u64, f64)], id: u64) -> Result<usize, usize> {
+    let i = v.iter().position(|e| e.0 >= id).unwrap_or(v.len());
+    match v.get(i) {
+        Some(e) if e.0 == id => Ok(i),
+        _ => Err(i),
     }
 }
 
-/// The heap size below which stale entries are left for the pops.
-const MIN_COMPACT: usize = 4096;
+fn rate_of(v: &[(u64, f64)], id: u64) -> f64 {
+    find(v, id).map_or(0.0, |i| v[i].1)
+}
 
 /// Event kinds in the heap, in the order they run at one instant.
 const EV_LINK: u8 = 0;
 const EV_SOURCE: u8 = 1;
 const EV_DRAIN: u8 = 2;
 
-/// A heap entry: time, event kind, stream or link, version.
-type HeapEntry = Reverse<(u64, u8, u64, u32)>;
-
-/// Moves a stream's event of `(kind, stream)` to `at` (`UNSCHEDULED`: none): a new version, so
-/// that the entry already queued goes stale, and an entry for the new time. An unmoved time
-/// pushes nothing (its entry is still the valid one).
+/// Moves the event `(kind, link or stream)` with handle `h` to `at` (`UNSCHEDULED`: none), in
+/// place; an unmoved time touches nothing.
 #[inline]
-fn reschedule(
-    heap: &mut BinaryHeap<HeapEntry>,
-    (kind, id): (u8, u64),
-    at: u64,
-    ev: &mut u64,
-    version: &mut u32,
-) {
+fn reschedule(heap: &mut KeyedHeap, h: u32, (kind, id): (u8, u64), at: u64, ev: &mut u64) {
     if at != *ev {
-        *version += 1;
         *ev = at;
-        if at != UNSCHEDULED {
-            heap.push(Reverse((at, kind, id, *version)));
+        if at == UNSCHEDULED {
+            heap.remove(h);
+        } else {
+            heap.set(h, (at, kind, id));
         }
     }
 }
@@ -321,11 +321,11 @@ fn reschedule(
 pub struct QueueNetwork {
     now: u64,
     links: Vec<Link>,
-    streams: FxHashMap<u64, Stream>,
+    /// Streams by number (numbers grow: data stream `2k`, its ACK stream `2k + 1`).
+    streams: IdSlab<Stream>,
     next_id: u64,
-    heap: BinaryHeap<HeapEntry>,
-    /// The heap size at which its stale entries are next dropped ([`QueueNetwork::compact_heap`]).
-    compact_at: usize,
+    /// Pending events: links' head ends, streams' source-done and drain events.
+    heap: KeyedHeap,
     /// Links whose arrivals changed and must recompute their departures.
     dirty: VecDeque<u32>,
     in_dirty: Vec<bool>,
@@ -349,6 +349,7 @@ impl QueueNetwork {
     pub fn new(capacities: Vec<f64>) -> Result<QueueNetwork, FlowError> {
         crate::maxmin::check_capacities(&capacities)?;
         let n = capacities.len();
+        let mut heap = KeyedHeap::default();
         Ok(QueueNetwork {
             now: 0,
             links: capacities
@@ -356,13 +357,13 @@ impl QueueNetwork {
                 .map(|cap| Link {
                     cap,
                     sched: UNSCHEDULED,
+                    ev: heap.handle(),
                     ..Link::default()
                 })
                 .collect(),
-            streams: FxHashMap::default(),
+            streams: IdSlab::default(),
             next_id: 0,
-            heap: BinaryHeap::new(),
-            compact_at: MIN_COMPACT,
+            heap,
             dirty: VecDeque::new(),
             in_dirty: vec![false; n],
             reshare: Vec::new(),
@@ -407,7 +408,8 @@ impl QueueNetwork {
         let ack = data + 1;
         self.next_id += 2;
         let now = self.now;
-        let stream = |path: &[LinkId], kind: Kind, total: f64| Stream {
+        let heap = &mut self.heap;
+        let mut stream = |path: &[LinkId], kind: Kind, total: f64| Stream {
             path: path.iter().map(|l| l.0).collect(),
             kind,
             total,
@@ -419,8 +421,8 @@ impl QueueNetwork {
             delivered: 0.0,
             out_at: now,
             drained: false,
-            inj_version: 0,
-            out_version: 0,
+            inj_h: heap.handle(),
+            out_h: heap.handle(),
             inj_ev: UNSCHEDULED,
             out_ev: UNSCHEDULED,
         };
@@ -454,29 +456,8 @@ impl QueueNetwork {
         self.peek().map(Time)
     }
 
-    fn peek(&mut self) -> Option<u64> {
-        while let Some(&Reverse(entry)) = self.heap.peek() {
-            if entry_valid(&self.links, &self.streams, entry) {
-                return Some(entry.0);
-            }
-            self.heap.pop();
-        }
-        None
-    }
-
-    /// Drops the heap's stale entries once it has doubled since it was last rid of them:
-    /// every rate change pushes a new entry and leaves the old one to be popped at its time,
-    /// so that without this the heap grows with the changes rather than the streams, and
-    /// every pop sifts through it. Only stale entries go, so the events and their order
-    /// stay the same.
-    fn compact_heap(&mut self) {
-        if self.heap.len() <= self.compact_at {
-            return;
-        }
-        let (links, streams) = (&self.links, &self.streams);
-        self.heap
-            .retain(|&Reverse(entry)| entry_valid(links, streams, entry));
-        self.compact_at = (2 * self.heap.len()).max(MIN_COMPACT);
+    fn peek(&self) -> Option<u64> {
+        self.heap.peek().map(|k| k.0)
     }
 
     /// Moves time to `t`, running every event up to it and appending what messages did.
@@ -487,7 +468,7 @@ impl QueueNetwork {
                 break;
             }
             self.now = self.now.max(at);
-            let Some(Reverse((_, kind, id, _))) = self.heap.pop() else {
+            let Some((_, kind, id)) = self.heap.pop() else {
                 break;
             };
             match kind {
@@ -550,7 +531,7 @@ impl QueueNetwork {
 
     fn on_source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
         let now = self.now;
-        if let Some(s) = self.streams.get_mut(&id) {
+        if let Some(s) = self.streams.get_mut(id) {
             s.settle(now);
             s.injected = s.total;
         }
@@ -561,15 +542,15 @@ impl QueueNetwork {
 
     /// The source of data stream `id` has injected its last byte: report it, stop injecting.
     fn source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         if s.source_done {
             return;
         }
         s.source_done = true;
-        s.inj_version += 1;
         s.inj_ev = UNSCHEDULED;
+        self.heap.remove(s.inj_h);
         if let Kind::Data { token, .. } = s.kind {
             out.push(QueueEvent::SourceDone(token));
         }
@@ -587,7 +568,7 @@ impl QueueNetwork {
     }
 
     fn check_drained(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
-        let Some(s) = self.streams.get(&id) else {
+        let Some(s) = self.streams.get(id) else {
             return;
         };
         // Drained when its bytes are out, or when nothing of it is left anywhere to come out
@@ -600,7 +581,7 @@ impl QueueNetwork {
     }
 
     fn finish(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
-        let Some(s) = self.streams.get(&id) else {
+        let Some(s) = self.streams.get(id) else {
             return;
         };
         if s.drained {
@@ -610,12 +591,12 @@ impl QueueNetwork {
             // Rounding can bring the last byte out a picosecond before the source reports it.
             self.source_done(id, out);
         }
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         s.drained = true;
-        s.out_version += 1;
         s.out_ev = UNSCHEDULED;
+        self.heap.remove(s.out_h);
         if let Kind::Data { token, ack, .. } = s.kind {
             out.push(QueueEvent::Drained(token));
             self.end_acks(ack, out);
@@ -628,7 +609,7 @@ impl QueueNetwork {
     fn end_acks(&mut self, ack: u64, out: &mut Vec<QueueEvent>) {
         self.set_injection(ack, 0.0);
         let now = self.now;
-        let Some(s) = self.streams.get_mut(&ack) else {
+        let Some(s) = self.streams.get_mut(ack) else {
             return;
         };
         s.settle(now);
@@ -639,21 +620,17 @@ impl QueueNetwork {
         } else {
             UNSCHEDULED
         };
-        reschedule(
-            &mut self.heap,
-            (EV_DRAIN, ack),
-            at,
-            &mut s.out_ev,
-            &mut s.out_version,
-        );
+        reschedule(&mut self.heap, s.out_h, (EV_DRAIN, ack), at, &mut s.out_ev);
         self.check_drained(ack, out);
     }
 
     /// Forgets a stream, and its arrivals wherever leftovers of a fraction of a byte keep it.
     fn remove(&mut self, id: u64) {
-        let Some(s) = self.streams.remove(&id) else {
+        let Some(s) = self.streams.remove(id) else {
             return;
         };
+        self.heap.release(s.inj_h);
+        self.heap.release(s.out_h);
         if let Kind::Data { .. } = s.kind {
             self.data_streams -= 1;
         } else if let Some(&first) = s.path.first() {
@@ -670,7 +647,7 @@ impl QueueNetwork {
     /// Sets a stream's injection rate at its first hop.
     fn set_injection(&mut self, id: u64, rate: f64) {
         let now = self.now;
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         s.settle(now);
@@ -686,13 +663,7 @@ impl QueueNetwork {
             } else {
                 UNSCHEDULED
             };
-            reschedule(
-                &mut self.heap,
-                (EV_SOURCE, id),
-                at,
-                &mut s.inj_ev,
-                &mut s.inj_version,
-            );
+            reschedule(&mut self.heap, s.inj_h, (EV_SOURCE, id), at, &mut s.inj_ev);
         } else {
             // ACKs go first at their NIC: the port's data shares change.
             self.reshare.push(first);
@@ -704,7 +675,7 @@ impl QueueNetwork {
         let now = self.now;
         let link = &mut self.links[l as usize];
         link.settle(now);
-        match link.arr.binary_search_by_key(&id, |e| e.0) {
+        match find(&link.arr, id) {
             Ok(i) if link.arr[i].1 == rate => return,
             Ok(i) if rate > 0.0 => link.arr[i].1 = rate,
             Ok(i) => {
@@ -721,9 +692,10 @@ impl QueueNetwork {
             // No queue before or after: the departures are the arrivals, and only this
             // stream's changed (what a recomputation of the link would find).
             let tol = link.cap * PROPAGATE_EPS;
-            let push = match link.dep.binary_search_by_key(&id, |e| e.0) {
+            let push = match find(&link.dep, id) {
                 Ok(i) if rate > 0.0 => {
-                    let d = &mut link.dep[i].1;
+                    // Through the slice: SmallVec's own indexing is a call.
+                    let d = &mut link.dep.as_mut_slice()[i].1;
                     let push = (*d - rate).abs() > tol;
                     if push {
                         *d = rate;
@@ -771,7 +743,6 @@ impl QueueNetwork {
             self.in_dirty[l as usize] = false;
             self.recompute_link(l);
         }
-        self.compact_heap();
     }
 
     /// Water-fills a NIC port among the data streams its host injects there.
@@ -849,7 +820,7 @@ impl QueueNetwork {
                         }
                     }
                     _ => link.segs.push_back(Segment {
-                        mix: link.arr.clone(),
+                        mix: Rates::from_slice(&link.arr),
                         sum: link.arr_sum,
                         bytes: 0.0,
                     }),
@@ -858,59 +829,74 @@ impl QueueNetwork {
         } else if overloaded {
             link.segs.clear();
             link.segs.push_back(Segment {
-                mix: link.arr.clone(),
+                mix: Rates::from_slice(&link.arr),
                 sum: link.arr_sum,
                 bytes: 0.0,
             });
         } else {
             link.segs.clear();
         }
-        // The new departures go to the spare buffer; the old ones are compared with them.
-        let old_dep = std::mem::replace(&mut link.dep, std::mem::take(&mut self.spare_dep));
+        // The new departures: the head segment's mix scaled to the capacity, or the arrivals.
         let cap = link.cap;
-        match link.segs.front() {
-            Some(head) if head.sum > 0.0 => link
-                .dep
-                .extend(head.mix.iter().map(|&(id, r)| (id, cap * r / head.sum))),
-            Some(_) => {}
-            None => link.dep.extend_from_slice(&link.arr),
-        }
-        // Streams whose departure changed: in `old_dep` or the new one. A stream whose change
-        // is within the tolerance keeps its old rate here too, so that the next hop's arrival
-        // is always the departure here (an error never builds up over small changes).
+        let (new, head_sum): (&[(u64, f64)], Option<f64>) = match link.segs.front() {
+            Some(head) if head.sum > 0.0 => (&head.mix, Some(head.sum)),
+            Some(_) => (&[], None),
+            None => (&link.arr, None),
+        };
+        let rate = |r: f64| head_sum.map_or(r, |sum| cap * r / sum);
+        // Streams whose departure changed: in the old departures or the new ones. A stream
+        // whose change is within the tolerance keeps its old rate here too, so that the next
+        // hop's arrival is always the departure here (an error never builds up over small
+        // changes).
         let tol = cap * PROPAGATE_EPS;
         let mut changed = std::mem::take(&mut self.changed);
-        let mut j = 0;
-        for e in link.dep.iter_mut() {
-            while let Some(&(id, _)) = old_dep.get(j).filter(|o| o.0 < e.0) {
-                changed.push((id, 0.0));
-                j += 1;
+        if link.dep.len() == new.len() && link.dep.iter().zip(new).all(|(d, n)| d.0 == n.0) {
+            // The same streams (a ripple's usual case): compared and updated in place.
+            for (d, &(id, r)) in link.dep.iter_mut().zip(new) {
+                let v = rate(r);
+                if (d.1 - v).abs() > tol {
+                    d.1 = v;
+                    changed.push((id, v));
+                }
             }
-            match old_dep.get(j) {
-                Some(&(id, old)) if id == e.0 => {
-                    if (old - e.1).abs() <= tol {
-                        e.1 = old;
-                    } else {
-                        changed.push(*e);
-                    }
+        } else {
+            // The new departures go to the spare buffer; the old ones are compared with them.
+            let old_dep = std::mem::replace(&mut link.dep, std::mem::take(&mut self.spare_dep));
+            // Pushed one by one: SmallVec's `extend` takes its generic path.
+            for &(id, r) in new {
+                link.dep.push((id, rate(r)));
+            }
+            let mut j = 0;
+            for e in link.dep.iter_mut() {
+                while let Some(&(id, _)) = old_dep.get(j).filter(|o| o.0 < e.0) {
+                    changed.push((id, 0.0));
                     j += 1;
                 }
-                _ => changed.push(*e),
+                match old_dep.get(j) {
+                    Some(&(id, old)) if id == e.0 => {
+                        if (old - e.1).abs() <= tol {
+                            e.1 = old;
+                        } else {
+                            changed.push(*e);
+                        }
+                        j += 1;
+                    }
+                    _ => changed.push(*e),
+                }
             }
+            changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
+            self.spare_dep = old_dep;
+            self.spare_dep.clear();
         }
-        changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
         link.dep_sum = link.dep.iter().map(|e| e.1).sum();
         let at = link.head_end().unwrap_or(UNSCHEDULED);
-        if at != link.sched {
-            link.version += 1;
-            link.sched = at;
-            if at != UNSCHEDULED {
-                self.heap
-                    .push(Reverse((at, EV_LINK, u64::from(l), link.version)));
-            }
-        }
-        self.spare_dep = old_dep;
-        self.spare_dep.clear();
+        reschedule(
+            &mut self.heap,
+            link.ev,
+            (EV_LINK, u64::from(l)),
+            at,
+            &mut link.sched,
+        );
         for &(id, rate) in &changed {
             self.set_departure(l, id, rate);
         }
@@ -921,7 +907,7 @@ impl QueueNetwork {
     /// Stream `id` leaves link `l` at `rate` from now on.
     fn set_departure(&mut self, l: u32, id: u64, rate: f64) {
         let now = self.now;
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         let Some(pos) = s.path.iter().position(|&x| x == l) else {
@@ -939,13 +925,7 @@ impl QueueNetwork {
         } else {
             UNSCHEDULED
         };
-        reschedule(
-            &mut self.heap,
-            (EV_DRAIN, id),
-            at,
-            &mut s.out_ev,
-            &mut s.out_version,
-        );
+        reschedule(&mut self.heap, s.out_h, (EV_DRAIN, id), at, &mut s.out_ev);
         if rate == 0.0 {
             self.stalled.push(id);
         }
@@ -972,6 +952,51 @@ mod tests {
             out.extend(evs.drain(..).map(|e| (e, t.ps())));
         }
         out
+    }
+
+    #[test]
+    fn ceil_ps_rounds_up_as_ceil_does() {
+        let by_ceil = |seconds: f64| {
+            let ps = (seconds * PS_PER_S_F).ceil();
+            if ps.is_finite() && ps >= 0.0 {
+                ps as u64
+            } else {
+                u64::MAX / 4
+            }
+        };
+        let mut x = 0.123_456_789_f64;
+        for _ in 0..2000 {
+            x = (x * 3.917).fract();
+            for s in [x * 1e-9, x * 1e-6, x, x * 1e3, x * 1e7, x * 1e9, -x * 1e-13] {
+                assert_eq!(ceil_ps(s), by_ceil(s), "{s}");
+            }
+        }
+        for s in [
+            0.0,
+            -0.0,
+            1e-12,
+            -1e-12,
+            -1.5e-12,
+            9.0e6,
+            9.3e6,
+            1e9,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ] {
+            assert_eq!(ceil_ps(s), by_ceil(s), "{s}");
+        }
+        for ps in [
+            0,
+            1,
+            999_999_999_999,
+            (1 << 53) + 1,
+            i64::MAX as u64,
+            1 << 63,
+            u64::MAX,
+        ] {
+            assert_eq!(ps_f64(ps), ps as f64, "{ps}");
+        }
     }
 
     #[test]
