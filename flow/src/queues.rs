@@ -218,15 +218,8 @@ fn ps_f64(ps: u64) -> f64 {
 /// `seconds` in picoseconds, rounded up (`u64::MAX / 4` for what is not a time).
 #[inline]
 fn ceil_ps(seconds: f64) -> u64 {
-    let ps = seconds * PS_PER_S_F;
-    // Truncated and raised where it had a fraction: the value `ceil` gives, without its
-    // library call (the build targets CPUs without a rounding instruction).
-    if (0.0..9.0e18).contains(&ps) {
-        // Below 2^63: the signed conversions, one instruction each.
-        let t = ps as i64;
-        return (if (t as f64) < ps { t + 1 } else { t }) as u64;
-    }
-    let ps = ps.ceil();
+    // Without libm's call (see `round_up`).
+    let ps = crate::round_up(seconds * PS_PER_S_F);
     if ps.is_finite() && ps >= 0.0 {
         ps as u64
     } else {

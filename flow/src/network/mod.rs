@@ -1215,22 +1215,13 @@ impl FlowNetwork {
     /// documentation): their links check their reservations in the next refresh, which refills
     /// them only if no reservation took the capacity up again in the meantime (beyond the slack).
     fn expire_held(&mut self) {
-        let now = self.now;
-        // The due ones are a prefix (deadlines never decrease): found by search, then taken
-        // in one drain rather than checked and popped one by one (two per message of a ring).
-        let due = |&(at, _): &(u64, u32)| at <= now;
-        let (a, b) = self.held.as_slices();
-        let n = match a.last() {
-            Some(last) if !due(last) => a.partition_point(due),
-            _ => a.len() + b.partition_point(due),
-        };
-        if n == 0 {
-            return;
-        }
-        let (links, unchecked, touched) = (&mut self.links, &self.unchecked, &mut self.res_touched);
-        for (_, l) in self.held.drain(..n) {
-            if unchecked[l as usize] {
-                touch_reservation(&mut links[l as usize], l, touched);
+        while let Some(&(at, l)) = self.held.front() {
+            if at > self.now {
+                break;
+            }
+            self.held.pop_front();
+            if self.unchecked[l as usize] {
+                touch_reservation(&mut self.links[l as usize], l, &mut self.res_touched);
             }
         }
     }
