@@ -299,11 +299,22 @@ fn partial(path: &Path, add: bool) {
 /// Removes every output still being written (a second Ctrl-C calls it before exiting), so an
 /// interrupted write leaves no truncated file that looks finished.
 pub fn remove_partial() {
-    // `try_lock`: from a signal handler thread, never wait on a writer.
-    if let Ok(v) = PARTIAL.try_lock() {
-        for p in v.iter() {
-            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+    // Bounded retries: a writer may hold the list for a moment (`try_lock`: from a signal
+    // handler thread, never wait on a writer), or add a file to a staging folder between
+    // `remove_dir_all`'s listing and its removal of the folder. Once a folder is gone nothing
+    // can be written into it any more.
+    for _ in 0..500 {
+        if let Ok(v) = PARTIAL.try_lock() {
+            let mut left = false;
+            for p in v.iter() {
+                let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+                left |= std::fs::symlink_metadata(p).is_ok();
+            }
+            if !left {
+                return;
+            }
         }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -343,12 +354,12 @@ pub fn write_outputs(obs: &Observed, opts: &ObserveOptions, summary: &str) -> Ve
     let stage = match &opts.out_dir {
         Some(dir) => {
             let stage = dir.join(format!(".fabemu-partial-{}", std::process::id()));
+            // Listed before it exists: a second Ctrl-C in between still removes it.
+            partial(&stage, true);
             match std::fs::create_dir_all(&stage) {
-                Ok(()) => {
-                    partial(&stage, true);
-                    Some((dir, stage))
-                }
+                Ok(()) => Some((dir, stage)),
                 Err(e) => {
+                    partial(&stage, false);
                     errors.push(io_err(dir)(e));
                     None
                 }

@@ -517,13 +517,15 @@ fn interrupted_benchmark(out: &Path) -> Child {
     while t0.elapsed() < Duration::from_secs(120) {
         let tasks =
             std::fs::read_dir(format!("/proc/{}/task", child.id())).map_or(0, |d| d.count());
-        // The main thread and the Ctrl-C handler's.
-        if tasks >= 2 {
+        // The main thread, the Ctrl-C handler's and the two workers': the world is built.
+        if tasks >= 4 {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_secs(3));
+    // Well inside the run, which takes about 2.5 s more on an idle 2-core machine (a fixed 3 s
+    // from the start, as this was, came after its end once the binary got faster).
+    std::thread::sleep(Duration::from_millis(700));
     child
 }
 
