@@ -160,6 +160,12 @@ pub enum FlowError {
         /// How many paths the network has.
         paths: usize,
     },
+    /// A flow listed more link directions (data and ACK links together) than a flow can hold.
+    #[error("a flow lists {links} link directions; at most 65535 are supported")]
+    TooManyLinks {
+        /// How many it listed.
+        links: usize,
+    },
     /// A flow was started before the network's current time.
     #[error("flow started at {at} ps, before the network's current time {now} ps")]
     TimeInPast {

@@ -103,7 +103,6 @@
 //! `remaining` reaches zero: rounding can leave a remainder of a fraction of a byte, and the
 //! finish time (rounded up to the picosecond) is the one truth.
 
-use std::collections::VecDeque;
 use std::num::NonZeroU32;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
@@ -270,10 +269,16 @@ struct Entry {
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct Flow {
-    /// The data links (the first `n_use`), then the ACK links, each part sorted by link.
-    entries: SmallVec<[Entry; 4]>,
-    /// How many of `entries` are data links.
-    n_use: u32,
+    /// The data links (the first `n_use`), then the ACK links, each part sorted by link:
+    /// the first `n` entries of `inline` when `n` is at most [`FLOW_INLINE`], else `spill`'s
+    /// (see [`Flow::entries`]).
+    inline: [Entry; FLOW_INLINE],
+    /// The entries of a flow of more than [`FLOW_INLINE`] (a path up through the fabric),
+    /// kept with its buffer when the slot's next flow is inline: no allocation per start.
+    spill: Option<Box<Vec<Entry>>>,
+    /// How many entries there are, and how many of them are data links.
+    n: u16,
+    n_use: u16,
     active: bool,
     /// Listed in `FlowNetwork::dirty_flows` for the refresh round of this tag (`round_tag`);
     /// 0: not listed.
@@ -292,20 +297,78 @@ struct Flow {
     token: u64,
 }
 
+/// Entries a flow holds in its own record ([`Flow::inline`]): a ring's neighbours mostly share
+/// a leaf switch, two links each way.
+const FLOW_INLINE: usize = 4;
+
 impl Flow {
+    /// All entries: the data links, then the ACK links. A fixed array and a length rather than
+    /// a `SmallVec`, whose every push and read checked which of its two layouts it was in.
+    #[inline]
+    fn entries(&self) -> &[Entry] {
+        let n = usize::from(self.n);
+        if n <= FLOW_INLINE {
+            &self.inline[..n]
+        } else {
+            self.spill.as_deref().map_or(&[][..], |v| &v[..])
+        }
+    }
+
+    /// [`Flow::entries`], mutable.
+    #[inline]
+    fn entries_mut(&mut self) -> &mut [Entry] {
+        let n = usize::from(self.n);
+        if n <= FLOW_INLINE {
+            &mut self.inline[..n]
+        } else {
+            self.spill
+                .as_deref_mut()
+                .map_or(&mut [][..], |v| &mut v[..])
+        }
+    }
+
+    /// Makes room for `n` entries, `n_use` of them data links, and returns them (to be
+    /// written); `None` (the flow unchanged) if `n` does not fit a `u16`.
+    #[inline]
+    fn entries_for(&mut self, n: usize, n_use: usize) -> Option<&mut [Entry]> {
+        let (Ok(n16), Ok(n_use16)) = (u16::try_from(n), u16::try_from(n_use)) else {
+            return None;
+        };
+        self.n = n16;
+        self.n_use = n_use16;
+        if n <= FLOW_INLINE {
+            Some(&mut self.inline[..n])
+        } else {
+            let v = self.spill.get_or_insert_with(Default::default);
+            v.clear();
+            v.resize(n, Entry::default());
+            Some(&mut v[..])
+        }
+    }
+
     /// The data links: `(link, weight, position of this flow in the link's `flows`)`.
+    #[inline]
     fn usage(&self) -> &[Entry] {
-        &self.entries[..self.n_use as usize]
+        let n_use = usize::from(self.n_use);
+        if usize::from(self.n) <= FLOW_INLINE {
+            &self.inline[..n_use.min(FLOW_INLINE)]
+        } else {
+            self.spill
+                .as_deref()
+                .map_or(&[][..], |v| &v[..n_use.min(v.len())])
+        }
     }
 
     /// The ACK links (`pos` unused).
+    #[inline]
     fn reserve(&self) -> &[Entry] {
-        &self.entries[self.n_use as usize..]
+        self.entries().get(usize::from(self.n_use)..).unwrap_or(&[])
     }
 
     /// Whether the flow reserves capacity anywhere.
+    #[inline]
     fn reserves(&self) -> bool {
-        self.entries.len() > self.n_use as usize
+        self.n > self.n_use
     }
 }
 
@@ -446,8 +509,11 @@ pub struct FlowNetwork {
     /// How long releases on links of few flows are held (ps; 0: given back at once).
     release_hold: u64,
     /// `(deadline, link)` of the held releases on links of few flows, by deadline (they are
-    /// pushed at the network's time plus `release_hold`, which never decreases).
-    held: VecDeque<(u64, u32)>,
+    /// pushed at the network's time plus `release_hold`, which never decreases), from
+    /// `held_head` on: a list read from the front and emptied when all are read, rather than a
+    /// ring buffer, whose every pop wrapped its index.
+    held: Vec<(u64, u32)>,
+    held_head: usize,
     /// Per link: a release changed its `reserved` without listing it for a check since its
     /// reservations were last checked (`FlowNetwork::apply_reservations`). A held release whose
     /// time comes on a link without this flag is not listed: the check would find the applied
@@ -509,7 +575,8 @@ impl FlowNetwork {
             refreshes: 0,
             hold_above: HOLD_RELEASES_ABOVE,
             release_hold: RELEASE_HOLD_PS,
-            held: VecDeque::new(),
+            held: Vec::new(),
+            held_head: 0,
             unchecked: vec![false; n],
             removed_max: vec![0.0; n],
             emptied: Vec::new(),
@@ -846,10 +913,31 @@ impl FlowNetwork {
         flow.token = token;
         // The damping state needs no reset: an update first resets a state from an earlier
         // refresh, and the start's first refresh is a later one than any of the slot's last flow.
-        flow.entries.clear();
-        flow.n_use = scratch.len() as u32;
+        let rho = match (reserve.clone().next(), scratch.clone().next()) {
+            (Some((r0, _)), Some((u0, _))) => {
+                let link = &self.links[r0 as usize];
+                if link.res_hint_key == u0 {
+                    link.res_hint_rate
+                } else {
+                    0.0
+                }
+            }
+            _ => 0.0,
+        };
+        flow.reserved_rate = rho;
+        let (n_use, n) = (scratch.len(), scratch.len() + reserve.len());
+        let Some(entries) = flow.entries_for(n, n_use) else {
+            // Not started after all: the slot goes back.
+            flow.active = false;
+            if !self.listed[slot as usize] {
+                self.listed[slot as usize] = true;
+                self.free.push(slot);
+            }
+            return Err(FlowError::TooManyLinks { links: n });
+        };
+        let (data, acks) = entries.split_at_mut(n_use);
         let mut shared = 0;
-        for (l, w) in scratch.clone() {
+        for (e, (l, w)) in data.iter_mut().zip(scratch.clone()) {
             let link = &mut self.links[l as usize];
             match link.flows.len() {
                 0 => self.emptied_flag[l as usize] = false,
@@ -863,11 +951,11 @@ impl FlowNetwork {
                 }
                 _ => shared += 1,
             }
-            flow.entries.push(Entry {
+            *e = Entry {
                 link: l,
                 pos: link.flows.len() as u32,
                 w,
-            });
+            };
             // The start refills the link anyway: its applied reservation becomes exact now
             // rather than in the refresh, which would walk the started flows' links once more
             // only for this (at one instant of a ring, 8192 flows' links that no cache holds).
@@ -882,24 +970,12 @@ impl FlowNetwork {
             shared,
             bind: NO_BIND,
         };
-        let rho = match (reserve.clone().next(), scratch.clone().next()) {
-            (Some((r0, _)), Some((u0, _))) => {
-                let link = &self.links[r0 as usize];
-                if link.res_hint_key == u0 {
-                    link.res_hint_rate
-                } else {
-                    0.0
-                }
-            }
-            _ => 0.0,
-        };
-        flow.reserved_rate = rho;
-        for (l, a) in reserve {
-            flow.entries.push(Entry {
+        for (e, (l, a)) in acks.iter_mut().zip(reserve) {
+            *e = Entry {
                 link: l,
                 pos: 0,
                 w: a,
-            });
+            };
             let link = &mut self.links[l as usize];
             link.reservers += 1;
             if rho > 0.0 {
@@ -1100,11 +1176,23 @@ impl FlowNetwork {
 
     /// Removes a finished flow from its links (marking them dirty) and frees its slot.
     fn remove(&mut self, slot: u32) {
-        let entries = std::mem::take(&mut self.flows[slot as usize].entries);
         let rate = self.fill_rate[slot as usize];
-        let flow = &self.flows[slot as usize];
+        let flow = &mut self.flows[slot as usize];
         let (reserved_rate, flow_rate) = (flow.reserved_rate, flow.rate);
-        let (usage, reserve) = entries.split_at(flow.n_use as usize);
+        // The entries apart from the flows, which the loops below update: a copy of the
+        // inline ones, else the spilled list (given back at the end).
+        let (n, n_use) = (usize::from(flow.n), usize::from(flow.n_use));
+        let inline = flow.inline;
+        let spill = if n > FLOW_INLINE {
+            flow.spill.take()
+        } else {
+            None
+        };
+        let entries = match &spill {
+            Some(v) => &v[..],
+            None => inline.get(..n).unwrap_or(&[]),
+        };
+        let (usage, reserve) = entries.split_at(n_use.min(entries.len()));
         let (now, hold_above, release_hold) = (self.now, self.hold_above, self.release_hold);
         // The fields apart, so that each link is looked up once per use.
         let Self {
@@ -1147,9 +1235,11 @@ impl FlowNetwork {
             if let Some(&(moved, _)) = left.get(pos as usize) {
                 // The flow moved into `pos` records its position on this link.
                 let mu = &mut flows[moved as usize];
-                let n = mu.n_use as usize;
-                if let Ok(k) = mu.entries[..n].binary_search_by_key(&l, |e| e.link) {
-                    mu.entries[k].pos = pos;
+                let n = usize::from(mu.n_use);
+                if let Some(es) = mu.entries_mut().get_mut(..n) {
+                    if let Ok(k) = es.binary_search_by_key(&l, |e| e.link) {
+                        es[k].pos = pos;
+                    }
                 }
             }
             if left.is_empty() {
@@ -1196,11 +1286,13 @@ impl FlowNetwork {
                 touch_reservation(link, l, res_touched);
             } else {
                 unchecked[l as usize] = true;
-                held.push_back((now.saturating_add(release_hold), l));
+                held.push((now.saturating_add(release_hold), l));
             }
         }
         let flow = &mut self.flows[slot as usize];
-        flow.entries = entries;
+        if spill.is_some() {
+            flow.spill = spill;
+        }
         flow.active = false;
         let v = &mut self.version[slot as usize];
         *v = v.wrapping_add(1);
@@ -1215,15 +1307,33 @@ impl FlowNetwork {
     /// documentation): their links check their reservations in the next refresh, which refills
     /// them only if no reservation took the capacity up again in the meantime (beyond the slack).
     fn expire_held(&mut self) {
-        while let Some(&(at, l)) = self.held.front() {
-            if at > self.now {
+        let now = self.now;
+        let (held, links, unchecked, touched) = (
+            &self.held,
+            &mut self.links,
+            &self.unchecked,
+            &mut self.res_touched,
+        );
+        let mut head = self.held_head;
+        for &(at, l) in held.get(head..).unwrap_or(&[]) {
+            if at > now {
                 break;
             }
-            self.held.pop_front();
-            if self.unchecked[l as usize] {
-                touch_reservation(&mut self.links[l as usize], l, &mut self.res_touched);
+            head += 1;
+            if unchecked[l as usize] {
+                touch_reservation(&mut links[l as usize], l, touched);
             }
         }
+        if head == self.held.len() {
+            self.held.clear();
+            head = 0;
+        } else if head > 4096 && 2 * head > self.held.len() {
+            // Releases are pushed as fast as they expire (a collective's steps, each a hold
+            // apart): the read ones go once they are the larger part, a move per entry at most.
+            self.held.drain(..head);
+            head = 0;
+        }
+        self.held_head = head;
     }
 
     /// Rebuilds the finish queue without its stale entries once they outnumber the valid ones,

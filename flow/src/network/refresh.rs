@@ -439,8 +439,8 @@ impl FlowNetwork {
             rate = floor;
         }
         self.set_rate(f as u32, rate);
-        for k in 0..self.flows[f].n_use as usize {
-            let Entry { link: l, w, .. } = self.flows[f].entries[k];
+        for k in 0..usize::from(self.flows[f].n_use) {
+            let Entry { link: l, w, .. } = self.flows[f].usage()[k];
             let load = self.link_base[l as usize] + w * rate;
             self.set_load(l, load);
         }
