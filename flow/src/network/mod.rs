@@ -275,6 +275,8 @@ struct Flow {
     inline: [Entry; FLOW_INLINE],
     /// The entries of a flow of more than [`FLOW_INLINE`] (a path up through the fabric),
     /// kept with its buffer when the slot's next flow is inline: no allocation per start.
+    /// Boxed so that the field is one word (a `Vec` is three) and the flow its 128 bytes.
+    #[allow(clippy::box_collection)]
     spill: Option<Box<Vec<Entry>>>,
     /// How many entries there are, and how many of them are data links.
     n: u16,
