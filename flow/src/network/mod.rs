@@ -103,6 +103,7 @@
 //! `remaining` reaches zero: rounding can leave a remainder of a fraction of a byte, and the
 //! finish time (rounded up to the picosecond) is the one truth.
 
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 
 use fabemu_fabric::units::{Time, PS_PER_S};
@@ -511,11 +512,8 @@ pub struct FlowNetwork {
     /// How long releases on links of few flows are held (ps; 0: given back at once).
     release_hold: u64,
     /// `(deadline, link)` of the held releases on links of few flows, by deadline (they are
-    /// pushed at the network's time plus `release_hold`, which never decreases), from
-    /// `held_head` on: a list read from the front and emptied when all are read, rather than a
-    /// ring buffer, whose every pop wrapped its index.
-    held: Vec<(u64, u32)>,
-    held_head: usize,
+    /// pushed at the network's time plus `release_hold`, which never decreases).
+    held: VecDeque<(u64, u32)>,
     /// Per link: a release changed its `reserved` without listing it for a check since its
     /// reservations were last checked (`FlowNetwork::apply_reservations`). A held release whose
     /// time comes on a link without this flag is not listed: the check would find the applied
@@ -577,8 +575,7 @@ impl FlowNetwork {
             refreshes: 0,
             hold_above: HOLD_RELEASES_ABOVE,
             release_hold: RELEASE_HOLD_PS,
-            held: Vec::new(),
-            held_head: 0,
+            held: VecDeque::new(),
             unchecked: vec![false; n],
             removed_max: vec![0.0; n],
             emptied: Vec::new(),
@@ -1288,7 +1285,7 @@ impl FlowNetwork {
                 touch_reservation(link, l, res_touched);
             } else {
                 unchecked[l as usize] = true;
-                held.push((now.saturating_add(release_hold), l));
+                held.push_back((now.saturating_add(release_hold), l));
             }
         }
         let flow = &mut self.flows[slot as usize];
@@ -1309,33 +1306,15 @@ impl FlowNetwork {
     /// documentation): their links check their reservations in the next refresh, which refills
     /// them only if no reservation took the capacity up again in the meantime (beyond the slack).
     fn expire_held(&mut self) {
-        let now = self.now;
-        let (held, links, unchecked, touched) = (
-            &self.held,
-            &mut self.links,
-            &self.unchecked,
-            &mut self.res_touched,
-        );
-        let mut head = self.held_head;
-        for &(at, l) in held.get(head..).unwrap_or(&[]) {
-            if at > now {
+        while let Some(&(at, l)) = self.held.front() {
+            if at > self.now {
                 break;
             }
-            head += 1;
-            if unchecked[l as usize] {
-                touch_reservation(&mut links[l as usize], l, touched);
+            self.held.pop_front();
+            if self.unchecked[l as usize] {
+                touch_reservation(&mut self.links[l as usize], l, &mut self.res_touched);
             }
         }
-        if head == self.held.len() {
-            self.held.clear();
-            head = 0;
-        } else if head > 4096 && 2 * head > self.held.len() {
-            // Releases are pushed as fast as they expire (a collective's steps, each a hold
-            // apart): the read ones go once they are the larger part, a move per entry at most.
-            self.held.drain(..head);
-            head = 0;
-        }
-        self.held_head = head;
     }
 
     /// Rebuilds the finish queue without its stale entries once they outnumber the valid ones,
