@@ -95,6 +95,11 @@ struct Segment {
 #[derive(Debug, Default)]
 struct Link {
     cap: f64,
+    /// `cap * (1 + REL_EPS)`: the arrival rate up to which the link passes its streams through
+    /// (computed once: the same product every test would compute).
+    pass_max: f64,
+    /// `cap * PROPAGATE_EPS`: departure changes up to this are not pushed on.
+    tol: f64,
     /// Arrival rate per stream (only positive rates are kept).
     arr: Rates,
     arr_sum: f64,
@@ -118,7 +123,12 @@ struct Link {
 
 impl Link {
     fn queued(&self) -> f64 {
-        self.segs.iter().map(|s| s.bytes).sum()
+        // One segment (the usual queue) without the deque's iterator: the same value.
+        match self.segs.len() {
+            0 => 0.0,
+            1 => self.segs.front().map_or(0.0, |s| s.bytes),
+            _ => self.segs.iter().map(|s| s.bytes).sum(),
+        }
     }
 
     fn settle(&mut self, now: u64) {
@@ -218,8 +228,16 @@ fn ps_f64(ps: u64) -> f64 {
 /// `seconds` in picoseconds, rounded up (`u64::MAX / 4` for what is not a time).
 #[inline]
 fn ceil_ps(seconds: f64) -> u64 {
+    let x = seconds * PS_PER_S_F;
+    // The usual range, rounded up through `i64` in place: truncation, raised where a fraction
+    // was cut (what `round_up` does, without its tests for the magnitudes handled below; in
+    // (-1, 0] the ceiling is a zero, 0 ps as below).
+    if x > -1.0 && x < 4_503_599_627_370_496.0 {
+        let t = x as i64;
+        return (t + i64::from((t as f64) < x)) as u64;
+    }
     // Without libm's call (see `round_up`).
-    let ps = crate::round_up(seconds * PS_PER_S_F);
+    let ps = crate::round_up(x);
     if ps.is_finite() && ps >= 0.0 {
         ps as u64
     } else {
@@ -332,7 +350,6 @@ pub struct QueueNetwork {
     /// Buffers reused by [`QueueNetwork::recompute_link`] and [`QueueNetwork::share_port`] (kept
     /// empty between calls), so that a rate change allocates nothing.
     spare_dep: Rates,
-    changed: Vec<(u64, f64)>,
     srcs: Vec<(f64, u64)>,
     rates: Vec<(u64, f64)>,
 }
@@ -349,6 +366,8 @@ impl QueueNetwork {
                 .into_iter()
                 .map(|cap| Link {
                     cap,
+                    pass_max: cap * (1.0 + REL_EPS),
+                    tol: cap * PROPAGATE_EPS,
                     sched: UNSCHEDULED,
                     ev: heap.handle(),
                     ..Link::default()
@@ -363,7 +382,6 @@ impl QueueNetwork {
             stalled: Vec::new(),
             data_streams: 0,
             spare_dep: Rates::new(),
-            changed: Vec::new(),
             srcs: Vec::new(),
             rates: Vec::new(),
         })
@@ -514,7 +532,7 @@ impl QueueNetwork {
         link.sched = UNSCHEDULED;
         if link.segs.len() > 1 {
             link.segs.pop_front();
-        } else if link.arr_sum <= link.cap * (1.0 + REL_EPS) {
+        } else if link.arr_sum <= link.pass_max {
             link.segs.clear();
         } else if let Some(s) = link.segs.front_mut() {
             s.bytes = 0.0;
@@ -678,13 +696,10 @@ impl QueueNetwork {
             Err(_) => return,
         }
         link.arr_sum = link.arr.iter().map(|e| e.1).sum();
-        if link.segs.is_empty()
-            && !self.in_dirty[l as usize]
-            && link.arr_sum <= link.cap * (1.0 + REL_EPS)
-        {
+        if link.segs.is_empty() && !self.in_dirty[l as usize] && link.arr_sum <= link.pass_max {
             // No queue before or after: the departures are the arrivals, and only this
             // stream's changed (what a recomputation of the link would find).
-            let tol = link.cap * PROPAGATE_EPS;
+            let tol = link.tol;
             let push = match find(&link.dep, id) {
                 Ok(i) if rate > 0.0 => {
                     // Through the slice: SmallVec's own indexing is a call.
@@ -758,6 +773,12 @@ impl QueueNetwork {
         } else {
             port
         };
+        if let [(id, cap)] = link.sources[..] {
+            // One source (the usual NIC): the water-filling below gives it `cap.min(avail / 1)`,
+            // that is `cap.min(avail)`, without its buffers and sorts.
+            self.set_injection(id, cap.min(avail));
+            return;
+        }
         let mut srcs = std::mem::take(&mut self.srcs);
         srcs.extend(link.sources.iter().map(|&(id, cap)| (cap, id)));
         srcs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -787,7 +808,7 @@ impl QueueNetwork {
         let now = self.now;
         let link = &mut self.links[l as usize];
         link.settle(now);
-        let overloaded = link.arr_sum > link.cap * (1.0 + REL_EPS);
+        let overloaded = link.arr_sum > link.pass_max;
         if link.queued() > BYTES_EPS {
             let alike = link
                 .segs
@@ -826,7 +847,8 @@ impl QueueNetwork {
                 sum: link.arr_sum,
                 bytes: 0.0,
             });
-        } else {
+        } else if !link.segs.is_empty() {
+            // Asked first: clearing an empty deque is still a call.
             link.segs.clear();
         }
         // The new departures: the head segment's mix scaled to the capacity, or the arrivals.
@@ -841,8 +863,9 @@ impl QueueNetwork {
         // whose change is within the tolerance keeps its old rate here too, so that the next
         // hop's arrival is always the departure here (an error never builds up over small
         // changes).
-        let tol = cap * PROPAGATE_EPS;
-        let mut changed = std::mem::take(&mut self.changed);
+        let tol = link.tol;
+        // On the stack: a link's departures rarely change for more than a few streams at once.
+        let mut changed: SmallVec<[(u64, f64); 4]> = SmallVec::new();
         if link.dep.len() == new.len() && link.dep.iter().zip(new).all(|(d, n)| d.0 == n.0) {
             // The same streams (a ripple's usual case): compared and updated in place.
             for (d, &(id, r)) in link.dep.iter_mut().zip(new) {
@@ -893,8 +916,6 @@ impl QueueNetwork {
         for &(id, rate) in &changed {
             self.set_departure(l, id, rate);
         }
-        changed.clear();
-        self.changed = changed;
     }
 
     /// Stream `id` leaves link `l` at `rate` from now on.
