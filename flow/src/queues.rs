@@ -67,9 +67,15 @@ const BYTES_EPS: f64 = 1e-3;
 /// this share of a segment's bytes too many or too few (the drain check absorbs the remainder).
 const MERGE_EPS: f64 = 1e-6;
 
-/// `(stream, rate)` sorted by stream. Inline: a link direction or a segment rarely carries more
-/// than two streams, and a rate change then touches no memory beyond its link.
+/// `(stream, rate)` sorted by stream: a segment's mix. Inline: a segment rarely mixes more than
+/// two streams, and one is made at every new tail.
 type Rates = SmallVec<[(u64, f64); 2]>;
+
+/// `(stream, rate)` sorted by stream: a link's arrivals and departures. A plain vector, unlike
+/// [`Rates`]: a link keeps its buffers for the whole run (no allocation once they have grown),
+/// and every rate change passing a hop reads and writes them several times, each time through
+/// SmallVec's test of where its items are.
+type LinkRates = Vec<(u64, f64)>;
 
 /// No head-end event pending ([`Link::sched`]).
 const UNSCHEDULED: u64 = u64::MAX;
@@ -101,10 +107,10 @@ struct Link {
     /// `cap * PROPAGATE_EPS`: departure changes up to this are not pushed on.
     tol: f64,
     /// Arrival rate per stream (only positive rates are kept).
-    arr: Rates,
+    arr: LinkRates,
     arr_sum: f64,
     /// Departure rate per stream.
-    dep: Rates,
+    dep: LinkRates,
     dep_sum: f64,
     segs: VecDeque<Segment>,
     settled_at: u64,
@@ -119,6 +125,9 @@ struct Link {
     sched: u64,
     /// The head-end event's handle in the heap.
     ev: u32,
+    /// Whether the link waits in [`QueueNetwork::dirty`] (kept here, beside what a rate
+    /// change reads of the link anyway).
+    dirty: bool,
 }
 
 impl Link {
@@ -339,7 +348,6 @@ pub struct QueueNetwork {
     heap: KeyedHeap,
     /// Links whose arrivals changed and must recompute their departures.
     dirty: VecDeque<u32>,
-    in_dirty: Vec<bool>,
     /// Ports whose NIC shares must be recomputed.
     reshare: Vec<u32>,
     /// Data streams whose last hop stopped: drained if their source is done (rounding can
@@ -349,7 +357,7 @@ pub struct QueueNetwork {
     data_streams: usize,
     /// Buffers reused by [`QueueNetwork::recompute_link`] and [`QueueNetwork::share_port`] (kept
     /// empty between calls), so that a rate change allocates nothing.
-    spare_dep: Rates,
+    spare_dep: LinkRates,
     srcs: Vec<(f64, u64)>,
     rates: Vec<(u64, f64)>,
 }
@@ -358,7 +366,6 @@ impl QueueNetwork {
     /// A network of link directions with `capacities` (bytes per second, positive and finite).
     pub fn new(capacities: Vec<f64>) -> Result<QueueNetwork, FlowError> {
         crate::maxmin::check_capacities(&capacities)?;
-        let n = capacities.len();
         let mut heap = KeyedHeap::default();
         Ok(QueueNetwork {
             now: 0,
@@ -377,11 +384,10 @@ impl QueueNetwork {
             next_id: 0,
             heap,
             dirty: VecDeque::new(),
-            in_dirty: vec![false; n],
             reshare: Vec::new(),
             stalled: Vec::new(),
             data_streams: 0,
-            spare_dep: Rates::new(),
+            spare_dep: LinkRates::new(),
             srcs: Vec::new(),
             rates: Vec::new(),
         })
@@ -537,7 +543,7 @@ impl QueueNetwork {
         } else if let Some(s) = link.segs.front_mut() {
             s.bytes = 0.0;
         }
-        self.mark(l);
+        mark(link, &mut self.dirty, l);
     }
 
     fn on_source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
@@ -679,60 +685,21 @@ impl QueueNetwork {
             // ACKs go first at their NIC: the port's data shares change.
             self.reshare.push(first);
         }
-        self.set_arrival(first, id, rate);
+        // What `set_arrival` at the first hop does, with the stream at hand.
+        if walk(&mut self.links, &mut self.dirty, &s.path, id, 0, rate, now) {
+            if let Some((ack, r)) = leave(s, id, rate, now, &mut self.heap, &mut self.stalled) {
+                self.set_injection(ack, r);
+            }
+        }
     }
 
+    /// Stream `id` arrives at link `l` at `rate` from now on; where the link passes it straight
+    /// on, so do the next hops.
     fn set_arrival(&mut self, l: u32, id: u64, rate: f64) {
         let now = self.now;
         let link = &mut self.links[l as usize];
-        link.settle(now);
-        match find(&link.arr, id) {
-            Ok(i) if link.arr[i].1 == rate => return,
-            Ok(i) if rate > 0.0 => link.arr[i].1 = rate,
-            Ok(i) => {
-                link.arr.remove(i);
-            }
-            Err(i) if rate > 0.0 => link.arr.insert(i, (id, rate)),
-            Err(_) => return,
-        }
-        link.arr_sum = link.arr.iter().map(|e| e.1).sum();
-        if link.segs.is_empty() && !self.in_dirty[l as usize] && link.arr_sum <= link.pass_max {
-            // No queue before or after: the departures are the arrivals, and only this
-            // stream's changed (what a recomputation of the link would find).
-            let tol = link.tol;
-            let push = match find(&link.dep, id) {
-                Ok(i) if rate > 0.0 => {
-                    // Through the slice: SmallVec's own indexing is a call.
-                    let d = &mut link.dep.as_mut_slice()[i].1;
-                    let push = (*d - rate).abs() > tol;
-                    if push {
-                        *d = rate;
-                    }
-                    push
-                }
-                Ok(i) => {
-                    link.dep.remove(i);
-                    true
-                }
-                Err(i) if rate > 0.0 => {
-                    link.dep.insert(i, (id, rate));
-                    true
-                }
-                Err(_) => false,
-            };
-            link.dep_sum = link.dep.iter().map(|e| e.1).sum();
-            if push {
-                self.set_departure(l, id, rate);
-            }
-            return;
-        }
-        self.mark(l);
-    }
-
-    fn mark(&mut self, l: u32) {
-        if !self.in_dirty[l as usize] {
-            self.in_dirty[l as usize] = true;
-            self.dirty.push_back(l);
+        if arrive(link, &mut self.dirty, l, id, rate, now) {
+            self.set_departure(l, id, rate);
         }
     }
 
@@ -748,7 +715,7 @@ impl QueueNetwork {
                 }
                 continue;
             };
-            self.in_dirty[l as usize] = false;
+            self.links[l as usize].dirty = false;
             self.recompute_link(l);
         }
     }
@@ -829,7 +796,8 @@ impl QueueNetwork {
                         if back_alike {
                             link.segs.pop_back();
                         } else {
-                            s.mix.clone_from(&link.arr);
+                            s.mix.clear();
+                            s.mix.extend_from_slice(&link.arr);
                             s.sum = link.arr_sum;
                         }
                     }
@@ -927,27 +895,144 @@ impl QueueNetwork {
         let Some(pos) = s.path.iter().position(|&x| x == l) else {
             return;
         };
-        if let Some(&next) = s.path.get(pos + 1) {
-            self.set_arrival(next, id, rate);
+        // The next hops, with the stream looked up once for all of them.
+        if !walk(
+            &mut self.links,
+            &mut self.dirty,
+            &s.path,
+            id,
+            pos + 1,
+            rate,
+            now,
+        ) {
             return;
         }
-        s.settle(now);
-        s.out = rate;
-        let at = if rate > 0.0 && !s.drained && s.total.is_finite() {
-            let left = (s.total - s.delivered).max(0.0);
-            now + ceil_ps(left / rate)
-        } else {
-            UNSCHEDULED
-        };
-        reschedule(&mut self.heap, s.out_h, (EV_DRAIN, id), at, &mut s.out_ev);
-        if rate == 0.0 {
-            self.stalled.push(id);
+        if let Some((ack, r)) = leave(s, id, rate, now, &mut self.heap, &mut self.stalled) {
+            self.set_injection(ack, r);
         }
-        if let Kind::Data { ack, ack_ratio, .. } = s.kind {
-            if ack_ratio > 0.0 {
-                self.set_injection(ack, rate * ack_ratio);
+    }
+}
+
+/// Lists link `l` for recomputation (once until it is recomputed).
+#[inline]
+fn mark(link: &mut Link, dirty: &mut VecDeque<u32>, l: u32) {
+    if !link.dirty {
+        link.dirty = true;
+        dirty.push_back(l);
+    }
+}
+
+/// Stream `id` arrives at link `l` (`link`) at `rate` from now on. True when the link passes
+/// the change straight on to the next hop (its departure changed with it); otherwise the link is
+/// listed in `dirty` for recomputation, or nothing changed.
+#[inline(always)]
+fn arrive(
+    link: &mut Link,
+    dirty: &mut VecDeque<u32>,
+    l: u32,
+    id: u64,
+    rate: f64,
+    now: u64,
+) -> bool {
+    link.settle(now);
+    match find(&link.arr, id) {
+        Ok(i) => {
+            let Some(e) = link.arr.get_mut(i) else {
+                return false;
+            };
+            if e.1 == rate {
+                return false;
+            }
+            if rate > 0.0 {
+                e.1 = rate;
+            } else {
+                link.arr.remove(i);
             }
         }
+        Err(i) if rate > 0.0 => link.arr.insert(i, (id, rate)),
+        Err(_) => return false,
+    }
+    link.arr_sum = link.arr.iter().map(|e| e.1).sum();
+    if link.segs.is_empty() && !link.dirty && link.arr_sum <= link.pass_max {
+        // No queue before or after: the departures are the arrivals, and only this
+        // stream's changed (what a recomputation of the link would find).
+        let tol = link.tol;
+        let push = match find(&link.dep, id) {
+            Ok(i) if rate > 0.0 => match link.dep.get_mut(i) {
+                Some(d) if (d.1 - rate).abs() > tol => {
+                    d.1 = rate;
+                    true
+                }
+                _ => false,
+            },
+            Ok(i) => {
+                link.dep.remove(i);
+                true
+            }
+            Err(i) if rate > 0.0 => {
+                link.dep.insert(i, (id, rate));
+                true
+            }
+            Err(_) => false,
+        };
+        link.dep_sum = link.dep.iter().map(|e| e.1).sum();
+        return push;
+    }
+    mark(link, dirty, l);
+    false
+}
+
+/// A change of stream `id`'s rate to `rate` arriving at hop `from` of its `path`, passed on
+/// through the hops that pass it straight on (one loop, where a call per hop looked the stream
+/// up at every hop). True when it left the last hop changed: the caller then sets the stream's
+/// departure there ([`leave`]).
+#[inline]
+fn walk(
+    links: &mut [Link],
+    dirty: &mut VecDeque<u32>,
+    path: &[u32],
+    id: u64,
+    from: usize,
+    rate: f64,
+    now: u64,
+) -> bool {
+    for &l in path.get(from..).unwrap_or(&[]) {
+        let Some(link) = links.get_mut(l as usize) else {
+            return false;
+        };
+        if !arrive(link, dirty, l, id, rate, now) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Stream `s` (number `id`) leaves its last hop at `rate` from now on: its drain event moves
+/// with it. Returns the injection its ACK stream takes now (a data stream with ACKs), for the
+/// caller to set.
+fn leave(
+    s: &mut Stream,
+    id: u64,
+    rate: f64,
+    now: u64,
+    heap: &mut KeyedHeap,
+    stalled: &mut Vec<u64>,
+) -> Option<(u64, f64)> {
+    s.settle(now);
+    s.out = rate;
+    let at = if rate > 0.0 && !s.drained && s.total.is_finite() {
+        let left = (s.total - s.delivered).max(0.0);
+        now + ceil_ps(left / rate)
+    } else {
+        UNSCHEDULED
+    };
+    reschedule(heap, s.out_h, (EV_DRAIN, id), at, &mut s.out_ev);
+    if rate == 0.0 {
+        stalled.push(id);
+    }
+    match s.kind {
+        Kind::Data { ack, ack_ratio, .. } if ack_ratio > 0.0 => Some((ack, rate * ack_ratio)),
+        _ => None,
     }
 }
 
