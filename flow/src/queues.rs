@@ -98,6 +98,90 @@ struct Segment {
     bytes: f64,
 }
 
+/// A queue's segments, head first: a vector read from index `head` on. A ring buffer's every
+/// access computes a wrapped index, and a rate change reads the front or the back of its link's
+/// queue several times; the segments popped are dropped in bulk, so that popping stays
+/// constant time however long a queue gets.
+#[derive(Debug, Default)]
+struct Segments {
+    v: Vec<Segment>,
+    head: usize,
+}
+
+impl Segments {
+    /// Segments popped before the vector is compacted (when they are also at least half).
+    const COMPACT_AT: usize = 16;
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.v.len() - self.head
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.v.len() == self.head
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&Segment> {
+        self.v.get(self.head)
+    }
+
+    #[inline]
+    fn front_mut(&mut self) -> Option<&mut Segment> {
+        self.v.get_mut(self.head)
+    }
+
+    #[inline]
+    fn back(&self) -> Option<&Segment> {
+        self.v.get(self.head..)?.last()
+    }
+
+    #[inline]
+    fn back_mut(&mut self) -> Option<&mut Segment> {
+        self.v.get_mut(self.head..)?.last_mut()
+    }
+
+    /// The `i`-th segment from the head.
+    #[inline]
+    fn get(&self, i: usize) -> Option<&Segment> {
+        self.v.get(self.head.checked_add(i)?)
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Segment> {
+        self.v.get(self.head..).unwrap_or(&[]).iter()
+    }
+
+    #[inline]
+    fn push_back(&mut self, s: Segment) {
+        self.v.push(s);
+    }
+
+    fn pop_front(&mut self) {
+        if self.is_empty() {
+            return;
+        }
+        self.head += 1;
+        if self.head == self.v.len() {
+            self.clear();
+        } else if self.head >= Self::COMPACT_AT && 2 * self.head >= self.v.len() {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    fn pop_back(&mut self) {
+        if !self.is_empty() {
+            self.v.pop();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.v.clear();
+        self.head = 0;
+    }
+}
+
 #[derive(Debug, Default)]
 struct Link {
     cap: f64,
@@ -112,7 +196,7 @@ struct Link {
     /// Departure rate per stream.
     dep: LinkRates,
     dep_sum: f64,
-    segs: VecDeque<Segment>,
+    segs: Segments,
     settled_at: u64,
     /// Bytes that left this link direction up to `settled_at`.
     carried: f64,
@@ -835,14 +919,19 @@ impl QueueNetwork {
         // On the stack: a link's departures rarely change for more than a few streams at once.
         let mut changed: SmallVec<[(u64, f64); 4]> = SmallVec::new();
         if link.dep.len() == new.len() && link.dep.iter().zip(new).all(|(d, n)| d.0 == n.0) {
-            // The same streams (a ripple's usual case): compared and updated in place.
+            // The same streams (a ripple's usual case): compared and updated in place, and
+            // summed in the same pass (in order, as below; departures are positive, so the
+            // sum's starting zero does not matter).
+            let mut sum = 0.0;
             for (d, &(id, r)) in link.dep.iter_mut().zip(new) {
                 let v = rate(r);
                 if (d.1 - v).abs() > tol {
                     d.1 = v;
                     changed.push((id, v));
                 }
+                sum += d.1;
             }
+            link.dep_sum = sum;
         } else {
             // The new departures go to the spare buffer; the old ones are compared with them.
             let old_dep = std::mem::replace(&mut link.dep, std::mem::take(&mut self.spare_dep));
@@ -871,8 +960,8 @@ impl QueueNetwork {
             changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
             self.spare_dep = old_dep;
             self.spare_dep.clear();
+            link.dep_sum = link.dep.iter().map(|e| e.1).sum();
         }
-        link.dep_sum = link.dep.iter().map(|e| e.1).sum();
         let at = link.head_end().unwrap_or(UNSCHEDULED);
         reschedule(
             &mut self.heap,
@@ -935,7 +1024,8 @@ fn arrive(
     now: u64,
 ) -> bool {
     link.settle(now);
-    match find(&link.arr, id) {
+    let at = find(&link.arr, id);
+    match at {
         Ok(i) => {
             let Some(e) = link.arr.get_mut(i) else {
                 return false;
@@ -957,7 +1047,13 @@ fn arrive(
         // No queue before or after: the departures are the arrivals, and only this
         // stream's changed (what a recomputation of the link would find).
         let tol = link.tol;
-        let push = match find(&link.dep, id) {
+        // Where the link passes its streams through, its departures list the streams its
+        // arrivals did before this change, in the same places: tried first.
+        let in_dep = match at {
+            Ok(i) | Err(i) if link.dep.get(i).is_some_and(|e| e.0 == id) => Ok(i),
+            _ => find(&link.dep, id),
+        };
+        let push = match in_dep {
             Ok(i) if rate > 0.0 => match link.dep.get_mut(i) {
                 Some(d) if (d.1 - rate).abs() > tol => {
                     d.1 = rate;
@@ -1051,6 +1147,37 @@ mod tests {
             out.extend(evs.drain(..).map(|e| (e, t.ps())));
         }
         out
+    }
+
+    #[test]
+    fn segments_pop_in_order_however_many_were_queued() {
+        let seg = |bytes: f64| Segment {
+            mix: Rates::new(),
+            sum: 0.0,
+            bytes,
+        };
+        let mut q = Segments::default();
+        let mut next = 0.0;
+        for k in 0..200 {
+            // Two in, one out: the queue grows, and the popped ones are compacted away.
+            q.push_back(seg(2.0 * f64::from(k)));
+            q.push_back(seg(2.0 * f64::from(k) + 1.0));
+            assert_eq!(q.front().map(|s| s.bytes), Some(next));
+            q.pop_front();
+            next += 1.0;
+            assert_eq!(q.len(), k as usize + 1);
+            assert_eq!(q.back().map(|s| s.bytes), Some(2.0 * f64::from(k) + 1.0));
+        }
+        assert!(q.v.len() <= 2 * q.len() + Segments::COMPACT_AT);
+        assert_eq!(q.get(1).map(|s| s.bytes), Some(next + 1.0));
+        assert_eq!(q.iter().count(), q.len());
+        q.pop_back();
+        assert_eq!(q.len(), 199);
+        while !q.is_empty() {
+            q.pop_front();
+        }
+        assert_eq!((q.v.len(), q.head), (0, 0));
+        assert!(q.front().is_none() && q.back().is_none());
     }
 
     #[test]
