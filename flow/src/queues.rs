@@ -390,10 +390,27 @@ fn mixes_alike(seg: &Segment, arr: &[(u64, f64)], sum: f64) -> bool {
 /// `binary_search_by_key` finds, by a scan (the lists hold a few streams).
 #[inline]
 fn find(v: &[(u64, f64)], id: u64) -> Result<usize, usize> {
-    let i = v.iter().position(|e| e.0 >= id).unwrap_or(v.len());
-    match v.get(i) {
-        Some(e) if e.0 == id => Ok(i),
-        _ => Err(i),
+    // One loop deciding at the entry it stops at (a position, then a lookup, tested the index
+    // twice).
+    for (i, e) in v.iter().enumerate() {
+        if e.0 >= id {
+            return if e.0 == id { Ok(i) } else { Err(i) };
+        }
+    }
+    Err(v.len())
+}
+
+/// The sum of the rates in `v`, in order: what `v.iter().map(|e| e.1).sum()` gives, to the bit
+/// (that sum starts from -0.0, and -0.0 + x is x for every x), with the few streams a link
+/// carries added without the loop.
+#[inline]
+fn sum_rates(v: &[(u64, f64)]) -> f64 {
+    match v {
+        [] => -0.0,
+        [a] => a.1,
+        [a, b] => a.1 + b.1,
+        [a, b, c] => a.1 + b.1 + c.1,
+        _ => v.iter().map(|e| e.1).sum(),
     }
 }
 
@@ -810,13 +827,20 @@ impl QueueNetwork {
         if link.sources.is_empty() {
             return;
         }
-        // Summed in stream order, as the arrivals are.
-        let own: f64 = link
-            .sources
-            .iter()
-            .map(|&(id, _)| rate_of(&link.arr, id))
-            .sum();
-        let acks: f64 = link.acks.iter().map(|&id| rate_of(&link.arr, id)).sum();
+        // Summed in stream order, as the arrivals are; one term without the iterator (the
+        // same value: the sum starts from -0.0, which adds nothing).
+        let own: f64 = match link.sources[..] {
+            [(id, _)] => rate_of(&link.arr, id),
+            _ => link
+                .sources
+                .iter()
+                .map(|&(id, _)| rate_of(&link.arr, id))
+                .sum(),
+        };
+        let acks: f64 = match link.acks[..] {
+            [id] => rate_of(&link.arr, id),
+            _ => link.acks.iter().map(|&id| rate_of(&link.arr, id)).sum(),
+        };
         let transit = (link.arr_sum - own - acks).max(0.0);
         let port = (link.cap - acks).max(0.0);
         let avail = if transit > 0.0 {
@@ -920,9 +944,8 @@ impl QueueNetwork {
         let mut changed: SmallVec<[(u64, f64); 4]> = SmallVec::new();
         if link.dep.len() == new.len() && link.dep.iter().zip(new).all(|(d, n)| d.0 == n.0) {
             // The same streams (a ripple's usual case): compared and updated in place, and
-            // summed in the same pass (in order, as below; departures are positive, so the
-            // sum's starting zero does not matter).
-            let mut sum = 0.0;
+            // summed in the same pass (in order and from -0.0, as `Iterator::sum`).
+            let mut sum = -0.0;
             for (d, &(id, r)) in link.dep.iter_mut().zip(new) {
                 let v = rate(r);
                 if (d.1 - v).abs() > tol {
@@ -957,10 +980,13 @@ impl QueueNetwork {
                     _ => changed.push(*e),
                 }
             }
-            changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
+            // Pushed one by one: SmallVec's `extend` takes its generic path.
+            for &(id, _) in old_dep.get(j..).unwrap_or(&[]) {
+                changed.push((id, 0.0));
+            }
             self.spare_dep = old_dep;
             self.spare_dep.clear();
-            link.dep_sum = link.dep.iter().map(|e| e.1).sum();
+            link.dep_sum = sum_rates(&link.dep);
         }
         let at = link.head_end().unwrap_or(UNSCHEDULED);
         reschedule(
@@ -1042,7 +1068,7 @@ fn arrive(
         Err(i) if rate > 0.0 => link.arr.insert(i, (id, rate)),
         Err(_) => return false,
     }
-    link.arr_sum = link.arr.iter().map(|e| e.1).sum();
+    link.arr_sum = sum_rates(&link.arr);
     if link.segs.is_empty() && !link.dirty && link.arr_sum <= link.pass_max {
         // No queue before or after: the departures are the arrivals, and only this
         // stream's changed (what a recomputation of the link would find).
@@ -1071,7 +1097,7 @@ fn arrive(
             }
             Err(_) => false,
         };
-        link.dep_sum = link.dep.iter().map(|e| e.1).sum();
+        link.dep_sum = sum_rates(&link.dep);
         return push;
     }
     mark(link, dirty, l);
@@ -1178,6 +1204,29 @@ mod tests {
         }
         assert_eq!((q.v.len(), q.head), (0, 0));
         assert!(q.front().is_none() && q.back().is_none());
+    }
+
+    #[test]
+    fn sum_rates_gives_the_bits_the_iterator_sum_gives() {
+        let xs = [
+            0.0,
+            -0.0,
+            1e9,
+            3.3e-7,
+            12_500_000_000.0,
+            0.1,
+            f64::NAN,
+            f64::INFINITY,
+        ];
+        let mut v: Vec<(u64, f64)> = Vec::new();
+        for n in 0..6u64 {
+            for k in 0..xs.len() {
+                v.clear();
+                v.extend((0..n).map(|i| (i, xs[(k + 3 * i as usize) % xs.len()] * (i + 1) as f64)));
+                let want: f64 = v.iter().map(|e| e.1).sum();
+                assert_eq!(sum_rates(&v).to_bits(), want.to_bits(), "{v:?}");
+            }
+        }
     }
 
     #[test]
