@@ -1107,8 +1107,9 @@ fn arrive(
 /// A change of stream `id`'s rate to `rate` arriving at hop `from` of its `path`, passed on
 /// through the hops that pass it straight on (one loop, where a call per hop looked the stream
 /// up at every hop). True when it left the last hop changed: the caller then sets the stream's
-/// departure there ([`leave`]).
-#[inline]
+/// departure there ([`leave`]). Inlined into its two callers: a call per change cost more
+/// than the loop it runs (most changes pass one or two hops).
+#[inline(always)]
 fn walk(
     links: &mut [Link],
     dirty: &mut VecDeque<u32>,
@@ -1131,7 +1132,8 @@ fn walk(
 
 /// Stream `s` (number `id`) leaves its last hop at `rate` from now on: its drain event moves
 /// with it. Returns the injection its ACK stream takes now (a data stream with ACKs), for the
-/// caller to set.
+/// caller to set. Inlined into its two callers, as [`walk`] is.
+#[inline(always)]
 fn leave(
     s: &mut Stream,
     id: u64,
