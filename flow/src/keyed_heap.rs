@@ -89,7 +89,9 @@ impl KeyedHeap {
         Some(unpack(key))
     }
 
-    /// Sets handle `h`'s entry to `key`, adding it if it has none.
+    /// Sets handle `h`'s entry to `key`, adding it if it has none. Inlined: the queue model
+    /// reschedules an event at most rate changes, from a few places.
+    #[inline(always)]
     pub(crate) fn set(&mut self, h: u32, key: Key) {
         let key = pack(key);
         let i = self.pos[h as usize];
