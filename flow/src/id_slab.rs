@@ -8,8 +8,6 @@
 //! than twice as long as the live values (and a few thousand), its oldest live entries move to
 //! a hash map and the window moves on, so memory stays in proportion to the live values.
 
-use std::collections::VecDeque;
-
 use rustc_hash::FxHashMap;
 
 /// A window entry whose value is gone.
@@ -25,8 +23,11 @@ pub(crate) struct IdSlab<T> {
     slots: Vec<Option<T>>,
     /// Slots without a value.
     free: Vec<u32>,
-    /// Slot by number, for the numbers from `base` on ([`GONE`]: removed).
-    window: VecDeque<u32>,
+    /// Slot by number, for the numbers from `base` on ([`GONE`]: removed), from index
+    /// `start` on: the entries before `start` were let go and are dropped in bulk now and then
+    /// (a plain vector: a lookup is one bounds check, without a ring buffer's wrap).
+    window: Vec<u32>,
+    start: usize,
     base: u64,
     /// Slot by number, for live values below `base`.
     old: FxHashMap<u64, u32>,
@@ -38,7 +39,8 @@ impl<T> Default for IdSlab<T> {
         IdSlab {
             slots: Vec::new(),
             free: Vec::new(),
-            window: VecDeque::new(),
+            window: Vec::new(),
+            start: 0,
             base: 0,
             old: FxHashMap::default(),
             live: 0,
@@ -47,9 +49,22 @@ impl<T> Default for IdSlab<T> {
 }
 
 impl<T> IdSlab<T> {
+    /// Numbers in the window.
+    #[inline]
+    fn window_len(&self) -> usize {
+        self.window.len() - self.start
+    }
+
+    /// Where number `base + i` is in `window`.
+    #[inline]
+    fn at(&self, i: u64) -> Option<usize> {
+        usize::try_from(i).ok()?.checked_add(self.start)
+    }
+
+    #[inline]
     fn slot(&self, id: u64) -> Option<u32> {
         if id >= self.base {
-            let i = usize::try_from(id - self.base).ok()?;
+            let i = self.at(id - self.base)?;
             self.window.get(i).copied().filter(|&s| s != GONE)
         } else {
             self.old.get(&id).copied()
@@ -88,17 +103,17 @@ impl<T> IdSlab<T> {
             }
         };
         self.live += 1;
-        if self.window.is_empty() && self.old.is_empty() {
+        if self.window_len() == 0 && self.old.is_empty() {
             self.base = id;
         }
         if id < self.base {
             self.old.insert(id, s);
             return;
         }
-        let i = (id - self.base) as usize;
+        let i = (id - self.base) as usize + self.start;
         if i == self.window.len() {
             // The next number (the usual case).
-            self.window.push_back(s);
+            self.window.push(s);
         } else {
             if i > self.window.len() {
                 self.window.resize(i + 1, GONE);
@@ -111,7 +126,7 @@ impl<T> IdSlab<T> {
     /// Removes and returns the value numbered `id`.
     pub(crate) fn remove(&mut self, id: u64) -> Option<T> {
         let s = if id >= self.base {
-            let i = usize::try_from(id - self.base).ok()?;
+            let i = self.at(id - self.base)?;
             let e = self.window.get_mut(i)?;
             if *e == GONE {
                 return None;
@@ -131,15 +146,21 @@ impl<T> IdSlab<T> {
     /// while it is much longer than the live values.
     fn trim(&mut self) {
         let keep = (2 * self.live).max(MIN_WINDOW);
-        while let Some(&s) = self.window.front() {
+        while let Some(&s) = self.window.get(self.start) {
             if s != GONE {
-                if self.window.len() <= keep {
+                if self.window_len() <= keep {
                     break;
                 }
                 self.old.insert(self.base, s);
             }
-            self.window.pop_front();
+            self.start += 1;
             self.base += 1;
+        }
+        // The entries let go, dropped once they are as many as those kept (each entry is moved
+        // at most once per its own length's worth of numbers: constant time per number).
+        if self.start >= MIN_WINDOW && self.start >= self.window_len() {
+            self.window.drain(..self.start);
+            self.start = 0;
         }
     }
 }
@@ -162,7 +183,8 @@ mod tests {
             assert_eq!(slab.get(id), Some(&id));
         }
         // The window moved on: the long-lived value went to the map.
-        assert!(slab.window.len() <= MIN_WINDOW + 1);
+        assert!(slab.window_len() <= MIN_WINDOW + 1);
+        assert!(slab.window.len() <= 3 * MIN_WINDOW);
         assert_eq!(slab.remove(0), Some(0));
         assert_eq!(slab.remove(0), None);
         assert_eq!(slab.get(19_998), Some(&19_998));

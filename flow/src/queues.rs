@@ -67,9 +67,15 @@ const BYTES_EPS: f64 = 1e-3;
 /// this share of a segment's bytes too many or too few (the drain check absorbs the remainder).
 const MERGE_EPS: f64 = 1e-6;
 
-/// `(stream, rate)` sorted by stream. Inline: a link direction or a segment rarely carries more
-/// than two streams, and a rate change then touches no memory beyond its link.
+/// `(stream, rate)` sorted by stream: a segment's mix. Inline: a segment rarely mixes more than
+/// two streams, and one is made at every new tail.
 type Rates = SmallVec<[(u64, f64); 2]>;
+
+/// `(stream, rate)` sorted by stream: a link's arrivals and departures. A plain vector, unlike
+/// [`Rates`]: a link keeps its buffers for the whole run (no allocation once they have grown),
+/// and every rate change passing a hop reads and writes them several times, each time through
+/// SmallVec's test of where its items are.
+type LinkRates = Vec<(u64, f64)>;
 
 /// No head-end event pending ([`Link::sched`]).
 const UNSCHEDULED: u64 = u64::MAX;
@@ -92,16 +98,105 @@ struct Segment {
     bytes: f64,
 }
 
+/// A queue's segments, head first: a vector read from index `head` on. A ring buffer's every
+/// access computes a wrapped index, and a rate change reads the front or the back of its link's
+/// queue several times; the segments popped are dropped in bulk, so that popping stays
+/// constant time however long a queue gets.
+#[derive(Debug, Default)]
+struct Segments {
+    v: Vec<Segment>,
+    head: usize,
+}
+
+impl Segments {
+    /// Segments popped before the vector is compacted (when they are also at least half).
+    const COMPACT_AT: usize = 16;
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.v.len() - self.head
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.v.len() == self.head
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&Segment> {
+        self.v.get(self.head)
+    }
+
+    #[inline]
+    fn front_mut(&mut self) -> Option<&mut Segment> {
+        self.v.get_mut(self.head)
+    }
+
+    #[inline]
+    fn back(&self) -> Option<&Segment> {
+        self.v.get(self.head..)?.last()
+    }
+
+    #[inline]
+    fn back_mut(&mut self) -> Option<&mut Segment> {
+        self.v.get_mut(self.head..)?.last_mut()
+    }
+
+    /// The `i`-th segment from the head.
+    #[inline]
+    fn get(&self, i: usize) -> Option<&Segment> {
+        self.v.get(self.head.checked_add(i)?)
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Segment> {
+        self.v.get(self.head..).unwrap_or(&[]).iter()
+    }
+
+    #[inline]
+    fn push_back(&mut self, s: Segment) {
+        self.v.push(s);
+    }
+
+    fn pop_front(&mut self) {
+        if self.is_empty() {
+            return;
+        }
+        self.head += 1;
+        if self.head == self.v.len() {
+            self.clear();
+        } else if self.head >= Self::COMPACT_AT && 2 * self.head >= self.v.len() {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    fn pop_back(&mut self) {
+        if !self.is_empty() {
+            self.v.pop();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.v.clear();
+        self.head = 0;
+    }
+}
+
 #[derive(Debug, Default)]
 struct Link {
     cap: f64,
+    /// `cap * (1 + REL_EPS)`: the arrival rate up to which the link passes its streams through
+    /// (computed once: the same product every test would compute).
+    pass_max: f64,
+    /// `cap * PROPAGATE_EPS`: departure changes up to this are not pushed on.
+    tol: f64,
     /// Arrival rate per stream (only positive rates are kept).
-    arr: Rates,
+    arr: LinkRates,
     arr_sum: f64,
     /// Departure rate per stream.
-    dep: Rates,
+    dep: LinkRates,
     dep_sum: f64,
-    segs: VecDeque<Segment>,
+    segs: Segments,
     settled_at: u64,
     /// Bytes that left this link direction up to `settled_at`.
     carried: f64,
@@ -114,11 +209,19 @@ struct Link {
     sched: u64,
     /// The head-end event's handle in the heap.
     ev: u32,
+    /// Whether the link waits in [`QueueNetwork::dirty`] (kept here, beside what a rate
+    /// change reads of the link anyway).
+    dirty: bool,
 }
 
 impl Link {
     fn queued(&self) -> f64 {
-        self.segs.iter().map(|s| s.bytes).sum()
+        // One segment (the usual queue) without the deque's iterator: the same value.
+        match self.segs.len() {
+            0 => 0.0,
+            1 => self.segs.front().map_or(0.0, |s| s.bytes),
+            _ => self.segs.iter().map(|s| s.bytes).sum(),
+        }
     }
 
     fn settle(&mut self, now: u64) {
@@ -218,8 +321,16 @@ fn ps_f64(ps: u64) -> f64 {
 /// `seconds` in picoseconds, rounded up (`u64::MAX / 4` for what is not a time).
 #[inline]
 fn ceil_ps(seconds: f64) -> u64 {
+    let x = seconds * PS_PER_S_F;
+    // The usual range, rounded up through `i64` in place: truncation, raised where a fraction
+    // was cut (what `round_up` does, without its tests for the magnitudes handled below; in
+    // (-1, 0] the ceiling is a zero, 0 ps as below).
+    if x > -1.0 && x < 4_503_599_627_370_496.0 {
+        let t = x as i64;
+        return (t + i64::from((t as f64) < x)) as u64;
+    }
     // Without libm's call (see `round_up`).
-    let ps = crate::round_up(seconds * PS_PER_S_F);
+    let ps = crate::round_up(x);
     if ps.is_finite() && ps >= 0.0 {
         ps as u64
     } else {
@@ -279,10 +390,27 @@ fn mixes_alike(seg: &Segment, arr: &[(u64, f64)], sum: f64) -> bool {
 /// `binary_search_by_key` finds, by a scan (the lists hold a few streams).
 #[inline]
 fn find(v: &[(u64, f64)], id: u64) -> Result<usize, usize> {
-    let i = v.iter().position(|e| e.0 >= id).unwrap_or(v.len());
-    match v.get(i) {
-        Some(e) if e.0 == id => Ok(i),
-        _ => Err(i),
+    // One loop deciding at the entry it stops at (a position, then a lookup, tested the index
+    // twice).
+    for (i, e) in v.iter().enumerate() {
+        if e.0 >= id {
+            return if e.0 == id { Ok(i) } else { Err(i) };
+        }
+    }
+    Err(v.len())
+}
+
+/// The sum of the rates in `v`, in order: what `v.iter().map(|e| e.1).sum()` gives, to the bit
+/// (that sum starts from -0.0, and -0.0 + x is x for every x), with the few streams a link
+/// carries added without the loop.
+#[inline]
+fn sum_rates(v: &[(u64, f64)]) -> f64 {
+    match v {
+        [] => -0.0,
+        [a] => a.1,
+        [a, b] => a.1 + b.1,
+        [a, b, c] => a.1 + b.1 + c.1,
+        _ => v.iter().map(|e| e.1).sum(),
     }
 }
 
@@ -321,7 +449,6 @@ pub struct QueueNetwork {
     heap: KeyedHeap,
     /// Links whose arrivals changed and must recompute their departures.
     dirty: VecDeque<u32>,
-    in_dirty: Vec<bool>,
     /// Ports whose NIC shares must be recomputed.
     reshare: Vec<u32>,
     /// Data streams whose last hop stopped: drained if their source is done (rounding can
@@ -331,8 +458,7 @@ pub struct QueueNetwork {
     data_streams: usize,
     /// Buffers reused by [`QueueNetwork::recompute_link`] and [`QueueNetwork::share_port`] (kept
     /// empty between calls), so that a rate change allocates nothing.
-    spare_dep: Rates,
-    changed: Vec<(u64, f64)>,
+    spare_dep: LinkRates,
     srcs: Vec<(f64, u64)>,
     rates: Vec<(u64, f64)>,
 }
@@ -341,7 +467,6 @@ impl QueueNetwork {
     /// A network of link directions with `capacities` (bytes per second, positive and finite).
     pub fn new(capacities: Vec<f64>) -> Result<QueueNetwork, FlowError> {
         crate::maxmin::check_capacities(&capacities)?;
-        let n = capacities.len();
         let mut heap = KeyedHeap::default();
         Ok(QueueNetwork {
             now: 0,
@@ -349,6 +474,8 @@ impl QueueNetwork {
                 .into_iter()
                 .map(|cap| Link {
                     cap,
+                    pass_max: cap * (1.0 + REL_EPS),
+                    tol: cap * PROPAGATE_EPS,
                     sched: UNSCHEDULED,
                     ev: heap.handle(),
                     ..Link::default()
@@ -358,12 +485,10 @@ impl QueueNetwork {
             next_id: 0,
             heap,
             dirty: VecDeque::new(),
-            in_dirty: vec![false; n],
             reshare: Vec::new(),
             stalled: Vec::new(),
             data_streams: 0,
-            spare_dep: Rates::new(),
-            changed: Vec::new(),
+            spare_dep: LinkRates::new(),
             srcs: Vec::new(),
             rates: Vec::new(),
         })
@@ -514,12 +639,12 @@ impl QueueNetwork {
         link.sched = UNSCHEDULED;
         if link.segs.len() > 1 {
             link.segs.pop_front();
-        } else if link.arr_sum <= link.cap * (1.0 + REL_EPS) {
+        } else if link.arr_sum <= link.pass_max {
             link.segs.clear();
         } else if let Some(s) = link.segs.front_mut() {
             s.bytes = 0.0;
         }
-        self.mark(l);
+        mark(link, &mut self.dirty, l);
     }
 
     fn on_source_done(&mut self, id: u64, out: &mut Vec<QueueEvent>) {
@@ -661,63 +786,21 @@ impl QueueNetwork {
             // ACKs go first at their NIC: the port's data shares change.
             self.reshare.push(first);
         }
-        self.set_arrival(first, id, rate);
+        // What `set_arrival` at the first hop does, with the stream at hand.
+        if walk(&mut self.links, &mut self.dirty, &s.path, id, 0, rate, now) {
+            if let Some((ack, r)) = leave(s, id, rate, now, &mut self.heap, &mut self.stalled) {
+                self.set_injection(ack, r);
+            }
+        }
     }
 
+    /// Stream `id` arrives at link `l` at `rate` from now on; where the link passes it straight
+    /// on, so do the next hops.
     fn set_arrival(&mut self, l: u32, id: u64, rate: f64) {
         let now = self.now;
         let link = &mut self.links[l as usize];
-        link.settle(now);
-        match find(&link.arr, id) {
-            Ok(i) if link.arr[i].1 == rate => return,
-            Ok(i) if rate > 0.0 => link.arr[i].1 = rate,
-            Ok(i) => {
-                link.arr.remove(i);
-            }
-            Err(i) if rate > 0.0 => link.arr.insert(i, (id, rate)),
-            Err(_) => return,
-        }
-        link.arr_sum = link.arr.iter().map(|e| e.1).sum();
-        if link.segs.is_empty()
-            && !self.in_dirty[l as usize]
-            && link.arr_sum <= link.cap * (1.0 + REL_EPS)
-        {
-            // No queue before or after: the departures are the arrivals, and only this
-            // stream's changed (what a recomputation of the link would find).
-            let tol = link.cap * PROPAGATE_EPS;
-            let push = match find(&link.dep, id) {
-                Ok(i) if rate > 0.0 => {
-                    // Through the slice: SmallVec's own indexing is a call.
-                    let d = &mut link.dep.as_mut_slice()[i].1;
-                    let push = (*d - rate).abs() > tol;
-                    if push {
-                        *d = rate;
-                    }
-                    push
-                }
-                Ok(i) => {
-                    link.dep.remove(i);
-                    true
-                }
-                Err(i) if rate > 0.0 => {
-                    link.dep.insert(i, (id, rate));
-                    true
-                }
-                Err(_) => false,
-            };
-            link.dep_sum = link.dep.iter().map(|e| e.1).sum();
-            if push {
-                self.set_departure(l, id, rate);
-            }
-            return;
-        }
-        self.mark(l);
-    }
-
-    fn mark(&mut self, l: u32) {
-        if !self.in_dirty[l as usize] {
-            self.in_dirty[l as usize] = true;
-            self.dirty.push_back(l);
+        if arrive(link, &mut self.dirty, l, id, rate, now) {
+            self.set_departure(l, id, rate);
         }
     }
 
@@ -733,7 +816,7 @@ impl QueueNetwork {
                 }
                 continue;
             };
-            self.in_dirty[l as usize] = false;
+            self.links[l as usize].dirty = false;
             self.recompute_link(l);
         }
     }
@@ -744,13 +827,20 @@ impl QueueNetwork {
         if link.sources.is_empty() {
             return;
         }
-        // Summed in stream order, as the arrivals are.
-        let own: f64 = link
-            .sources
-            .iter()
-            .map(|&(id, _)| rate_of(&link.arr, id))
-            .sum();
-        let acks: f64 = link.acks.iter().map(|&id| rate_of(&link.arr, id)).sum();
+        // Summed in stream order, as the arrivals are; one term without the iterator (the
+        // same value: the sum starts from -0.0, which adds nothing).
+        let own: f64 = match link.sources[..] {
+            [(id, _)] => rate_of(&link.arr, id),
+            _ => link
+                .sources
+                .iter()
+                .map(|&(id, _)| rate_of(&link.arr, id))
+                .sum(),
+        };
+        let acks: f64 = match link.acks[..] {
+            [id] => rate_of(&link.arr, id),
+            _ => link.acks.iter().map(|&id| rate_of(&link.arr, id)).sum(),
+        };
         let transit = (link.arr_sum - own - acks).max(0.0);
         let port = (link.cap - acks).max(0.0);
         let avail = if transit > 0.0 {
@@ -758,6 +848,12 @@ impl QueueNetwork {
         } else {
             port
         };
+        if let [(id, cap)] = link.sources[..] {
+            // One source (the usual NIC): the water-filling below gives it `cap.min(avail / 1)`,
+            // that is `cap.min(avail)`, without its buffers and sorts.
+            self.set_injection(id, cap.min(avail));
+            return;
+        }
         let mut srcs = std::mem::take(&mut self.srcs);
         srcs.extend(link.sources.iter().map(|&(id, cap)| (cap, id)));
         srcs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -787,7 +883,7 @@ impl QueueNetwork {
         let now = self.now;
         let link = &mut self.links[l as usize];
         link.settle(now);
-        let overloaded = link.arr_sum > link.cap * (1.0 + REL_EPS);
+        let overloaded = link.arr_sum > link.pass_max;
         if link.queued() > BYTES_EPS {
             let alike = link
                 .segs
@@ -808,7 +904,8 @@ impl QueueNetwork {
                         if back_alike {
                             link.segs.pop_back();
                         } else {
-                            s.mix.clone_from(&link.arr);
+                            s.mix.clear();
+                            s.mix.extend_from_slice(&link.arr);
                             s.sum = link.arr_sum;
                         }
                     }
@@ -826,7 +923,8 @@ impl QueueNetwork {
                 sum: link.arr_sum,
                 bytes: 0.0,
             });
-        } else {
+        } else if !link.segs.is_empty() {
+            // Asked first: clearing an empty deque is still a call.
             link.segs.clear();
         }
         // The new departures: the head segment's mix scaled to the capacity, or the arrivals.
@@ -841,17 +939,22 @@ impl QueueNetwork {
         // whose change is within the tolerance keeps its old rate here too, so that the next
         // hop's arrival is always the departure here (an error never builds up over small
         // changes).
-        let tol = cap * PROPAGATE_EPS;
-        let mut changed = std::mem::take(&mut self.changed);
+        let tol = link.tol;
+        // On the stack: a link's departures rarely change for more than a few streams at once.
+        let mut changed: SmallVec<[(u64, f64); 4]> = SmallVec::new();
         if link.dep.len() == new.len() && link.dep.iter().zip(new).all(|(d, n)| d.0 == n.0) {
-            // The same streams (a ripple's usual case): compared and updated in place.
+            // The same streams (a ripple's usual case): compared and updated in place, and
+            // summed in the same pass (in order and from -0.0, as `Iterator::sum`).
+            let mut sum = -0.0;
             for (d, &(id, r)) in link.dep.iter_mut().zip(new) {
                 let v = rate(r);
                 if (d.1 - v).abs() > tol {
                     d.1 = v;
                     changed.push((id, v));
                 }
+                sum += d.1;
             }
+            link.dep_sum = sum;
         } else {
             // The new departures go to the spare buffer; the old ones are compared with them.
             let old_dep = std::mem::replace(&mut link.dep, std::mem::take(&mut self.spare_dep));
@@ -877,11 +980,14 @@ impl QueueNetwork {
                     _ => changed.push(*e),
                 }
             }
-            changed.extend(old_dep.iter().skip(j).map(|&(id, _)| (id, 0.0)));
+            // Pushed one by one: SmallVec's `extend` takes its generic path.
+            for &(id, _) in old_dep.get(j..).unwrap_or(&[]) {
+                changed.push((id, 0.0));
+            }
             self.spare_dep = old_dep;
             self.spare_dep.clear();
+            link.dep_sum = sum_rates(&link.dep);
         }
-        link.dep_sum = link.dep.iter().map(|e| e.1).sum();
         let at = link.head_end().unwrap_or(UNSCHEDULED);
         reschedule(
             &mut self.heap,
@@ -893,8 +999,6 @@ impl QueueNetwork {
         for &(id, rate) in &changed {
             self.set_departure(l, id, rate);
         }
-        changed.clear();
-        self.changed = changed;
     }
 
     /// Stream `id` leaves link `l` at `rate` from now on.
@@ -906,27 +1010,153 @@ impl QueueNetwork {
         let Some(pos) = s.path.iter().position(|&x| x == l) else {
             return;
         };
-        if let Some(&next) = s.path.get(pos + 1) {
-            self.set_arrival(next, id, rate);
+        // The next hops, with the stream looked up once for all of them.
+        if !walk(
+            &mut self.links,
+            &mut self.dirty,
+            &s.path,
+            id,
+            pos + 1,
+            rate,
+            now,
+        ) {
             return;
         }
-        s.settle(now);
-        s.out = rate;
-        let at = if rate > 0.0 && !s.drained && s.total.is_finite() {
-            let left = (s.total - s.delivered).max(0.0);
-            now + ceil_ps(left / rate)
-        } else {
-            UNSCHEDULED
-        };
-        reschedule(&mut self.heap, s.out_h, (EV_DRAIN, id), at, &mut s.out_ev);
-        if rate == 0.0 {
-            self.stalled.push(id);
+        if let Some((ack, r)) = leave(s, id, rate, now, &mut self.heap, &mut self.stalled) {
+            self.set_injection(ack, r);
         }
-        if let Kind::Data { ack, ack_ratio, .. } = s.kind {
-            if ack_ratio > 0.0 {
-                self.set_injection(ack, rate * ack_ratio);
+    }
+}
+
+/// Lists link `l` for recomputation (once until it is recomputed).
+#[inline]
+fn mark(link: &mut Link, dirty: &mut VecDeque<u32>, l: u32) {
+    if !link.dirty {
+        link.dirty = true;
+        dirty.push_back(l);
+    }
+}
+
+/// Stream `id` arrives at link `l` (`link`) at `rate` from now on. True when the link passes
+/// the change straight on to the next hop (its departure changed with it); otherwise the link is
+/// listed in `dirty` for recomputation, or nothing changed.
+#[inline(always)]
+fn arrive(
+    link: &mut Link,
+    dirty: &mut VecDeque<u32>,
+    l: u32,
+    id: u64,
+    rate: f64,
+    now: u64,
+) -> bool {
+    link.settle(now);
+    let at = find(&link.arr, id);
+    match at {
+        Ok(i) => {
+            let Some(e) = link.arr.get_mut(i) else {
+                return false;
+            };
+            if e.1 == rate {
+                return false;
+            }
+            if rate > 0.0 {
+                e.1 = rate;
+            } else {
+                link.arr.remove(i);
             }
         }
+        Err(i) if rate > 0.0 => link.arr.insert(i, (id, rate)),
+        Err(_) => return false,
+    }
+    link.arr_sum = sum_rates(&link.arr);
+    if link.segs.is_empty() && !link.dirty && link.arr_sum <= link.pass_max {
+        // No queue before or after: the departures are the arrivals, and only this
+        // stream's changed (what a recomputation of the link would find).
+        let tol = link.tol;
+        // Where the link passes its streams through, its departures list the streams its
+        // arrivals did before this change, in the same places: tried first.
+        let in_dep = match at {
+            Ok(i) | Err(i) if link.dep.get(i).is_some_and(|e| e.0 == id) => Ok(i),
+            _ => find(&link.dep, id),
+        };
+        let push = match in_dep {
+            Ok(i) if rate > 0.0 => match link.dep.get_mut(i) {
+                Some(d) if (d.1 - rate).abs() > tol => {
+                    d.1 = rate;
+                    true
+                }
+                _ => false,
+            },
+            Ok(i) => {
+                link.dep.remove(i);
+                true
+            }
+            Err(i) if rate > 0.0 => {
+                link.dep.insert(i, (id, rate));
+                true
+            }
+            Err(_) => false,
+        };
+        link.dep_sum = sum_rates(&link.dep);
+        return push;
+    }
+    mark(link, dirty, l);
+    false
+}
+
+/// A change of stream `id`'s rate to `rate` arriving at hop `from` of its `path`, passed on
+/// through the hops that pass it straight on (one loop, where a call per hop looked the stream
+/// up at every hop). True when it left the last hop changed: the caller then sets the stream's
+/// departure there ([`leave`]). Inlined into its two callers: a call per change cost more
+/// than the loop it runs (most changes pass one or two hops).
+#[inline(always)]
+fn walk(
+    links: &mut [Link],
+    dirty: &mut VecDeque<u32>,
+    path: &[u32],
+    id: u64,
+    from: usize,
+    rate: f64,
+    now: u64,
+) -> bool {
+    for &l in path.get(from..).unwrap_or(&[]) {
+        let Some(link) = links.get_mut(l as usize) else {
+            return false;
+        };
+        if !arrive(link, dirty, l, id, rate, now) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Stream `s` (number `id`) leaves its last hop at `rate` from now on: its drain event moves
+/// with it. Returns the injection its ACK stream takes now (a data stream with ACKs), for the
+/// caller to set. Inlined into its two callers, as [`walk`] is.
+#[inline(always)]
+fn leave(
+    s: &mut Stream,
+    id: u64,
+    rate: f64,
+    now: u64,
+    heap: &mut KeyedHeap,
+    stalled: &mut Vec<u64>,
+) -> Option<(u64, f64)> {
+    s.settle(now);
+    s.out = rate;
+    let at = if rate > 0.0 && !s.drained && s.total.is_finite() {
+        let left = (s.total - s.delivered).max(0.0);
+        now + ceil_ps(left / rate)
+    } else {
+        UNSCHEDULED
+    };
+    reschedule(heap, s.out_h, (EV_DRAIN, id), at, &mut s.out_ev);
+    if rate == 0.0 {
+        stalled.push(id);
+    }
+    match s.kind {
+        Kind::Data { ack, ack_ratio, .. } if ack_ratio > 0.0 => Some((ack, rate * ack_ratio)),
+        _ => None,
     }
 }
 
@@ -945,6 +1175,60 @@ mod tests {
             out.extend(evs.drain(..).map(|e| (e, t.ps())));
         }
         out
+    }
+
+    #[test]
+    fn segments_pop_in_order_however_many_were_queued() {
+        let seg = |bytes: f64| Segment {
+            mix: Rates::new(),
+            sum: 0.0,
+            bytes,
+        };
+        let mut q = Segments::default();
+        let mut next = 0.0;
+        for k in 0..200 {
+            // Two in, one out: the queue grows, and the popped ones are compacted away.
+            q.push_back(seg(2.0 * f64::from(k)));
+            q.push_back(seg(2.0 * f64::from(k) + 1.0));
+            assert_eq!(q.front().map(|s| s.bytes), Some(next));
+            q.pop_front();
+            next += 1.0;
+            assert_eq!(q.len(), k as usize + 1);
+            assert_eq!(q.back().map(|s| s.bytes), Some(2.0 * f64::from(k) + 1.0));
+        }
+        assert!(q.v.len() <= 2 * q.len() + Segments::COMPACT_AT);
+        assert_eq!(q.get(1).map(|s| s.bytes), Some(next + 1.0));
+        assert_eq!(q.iter().count(), q.len());
+        q.pop_back();
+        assert_eq!(q.len(), 199);
+        while !q.is_empty() {
+            q.pop_front();
+        }
+        assert_eq!((q.v.len(), q.head), (0, 0));
+        assert!(q.front().is_none() && q.back().is_none());
+    }
+
+    #[test]
+    fn sum_rates_gives_the_bits_the_iterator_sum_gives() {
+        let xs = [
+            0.0,
+            -0.0,
+            1e9,
+            3.3e-7,
+            12_500_000_000.0,
+            0.1,
+            f64::NAN,
+            f64::INFINITY,
+        ];
+        let mut v: Vec<(u64, f64)> = Vec::new();
+        for n in 0..6u64 {
+            for k in 0..xs.len() {
+                v.clear();
+                v.extend((0..n).map(|i| (i, xs[(k + 3 * i as usize) % xs.len()] * (i + 1) as f64)));
+                let want: f64 = v.iter().map(|e| e.1).sum();
+                assert_eq!(sum_rates(&v).to_bits(), want.to_bits(), "{v:?}");
+            }
+        }
     }
 
     #[test]
