@@ -185,13 +185,15 @@ pub enum FlowError {
     },
 }
 
+/// 2^52: a float of this magnitude or more is a whole number.
+pub(crate) const WHOLE_FROM: f64 = 4_503_599_627_370_496.0;
+
 /// `x.ceil()`, without the library call that `ceil` is where the CPU the build targets has no
 /// rounding instruction (x86-64's baseline): truncated through `i64` (one conversion each way)
 /// and raised where a fraction was cut. The same value as `ceil` for every `x`: magnitudes of
 /// 2^52 and more are whole already, and they, NaN and the infinities go to `ceil`.
 #[inline]
 pub(crate) fn round_up(x: f64) -> f64 {
-    const WHOLE_FROM: f64 = 4_503_599_627_370_496.0; // 2^52
     if x.is_nan() || x.abs() >= WHOLE_FROM {
         return x.ceil();
     }

@@ -325,7 +325,7 @@ fn ceil_ps(seconds: f64) -> u64 {
     // The usual range, rounded up through `i64` in place: truncation, raised where a fraction
     // was cut (what `round_up` does, without its tests for the magnitudes handled below; in
     // (-1, 0] the ceiling is a zero, 0 ps as below).
-    if x > -1.0 && x < 4_503_599_627_370_496.0 {
+    if x > -1.0 && x < crate::WHOLE_FROM {
         let t = x as i64;
         return (t + i64::from((t as f64) < x)) as u64;
     }

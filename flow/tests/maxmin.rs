@@ -169,6 +169,32 @@ fn invalid_paths_are_typed_errors() {
     assert_eq!(net.next_finish(), Some(Time(1_000_000_000_000)));
 }
 
+/// A flow holds at most 65535 entries (data and ACK links together): one more is refused with
+/// its count, and the network carries on as before (a flow on the most it holds starts and
+/// finishes when its slowest link says).
+#[test]
+fn a_flow_of_too_many_links_is_a_typed_error() {
+    let n = 70_000_u32;
+    let mut net = FlowNetwork::new(vec![1.0; n as usize]).unwrap();
+    let usage: Vec<_> = (0..40_000).map(|l| (LinkId(l), 1.0)).collect();
+    let acks: Vec<_> = (40_000..n).map(|l| (LinkId(l), 0.01)).collect();
+    assert_eq!(
+        net.start_with_acks(Time::ZERO, &usage, &acks, 1, None, 1),
+        Err(FlowError::TooManyLinks { links: 70_000 })
+    );
+    assert_eq!(net.active(), 0);
+    let most = &acks[..65_535 - 40_000];
+    net.start_with_acks(Time::ZERO, &usage, most, 1, None, 2)
+        .unwrap();
+    // Every data link gives it 1 B/s less its ACK reservation on none (its ACK links are
+    // apart): 1 byte in 1 s.
+    assert_eq!(net.next_finish(), Some(Time(1_000_000_000_000)));
+    let mut done = Vec::new();
+    net.advance(Time(1_000_000_000_000), &mut done);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].1, 2);
+}
+
 /// A reservation whose feedback on its own flow has a gain above 1 must still settle at the fixed
 /// point where it equals the flow's ACK load (found by the property test: the reservation used to
 /// swing between two rates for ever and stayed far off after the round limit).

@@ -330,22 +330,21 @@ impl Flow {
         }
     }
 
-    /// Makes room for `n` entries, `n_use` of them data links, and returns them (to be
-    /// written); `None` (the flow unchanged) if `n` does not fit a `u16`.
+    /// Makes room for `n` entries (`n16` of them), `n_use` of them data links, and returns
+    /// them to be written.
     #[inline]
-    fn entries_for(&mut self, n: usize, n_use: usize) -> Option<&mut [Entry]> {
-        let (Ok(n16), Ok(n_use16)) = (u16::try_from(n), u16::try_from(n_use)) else {
-            return None;
-        };
+    fn entries_for(&mut self, n16: u16, n_use: usize) -> &mut [Entry] {
+        let n = usize::from(n16);
         self.n = n16;
-        self.n_use = n_use16;
+        // At most `n`, which fits.
+        self.n_use = n_use.min(n) as u16;
         if n <= FLOW_INLINE {
-            Some(&mut self.inline[..n])
+            &mut self.inline[..n]
         } else {
             let v = self.spill.get_or_insert_with(Default::default);
             v.clear();
             v.resize(n, Entry::default());
-            Some(&mut v[..])
+            &mut v[..]
         }
     }
 
@@ -867,6 +866,10 @@ impl FlowNetwork {
         if scratch.len() == 0 && cap == f64::INFINITY {
             return Err(FlowError::Unbounded);
         }
+        let links = scratch.len() + reserve.len();
+        let Ok(n_entries) = u16::try_from(links) else {
+            return Err(FlowError::TooManyLinks { links });
+        };
         if at > self.now {
             if let Some(finish) = self.next_finish() {
                 if finish.ps() <= at {
@@ -924,17 +927,9 @@ impl FlowNetwork {
             _ => 0.0,
         };
         flow.reserved_rate = rho;
-        let (n_use, n) = (scratch.len(), scratch.len() + reserve.len());
-        let Some(entries) = flow.entries_for(n, n_use) else {
-            // Not started after all: the slot goes back.
-            flow.active = false;
-            if !self.listed[slot as usize] {
-                self.listed[slot as usize] = true;
-                self.free.push(slot);
-            }
-            return Err(FlowError::TooManyLinks { links: n });
-        };
-        let (data, acks) = entries.split_at_mut(n_use);
+        let n_use = scratch.len();
+        let entries = flow.entries_for(n_entries, n_use);
+        let (data, acks) = entries.split_at_mut(n_use.min(entries.len()));
         let mut shared = 0;
         for (e, (l, w)) in data.iter_mut().zip(scratch.clone()) {
             let link = &mut self.links[l as usize];
