@@ -116,6 +116,11 @@ fn mesh() -> Option<&'static Path> {
 /// `fabemu` built with the `mpi` feature, copied aside (as `target/release/examples/fabemu-mpi`)
 /// and the default build put back in `target/release/fabemu` for the other tests; `None` as
 /// for [`mpi_ready`].
+///
+/// The default build is put back by keeping a copy of it from before and renaming that copy
+/// into place, not by building it again: the feature switch makes Cargo recompile every
+/// workspace crate, a second whole-program build that took about two minutes of both cores in
+/// the middle of the suite. A rename, not a write: other tests may be running the file.
 pub(crate) fn fabemu_mpi() -> Option<&'static Path> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
@@ -123,12 +128,19 @@ pub(crate) fn fabemu_mpi() -> Option<&'static Path> {
             if !mpi_ready() {
                 return None;
             }
-            cargo_build(&["--bin", "fabemu", "--features", "mpi"]);
             let release = Path::new(ROOT).join("target/release");
-            let aside = release.join("examples/fabemu-mpi");
-            std::fs::create_dir_all(release.join("examples")).expect("examples directory");
-            std::fs::copy(release.join("fabemu"), &aside).expect("copies fabemu");
-            cargo_build(&["--bin", "fabemu"]);
+            let (bin, examples) = (release.join("fabemu"), release.join("examples"));
+            std::fs::create_dir_all(&examples).expect("examples directory");
+            let kept = examples.join("fabemu-default");
+            let have_default = std::fs::copy(&bin, &kept).is_ok();
+            cargo_build(&["--bin", "fabemu", "--features", "mpi"]);
+            let aside = examples.join("fabemu-mpi");
+            std::fs::copy(&bin, &aside).expect("copies fabemu");
+            if have_default {
+                std::fs::rename(&kept, &bin).expect("puts the default fabemu back");
+            } else {
+                cargo_build(&["--bin", "fabemu"]);
+            }
             Some(aside)
         })
         .as_deref()
