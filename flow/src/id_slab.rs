@@ -10,6 +10,8 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::head_vec::HeadVec;
+
 /// A window entry whose value is gone.
 const GONE: u32 = u32::MAX;
 
@@ -23,11 +25,8 @@ pub(crate) struct IdSlab<T> {
     slots: Vec<Option<T>>,
     /// Slots without a value.
     free: Vec<u32>,
-    /// Slot by number, for the numbers from `base` on ([`GONE`]: removed), from index
-    /// `start` on: the entries before `start` were let go and are dropped in bulk now and then
-    /// (a plain vector: a lookup is one bounds check, without a ring buffer's wrap).
-    window: Vec<u32>,
-    start: usize,
+    /// Slot by number, for the numbers from `base` on ([`GONE`]: removed).
+    window: HeadVec<u32, MIN_WINDOW>,
     base: u64,
     /// Slot by number, for live values below `base`.
     old: FxHashMap<u64, u32>,
@@ -39,8 +38,7 @@ impl<T> Default for IdSlab<T> {
         IdSlab {
             slots: Vec::new(),
             free: Vec::new(),
-            window: Vec::new(),
-            start: 0,
+            window: HeadVec::default(),
             base: 0,
             old: FxHashMap::default(),
             live: 0,
@@ -49,22 +47,10 @@ impl<T> Default for IdSlab<T> {
 }
 
 impl<T> IdSlab<T> {
-    /// Numbers in the window.
-    #[inline]
-    fn window_len(&self) -> usize {
-        self.window.len() - self.start
-    }
-
-    /// Where number `base + i` is in `window`.
-    #[inline]
-    fn at(&self, i: u64) -> Option<usize> {
-        usize::try_from(i).ok()?.checked_add(self.start)
-    }
-
     #[inline]
     fn slot(&self, id: u64) -> Option<u32> {
         if id >= self.base {
-            let i = self.at(id - self.base)?;
+            let i = usize::try_from(id - self.base).ok()?;
             self.window.get(i).copied().filter(|&s| s != GONE)
         } else {
             self.old.get(&id).copied()
@@ -103,22 +89,24 @@ impl<T> IdSlab<T> {
             }
         };
         self.live += 1;
-        if self.window_len() == 0 && self.old.is_empty() {
+        if self.window.is_empty() && self.old.is_empty() {
             self.base = id;
         }
         if id < self.base {
             self.old.insert(id, s);
             return;
         }
-        let i = (id - self.base) as usize + self.start;
+        let i = (id - self.base) as usize;
         if i == self.window.len() {
             // The next number (the usual case).
-            self.window.push(s);
+            self.window.push_back(s);
         } else {
             if i > self.window.len() {
                 self.window.resize(i + 1, GONE);
             }
-            self.window[i] = s;
+            if let Some(e) = self.window.get_mut(i) {
+                *e = s;
+            }
         }
         self.trim();
     }
@@ -126,7 +114,7 @@ impl<T> IdSlab<T> {
     /// Removes and returns the value numbered `id`.
     pub(crate) fn remove(&mut self, id: u64) -> Option<T> {
         let s = if id >= self.base {
-            let i = self.at(id - self.base)?;
+            let i = usize::try_from(id - self.base).ok()?;
             let e = self.window.get_mut(i)?;
             if *e == GONE {
                 return None;
@@ -146,21 +134,15 @@ impl<T> IdSlab<T> {
     /// while it is much longer than the live values.
     fn trim(&mut self) {
         let keep = (2 * self.live).max(MIN_WINDOW);
-        while let Some(&s) = self.window.get(self.start) {
+        while let Some(&s) = self.window.front() {
             if s != GONE {
-                if self.window_len() <= keep {
+                if self.window.len() <= keep {
                     break;
                 }
                 self.old.insert(self.base, s);
             }
-            self.start += 1;
+            self.window.pop_front();
             self.base += 1;
-        }
-        // The entries let go, dropped once they are as many as those kept (each entry is moved
-        // at most once per its own length's worth of numbers: constant time per number).
-        if self.start >= MIN_WINDOW && self.start >= self.window_len() {
-            self.window.drain(..self.start);
-            self.start = 0;
         }
     }
 }
@@ -183,8 +165,8 @@ mod tests {
             assert_eq!(slab.get(id), Some(&id));
         }
         // The window moved on: the long-lived value went to the map.
-        assert!(slab.window_len() <= MIN_WINDOW + 1);
-        assert!(slab.window.len() <= 3 * MIN_WINDOW);
+        assert!(slab.window.len() <= MIN_WINDOW + 1);
+        assert!(slab.window.held() <= 3 * MIN_WINDOW);
         assert_eq!(slab.remove(0), Some(0));
         assert_eq!(slab.remove(0), None);
         assert_eq!(slab.get(19_998), Some(&19_998));

@@ -89,6 +89,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod backlog;
+mod head_vec;
 mod id_slab;
 mod keyed_heap;
 pub mod maxmin;

@@ -43,6 +43,7 @@ use std::collections::VecDeque;
 use fabemu_fabric::units::{Time, PS_PER_S};
 use smallvec::SmallVec;
 
+use crate::head_vec::HeadVec;
 use crate::id_slab::IdSlab;
 use crate::keyed_heap::KeyedHeap;
 use crate::{FlowError, LinkId};
@@ -98,89 +99,9 @@ struct Segment {
     bytes: f64,
 }
 
-/// A queue's segments, head first: a vector read from index `head` on. A ring buffer's every
-/// access computes a wrapped index, and a rate change reads the front or the back of its link's
-/// queue several times; the segments popped are dropped in bulk, so that popping stays
-/// constant time however long a queue gets.
-#[derive(Debug, Default)]
-struct Segments {
-    v: Vec<Segment>,
-    head: usize,
-}
-
-impl Segments {
-    /// Segments popped before the vector is compacted (when they are also at least half).
-    const COMPACT_AT: usize = 16;
-
-    #[inline]
-    fn len(&self) -> usize {
-        self.v.len() - self.head
-    }
-
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.v.len() == self.head
-    }
-
-    #[inline]
-    fn front(&self) -> Option<&Segment> {
-        self.v.get(self.head)
-    }
-
-    #[inline]
-    fn front_mut(&mut self) -> Option<&mut Segment> {
-        self.v.get_mut(self.head)
-    }
-
-    #[inline]
-    fn back(&self) -> Option<&Segment> {
-        self.v.get(self.head..)?.last()
-    }
-
-    #[inline]
-    fn back_mut(&mut self) -> Option<&mut Segment> {
-        self.v.get_mut(self.head..)?.last_mut()
-    }
-
-    /// The `i`-th segment from the head.
-    #[inline]
-    fn get(&self, i: usize) -> Option<&Segment> {
-        self.v.get(self.head.checked_add(i)?)
-    }
-
-    fn iter(&self) -> std::slice::Iter<'_, Segment> {
-        self.v.get(self.head..).unwrap_or(&[]).iter()
-    }
-
-    #[inline]
-    fn push_back(&mut self, s: Segment) {
-        self.v.push(s);
-    }
-
-    fn pop_front(&mut self) {
-        if self.is_empty() {
-            return;
-        }
-        self.head += 1;
-        if self.head == self.v.len() {
-            self.clear();
-        } else if self.head >= Self::COMPACT_AT && 2 * self.head >= self.v.len() {
-            self.v.drain(..self.head);
-            self.head = 0;
-        }
-    }
-
-    fn pop_back(&mut self) {
-        if !self.is_empty() {
-            self.v.pop();
-        }
-    }
-
-    fn clear(&mut self) {
-        self.v.clear();
-        self.head = 0;
-    }
-}
+/// A queue's segments, head first (the segments popped dropped in bulk, see
+/// [`HeadVec`]).
+type Segments = HeadVec<Segment, 16>;
 
 #[derive(Debug, Default)]
 struct Link {
@@ -1175,37 +1096,6 @@ mod tests {
             out.extend(evs.drain(..).map(|e| (e, t.ps())));
         }
         out
-    }
-
-    #[test]
-    fn segments_pop_in_order_however_many_were_queued() {
-        let seg = |bytes: f64| Segment {
-            mix: Rates::new(),
-            sum: 0.0,
-            bytes,
-        };
-        let mut q = Segments::default();
-        let mut next = 0.0;
-        for k in 0..200 {
-            // Two in, one out: the queue grows, and the popped ones are compacted away.
-            q.push_back(seg(2.0 * f64::from(k)));
-            q.push_back(seg(2.0 * f64::from(k) + 1.0));
-            assert_eq!(q.front().map(|s| s.bytes), Some(next));
-            q.pop_front();
-            next += 1.0;
-            assert_eq!(q.len(), k as usize + 1);
-            assert_eq!(q.back().map(|s| s.bytes), Some(2.0 * f64::from(k) + 1.0));
-        }
-        assert!(q.v.len() <= 2 * q.len() + Segments::COMPACT_AT);
-        assert_eq!(q.get(1).map(|s| s.bytes), Some(next + 1.0));
-        assert_eq!(q.iter().count(), q.len());
-        q.pop_back();
-        assert_eq!(q.len(), 199);
-        while !q.is_empty() {
-            q.pop_front();
-        }
-        assert_eq!((q.v.len(), q.head), (0, 0));
-        assert!(q.front().is_none() && q.back().is_none());
     }
 
     #[test]
