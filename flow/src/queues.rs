@@ -137,7 +137,7 @@ struct Link {
 
 impl Link {
     fn queued(&self) -> f64 {
-        // One segment (the usual queue) without the deque's iterator: the same value.
+        // One segment (the usual queue) without the iterator: the same value.
         match self.segs.len() {
             0 => 0.0,
             1 => self.segs.front().map_or(0.0, |s| s.bytes),
@@ -845,7 +845,7 @@ impl QueueNetwork {
                 bytes: 0.0,
             });
         } else if !link.segs.is_empty() {
-            // Asked first: clearing an empty deque is still a call.
+            // Asked first: an empty queue has nothing to drop.
             link.segs.clear();
         }
         // The new departures: the head segment's mix scaled to the capacity, or the arrivals.
